@@ -1,0 +1,9 @@
+"""flowc's compiler: IR, op registry, reference interpreter, passes, codegen, CLI."""
+from compiler import ops  # noqa: F401  (registers built-in ops)
+from compiler.errors import (CompileError, GraphError, ShapeError, OpError, CodegenError,
+                             BuildError, IRSyntaxError, ExecutionError)
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.types import TensorType
+from compiler.ir.printer import print_graph
+from compiler.ir.parser import parse_graph, parse_graphs
+from runtime.dtypes import DType

@@ -1,0 +1,108 @@
+"""Compile generated C into shared objects with the system compiler, cached on disk by the hash
+of source + compiler identity + flags. A corrupt cache entry is rebuilt, never loaded."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import List, Sequence
+
+import runtime
+from compiler.build_cache import cache_root
+from compiler.errors import BuildError
+
+RUNTIME_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(runtime.__file__)), "csrc")
+BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-std=gnu11", "-fno-math-errno",
+              "-Wall", "-Wno-unused-variable", "-Wno-unused-label", "-Wno-unused-but-set-variable")
+
+
+def cache_dir() -> str:
+    return cache_root()
+
+
+def compiler_command() -> str:
+    return os.environ.get("CC", "cc")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_identity(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise BuildError(f"C compiler '{cc}' not found; install gcc or set CC") from None
+    return out.stdout.strip()
+
+
+@functools.lru_cache(maxsize=None)
+def blas_flags() -> tuple:
+    """Include and link flags for OpenBLAS from the scipy-openblas32 wheel."""
+    import scipy_openblas32 as ob
+    libdir = ob.get_lib_dir()
+    return (f"-I{ob.get_include_dir()}", f"-L{libdir}", f"-l{ob.get_library()}",
+            f"-Wl,-rpath,{libdir}")
+
+
+@dataclass
+class BuildResult:
+    path: str            # the shared object, inside the cache
+    key: str             # content hash that named it
+    cached: bool         # True when nothing was compiled
+
+
+def feature_flags(features: Sequence[str]) -> List[str]:
+    flags: List[str] = []
+    if "blas" in features:
+        flags.extend(blas_flags())
+    return flags
+
+
+def file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def build_shared_object(source: str, features: Sequence[str] = (), name: str = "module") -> BuildResult:
+    cc = compiler_command()
+    flags = list(BASE_FLAGS) + [f"-I{RUNTIME_INCLUDE}"]
+    link = feature_flags(features)
+    with open(os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"), "rb") as f:
+        header = f.read()
+    key = hashlib.sha256(b"\0".join([source.encode(), header, compiler_identity(cc).encode(),
+                                     " ".join(flags + link).encode()])).hexdigest()
+    d = os.path.join(cache_dir(), "objects", key[:2])
+    os.makedirs(d, exist_ok=True)
+    so = os.path.join(d, key + ".so")
+    stamp = so + ".sha256"
+    if os.path.exists(so) and os.path.exists(stamp):
+        with open(stamp) as f:
+            if f.read().strip() == file_sha256(so):
+                return BuildResult(so, key, True)
+    tmpdir = tempfile.mkdtemp(prefix="flowc-build-", dir=d)
+    try:
+        src = os.path.join(tmpdir, name + ".c")
+        with open(src, "w") as f:
+            f.write(source)
+        out = os.path.join(tmpdir, name + ".so")
+        cmd = [cc] + flags + [src, "-o", out] + link + ["-lm"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            keep = os.path.join(cache_dir(), "failed", key + ".c")
+            os.makedirs(os.path.dirname(keep), exist_ok=True)
+            shutil.copy(src, keep)
+            raise BuildError(f"the C compiler rejected generated code (source kept at {keep}):\n"
+                             + proc.stderr[-4000:])
+        digest = file_sha256(out)
+        os.replace(out, so)
+        with open(stamp + ".tmp", "w") as f:
+            f.write(digest)
+        os.replace(stamp + ".tmp", stamp)
+        return BuildResult(so, key, False)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

@@ -1,0 +1,83 @@
+"""Elementwise kernels with numpy broadcasting, shared by every elementwise op (and later by
+fused kernels). Inputs of the output's shape are read with the flat index; size-1 inputs as a
+scalar; anything else through a loop nest with per-input strides (0 on broadcast dims), so the
+innermost loop stays contiguous and vectorizable."""
+from __future__ import annotations
+
+from typing import List
+
+from compiler.codegen.kernel_context import KernelContext, TensorRef, product
+
+
+def broadcast_output_dims(kc: KernelContext) -> List[List[str]]:
+    """C expressions for the broadcast output dims, with run-time checks for dynamic dims."""
+    out = kc.outputs[0]
+    rank = out.rank
+    dims: List[str] = []
+    for k in range(rank):
+        exprs = []
+        for x in kc.inputs:
+            j = k - (rank - x.rank)
+            if j >= 0:
+                exprs.append(x.dim(j))
+        static = [e for e in exprs if e.isdigit() and e != "1"]
+        dynamic = [e for e in exprs if not e.isdigit()]
+        if static:
+            result = static[0]
+        elif not dynamic:
+            result = "1"
+        else:
+            result = dynamic[0]
+            for e in dynamic[1:]:
+                result = f"({result} == 1 ? {e} : {result})"
+        for e in dynamic:
+            if e == result:
+                continue
+            kc.check(f"{e} == {result} || {e} == 1",
+                     f"incompatible shapes for broadcasting: dim {k} is %lld in one input and %lld in another",
+                     f"(long long)({e})", f"(long long)({result})")
+        dims.append(result)
+    return [dims]
+
+
+def same_dims(a: TensorRef, b: TensorRef) -> bool:
+    return a.rank == b.rank and a.dims == b.dims
+
+
+def is_scalar(x: TensorRef) -> bool:
+    return all(d == "1" for d in x.dims)
+
+
+def input_strides(out: TensorRef, x: TensorRef) -> List[str]:
+    """Per output dim, the stride of ``x`` (0 where x is broadcast along that dim)."""
+    strides = []
+    for k in range(out.rank):
+        j = k - (out.rank - x.rank)
+        if j < 0:
+            strides.append("0")
+            continue
+        d = x.dim(j)
+        s = x.stride(j)
+        if d == "1":
+            strides.append("0")
+        elif d.isdigit():
+            strides.append(s)
+        else:
+            strides.append(f"({d} == 1 ? 0 : {s})")
+    return strides
+
+
+def emit_elementwise(kc: KernelContext, expr: str, out_index: int = 0) -> str:
+    """Render ``out[i] = expr`` where ``expr`` reads the inputs as ``a0``, ``a1``, ..."""
+    out = kc.outputs[out_index]
+    modes = []
+    for x in kc.inputs:
+        if same_dims(x, out):
+            modes.append("flat")
+        elif is_scalar(x):
+            modes.append("scalar")
+        else:
+            modes.append("strided")
+    strides = [input_strides(out, x) for x in kc.inputs]
+    return kc.render("elementwise.c.j2", expr=expr, out=out, modes=modes, strides=strides,
+                     nested=("strided" in modes))

@@ -1,0 +1,266 @@
+"""Emit one C translation unit for a step graph: one entry function that runs every kernel in
+a static order, with shapes known at compile time baked in and no per-op dispatch.
+
+The step graph's feeds are ``Placeholder`` nodes (in ``feeds`` order) and its fetches are
+``_Retval`` nodes. Buffers are allocated per output and freed after their last use; fetched
+buffers are handed to the caller (copied only if the caller could not own them).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
+from compiler.codegen.target import C, CTarget
+from compiler.errors import CodegenError
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.printer import node_text
+from compiler.ops.registry import get_op
+from runtime.dtypes import DType
+
+ABI_VERSION = 1
+
+_SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
+
+# Ops the emitter handles itself.
+_NO_CODE = {"NoOp", "_Sink"}
+
+
+@dataclass
+class EmittedModule:
+    source: str
+    features: set = field(default_factory=set)
+
+
+def _ident(name: str) -> str:
+    out = []
+    for ch in name:
+        out.append(ch if ch.isalnum() else "_")
+    s = "".join(out)
+    return s if s and not s[0].isdigit() else "_" + s
+
+
+def _comment(text: str) -> str:
+    return text.replace("*/", "* /")
+
+
+def emit_c(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
+           target: CTarget = C) -> EmittedModule:
+    return _Emitter(graph, list(feeds), list(retvals), target).emit()
+
+
+class _Emitter:
+    def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CTarget):
+        self.graph = graph
+        self.feeds = feeds
+        self.retvals = retvals
+        self.target = target
+        self.module = ModuleState()
+        self.refs: Dict[Output, TensorRef] = {}
+        self.root: Dict[Output, Output] = {}       # storage root of each value
+        self.owned: List[Output] = []              # roots allocated by this function
+        self.decls: List[str] = []
+        self.body: List[str] = []
+        self.constants: List[str] = []
+        self._names: set = set()
+
+    # --- naming ------------------------------------------------------------------------
+    def _var(self, out: Output) -> str:
+        base = "t_" + _ident(out.node.name) + (f"_{out.index}" if out.index else "")
+        name, k = base, 1
+        while name in self._names:
+            name = f"{base}_{k}"
+            k += 1
+        self._names.add(name)
+        return name
+
+    def _ref(self, out: Output) -> TensorRef:
+        if out not in self.refs:
+            var = self._var(out)
+            self.refs[out] = TensorRef(var, out.type, self.target)
+            self.decls.append(f"flowc_tensor {var} = {{0}};")
+        return self.refs[out]
+
+    # --- emission ----------------------------------------------------------------------
+    def emit(self) -> EmittedModule:
+        order = [n for n in self.graph]
+        position = {n: i for i, n in enumerate(order)}
+        for n in order:
+            if n.op == "_Retval" or n.op in _NO_CODE:
+                continue
+            for out in n.outputs:
+                if out.dtype is DType.resource:
+                    raise CodegenError("resource tensors are not supported by the C backend yet", n)
+        # storage roots
+        for n in order:
+            op = get_op(n.op, n)
+            for out in n.outputs:
+                if op.c_alias is not None and out.index == 0 and n.inputs:
+                    self.root[out] = self.root[n.inputs[op.c_alias]]
+                else:
+                    self.root[out] = out
+        last_use: Dict[Output, int] = {}
+        for n in order:
+            for i in n.inputs:
+                last_use[self.root[i]] = position[n]
+        # which roots are handed to the caller
+        transferred = set()
+        self.fetch_plan = []
+        for r in sorted(self.retvals, key=lambda r: r.attrs["index"]):
+            src = r.inputs[0]
+            root = self.root[src]
+            owner = root.node.op not in ("Placeholder", "Const") and get_op(root.node.op).c_alias is None
+            if owner and root not in transferred:
+                transferred.add(root)
+                self.fetch_plan.append((r, src, False))
+            else:
+                self.fetch_plan.append((r, src, True))
+        frees_after: Dict[int, List[Output]] = {}
+        for n in order:
+            for out in n.outputs:
+                root = self.root[out]
+                if root is out and root not in transferred:
+                    pos = last_use.get(root, position[n])
+                    frees_after.setdefault(pos, []).append(root)
+
+        for n in order:
+            self._emit_node(n)
+            for root in frees_after.get(position[n], []):
+                if root in self.owned:
+                    ref = self.refs[root]
+                    self.body.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
+        for r, src, copy in self.fetch_plan:
+            k = r.attrs["index"]
+            ref = self._ref(src)
+            if copy:
+                nbytes = f"(size_t){ref.size} * sizeof({ref.ctype})"
+                self.body.append(f"/* fetch {k}: %{src.node.name} (copied: the caller cannot own it) */")
+                self.body.append(f"fetches[{k}] = {ref.var};")
+                self.body.append(f"fetches[{k}].data = flowc_alloc({nbytes});")
+                self.body.append(f"if (!fetches[{k}].data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
+                                 f"{c_string(src.node.name)}, \"\", \"out of memory\"); goto fail; }}")
+                self.body.append(f"memcpy(fetches[{k}].data, {ref.var}.data, {nbytes});")
+            else:
+                self.body.append(f"/* fetch {k}: %{src.node.name} */")
+                self.body.append(f"fetches[{k}] = {ref.var};")
+        return EmittedModule(self._assemble(), set(self.module.features))
+
+    def _emit_node(self, n: Node) -> None:
+        op = get_op(n.op, n)
+        lhs, rhs, trailer = node_text(n)
+        self.body.append("")
+        self.body.append(f"/* {_comment(lhs + ' = ' + rhs + trailer)} */")
+        if n.op in _NO_CODE or n.op == "_Retval":
+            return
+        if n.op == "Placeholder":
+            self._emit_feed(n)
+            return
+        if n.op == "Const":
+            self._emit_const(n)
+            return
+        inputs = [self._ref(i) for i in n.inputs]
+        outputs = [self._ref(o) for o in n.outputs]
+        kc = KernelContext(n, inputs, outputs, self.target, self.module)
+        dims = None
+        if op.c_output_dims is not None and (not all(o.static for o in outputs)
+                                             or not all(i.static for i in inputs)):
+            dims = op.c_output_dims(kc)
+        lines: List[str] = []
+        for k, o in enumerate(outputs):
+            dim_exprs = []
+            for d in range(o.rank):
+                if o.shape[d] is not None:
+                    dim_exprs.append(str(o.shape[d]))
+                elif dims is not None:
+                    dim_exprs.append(dims[k][d])
+                else:
+                    raise CodegenError(f"output {k} has a dynamic shape {o.type} and the op has no "
+                                       "C shape function (c_output_dims)", n)
+            lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};")
+            for d, e in enumerate(dim_exprs):
+                lines.append(f"{o.var}.dims[{d}] = {e};")
+                if o.shape[d] is None and _SIMPLE_DIM.match(e):
+                    o.dim_alias[d] = e
+        checks = list(kc.checks)
+        kc.checks.clear()
+        if op.c_alias is not None:
+            src = inputs[op.c_alias]
+            lines.append(f"{outputs[0].var}.data = {src.var}.data;")
+            if op.c_kernel is None:
+                self._push(n, checks + lines)
+                return
+        else:
+            for k, o in enumerate(outputs):
+                nbytes = f"(size_t){o.size} * sizeof({o.ctype})"
+                lines.append(f"{o.var}.data = flowc_alloc({nbytes});")
+                lines.append(f"if (!{o.var}.data) {kc.fail('out of memory allocating %zu bytes', nbytes, code='FLOWC_RESOURCE_EXHAUSTED')}")
+                self.owned.append(Output(n, k))
+        if op.c_kernel is None:
+            raise CodegenError("op has no C kernel", n)
+        code = op.c_kernel(kc)
+        checks += kc.checks
+        self._push(n, checks + lines + ["{"] + ["    " + l for l in code.strip("\n").splitlines()] + ["}"])
+
+    def _push(self, n: Node, lines: List[str]) -> None:
+        self.body.extend(lines)
+
+    def _emit_feed(self, n: Node) -> None:
+        k = self.feeds.index(n) if n in self.feeds else None
+        if k is None:
+            raise CodegenError("placeholder is not fed", n)
+        ref = self._ref(n.output(0))
+        kc = KernelContext(n, [], [ref], self.target, self.module)
+        self.body.append(f"{ref.var} = feeds[{k}];")
+        self.body.append(f"if ({ref.var}.rank != {ref.rank} || {ref.var}.dtype != {ref.dtype.code}) "
+                         + kc.fail(f"feed has the wrong rank or dtype (expected {n.output_types[0]})"))
+        for d, dim in enumerate(ref.shape):
+            if dim is not None:
+                self.body.append(f"if ({ref.var}.dims[{d}] != {dim}) "
+                                 + kc.fail(f"feed dim {d} is %lld, expected {dim}",
+                                           f"(long long){ref.var}.dims[{d}]"))
+
+    def _emit_const(self, n: Node) -> None:
+        value: np.ndarray = n.attrs["value"]
+        ref = self._ref(n.output(0))
+        dtype = n.output_types[0].dtype
+        name = "c_" + ref.var[2:]
+        flat = value.reshape(-1).tolist()
+        if not flat:
+            flat = [0]
+        items = ", ".join(self.target.literal(v, dtype) for v in flat)
+        self.constants.append(f"/* %{n.name} : {n.output_types[0]} */\n"
+                              f"static const {ref.ctype} {name}[{len(flat)}] __attribute__((aligned(64))) = {{{items}}};")
+        self.body.append(f"{ref.var}.data = (void *){name}; {ref.var}.rank = {ref.rank}; "
+                         f"{ref.var}.dtype = {dtype.code};")
+        for d, dim in enumerate(value.shape):
+            self.body.append(f"{ref.var}.dims[{d}] = {dim};")
+
+    def _assemble(self) -> str:
+        out = [f"/* Generated by flowc from graph @{self.graph.name}. Do not edit. */",
+               "#include \"flowc_rt.h\""]
+        if "blas" in self.module.features:
+            out.append("#include <cblas.h>")
+        out.append("")
+        out.extend(self.constants)
+        out.extend(self.module.globals)
+        out.append("")
+        out.append(f"int flowc_abi_version(void) {{ return {ABI_VERSION}; }}")
+        out.append("void flowc_free(void *p) { free(p); }")
+        out.append("")
+        out.append("int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, flowc_status *st) {")
+        out.append("    (void)feeds; (void)fetches;")
+        for d in self.decls:
+            out.append("    " + d)
+        out.append("    st->code = 0;")
+        for line in self.body:
+            out.append(("    " + line) if line else "")
+        out.append("    return 0;")
+        out.append("fail:")
+        for root in self.owned:
+            out.append(f"    free({self.refs[root].var}.data);")
+        out.append("    return st->code ? st->code : FLOWC_ERROR;")
+        out.append("}")
+        return "\n".join(out) + "\n"

@@ -1,0 +1,175 @@
+"""What an op's C emitter sees: its inputs and outputs as ``TensorRef``s, attrs, the target,
+and helpers to render templates and report run-time errors naming the node."""
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Optional, Sequence
+
+from compiler.codegen import templates
+from compiler.codegen.target import CTarget
+from compiler.errors import CodegenError
+from compiler.ir.graph import Node
+from compiler.ir.types import TensorType
+from runtime.dtypes import DType
+
+
+def c_string(text: str) -> str:
+    return json.dumps(text)
+
+
+class TensorRef:
+    """A tensor in generated code: a ``flowc_tensor`` variable plus what is known statically.
+
+    Dimension expressions are integer literals where the dim is known at compile time
+    (baked into the loops) and ``var.dims[k]`` otherwise.
+    """
+
+    def __init__(self, var: str, ttype: TensorType, target: CTarget):
+        self.var = var
+        self.type = ttype
+        self.dtype: DType = ttype.dtype
+        self.target = target
+        self.shape = ttype.shape
+        if ttype.shape is None:
+            raise CodegenError(f"tensor {var} has unknown rank; the C backend needs ranks known")
+        # Dynamic dims known to equal another tensor's dim are spelled like it, so kernels can
+        # see that two tensors have the same shape (set by the emitter).
+        self.dim_alias: List[Optional[str]] = [None] * len(ttype.shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def ctype(self) -> str:
+        return self.target.c_type(self.dtype)
+
+    @property
+    def data(self) -> str:
+        return f"(({self.ctype} *){self.var}.data)"
+
+    @property
+    def static(self) -> bool:
+        return all(d is not None for d in self.shape)
+
+    def dim(self, k: int) -> str:
+        if k < 0:
+            k += self.rank
+        d = self.shape[k]
+        if d is not None:
+            return str(d)
+        return self.dim_alias[k] or f"{self.var}.dims[{k}]"
+
+    @property
+    def dims(self) -> List[str]:
+        return [self.dim(k) for k in range(self.rank)]
+
+    def dim_product(self, start: int = 0, stop: Optional[int] = None) -> str:
+        return product(self.dims[start:stop])
+
+    @property
+    def size(self) -> str:
+        return product(self.dims)
+
+    def stride(self, k: int) -> str:
+        """Elements between consecutive indices of dim ``k`` (row-major)."""
+        return product(self.dims[k + 1:])
+
+    def __str__(self) -> str:
+        return self.var
+
+
+def product(exprs: Sequence[str]) -> str:
+    """C expression for a product of dims, folding literals."""
+    const = 1
+    symbolic = []
+    for e in exprs:
+        if e.lstrip("-").isdigit():
+            const *= int(e)
+        else:
+            symbolic.append(e)
+    if const == 0:
+        return "0"
+    parts = ([str(const)] if const != 1 or not symbolic else []) + symbolic
+    if len(parts) == 1:
+        return parts[0]
+    return "(" + " * ".join(f"(int64_t){p}" if i == 0 and not p.isdigit() else p
+                            for i, p in enumerate(parts)) + ")"
+
+
+class KernelContext:
+    """Handed to ``OpDef.c_kernel(kc)`` and ``OpDef.c_output_dims(kc)``."""
+
+    def __init__(self, node: Node, inputs: List[TensorRef], outputs: List[TensorRef],
+                 target: CTarget, module: "ModuleState"):
+        self.node = node
+        self.inputs = inputs
+        self.outputs = outputs
+        self.target = target
+        self.module = module
+        self.attrs = node.attrs
+        self.checks: List[str] = []
+
+    @property
+    def out(self) -> TensorRef:
+        return self.outputs[0]
+
+    def attr(self, name: str):
+        return self.node.attrs[name]
+
+    def tmp(self, prefix: str = "t") -> str:
+        return self.module.fresh(prefix)
+
+    def literal(self, value, dtype: DType) -> str:
+        return self.target.literal(value, dtype)
+
+    def math(self, fn: str, dtype: DType) -> str:
+        return self.target.math(fn, dtype)
+
+    def fail(self, fmt: str, *args: str, code: str = "FLOWC_INVALID_ARGUMENT") -> str:
+        """A C statement that reports an error naming this node and leaves the step."""
+        loc = str(self.node.location) if self.node.location else ""
+        extra = "".join(", " + a for a in args)
+        return (f"{{ flowc_fail(st, {code}, {c_string(self.node.name)}, {c_string(loc)}, "
+                f"{c_string(fmt)}{extra}); goto fail; }}")
+
+    def check(self, condition: str, fmt: str, *args: str) -> None:
+        """Emit, before the outputs are allocated, a run-time check that ``condition`` holds."""
+        if condition in ("1", "true"):
+            return
+        self.checks.append(f"if (!({condition})) {self.fail(fmt, *args)}")
+
+    def check_dims_equal(self, a: str, b: str, what: str) -> None:
+        """Dims must match; checked here if both are literals, else at run time."""
+        if a.isdigit() and b.isdigit():
+            if a != b:
+                raise CodegenError(f"{what}: {a} != {b}", self.node)
+            return
+        self.check(f"{a} == {b}", what + ": %lld != %lld", f"(long long)({a})", f"(long long)({b})")
+
+    def require(self, feature: str) -> None:
+        """Ask for a module-level feature (``blas``)."""
+        self.module.features.add(feature)
+
+    def render(self, template: str, **variables) -> str:
+        env = dict(kc=self, node=self.node, inputs=self.inputs, outputs=self.outputs,
+                   out=self.outputs[0] if self.outputs else None, target=self.target)
+        env.update(variables)
+        return templates.render(self.target.name, template, **env)
+
+    def error(self, message: str) -> CodegenError:
+        return CodegenError(message, self.node)
+
+
+class ModuleState:
+    """Module-wide state while emitting one translation unit."""
+
+    def __init__(self):
+        self.features: set = set()
+        self.globals: List[str] = []
+        self._counts: Dict[str, int] = {}
+
+    def fresh(self, prefix: str) -> str:
+        n = self._counts.get(prefix, 0)
+        self._counts[prefix] = n + 1
+        return f"{prefix}{n}"

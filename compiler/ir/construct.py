@@ -1,0 +1,149 @@
+"""Creating nodes from an op name, inputs and attrs: the one path the builder, the IR parser
+and the passes share. It fills attr defaults, infers type attrs (``T``) and list lengths
+(``N``) from the inputs, checks dtypes against the signature and computes output types."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from compiler.errors import OpError, ShapeError
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.types import TensorType
+from compiler.ops.registry import (KernelContext, OpDef, ShapeContext, coerce_attr, get_op)
+from runtime.dtypes import DType
+
+
+def constant_value(out: Output) -> Optional[np.ndarray]:
+    """The value of ``out`` if it is known without running the graph (Const and friends)."""
+    node = out.node
+    if node.op == "Const":
+        return node.attrs["value"]
+    if node.op in ("Identity", "StopGradient") and node.inputs:
+        return constant_value(node.inputs[0])
+    if node.op == "Shape" and node.inputs and node.inputs[0].type.is_fully_defined:
+        return np.array(node.inputs[0].type.shape, dtype=node.attrs.get("out_type", DType.i32).np)
+    if node.op == "Size" and node.inputs and node.inputs[0].type.is_fully_defined:
+        return np.array(node.inputs[0].type.num_elements, dtype=node.attrs.get("out_type", DType.i32).np)
+    if node.op == "Rank" and node.inputs and node.inputs[0].type.rank is not None:
+        return np.array(node.inputs[0].type.rank, dtype=np.int32)
+    if node.op == "Cast" and node.inputs:
+        v = constant_value(node.inputs[0])
+        return None if v is None else v.astype(node.attrs["DstT"].np)
+    if node.op == "Pack" and node.inputs:
+        vals = [constant_value(i) for i in node.inputs]
+        if all(v is not None for v in vals):
+            return np.stack(vals, axis=node.attrs.get("axis", 0))
+    return None
+
+
+def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
+                op: Optional[OpDef] = None) -> List[TensorType]:
+    """Run the op's shape function for ``node``; returns its output types."""
+    op = op or get_op(node.op, node)
+    if input_types is None:
+        input_types = [i.type for i in node.inputs]
+    if op.shape_fn is None:
+        if node.output_types:
+            return list(node.output_types)
+        raise ShapeError("op has no shape function and no declared output types", node)
+    ctx = ShapeContext(node, input_types, node.attrs, [constant_value(i) for i in node.inputs])
+    try:
+        result = op.shape_fn(ctx)
+    except ShapeError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError) as e:
+        raise ShapeError(str(e), node) from None
+    out = []
+    for i, r in enumerate(result):
+        if isinstance(r, TensorType):
+            out.append(r)
+        else:
+            out.append(TensorType(ctx.output_dtype(i), r))
+    return out
+
+
+def resolve_signature(op: OpDef, inputs: Sequence, attrs: Dict[str, Any], node_desc=None):
+    """Flatten list inputs, infer type and length attrs, fill defaults and coerce attrs.
+
+    ``inputs`` holds one entry per declared input arg (a list for ``N * T`` args).
+    Returns (flat input outputs, completed attrs).
+    """
+    if len(inputs) != len(op.inputs):
+        names = ", ".join(a.name for a in op.inputs) or "none"
+        raise OpError(f"{op.name} takes {len(op.inputs)} inputs ({names}), got {len(inputs)}", node_desc)
+    attrs = {k: coerce_attr(op, k, v, node_desc) for k, v in attrs.items()}
+    flat: List[Output] = []
+    for arg, value in zip(op.inputs, inputs):
+        values = list(value) if arg.is_list else [value]
+        if arg.is_list and arg.number_attr:
+            n = attrs.setdefault(arg.number_attr, len(values))
+            if n != len(values):
+                raise OpError(f"input {arg.name} has {len(values)} tensors but {arg.number_attr}={n}", node_desc)
+        if arg.type_list_attr:
+            attrs.setdefault(arg.type_list_attr, [v.dtype for v in values])
+        for v in values:
+            if not isinstance(v, Output):
+                raise OpError(f"input {arg.name} of {op.name} must be a tensor, got {v!r}", node_desc)
+            if arg.dtype is not None and v.dtype != arg.dtype:
+                raise OpError(f"input {arg.name} of {op.name} must be {arg.dtype}, got {v.dtype} "
+                              f"(from %{v.node.name})", node_desc)
+            if arg.type_attr is not None:
+                have = attrs.get(arg.type_attr)
+                if have is None:
+                    attrs[arg.type_attr] = coerce_attr(op, arg.type_attr, v.dtype, node_desc)
+                elif have != v.dtype:
+                    raise OpError(f"input {arg.name} of {op.name} is {v.dtype} but {arg.type_attr}={have} "
+                                  f"(from other inputs or attrs; %{v.node.name})", node_desc)
+            flat.append(v)
+    for name, a in op.attrs.items():
+        if name not in attrs:
+            if a.has_default:
+                attrs[name] = a.default
+            else:
+                raise OpError(f"{op.name} needs attr '{name}' ({a.kind})", node_desc)
+    return flat, attrs
+
+
+def make_node(graph: Graph, op_name: str, inputs: Sequence = (), attrs: Optional[Dict[str, Any]] = None,
+              *, name: Optional[str] = None, control_inputs=(), device: str = "", location=None,
+              output_types: Optional[Sequence[TensorType]] = None) -> Node:
+    """Create a fully checked node; output types come from the shape function."""
+    op = get_op(op_name)
+    desc = name or op_name
+    flat, full_attrs = resolve_signature(op, inputs, dict(attrs or {}), _Desc(desc, op_name, location))
+    node = graph.add_node(op_name, flat, full_attrs, name=name, control_inputs=control_inputs,
+                          device=device, location=location, output_types=output_types or ())
+    if output_types is None:
+        try:
+            node.output_types = infer_types(node, op=op)
+        except Exception:
+            graph.erase_node(node)
+            raise
+    return node
+
+
+class _Desc:
+    """Stands in for a node in error messages before the node exists."""
+
+    def __init__(self, name, op, location):
+        self.name, self.op, self.location = name, op, location
+
+
+def run_reference(node: Node, values: Sequence[np.ndarray], state=None) -> List[np.ndarray]:
+    """Run the op's numpy kernel on ``values``; returns one array per output, exact dtypes."""
+    op = get_op(node.op, node)
+    if op.kernel is None:
+        raise OpError("op has no reference kernel", node)
+    result = op.kernel(KernelContext(node, node.attrs, node.output_types, state), *values)
+    if not isinstance(result, (list, tuple)):
+        result = [result]
+    out = []
+    for i, r in enumerate(result):
+        t = node.output_types[i] if i < len(node.output_types) else None
+        if t is not None and t.dtype is not DType.resource:
+            r = np.asarray(r)
+            if r.dtype != t.dtype.np:
+                r = r.astype(t.dtype.np)
+        out.append(r)
+    return out

@@ -1,0 +1,326 @@
+"""The graph IR: nodes in topological order, each knowing its users (the torch.fx model).
+
+Rewrites go through ``replace_all_uses_with`` and ``erase_node``; nobody patches edges by hand.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+
+from compiler.errors import GraphError
+from compiler.ir.location import SourceLocation
+from compiler.ir.types import TensorType
+
+
+class Output:
+    """One output of a node: ``node:index``. Hashable; equal when node and index match."""
+
+    __slots__ = ("node", "index")
+
+    def __init__(self, node: "Node", index: int = 0):
+        self.node = node
+        self.index = index
+
+    @property
+    def type(self) -> TensorType:
+        return self.node.output_types[self.index]
+
+    @property
+    def dtype(self):
+        return self.type.dtype
+
+    @property
+    def shape(self):
+        return self.type.shape
+
+    @property
+    def name(self) -> str:
+        """TensorFlow-style tensor name ``node:index``."""
+        return f"{self.node.name}:{self.index}"
+
+    @property
+    def ref(self) -> str:
+        """IR operand text: ``%node`` or ``%node:1``."""
+        return f"%{self.node.name}" + (f":{self.index}" if self.index else "")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Output) and other.node is self.node and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash((id(self.node), self.index))
+
+    def __repr__(self) -> str:
+        return f"Output({self.name})"
+
+
+class Node:
+    """One operation in a graph. Create nodes with ``Graph.add_node``."""
+
+    def __init__(self, graph: "Graph", name: str, op: str, attrs: Dict[str, Any],
+                 output_types: List[TensorType], device: str = "",
+                 location: Optional[SourceLocation] = None):
+        self.graph = graph
+        self.name = name
+        self.op = op
+        self.attrs = attrs
+        self.output_types = list(output_types)
+        self.device = device                 # requested device spec (may be partial)
+        self.assigned_device = ""            # set by placement
+        self.location = location
+        self._inputs: List[Output] = []
+        self._control_inputs: List[Node] = []
+        self.users: Counter = Counter()      # user node -> number of edges (data + control)
+
+    # --- edges -------------------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple:
+        return tuple(self._inputs)
+
+    @property
+    def control_inputs(self) -> tuple:
+        return tuple(self._control_inputs)
+
+    def set_inputs(self, inputs: Sequence[Output]) -> None:
+        for old in self._inputs:
+            old.node._drop_user(self)
+        self._inputs = list(inputs)
+        for new in self._inputs:
+            new.node.users[self] += 1
+
+    def set_input(self, i: int, value: Output) -> None:
+        self._inputs[i].node._drop_user(self)
+        self._inputs[i] = value
+        value.node.users[self] += 1
+
+    def set_control_inputs(self, nodes: Iterable["Node"]) -> None:
+        for old in self._control_inputs:
+            old._drop_user(self)
+        self._control_inputs = []
+        for n in nodes:
+            self.add_control_input(n)
+
+    def add_control_input(self, node: "Node") -> None:
+        if node not in self._control_inputs:
+            self._control_inputs.append(node)
+            node.users[self] += 1
+
+    def remove_control_input(self, node: "Node") -> None:
+        if node in self._control_inputs:
+            self._control_inputs.remove(node)
+            node._drop_user(self)
+
+    def _drop_user(self, user: "Node") -> None:
+        self.users[user] -= 1
+        if self.users[user] <= 0:
+            del self.users[user]
+
+    # --- outputs -----------------------------------------------------------------------
+    @property
+    def num_outputs(self) -> int:
+        return len(self.output_types)
+
+    def output(self, index: int = 0) -> Output:
+        if not 0 <= index < len(self.output_types):
+            raise GraphError(f"has {len(self.output_types)} outputs, no output {index}", self)
+        return Output(self, index)
+
+    @property
+    def outputs(self) -> List[Output]:
+        return [Output(self, i) for i in range(len(self.output_types))]
+
+    def output_users(self, index: int) -> List["Node"]:
+        """Nodes that read output ``index`` (as data)."""
+        return [u for u in self.users if any(i.node is self and i.index == index for i in u._inputs)]
+
+    def replace_all_uses_with(self, new: "Node") -> None:
+        """Every data and control use of this node now refers to ``new`` (same output arity)."""
+        for i in range(self.num_outputs):
+            self.graph.replace_all_uses_with(Output(self, i), Output(new, i))
+        for user in list(self.users):
+            if self in user._control_inputs:
+                user.remove_control_input(self)
+                if user is not new:
+                    user.add_control_input(new)
+
+    @property
+    def op_def(self):
+        from compiler.ops.registry import get_op
+        return get_op(self.op, self)
+
+    def __repr__(self) -> str:
+        return f"Node(%{self.name} = {self.op})"
+
+
+class Graph:
+    """An ordered list of nodes in topological order with unique names."""
+
+    def __init__(self, name: str = "main"):
+        self.name = name
+        self._nodes: List[Node] = []
+        self._by_name: Dict[str, Node] = {}
+        self._insert_at: Optional[int] = None
+        self._name_counts: Counter = Counter()
+        self.version = 0
+
+    # --- access ------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Node]:
+        return iter(list(self._nodes))
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, node) -> bool:
+        return isinstance(node, Node) and self._by_name.get(node.name) is node
+
+    @property
+    def nodes(self) -> List[Node]:
+        return list(self._nodes)
+
+    def node(self, name: str) -> Node:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise GraphError(f"no node named '{name}' in graph @{self.name}") from None
+
+    def get(self, name: str) -> Optional[Node]:
+        return self._by_name.get(name)
+
+    def output(self, ref: str) -> Output:
+        """Look up ``name`` or ``name:index`` (TensorFlow tensor-name form)."""
+        name, _, idx = ref.lstrip("%").partition(":")
+        return self.node(name).output(int(idx) if idx else 0)
+
+    # --- construction ------------------------------------------------------------------
+    def unique_name(self, base: str) -> str:
+        base = base or "node"
+        if base not in self._by_name and self._name_counts[base] == 0:
+            self._name_counts[base] = 1
+            return base
+        while True:
+            n = self._name_counts[base]
+            self._name_counts[base] += 1
+            candidate = f"{base}_{n}"
+            if candidate not in self._by_name:
+                return candidate
+
+    def add_node(self, op: str, inputs: Sequence[Output] = (), attrs: Optional[Dict[str, Any]] = None,
+                 *, name: Optional[str] = None, output_types: Sequence[TensorType] = (),
+                 control_inputs: Iterable[Node] = (), device: str = "",
+                 location: Optional[SourceLocation] = None, exact_name: bool = False) -> Node:
+        """Create a node at the insertion point (the end unless inside ``inserting_before``)."""
+        if exact_name:
+            if name in self._by_name:
+                raise GraphError(f"duplicate node name '{name}'", name, location)
+            self._name_counts[name] = max(self._name_counts[name], 1)
+        else:
+            name = self.unique_name(name or op)
+        node = Node(self, name, op, dict(attrs or {}), list(output_types), device, location)
+        for inp in inputs:
+            if not isinstance(inp, Output):
+                raise GraphError(f"input {inp!r} is not a node output", node)
+            if inp.node.graph is not self:
+                raise GraphError(f"input {inp.name} belongs to another graph", node)
+        node.set_inputs(inputs)
+        for c in control_inputs:
+            node.add_control_input(c)
+        if self._insert_at is None:
+            self._nodes.append(node)
+        else:
+            self._nodes.insert(self._insert_at, node)
+            self._insert_at += 1
+        self._by_name[name] = node
+        self.version += 1
+        return node
+
+    @contextlib.contextmanager
+    def inserting_before(self, node: Node):
+        saved = self._insert_at
+        self._insert_at = self._nodes.index(node)
+        try:
+            yield
+        finally:
+            self._insert_at = saved
+
+    @contextlib.contextmanager
+    def inserting_after(self, node: Node):
+        saved = self._insert_at
+        self._insert_at = self._nodes.index(node) + 1
+        try:
+            yield
+        finally:
+            self._insert_at = saved
+
+    # --- rewriting ---------------------------------------------------------------------
+    def replace_all_uses_with(self, old: Output, new: Output) -> int:
+        """Redirect every data use of ``old`` to ``new``; returns the number of edges changed."""
+        changed = 0
+        for user in list(old.node.users):
+            if user is new.node:
+                continue
+            for i, inp in enumerate(user._inputs):
+                if inp == old:
+                    user.set_input(i, new)
+                    changed += 1
+        if changed:
+            self.version += 1
+        return changed
+
+    def erase_node(self, node: Node) -> None:
+        if node.users:
+            users = ", ".join(sorted(u.name for u in node.users))
+            raise GraphError(f"cannot erase: still used by {users}", node)
+        node.set_inputs([])
+        node.set_control_inputs([])
+        self._nodes.remove(node)
+        del self._by_name[node.name]
+        self.version += 1
+
+    def rename(self, node: Node, new_name: str) -> None:
+        if new_name in self._by_name:
+            raise GraphError(f"cannot rename to '{new_name}': name taken", node)
+        del self._by_name[node.name]
+        node.name = new_name
+        self._by_name[new_name] = node
+        self.version += 1
+
+    def topo_sort(self) -> None:
+        """Reorder nodes topologically, keeping the current order where edges allow."""
+        import networkx as nx
+        order = {n: i for i, n in enumerate(self._nodes)}
+        dg = nx.DiGraph()
+        dg.add_nodes_from(self._nodes)
+        for n in self._nodes:
+            for i in n._inputs:
+                dg.add_edge(i.node, n)
+            for c in n._control_inputs:
+                dg.add_edge(c, n)
+        try:
+            self._nodes = list(nx.lexicographical_topological_sort(dg, key=order.__getitem__))
+        except nx.NetworkXUnfeasible:
+            cycle = nx.find_cycle(dg)
+            raise GraphError("graph has a cycle: " + " -> ".join(f"%{a.name}" for a, _ in cycle)
+                             + f" -> %{cycle[0][0].name}") from None
+        self.version += 1
+
+    def copy(self, name: Optional[str] = None):
+        """A deep copy of the structure; returns (graph, mapping old node -> new node)."""
+        g = Graph(name or self.name)
+        mapping: Dict[Node, Node] = {}
+        for n in self._nodes:
+            m = g.add_node(n.op, [Output(mapping[i.node], i.index) for i in n._inputs],
+                           _copy_attrs(n.attrs), name=n.name, exact_name=True,
+                           output_types=n.output_types, device=n.device, location=n.location,
+                           control_inputs=[mapping[c] for c in n._control_inputs])
+            m.assigned_device = n.assigned_device
+            mapping[n] = m
+        g._name_counts = Counter(self._name_counts)
+        return g, mapping
+
+    def __str__(self) -> str:
+        from compiler.ir.printer import print_graph
+        return print_graph(self)
+
+
+def _copy_attrs(attrs: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: (list(v) if isinstance(v, list) else v) for k, v in attrs.items()}

@@ -1,0 +1,51 @@
+"""Deterministic, human-readable text for graphs; ``parser.parse_graph`` reads it back."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from compiler.ir.attr_text import attrs_equal, format_attr
+from compiler.ir.graph import Graph, Node
+from compiler.ops.registry import has_op, get_op
+
+
+def _attr_items(node: Node):
+    op = get_op(node.op) if has_op(node.op) else None
+    for k in sorted(node.attrs):
+        v = node.attrs[k]
+        a = op.attrs.get(k) if op else None
+        if a is not None and a.has_default and attrs_equal(a.default, v):
+            continue
+        yield k, format_attr(v, a.kind if a else "any")
+
+
+def node_text(node: Node) -> tuple:
+    """(lhs, rhs, trailer) pieces of a node's line."""
+    operands = [i.ref for i in node.inputs] + [f"^%{c.name}" for c in node.control_inputs]
+    rhs = f"{node.op}({', '.join(operands)})"
+    attrs = list(_attr_items(node))
+    if attrs:
+        rhs += " {" + ", ".join(f"{k}={v}" for k, v in attrs) + "}"
+    types = [str(t) for t in node.output_types]
+    if len(types) == 1:
+        rhs += " : " + types[0]
+    elif types:
+        rhs += " : (" + ", ".join(types) + ")"
+    trailer = ""
+    if node.device:
+        trailer += f" @{node.device}"
+    if node.assigned_device:
+        trailer += f" on {node.assigned_device}"
+    if node.location is not None:
+        trailer += f"  # {node.location}"
+    return f"%{node.name}", rhs, trailer
+
+
+def print_graph(graph: Graph) -> str:
+    lines = [node_text(n) for n in graph]
+    width = max((len(lhs) for lhs, _, _ in lines), default=0)
+    body = [f"  {lhs.ljust(width)} = {rhs}{trailer}" for lhs, rhs, trailer in lines]
+    return f"graph @{graph.name} {{\n" + "".join(b + "\n" for b in body) + "}\n"
+
+
+def print_graphs(graphs: Iterable[Graph]) -> str:
+    return "\n".join(print_graph(g) for g in graphs)

@@ -1,0 +1,13 @@
+"""Op definitions by family. Importing this package registers every built-in op."""
+from compiler.ops import registry
+from compiler.ops.registry import (OpDef, ArgDef, AttrDef, register_op, get_op, has_op, all_ops,
+                                   ShapeContext, KernelContext)
+from compiler.ops import core  # noqa: F401  (registers ops)
+
+_FAMILIES = ("math", "reduction", "nn", "array")
+for _f in _FAMILIES:
+    try:
+        __import__(f"compiler.ops.{_f}")
+    except ModuleNotFoundError as e:
+        if e.name != f"compiler.ops.{_f}":
+            raise

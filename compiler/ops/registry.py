@@ -1,0 +1,342 @@
+"""The op registry: one ``OpDef`` per op, public so user packages can add their own ops.
+
+An op is declared once with TensorFlow-style signature strings::
+
+    register_op("MatMul",
+                inputs=["a: T", "b: T"], outputs=["product: T"],
+                attrs=["transpose_a: bool = false", "transpose_b: bool = false",
+                       "T: {f32, f64, i32, i64}"],
+                shape=matmul_shape, kernel=matmul_kernel, c_kernel=emit_matmul)
+
+``shape`` computes output types from partially known input types (a ``ShapeContext``),
+``kernel`` is the numpy reference implementation (the oracle), ``c_kernel`` renders the C code
+of the op for the code generator (a ``KernelContext`` from ``compiler.codegen``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from compiler.errors import OpError, ShapeError
+from compiler.ir.types import TensorType, normalize_shape
+from runtime.dtypes import DType, as_dtype
+
+REQUIRED = object()
+
+FLOAT_TYPES = (DType.f32, DType.f64)
+INT_TYPES = (DType.i8, DType.i16, DType.i32, DType.i64, DType.u8)
+SIGNED_TYPES = FLOAT_TYPES + (DType.i8, DType.i16, DType.i32, DType.i64)
+NUMERIC_TYPES = FLOAT_TYPES + INT_TYPES
+ALL_TYPES = NUMERIC_TYPES + (DType.bool,)
+INDEX_TYPES = (DType.i32, DType.i64)
+
+TYPE_GROUPS = {"float": FLOAT_TYPES, "int": INT_TYPES, "signed": SIGNED_TYPES,
+               "numeric": NUMERIC_TYPES, "all": ALL_TYPES, "index": INDEX_TYPES,
+               "realnumber": NUMERIC_TYPES}
+
+ATTR_KINDS = {"type", "int", "float", "bool", "string", "shape", "tensor",
+              "list(int)", "list(float)", "list(type)", "list(shape)", "list(string)", "list(bool)",
+              "func", "any"}
+
+
+@dataclass(frozen=True)
+class ArgDef:
+    """An input or output: a fixed dtype, a type attr (``T``), or ``N * T`` repeated."""
+    name: str
+    type_attr: Optional[str] = None
+    dtype: Optional[DType] = None
+    number_attr: Optional[str] = None
+    type_list_attr: Optional[str] = None
+
+    @property
+    def is_list(self) -> bool:
+        return self.number_attr is not None or self.type_list_attr is not None
+
+
+@dataclass(frozen=True)
+class AttrDef:
+    name: str
+    kind: str
+    default: Any = REQUIRED
+    allowed: Optional[Tuple] = None
+    minimum: Optional[int] = None
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not REQUIRED
+
+
+@dataclass
+class OpDef:
+    name: str
+    inputs: List[ArgDef]
+    outputs: List[ArgDef]
+    attrs: Dict[str, AttrDef]
+    shape_fn: Optional[Callable] = None
+    kernel: Optional[Callable] = None
+    c_kernel: Optional[Callable] = None
+    c_output_dims: Optional[Callable] = None
+    c_alias: Optional[int] = None           # output 0 is a view of input i (no copy)
+    gradient: Optional[Callable] = None
+    group: str = "other"                    # elementwise | reduce | movement | matmul | source | other
+    stateful: bool = False
+    commutative: bool = False
+    is_control_flow: bool = False
+    is_communication: bool = False
+    doc: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def elementwise(self) -> bool:
+        return self.group == "elementwise"
+
+    def attr_default(self, name: str):
+        a = self.attrs[name]
+        return a.default
+
+    def input_arg_index(self, name: str) -> int:
+        for i, a in enumerate(self.inputs):
+            if a.name == name:
+                return i
+        raise KeyError(name)
+
+
+_REGISTRY: Dict[str, OpDef] = {}
+
+
+def get_op(name: str, node=None) -> OpDef:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise OpError(f"unknown op '{name}'", node) from None
+
+
+def has_op(name: str) -> bool:
+    return name in _REGISTRY
+
+
+def all_ops() -> Dict[str, OpDef]:
+    return dict(_REGISTRY)
+
+
+# --- signature strings ------------------------------------------------------------------
+_ARG_RE = re.compile(r"^\s*(\w+)\s*:\s*(?:(\w+)\s*\*\s*)?(\w+)\s*$")
+_ATTR_RE = re.compile(r"^\s*(\w+)\s*:\s*(.+?)\s*(?:(?<![<>])=\s*(.+?))?\s*$")
+
+
+def _parse_arg(text: str) -> ArgDef:
+    m = _ARG_RE.match(text)
+    if not m:
+        raise ValueError(f"bad arg spec {text!r}; expected 'name: T', 'name: N * T' or 'name: f32'")
+    name, number, typ = m.groups()
+    try:
+        dt = DType.parse(typ)
+        return ArgDef(name, dtype=dt, number_attr=number)
+    except ValueError:
+        return ArgDef(name, type_attr=typ, number_attr=number)
+
+
+def _parse_default(kind: str, text: str):
+    t = text.strip()
+    if kind == "bool":
+        return {"true": True, "false": False}[t.lower()]
+    if kind == "int":
+        return int(t)
+    if kind == "float":
+        return float(t)
+    if kind == "string":
+        return t.strip('"')
+    if kind == "type":
+        return DType.parse(t)
+    if kind == "shape":
+        return None if t in ("unknown", "None", "[*]") else normalize_shape(
+            [None if x.strip() in ("?", "-1") else int(x) for x in t.strip("[]").split(",") if x.strip()])
+    if kind.startswith("list("):
+        inner = kind[5:-1]
+        body = t.strip("[]").strip()
+        return [_parse_default(inner, x) for x in body.split(",")] if body else []
+    if kind == "tensor":
+        return None
+    raise ValueError(f"no default syntax for kind {kind}")
+
+
+def _parse_attr(text: str) -> AttrDef:
+    m = _ATTR_RE.match(text)
+    if not m:
+        raise ValueError(f"bad attr spec {text!r}")
+    name, kind, default = m.groups()
+    allowed = None
+    minimum = None
+    if kind.startswith("{"):
+        names = [x.strip() for x in kind.strip("{}").split(",") if x.strip()]
+        types: List[DType] = []
+        for n in names:
+            if n in TYPE_GROUPS:
+                types.extend(TYPE_GROUPS[n])
+            else:
+                types.append(DType.parse(n))
+        allowed = tuple(dict.fromkeys(types))
+        kind = "type"
+    elif kind.startswith("list({") or kind == "list(type)":
+        kind = "list(type)"
+    elif ">=" in kind:
+        kind, _, mn = kind.partition(">=")
+        kind = kind.strip()
+        minimum = int(mn)
+    if kind not in ATTR_KINDS:
+        raise ValueError(f"unknown attr kind {kind!r} in {text!r}")
+    return AttrDef(name, kind, REQUIRED if default is None else _parse_default(kind, default),
+                   allowed, minimum)
+
+
+def register_op(name: str, *, inputs: Sequence[str] = (), outputs: Sequence[str] = (),
+                attrs: Sequence[str] = (), shape: Optional[Callable] = None,
+                kernel: Optional[Callable] = None, c_kernel: Optional[Callable] = None,
+                c_output_dims: Optional[Callable] = None, c_alias: Optional[int] = None,
+                group: str = "other", stateful: bool = False, commutative: bool = False,
+                is_control_flow: bool = False, is_communication: bool = False,
+                doc: str = "", replace: bool = False, **extra) -> OpDef:
+    """Register an op. Raises if the name is taken unless ``replace=True``."""
+    if name in _REGISTRY and not replace:
+        raise OpError(f"op '{name}' is already registered")
+    attr_defs = {a.name: a for a in map(_parse_attr, attrs)}
+    op = OpDef(name, [_parse_arg(s) for s in inputs], [_parse_arg(s) for s in outputs], attr_defs,
+               shape, kernel, c_kernel, c_output_dims, c_alias, None, group, stateful, commutative,
+               is_control_flow, is_communication, doc, dict(extra))
+    for arg in op.inputs + op.outputs:
+        for ref in (arg.type_attr, arg.number_attr):
+            if ref is not None and ref not in attr_defs:
+                raise ValueError(f"op {name}: arg {arg.name} refers to undeclared attr {ref}")
+    _REGISTRY[name] = op
+    return op
+
+
+def set_c_kernel(name: str, c_kernel: Callable, c_output_dims: Optional[Callable] = None) -> None:
+    """Attach (or replace) the C emitter of an already registered op."""
+    op = get_op(name)
+    op.c_kernel = c_kernel
+    if c_output_dims is not None:
+        op.c_output_dims = c_output_dims
+
+
+# --- attribute checking ----------------------------------------------------------------
+def coerce_attr(op: OpDef, name: str, value, node=None):
+    """Convert a user-given attr value to the canonical Python form for its kind."""
+    a = op.attrs.get(name)
+    if a is None:
+        if name.startswith("_"):
+            return value                      # internal/extension attrs pass through
+        raise OpError(f"op {op.name} has no attr '{name}'; attrs are: {', '.join(op.attrs) or 'none'}", node)
+    k = a.kind
+    try:
+        if k == "type":
+            v = as_dtype(value)
+            if a.allowed is not None and v not in a.allowed:
+                raise OpError(f"attr {name}={v} is not allowed for {op.name}; allowed: "
+                              f"{', '.join(map(str, a.allowed))}", node)
+            return v
+        if k == "int":
+            if isinstance(value, (bool, np.bool_)) or int(value) != value:
+                raise TypeError
+            v = int(value)
+            if a.minimum is not None and v < a.minimum:
+                raise OpError(f"attr {name}={v} must be >= {a.minimum}", node)
+            return v
+        if k == "float":
+            return float(value)
+        if k == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError
+            return bool(value)
+        if k == "string":
+            if isinstance(value, bytes):
+                value = value.decode()
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if k == "shape":
+            return normalize_shape(value) if value is not None else None
+        if k == "tensor":
+            return np.asarray(value)
+        if k == "list(int)":
+            return [int(x) for x in _as_list(value)]
+        if k == "list(float)":
+            return [float(x) for x in _as_list(value)]
+        if k == "list(type)":
+            return [as_dtype(x) for x in _as_list(value)]
+        if k == "list(shape)":
+            return [normalize_shape(x) for x in _as_list(value)]
+        if k == "list(string)":
+            return [str(x) for x in _as_list(value)]
+        if k == "list(bool)":
+            return [bool(x) for x in _as_list(value)]
+        return value
+    except OpError:
+        raise
+    except (TypeError, ValueError):
+        raise OpError(f"attr {name} of {op.name} must be a {k}, got {value!r}", node) from None
+
+
+def _as_list(value):
+    if isinstance(value, np.ndarray):
+        return value.reshape(-1).tolist()
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+# --- contexts handed to shape functions and reference kernels ------------------------
+class ShapeContext:
+    """What a shape function sees: input types, attrs, and constant input values if known."""
+
+    def __init__(self, node, input_types: Sequence[TensorType], attrs: Dict[str, Any],
+                 input_values: Optional[Sequence[Optional[np.ndarray]]] = None):
+        self.node = node
+        self.input_types = list(input_types)
+        self.attrs = attrs
+        self._values = list(input_values) if input_values is not None else [None] * len(input_types)
+
+    @property
+    def op(self) -> OpDef:
+        return get_op(self.node.op, self.node)
+
+    def attr(self, name: str):
+        return self.attrs[name]
+
+    def input_type(self, i: int) -> TensorType:
+        return self.input_types[i]
+
+    def input_shape(self, i: int):
+        return self.input_types[i].shape
+
+    def input_dtype(self, i: int) -> DType:
+        return self.input_types[i].dtype
+
+    def input_value(self, i: int) -> Optional[np.ndarray]:
+        """The input's value if it is known at compile time (a constant), else None."""
+        return self._values[i]
+
+    def output_dtype(self, i: int = 0) -> DType:
+        arg = self.op.outputs[i] if i < len(self.op.outputs) else self.op.outputs[-1]
+        if arg.dtype is not None:
+            return arg.dtype
+        return self.attrs[arg.type_attr]
+
+    def error(self, message: str) -> ShapeError:
+        return ShapeError(message, self.node)
+
+
+class KernelContext:
+    """What a numpy reference kernel sees: attrs, the node, and output types."""
+
+    def __init__(self, node, attrs: Dict[str, Any], output_types: Sequence[TensorType], state=None):
+        self.node = node
+        self.attrs = attrs
+        self.output_types = list(output_types)
+        self.state = state                  # runtime resources (variables, queues), when any
+
+    def out_dtype(self, i: int = 0) -> np.dtype:
+        return self.output_types[i].dtype.np

@@ -1,0 +1,138 @@
+"""Compiling one step: the graph cut to what the fetches and targets need, optimized, emitted
+as C, built, and written as an artifact the runtime loads.
+
+A step is keyed by its signature: the graph version, the fed tensors, the fetched tensors and
+the target nodes. Fed tensors become ``Placeholder`` nodes, fetches ``_Retval`` nodes and
+targets control inputs of one ``_Sink``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from compiler.codegen.build import build_shared_object, compiler_identity, compiler_command
+from compiler.codegen.emitter import emit_c
+from compiler.errors import CompileError, ShapeError
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.printer import print_graph
+from compiler.ir.types import TensorType
+from compiler.passes.manager import PassManager, PipelineOptions
+from runtime.artifact import FORMAT, FORMAT_VERSION, sha256_file, write_manifest
+from runtime.dtypes import DType
+from runtime.errors import FeedError
+from runtime.module import ABI_VERSION, TensorSpec
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+@dataclass
+class StepGraph:
+    graph: Graph
+    feeds: List[Node]           # Placeholder nodes, in feed order
+    feed_names: List[str]       # the tensor names the user fed
+    retvals: List[Node]         # _Retval nodes, in fetch order
+    fetch_names: List[str]
+
+
+def tensor_name(out: Output) -> str:
+    return out.node.name if out.index == 0 else out.name
+
+
+def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Output],
+                    targets: Sequence[Node] = ()) -> StepGraph:
+    """Copy ``graph`` into a step graph for the given feeds, fetches and targets."""
+    g, mapping = graph.copy()
+    feed_nodes: List[Node] = []
+    for f in feeds:
+        src = Output(mapping[f.node], f.index)
+        if src.node.op == "Placeholder":
+            feed_nodes.append(src.node)
+            continue
+        ph = g.add_node("Placeholder", (), {"dtype": src.dtype, "shape": src.shape},
+                        name=f"{src.node.name}/_feed{src.index}", output_types=[src.type],
+                        location=src.node.location)
+        g.replace_all_uses_with(src, ph.output(0))
+        feed_nodes.append(ph)
+    retvals = []
+    for i, f in enumerate(fetches):
+        src = Output(mapping[f.node], f.index)
+        if src.node.op == "Placeholder" or src.node in feed_nodes:
+            pass
+        r = g.add_node("_Retval", [src], {"T": src.dtype, "index": i}, name=f"_retval{i}")
+        retvals.append(r)
+    if targets:
+        g.add_node("_Sink", (), {}, name="_sink", control_inputs=[mapping[t] for t in targets])
+    g.topo_sort()
+    return StepGraph(g, feed_nodes, [tensor_name(f) for f in feeds], retvals,
+                     [tensor_name(f) for f in fetches])
+
+
+def optimize(step: StepGraph, options: Optional[PipelineOptions] = None) -> PassManager:
+    pm = PassManager(options or PipelineOptions())
+    pm.run(step.graph)
+    _check_unfed(step)
+    return pm
+
+
+def _check_unfed(step: StepGraph) -> None:
+    for n in step.graph:
+        if n.op == "Placeholder" and n not in step.feeds:
+            where = f" (defined at {n.location})" if n.location else ""
+            raise FeedError(f"you must feed a value for placeholder '{n.name}' "
+                            f"({n.output_types[0]}){where}")
+
+
+def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
+    """Emit C for the optimized step graph, build it, and write an artifact to ``out_dir``."""
+    feeds = [n for n in step.feeds if n in step.graph]
+    feed_specs = []
+    for n, name in zip(step.feeds, step.feed_names):
+        t = n.output_types[0]
+        feed_specs.append(TensorSpec(name, t.dtype, t.shape))
+    fetch_specs = []
+    for r, name in zip(step.retvals, step.fetch_names):
+        t = r.inputs[0].type
+        fetch_specs.append(TensorSpec(name, t.dtype, t.shape))
+    emitted = emit_c(step.graph, step.feeds, step.retvals)
+    built = build_shared_object(emitted.source, sorted(emitted.features))
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".flowc-artifact-", dir=parent)
+    try:
+        files = {}
+        for fname, content in (("cpu_0.c", emitted.source), ("graph.ir", print_graph(step.graph))):
+            with open(os.path.join(tmp, fname), "w") as f:
+                f.write(content)
+        shutil.copyfile(built.path, os.path.join(tmp, "cpu_0.so"))
+        for fname in ("cpu_0.c", "cpu_0.so", "graph.ir"):
+            files[fname] = sha256_file(os.path.join(tmp, fname))
+        manifest = {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "abi_version": ABI_VERSION,
+            "graph": step.graph.name, "signature": signature or built.key,
+            "feeds": [s.to_json() for s in feed_specs],
+            "fetches": [s.to_json() for s in fetch_specs],
+            "devices": [{"device": CPU0, "kind": "cpu", "module": "cpu_0.so", "source": "cpu_0.c",
+                         "features": sorted(emitted.features)}],
+            "ir": "graph.ir", "variables": [], "files": files,
+            "compiler": compiler_identity(compiler_command()).splitlines()[0],
+        }
+        write_manifest(tmp, manifest)
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def step_key(step: StepGraph) -> str:
+    """Content hash of an optimized step graph plus its feed/fetch names."""
+    h = hashlib.sha256(print_graph(step.graph).encode())
+    h.update(json.dumps([step.feed_names, step.fetch_names]).encode())
+    return h.hexdigest()

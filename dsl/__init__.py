@@ -1,0 +1,23 @@
+"""flowc's Python API (``import dsl as fl``), named after TensorFlow 1.x.
+
+Everything here is ordinary Python that adds ops to a graph; the compiler and the runtime
+know nothing of it.
+"""
+from runtime.dtypes import DType
+
+from compiler import ops as _ops  # noqa: F401  (registers the built-in ops)
+from compiler.ops.registry import register_op
+from dsl.context import (Graph, control_dependencies, device, get_default_graph, name_scope,
+                         reset_default_graph)
+from dsl.tensor import Operation, Tensor
+from dsl.ops import (apply_op, constant, convert_to_tensor, placeholder, placeholder_with_default,
+                     raw_ops)
+from dsl.math_ops import *  # noqa: F401,F403
+from dsl.array_ops import *  # noqa: F401,F403
+from dsl import nn
+from dsl.session import Session
+
+float16, float32, float64 = DType.f16, DType.f32, DType.f64
+int8, int16, int32, int64, uint8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8
+bool_ = DType.bool
+f32, f64, i32, i64 = DType.f32, DType.f64, DType.i32, DType.i64

@@ -1,0 +1,140 @@
+"""``Tensor`` and ``Operation``: the user-facing handles on IR outputs and nodes, with the
+operator overloads a TensorFlow user expects."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import numpy as np
+
+from compiler.ir.graph import Node, Output
+from runtime.dtypes import DType, as_dtype
+
+
+class Operation:
+    """A node of the graph, as ``tf.Operation``."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node):
+        self.node = node
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def type(self) -> str:
+        return self.node.op
+
+    @property
+    def graph(self):
+        return self.node.graph
+
+    @property
+    def device(self) -> str:
+        return self.node.device
+
+    @property
+    def inputs(self) -> List["Tensor"]:
+        return [Tensor(i) for i in self.node.inputs]
+
+    @property
+    def outputs(self) -> List["Tensor"]:
+        return [Tensor(o) for o in self.node.outputs]
+
+    @property
+    def control_inputs(self) -> List["Operation"]:
+        return [Operation(c) for c in self.node.control_inputs]
+
+    def get_attr(self, name: str):
+        return self.node.attrs[name]
+
+    def __eq__(self, other):
+        return isinstance(other, Operation) and other.node is self.node
+
+    def __hash__(self):
+        return hash(id(self.node))
+
+    def __repr__(self):
+        return f"<fl.Operation '{self.name}' type={self.type}>"
+
+
+class Tensor:
+    """One output of an operation, as ``tf.Tensor``."""
+
+    __slots__ = ("output",)
+    __array_priority__ = 100     # numpy defers to our operators
+
+    def __init__(self, output: Output):
+        self.output = output
+
+    @property
+    def op(self) -> Operation:
+        return Operation(self.output.node)
+
+    @property
+    def value_index(self) -> int:
+        return self.output.index
+
+    @property
+    def name(self) -> str:
+        return self.output.name
+
+    @property
+    def dtype(self) -> DType:
+        return self.output.dtype
+
+    @property
+    def shape(self):
+        return self.output.shape
+
+    def get_shape(self):
+        return self.output.shape
+
+    @property
+    def graph(self):
+        return self.output.node.graph
+
+    @property
+    def device(self) -> str:
+        return self.output.node.device
+
+    def __eq__(self, other):          # identity, as in TensorFlow 1.x (use fl.equal for values)
+        return isinstance(other, Tensor) and other.output == self.output
+
+    def __hash__(self):
+        return hash(self.output)
+
+    def __repr__(self):
+        return f"<fl.Tensor '{self.name}' {self.output.type}>"
+
+    def __bool__(self):
+        raise TypeError("a symbolic fl.Tensor has no truth value; use fl.cond or run it in a Session")
+
+    def __len__(self):
+        s = self.shape
+        if s is None or not s or s[0] is None:
+            raise TypeError(f"len() of a tensor with unknown first dim: {self.output.type}")
+        return s[0]
+
+    def __iter__(self):
+        raise TypeError("fl.Tensor is not iterable; use fl.unstack")
+
+    # operators are attached by dsl.math_ops (see _install_operators there)
+
+
+def as_node(x) -> Node:
+    """A Node from an Operation, Tensor, Node or Output (for control dependencies, targets)."""
+    if isinstance(x, Operation):
+        return x.node
+    if isinstance(x, Tensor):
+        return x.output.node
+    if isinstance(x, Node):
+        return x
+    if isinstance(x, Output):
+        return x.node
+    raise TypeError(f"expected an fl.Operation or fl.Tensor, got {type(x).__name__}")
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)

@@ -1,0 +1,128 @@
+"""Compiled artifacts on disk: ``manifest.json`` + per-device modules + the IR they came from.
+
+The loader checks the format version and every file's hash, and refuses a tampered or
+mismatched artifact with an error that names the file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Sequence
+
+from runtime.errors import ArtifactError, FeedError
+from runtime.module import CModule, Executable, TensorSpec
+
+FORMAT = "flowc-artifact"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class Artifact:
+    path: str
+    manifest: dict
+    executable: Executable
+
+    @property
+    def feeds(self) -> List[TensorSpec]:
+        return self.executable.feeds
+
+    @property
+    def fetches(self) -> List[TensorSpec]:
+        return self.executable.fetches
+
+    def run(self, feeds: Dict[str, object] | Sequence = ()) -> list:
+        """Run one step. ``feeds`` maps feed names to values (or is a list in feed order)."""
+        if isinstance(feeds, dict):
+            unknown = set(feeds) - {f.name for f in self.feeds}
+            if unknown:
+                raise FeedError(f"unknown feed(s) {', '.join(sorted(unknown))}; this artifact takes "
+                                f"{', '.join(f.name for f in self.feeds) or 'no feeds'}")
+            missing = [f.name for f in self.feeds if f.name not in feeds]
+            if missing:
+                raise FeedError(f"missing feed(s) {', '.join(missing)}")
+            values = [feeds[f.name] for f in self.feeds]
+        else:
+            values = list(feeds)
+        return self.executable.run(values)
+
+
+def _read_manifest(path: str) -> dict:
+    mpath = os.path.join(path, MANIFEST)
+    if not os.path.isfile(mpath):
+        raise ArtifactError(f"{path} is not a flowc artifact: no {MANIFEST}")
+    try:
+        with open(mpath) as f:
+            manifest = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{mpath} is not valid JSON: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ArtifactError(f"{mpath} is not a flowc artifact manifest")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ArtifactError(f"{mpath} has format version {manifest.get('format_version')}; "
+                            f"this runtime reads version {FORMAT_VERSION}")
+    return manifest
+
+
+def verify_artifact(path: str) -> dict:
+    """Check the manifest and the hash of every file it lists; return the manifest."""
+    manifest = _read_manifest(path)
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise ArtifactError(f"{os.path.join(path, MANIFEST)} lists no files")
+    expected_self = manifest.get("manifest_sha256")
+    body = dict(manifest)
+    body.pop("manifest_sha256", None)
+    if expected_self != hashlib.sha256(canonical_json(body).encode()).hexdigest():
+        raise ArtifactError(f"{os.path.join(path, MANIFEST)} was modified after it was written "
+                            "(its own checksum does not match)")
+    for name, digest in files.items():
+        fpath = os.path.join(path, name)
+        if os.path.basename(name) != name:
+            raise ArtifactError(f"manifest names a file outside the artifact: {name}")
+        if not os.path.isfile(fpath):
+            raise ArtifactError(f"artifact file missing: {fpath}")
+        actual = sha256_file(fpath)
+        if actual != digest:
+            raise ArtifactError(f"artifact file {fpath} does not match its manifest hash "
+                                f"(expected {digest[:12]}…, found {actual[:12]}…): it was modified or corrupted")
+    return manifest
+
+
+def canonical_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def write_manifest(path: str, manifest: dict) -> None:
+    body = dict(manifest)
+    body.pop("manifest_sha256", None)
+    body["manifest_sha256"] = hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    tmp = os.path.join(path, MANIFEST + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(body, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(path, MANIFEST))
+
+
+def load_artifact(path: str) -> Artifact:
+    manifest = verify_artifact(path)
+    devices = manifest.get("devices") or []
+    if len(devices) != 1 or devices[0].get("kind") != "cpu":
+        raise ArtifactError(f"{path}: this runtime runs single-CPU-device artifacts; found "
+                            f"{[d.get('device') for d in devices]}")
+    module = CModule(os.path.join(path, devices[0]["module"]))
+    feeds = [TensorSpec.from_json(f) for f in manifest["feeds"]]
+    fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]
+    return Artifact(path, manifest, Executable(module, feeds, fetches))
