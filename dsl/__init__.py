@@ -14,6 +14,8 @@ from dsl.ops import (apply_op, constant, convert_to_tensor, placeholder, placeho
                      raw_ops)
 from dsl.math_ops import *  # noqa: F401,F403
 from dsl.array_ops import *  # noqa: F401,F403
+from dsl.reduction_ops import *  # noqa: F401,F403
+from dsl.linalg_ops import *  # noqa: F401,F403
 from dsl import nn
 from dsl.session import Session
 

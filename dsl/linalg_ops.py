@@ -1,0 +1,2 @@
+"""TensorFlow-named linalg functions."""
+from __future__ import annotations

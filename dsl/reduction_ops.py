@@ -1,0 +1,2 @@
+"""TensorFlow-named reduction functions."""
+from __future__ import annotations

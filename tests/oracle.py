@@ -1,0 +1,58 @@
+"""Differential testing against the numpy reference interpreter (the oracle).
+
+``check_against_interpreter`` runs the same fetches with the interpreter and with compiled C
+(one compile for all fetches, so put many cases in one graph) and compares them exactly for
+integer/bool results and with a tolerance for floats.
+"""
+from __future__ import annotations
+
+from typing import Dict, Sequence
+
+import numpy as np
+
+import dsl as fl
+
+FLOAT_TOL = {np.dtype(np.float32): (2e-5, 1e-5), np.dtype(np.float64): (1e-12, 1e-12)}
+
+
+def assert_same(expected: np.ndarray, actual: np.ndarray, what: str = "") -> None:
+    expected = np.asarray(expected)
+    actual = np.asarray(actual)
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    if expected.dtype.kind == "f":
+        rtol, atol = FLOAT_TOL.get(expected.dtype, (1e-3, 1e-3))
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True,
+                                   err_msg=what)
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+
+
+def check_against_interpreter(graph, fetches, feed_dict: Dict = None, *, rtol=None, atol=None):
+    """Run ``fetches`` (a dict name -> tensor, or a list) both ways and compare; returns C results."""
+    feed_dict = feed_dict or {}
+    names = list(fetches) if isinstance(fetches, dict) else [str(i) for i in range(len(fetches))]
+    tensors = list(fetches.values()) if isinstance(fetches, dict) else list(fetches)
+    with fl.Session(graph=graph, backend="interpreter") as s:
+        want = s.run(tensors, feed_dict)
+    with fl.Session(graph=graph, backend="c") as s:
+        got = s.run(tensors, feed_dict)
+    for name, w, g in zip(names, want, got):
+        w, g = np.asarray(w), np.asarray(g)
+        if rtol is not None and w.dtype.kind == "f":
+            assert g.dtype == w.dtype and g.shape == w.shape, name
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol or 0, equal_nan=True, err_msg=name)
+        else:
+            assert_same(w, g, name)
+    return dict(zip(names, got))
+
+
+def random_array(rng: np.random.Generator, shape: Sequence[int], dtype, low=-5, high=5) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.uniform(low, high, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype.kind == "u":
+        return rng.integers(0, max(high, 1), size=shape).astype(dtype)
+    return rng.integers(low, high, size=shape).astype(dtype)
