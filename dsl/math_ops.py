@@ -1,11 +1,30 @@
-"""TensorFlow-named math functions (``fl.add``, ``fl.matmul``, ``fl.reduce_sum``, ...) and the
-Tensor operator overloads."""
+"""TensorFlow-named math functions (``fl.add``, ``fl.cast``, ``fl.where``, ...) and the Tensor
+operator overloads (``+ - * / // % ** @``, unary ``-``, ``abs()``, ``< <= > >=``, ``& | ^ ~``).
+
+Python scalars, lists and numpy values on either side of a binary function are converted to
+the tensor side's dtype (``x + 1`` on f32 stays f32). ``==`` and ``!=`` stay identity tests, as
+in TensorFlow 1.x; ``fl.equal`` compares values.
+"""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
+from runtime.dtypes import DType, as_dtype
+
+__all__ = [
+    "add", "subtract", "multiply", "divide", "truediv", "realdiv", "floordiv", "floormod", "mod",
+    "maximum", "minimum", "pow", "squared_difference", "add_n",
+    "negative", "abs", "sign", "square", "sqrt", "rsqrt", "exp", "log", "log1p", "reciprocal",
+    "tanh", "sigmoid", "floor", "ceil", "round", "cast",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_not", "logical_and", "logical_or", "logical_xor", "where",
+]
+
+# truediv's int -> float promotion (as tf.math.truediv)
+_TRUEDIV_FLOAT = {DType.i8: DType.f32, DType.i16: DType.f32, DType.u8: DType.f32,
+                  DType.i32: DType.f64, DType.i64: DType.f64}
 
 
 def _binary_operands(x, y):
@@ -15,39 +34,278 @@ def _binary_operands(x, y):
     elif isinstance(y, Tensor) and not isinstance(x, Tensor):
         x = convert_to_tensor(x, dtype=y.dtype)
     else:
-        x, y = convert_to_tensor(x), convert_to_tensor(y)
+        x = convert_to_tensor(x)
+        y = convert_to_tensor(y, dtype=None if isinstance(y, Tensor) else x.dtype)
     return x, y
 
 
-def add(x, y, name: Optional[str] = None) -> Tensor:
+def _binary(op: str, x, y, name: Optional[str]) -> Tensor:
     x, y = _binary_operands(x, y)
-    return apply_op("AddV2", [x, y], name=name)
+    return apply_op(op, [x, y], name=name)
+
+
+def _unary(op: str, x, name: Optional[str]) -> Tensor:
+    return apply_op(op, [convert_to_tensor(x)], name=name)
+
+
+# --- arithmetic ----------------------------------------------------------------------------
+def add(x, y, name: Optional[str] = None) -> Tensor:
+    """x + y with broadcasting (AddV2); integers wrap."""
+    return _binary("AddV2", x, y, name)
+
+
+def subtract(x, y, name: Optional[str] = None) -> Tensor:
+    """x - y with broadcasting (Sub)."""
+    return _binary("Sub", x, y, name)
 
 
 def multiply(x, y, name: Optional[str] = None) -> Tensor:
+    """x * y with broadcasting (Mul)."""
+    return _binary("Mul", x, y, name)
+
+
+def realdiv(x, y, name: Optional[str] = None) -> Tensor:
+    """x / y for floats (RealDiv)."""
+    return _binary("RealDiv", x, y, name)
+
+
+def truediv(x, y, name: Optional[str] = None) -> Tensor:
+    """x / y; integers are first cast to float (i32/i64 -> f64, smaller ints -> f32)."""
     x, y = _binary_operands(x, y)
-    return apply_op("Mul", [x, y], name=name)
+    to = _TRUEDIV_FLOAT.get(x.dtype)
+    if to is not None:
+        x, y = cast(x, to), cast(y, to)
+    return apply_op("RealDiv", [x, y], name=name or "truediv")
 
 
+def divide(x, y, name: Optional[str] = None) -> Tensor:
+    """x / y with Python 3 semantics (``truediv``)."""
+    return truediv(x, y, name=name)
+
+
+def floordiv(x, y, name: Optional[str] = None) -> Tensor:
+    """floor(x / y) (FloorDiv); integer division by zero is a run-time error."""
+    return _binary("FloorDiv", x, y, name)
+
+
+def floormod(x, y, name: Optional[str] = None) -> Tensor:
+    """The remainder of floor division, with the sign of y (FloorMod)."""
+    return _binary("FloorMod", x, y, name)
+
+
+mod = floormod
+
+
+def maximum(x, y, name: Optional[str] = None) -> Tensor:
+    """Elementwise max; NaN on either side gives NaN."""
+    return _binary("Maximum", x, y, name)
+
+
+def minimum(x, y, name: Optional[str] = None) -> Tensor:
+    """Elementwise min; NaN on either side gives NaN."""
+    return _binary("Minimum", x, y, name)
+
+
+def pow(x, y, name: Optional[str] = None) -> Tensor:  # noqa: A001  (tf.pow)
+    """x ** y (Pow); negative integer exponents are a run-time error."""
+    return _binary("Pow", x, y, name)
+
+
+def squared_difference(x, y, name: Optional[str] = None) -> Tensor:
+    """(x - y) ** 2 with broadcasting."""
+    return _binary("SquaredDifference", x, y, name)
+
+
+def add_n(inputs: Sequence, name: Optional[str] = None) -> Tensor:
+    """The sum of a non-empty list of tensors of one shape and dtype (AddN)."""
+    if isinstance(inputs, Tensor) or not isinstance(inputs, (list, tuple)) or not inputs:
+        raise ValueError("add_n needs a non-empty list of tensors")
+    first = next((v for v in inputs if isinstance(v, Tensor)), None)
+    dtype = first.dtype if first is not None else None
+    return apply_op("AddN", [[convert_to_tensor(v, dtype=dtype) for v in inputs]], name=name)
+
+
+# --- unary ---------------------------------------------------------------------------------
 def negative(x, name: Optional[str] = None) -> Tensor:
-    return apply_op("Neg", [convert_to_tensor(x)], name=name)
+    """-x (Neg)."""
+    return _unary("Neg", x, name)
+
+
+def abs(x, name: Optional[str] = None) -> Tensor:  # noqa: A001  (tf.abs)
+    """|x| (Abs)."""
+    return _unary("Abs", x, name)
+
+
+def sign(x, name: Optional[str] = None) -> Tensor:
+    """-1, 0 or 1 (Sign)."""
+    return _unary("Sign", x, name)
+
+
+def square(x, name: Optional[str] = None) -> Tensor:
+    """x * x (Square)."""
+    return _unary("Square", x, name)
+
+
+def sqrt(x, name: Optional[str] = None) -> Tensor:
+    return _unary("Sqrt", x, name)
+
+
+def rsqrt(x, name: Optional[str] = None) -> Tensor:
+    """1 / sqrt(x) (Rsqrt)."""
+    return _unary("Rsqrt", x, name)
 
 
 def exp(x, name: Optional[str] = None) -> Tensor:
-    return apply_op("Exp", [convert_to_tensor(x)], name=name)
+    return _unary("Exp", x, name)
+
+
+def log(x, name: Optional[str] = None) -> Tensor:
+    return _unary("Log", x, name)
+
+
+def log1p(x, name: Optional[str] = None) -> Tensor:
+    return _unary("Log1p", x, name)
+
+
+def reciprocal(x, name: Optional[str] = None) -> Tensor:
+    """1 / x (Reciprocal)."""
+    return _unary("Reciprocal", x, name)
+
+
+def tanh(x, name: Optional[str] = None) -> Tensor:
+    return _unary("Tanh", x, name)
+
+
+def sigmoid(x, name: Optional[str] = None) -> Tensor:
+    return _unary("Sigmoid", x, name)
+
+
+def floor(x, name: Optional[str] = None) -> Tensor:
+    return _unary("Floor", x, name)
+
+
+def ceil(x, name: Optional[str] = None) -> Tensor:
+    return _unary("Ceil", x, name)
+
+
+def round(x, name: Optional[str] = None) -> Tensor:  # noqa: A001  (tf.round)
+    """Round half to even (Round)."""
+    return _unary("Round", x, name)
+
+
+def cast(x, dtype, name: Optional[str] = None) -> Tensor:
+    """``x`` as ``dtype`` (Cast); returns ``x`` itself when it already has that dtype."""
+    x = convert_to_tensor(x)
+    dtype = as_dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    return apply_op("Cast", [x], {"DstT": dtype}, name=name or "Cast")
+
+
+# --- activations (re-exported by dsl.nn) ----------------------------------------------------
+def relu(features, name: Optional[str] = None) -> Tensor:
+    """max(features, 0)."""
+    return _unary("Relu", features, name)
+
+
+def relu6(features, name: Optional[str] = None) -> Tensor:
+    """min(max(features, 0), 6)."""
+    return _unary("Relu6", features, name)
+
+
+def elu(features, name: Optional[str] = None) -> Tensor:
+    """features if > 0 else exp(features) - 1."""
+    return _unary("Elu", features, name)
+
+
+def softplus(features, name: Optional[str] = None) -> Tensor:
+    """log(exp(features) + 1)."""
+    return _unary("Softplus", features, name)
+
+
+# --- comparisons and logic -----------------------------------------------------------------
+def equal(x, y, name: Optional[str] = None) -> Tensor:
+    """x == y elementwise (bool)."""
+    return _binary("Equal", x, y, name)
+
+
+def not_equal(x, y, name: Optional[str] = None) -> Tensor:
+    """x != y elementwise (bool)."""
+    return _binary("NotEqual", x, y, name)
+
+
+def less(x, y, name: Optional[str] = None) -> Tensor:
+    return _binary("Less", x, y, name)
+
+
+def less_equal(x, y, name: Optional[str] = None) -> Tensor:
+    return _binary("LessEqual", x, y, name)
+
+
+def greater(x, y, name: Optional[str] = None) -> Tensor:
+    return _binary("Greater", x, y, name)
+
+
+def greater_equal(x, y, name: Optional[str] = None) -> Tensor:
+    return _binary("GreaterEqual", x, y, name)
+
+
+def logical_not(x, name: Optional[str] = None) -> Tensor:
+    return _unary("LogicalNot", x, name)
+
+
+def logical_and(x, y, name: Optional[str] = None) -> Tensor:
+    return _binary("LogicalAnd", x, y, name)
+
+
+def logical_or(x, y, name: Optional[str] = None) -> Tensor:
+    return _binary("LogicalOr", x, y, name)
+
+
+def logical_xor(x, y, name: Optional[str] = None) -> Tensor:
+    """x != y for bools, built as (x | y) & ~(x & y) as TensorFlow does."""
+    x, y = _binary_operands(x, y)
+    return logical_and(logical_or(x, y), logical_not(logical_and(x, y)),
+                       name=name or "LogicalXor")
+
+
+def where(condition, x=None, y=None, name: Optional[str] = None) -> Tensor:
+    """``x`` where ``condition`` else ``y``, broadcasting all three (SelectV2); with neither
+    ``x`` nor ``y``, the indices of true elements (the ``Where`` op)."""
+    if x is None and y is None:
+        return apply_op("Where", [convert_to_tensor(condition)], name=name)
+    if x is None or y is None:
+        raise ValueError("where needs both x and y, or neither")
+    condition = convert_to_tensor(condition, dtype=DType.bool)
+    x, y = _binary_operands(x, y)
+    return apply_op("SelectV2", [condition, x, y], name=name)
+
+
+# --- operator overloads ---------------------------------------------------------------------
+def _matmul(a, b) -> Tensor:
+    from dsl.linalg_ops import matmul
+    return matmul(a, b)
 
 
 def _install_operators() -> None:
-    def binop(fn, reverse=False):
-        if reverse:
-            return lambda self, other: fn(other, self)
+    """Attach TensorFlow's operator overloads to ``Tensor`` (``==``/``!=`` stay identity)."""
+    def binop(fn):
         return lambda self, other: fn(self, other)
 
-    Tensor.__add__ = binop(add)
-    Tensor.__radd__ = binop(add, True)
-    Tensor.__mul__ = binop(multiply)
-    Tensor.__rmul__ = binop(multiply, True)
+    def rbinop(fn):
+        return lambda self, other: fn(other, self)
+
+    for dunder, fn in (("add", add), ("sub", subtract), ("mul", multiply), ("truediv", truediv),
+                       ("floordiv", floordiv), ("mod", floormod), ("pow", pow),
+                       ("matmul", _matmul), ("and", logical_and), ("or", logical_or),
+                       ("xor", logical_xor)):
+        setattr(Tensor, f"__{dunder}__", binop(fn))
+        setattr(Tensor, f"__r{dunder}__", rbinop(fn))
+    for dunder, fn in (("lt", less), ("le", less_equal), ("gt", greater), ("ge", greater_equal)):
+        setattr(Tensor, f"__{dunder}__", binop(fn))
     Tensor.__neg__ = lambda self: negative(self)
+    Tensor.__abs__ = lambda self: abs(self)
+    Tensor.__invert__ = lambda self: logical_not(self)
 
 
 _install_operators()

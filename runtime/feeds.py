@@ -29,7 +29,7 @@ def check_feed(name: str, value, dtype: DType, shape: Optional[Sequence[Optional
             and not (src.kind == "b" and not dtype.is_bool)
         if not ok:
             raise FeedError(f"feed for '{name}' has dtype {src} but the placeholder is {dtype}")
-        arr = np.ascontiguousarray(arr, dtype=dtype.np)
+        arr = np.asarray(arr, dtype=dtype.np, order="C")
     else:
         try:
             probe = np.asarray(value)
@@ -41,7 +41,7 @@ def check_feed(name: str, value, dtype: DType, shape: Optional[Sequence[Optional
             raise FeedError(f"feed for '{name}' holds floats but the placeholder is {dtype}")
         if dtype.is_bool and probe.dtype.kind != "b":
             raise FeedError(f"feed for '{name}' is not boolean but the placeholder is {dtype}")
-        arr = np.ascontiguousarray(probe, dtype=dtype.np)
+        arr = np.asarray(probe, dtype=dtype.np, order="C")
     if shape is not None:
         if arr.ndim != len(shape) or any(d is not None and d != a for d, a in zip(shape, arr.shape)):
             raise FeedError(f"feed for '{name}' has shape {list(arr.shape)} but the placeholder "

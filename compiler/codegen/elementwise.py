@@ -4,7 +4,7 @@ scalar; anything else through a loop nest with per-input strides (0 on broadcast
 innermost loop stays contiguous and vectorizable."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 
@@ -67,8 +67,14 @@ def input_strides(out: TensorRef, x: TensorRef) -> List[str]:
     return strides
 
 
-def emit_elementwise(kc: KernelContext, expr: str, out_index: int = 0) -> str:
-    """Render ``out[i] = expr`` where ``expr`` reads the inputs as ``a0``, ``a1``, ..."""
+def emit_elementwise(kc: KernelContext, expr: str, out_index: int = 0,
+                     fail_if: Optional[str] = None, fail_message: str = "") -> str:
+    """Render ``out[i] = expr`` where ``expr`` reads the inputs as ``a0``, ``a1``, ...
+
+    ``fail_if`` is an optional C condition over the same ``a<j>``: when it holds for any
+    element the kernel reports ``fail_message`` naming the node (``expr`` must still be
+    defined for such elements; its value is discarded).
+    """
     out = kc.outputs[out_index]
     modes = []
     for x in kc.inputs:
@@ -79,5 +85,6 @@ def emit_elementwise(kc: KernelContext, expr: str, out_index: int = 0) -> str:
         else:
             modes.append("strided")
     strides = [input_strides(out, x) for x in kc.inputs]
+    fail = kc.fail(fail_message) if fail_if else ""
     return kc.render("elementwise.c.j2", expr=expr, out=out, modes=modes, strides=strides,
-                     nested=("strided" in modes))
+                     nested=("strided" in modes), fail_if=fail_if, fail=fail)
