@@ -55,8 +55,11 @@ class Interpreter:
                                 f"({node.output_types[0]})" + (f", defined at {node.location}" if node.location else ""))
             values = [env[i] for i in node.inputs]
             results = self.run_node(node, values)
+            if len(results) != node.num_outputs:
+                raise ExecutionError(f"the reference kernel returned {len(results)} values for "
+                                     f"{node.num_outputs} outputs", node)
             for i, r in enumerate(results):
-                env[Output(node, i)] = r
+                env.setdefault(Output(node, i), r)       # a fed output keeps its fed value
         return [env[f] for f in fetches]
 
     def run_node(self, node: Node, values: List[np.ndarray]) -> List[np.ndarray]:

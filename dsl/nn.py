@@ -1,11 +1,59 @@
-"""``fl.nn``: neural-network functions named as in ``tf.nn``."""
+"""``fl.nn``: neural-network functions named as in ``tf.nn``: softmax, log_softmax, bias_add,
+and the activations (relu, relu6, elu, softplus, sigmoid, tanh) from ``dsl.math_ops``."""
 from __future__ import annotations
 
 from typing import Optional
 
+from compiler.ops.registry import has_op
+from dsl.math_ops import elu, relu, relu6, sigmoid, softplus, tanh
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
+__all__ = ["softmax", "log_softmax", "bias_add", "relu", "relu6", "elu", "softplus", "sigmoid",
+           "tanh"]
 
-def relu(features, name: Optional[str] = None) -> Tensor:
-    return apply_op("Relu", [convert_to_tensor(features)], name=name)
+
+def _softmax(op: str, logits, axis, name: Optional[str], dim) -> Tensor:
+    if axis is not None and dim is not None:
+        raise ValueError("cannot specify both 'axis' and 'dim'")
+    if axis is None:
+        axis = -1 if dim is None else dim
+    x = convert_to_tensor(logits)
+    rank = None if x.shape is None else len(x.shape)
+    if axis == -1 or (rank is not None and axis == rank - 1):
+        return apply_op(op, [x], name=name or op)
+    if rank is None:
+        raise ValueError(f"{op} over axis {axis} needs the rank of {x.name} to be known")
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of range for {x.name} of rank {rank}")
+    if not has_op("Transpose"):
+        raise NotImplementedError(f"{op} over a non-last axis needs the Transpose op")
+    axis %= rank
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    moved = apply_op("Transpose", [x, perm])
+    return apply_op("Transpose", [apply_op(op, [moved]), perm], name=name or op)
+
+
+def softmax(logits, axis: Optional[int] = None, name: Optional[str] = None,
+            dim: Optional[int] = None) -> Tensor:
+    """exp(logits) / sum(exp(logits)) along ``axis`` (default the last), as ``tf.nn.softmax``."""
+    return _softmax("Softmax", logits, axis, name, dim)
+
+
+def log_softmax(logits, axis: Optional[int] = None, name: Optional[str] = None,
+                dim: Optional[int] = None) -> Tensor:
+    """logits - log(sum(exp(logits))) along ``axis`` (default the last)."""
+    return _softmax("LogSoftmax", logits, axis, name, dim)
+
+
+def bias_add(value, bias, data_format: Optional[str] = None, name: Optional[str] = None) -> Tensor:
+    """value + bias along the channel dim (last for NHWC, the default; 1 for NCHW)."""
+    value = convert_to_tensor(value)
+    bias = convert_to_tensor(bias, dtype=value.dtype)
+    fmt = data_format or "NHWC"
+    if fmt.startswith("NC"):
+        fmt = "NCHW"
+    elif fmt.startswith("N") and fmt.endswith("C"):
+        fmt = "NHWC"
+    return apply_op("BiasAdd", [value, bias], {"data_format": fmt}, name=name or "BiasAdd")

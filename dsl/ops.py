@@ -3,7 +3,7 @@ placeholders, and ``fl.raw_ops.<OpName>`` for every registered op with TensorFlo
 attr names."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -12,48 +12,89 @@ from compiler.ir.construct import make_node
 from compiler.ir.location import caller_location
 from compiler.ir.types import normalize_shape
 from compiler.ops.registry import get_op, has_op, all_ops, OpDef
-from dsl.context import get_default_graph
+from dsl.context import PendingOp, device_for, get_default_graph
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import DType, as_dtype
 
 
 def _infer_dtype(value) -> DType:
-    arr = np.asarray(value)
-    if arr.dtype.kind == "b":
+    """TensorFlow's rule: Python floats are f32, ints i32 (i64 when too big), bools bool;
+    numpy arrays and scalars keep their dtype."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        try:
+            return DType.from_numpy(value.dtype)
+        except TypeError as e:
+            raise TypeError(f"cannot convert a numpy {value.dtype} value to a tensor: {e}") from None
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"cannot convert {value!r} to a tensor: {e}") from None
+    kind = arr.dtype.kind
+    if kind == "b":
         return DType.bool
-    if arr.dtype.kind in "iu":
+    if kind in "iu":
         if arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
             return DType.i64
         return DType.i32
-    if arr.dtype.kind == "f":
-        return DType.f32 if arr.dtype != np.float64 or not isinstance(value, np.ndarray) else DType.f64
-    raise TypeError(f"cannot convert {type(value).__name__} ({arr.dtype}) to a tensor")
+    if kind == "f":
+        return DType.f32
+    if kind == "O" and _all_ints(value):
+        raise TypeError(f"cannot convert {value!r} to a tensor: an integer is out of range for i64")
+    raise TypeError(f"cannot convert {type(value).__name__} {value!r} to a tensor")
+
+
+def _all_ints(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_all_ints(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _to_array(value, dtype: DType, what: str = "value") -> np.ndarray:
+    """``value`` as an array of ``dtype``; TypeError when that would change a value."""
     if isinstance(value, np.ndarray) and value.dtype == dtype.np:
         return value
-    arr = np.asarray(value)
-    if arr.dtype == object or arr.dtype.kind in "USV":
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"{what} {value!r} cannot be converted to a {dtype} tensor: {e}") from None
+    kind = arr.dtype.kind
+    if kind not in "biuf":
+        if kind == "O" and _all_ints(value):
+            raise TypeError(f"{what} {value!r} is out of range for {dtype}")
         raise TypeError(f"{what} {value!r} cannot be converted to a {dtype} tensor")
-    if dtype.is_integer and arr.dtype.kind == "f":
+    if dtype.is_bool != (kind == "b"):
+        raise TypeError(f"{what} {value!r} cannot be converted to a {dtype} tensor"
+                        + ("" if dtype.is_bool else " (booleans are not numbers)"))
+    if dtype.is_integer and kind == "f":
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
             raise TypeError(f"{what} {value!r} is not exactly representable as {dtype}")
     if dtype.is_integer and arr.size:
         info = np.iinfo(dtype.np)
         if arr.min() < info.min or arr.max() > info.max:
             raise TypeError(f"{what} {value!r} is out of range for {dtype}")
+    if dtype.is_floating and kind in "iuf" and arr.size:
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = arr.astype(dtype.np)
+        if np.any(np.isinf(out) & np.isfinite(arr)):
+            raise TypeError(f"{what} {value!r} is out of range for {dtype}")
+        return out
     return np.array(arr, dtype=dtype.np)
 
 
 def constant(value, dtype=None, shape=None, name: Optional[str] = None) -> Tensor:
     """A constant tensor (``tf.constant``); ``shape`` broadcasts a scalar or reshapes."""
-    dt = as_dtype(dtype) if dtype is not None else (
-        DType.from_numpy(value.dtype) if isinstance(value, np.ndarray) else _infer_dtype(value))
+    dt = as_dtype(dtype) if dtype is not None else _infer_dtype(value)
     arr = _to_array(value, dt)
     if shape is not None:
         shape = tuple(int(d) for d in shape)
-        arr = np.broadcast_to(arr, shape).copy() if arr.size == 1 else arr.reshape(shape)
+        if arr.size == 1:
+            arr = np.broadcast_to(arr.reshape(()), shape).copy()
+        elif arr.size == int(np.prod(shape)):
+            arr = arr.reshape(shape)
+        else:
+            raise ValueError(f"constant with {arr.size} elements cannot have shape {list(shape)}")
+    if isinstance(value, np.ndarray) and np.may_share_memory(arr, value):
+        arr = np.array(arr, order="C")           # later changes to the user's array do not leak in
     return apply_op("Const", [], {"value": arr, "dtype": dt}, name=name or "Const")
 
 
@@ -64,6 +105,7 @@ def placeholder(dtype, shape=None, name: Optional[str] = None) -> Tensor:
 
 
 def placeholder_with_default(input, shape, name: Optional[str] = None) -> Tensor:
+    """Its ``input`` unless fed (``tf.placeholder_with_default``)."""
     x = convert_to_tensor(input)
     return apply_op("PlaceholderWithDefault", [x], {"dtype": x.dtype, "shape": normalize_shape(shape)},
                     name=name or "PlaceholderWithDefault")
@@ -83,10 +125,12 @@ def convert_to_tensor(value, dtype=None, name: Optional[str] = None) -> Tensor:
     return constant(value, dtype=dtype, name=name)
 
 
-def _scoped_name(base: str) -> str:
-    g = get_default_graph()
+def _op_name(g, name: str) -> Tuple[str, bool]:
+    """The full name of a new op and whether it is exact (a name ending in '/', as in TF)."""
+    if name.endswith("/"):
+        return name[:-1], True
     scope = g.current_name_scope
-    return f"{scope}/{base}" if scope else base
+    return (f"{scope}/{name}" if scope else name), False
 
 
 def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]] = None,
@@ -103,12 +147,18 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
     loc = caller_location()
     if len(inputs) != len(op.inputs):
         raise OpError(f"{op_name} takes {len(op.inputs)} inputs "
-                      f"({', '.join(a.name for a in op.inputs)}), got {len(inputs)}", None, loc)
+                      f"({', '.join(a.name for a in op.inputs) or 'none'}), got {len(inputs)}",
+                      None, loc)
     # Known type attrs: explicit attrs first, then tensor inputs.
-    known: Dict[str, DType] = {k: as_dtype(v) for k, v in attrs.items()
-                              if k in op.attrs and op.attrs[k].kind == "type"}
+    known: Dict[str, DType] = {}
+    for k, v in attrs.items():
+        if k in op.attrs and op.attrs[k].kind == "type":
+            try:
+                known[k] = as_dtype(v)
+            except (TypeError, ValueError) as e:
+                raise OpError(f"attr {k} of {op_name}: {e}", None, loc) from None
     for arg, value in zip(op.inputs, inputs):
-        vals = value if arg.is_list else [value]
+        vals = value if arg.is_list and isinstance(value, (list, tuple)) else [value]
         if arg.type_attr and arg.type_attr not in known:
             for v in vals:
                 if isinstance(v, Tensor):
@@ -126,9 +176,13 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
         for v in vals:
             if isinstance(v, Tensor):
                 if v.graph is not g:
-                    raise OpError(f"tensor {v.name} is from another graph than the default graph", None, loc)
+                    raise OpError(f"tensor {v.name} is from another graph than the default graph",
+                                  None, loc)
                 converted.append(v.output)
                 continue
+            if isinstance(v, Operation):
+                raise OpError(f"input '{arg.name}' of {op_name}: operation '{v.name}' has no value; "
+                              "use one of its outputs", None, loc)
             dt = arg.dtype
             if dt is None and arg.type_attr:
                 dt = known.get(arg.type_attr)
@@ -136,18 +190,28 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
                     a = op.attrs[arg.type_attr]
                     dt = a.default if a.has_default else None
             if dt is None:
-                dt = _infer_dtype(v)
+                try:
+                    dt = _infer_dtype(v)
+                except TypeError as e:
+                    raise OpError(f"input '{arg.name}' of {op_name}: {e}", None, loc) from None
                 if arg.type_attr:
                     known[arg.type_attr] = dt
             try:
                 c = constant(v, dtype=dt)
-            except TypeError as e:
+            except (TypeError, ValueError) as e:
                 raise OpError(f"input '{arg.name}' of {op_name}: {e}", None, loc) from None
             converted.append(c.output)
         flat_inputs.append(converted if arg.is_list else converted[0])
-    node = make_node(g, op_name, flat_inputs, attrs, name=_scoped_name(name or op_name),
-                     control_inputs=g.current_control_inputs(), device=g.current_device,
-                     location=loc)
+    full_name, exact = _op_name(g, name or op_name)
+    input_nodes = [o.node for group in flat_inputs
+                   for o in (group if isinstance(group, list) else [group])]
+    control = g.current_control_inputs(input_nodes)
+    dev = device_for(g, PendingOp(op_name, full_name))
+    if exact and g.get(full_name) is not None:
+        raise OpError(f"an op named '{full_name}' already exists", None, loc)
+    node = make_node(g, op_name, flat_inputs, attrs, name=full_name, exact_name=exact,
+                     control_inputs=control, device=dev, location=loc)
+    g._record_created(node)
     if node.num_outputs == 0:
         return Operation(node)
     if len(op.outputs) == 1 and not op.outputs[0].is_list:
@@ -165,11 +229,16 @@ class _RawOps:
 
         def call(*args, name: Optional[str] = None, **kwargs):
             if len(args) > len(op.inputs):
-                raise OpError(f"{op_name} takes at most {len(op.inputs)} positional inputs")
+                raise OpError(f"{op_name} takes at most {len(op.inputs)} positional inputs",
+                              None, caller_location())
             inputs = list(args)
+            for arg in op.inputs[:len(args)]:
+                if arg.name in kwargs:
+                    raise OpError(f"{op_name} got input '{arg.name}' twice (by position and by "
+                                  "name)", None, caller_location())
             for arg in op.inputs[len(args):]:
                 if arg.name not in kwargs:
-                    raise OpError(f"{op_name} needs input '{arg.name}'")
+                    raise OpError(f"{op_name} needs input '{arg.name}'", None, caller_location())
                 inputs.append(kwargs.pop(arg.name))
             return apply_op(op_name, inputs, kwargs, name=name)
 

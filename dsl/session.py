@@ -2,17 +2,22 @@
 
 Each distinct step signature (graph version, feeds, fetches, targets) is compiled once and
 cached; a repeated signature compiles nothing.
+
+The run path avoids repeated work: a fetch structure is resolved once into a ``_Plan`` (its
+tensors, targets and how to rebuild the result), looked up by the identity of its leaves; for
+each set of feed keys a plan keeps a ``_Runner`` (the compiled step, the feed order and the
+feed checks). A repeated ``run`` only checks the fed values and calls the compiled code.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from compiler.build_cache import artifact_cache_dir
+from compiler.errors import GraphError
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
 from compiler.passes.manager import PipelineOptions
@@ -21,55 +26,151 @@ from dsl.context import Graph, get_default_graph
 from dsl.tensor import Operation, Tensor
 from runtime.artifact import load_artifact
 from runtime.errors import FeedError
+from runtime.feeds import FeedCheck
+from runtime.module import Executable
 
 BACKENDS = ("c", "interpreter")
 
+# Bounds on the per-session lookup caches (compiled steps themselves are never evicted).
+_MAX_PLANS = 256
+_MAX_RUNNERS_PER_PLAN = 64
 
-class _Fetch:
-    """Flattens a nested fetch structure and rebuilds it around the results."""
 
-    def __init__(self, graph, fetches):
-        self.graph = graph
+# --- fetch structures ------------------------------------------------------------------------
+_DICT_KEY = object()      # tags dict keys in fingerprints, so no key can pass for a marker
+
+def _fingerprint(f, key: list, keep: list) -> None:
+    """Append to ``key`` what identifies the fetch structure ``f`` (leaves by identity)."""
+    t = type(f)
+    if t is Tensor or t is Operation:
+        key.append(id(f))
+        keep.append(f)
+    elif t is str:
+        key.append(f)
+    elif t is list or t is tuple:
+        key.append(t)
+        key.append(len(f))
+        for v in f:
+            _fingerprint(v, key, keep)
+    elif isinstance(f, dict):
+        key.append(t)
+        key.append(len(f))
+        for k, v in f.items():
+            key.append((_DICT_KEY, k))
+            _fingerprint(v, key, keep)
+    elif isinstance(f, tuple):                 # namedtuple and other tuple subclasses
+        key.append(t)
+        key.append(len(f))
+        for v in f:
+            _fingerprint(v, key, keep)
+    else:
+        key.append(id(f))
+        keep.append(f)
+
+
+class _Plan:
+    """A fetch structure resolved against the graph: unique tensors, targets, rebuild."""
+
+    def __init__(self, graph: Graph, fetches):
         self.outputs: List[Output] = []
         self.targets: List[Node] = []
-        self.structure = self._flatten(fetches)
+        self._index: Dict[Output, int] = {}
+        self.keep: list = []                   # the user's fetch objects (keeps their ids valid)
+        self.runners: Dict[tuple, "_Runner"] = {}
+        self.graph = graph
+        self.rebuild = self._builder(fetches)
 
-    def _flatten(self, f):
+    def _tensor(self, out: Output) -> int:
+        if out.node.graph is not self.graph:
+            raise GraphError(f"cannot fetch {out.name}: it belongs to another graph than the "
+                             "session's")
+        i = self._index.get(out)
+        if i is None:
+            i = self._index[out] = len(self.outputs)
+            self.outputs.append(out)
+        return i
+
+    def _target(self, node: Node) -> None:
+        if node.graph is not self.graph:
+            raise GraphError(f"cannot run '{node.name}': it belongs to another graph than the "
+                             "session's")
+        if node not in self.targets:
+            self.targets.append(node)
+
+    def _builder(self, f) -> Callable[[list], Any]:
+        """A function from the fetched values (in ``outputs`` order) to the user's structure."""
         if isinstance(f, Tensor):
-            self.outputs.append(f.output)
-            return ("t", len(self.outputs) - 1)
+            i = self._tensor(f.output)
+            return lambda values: values[i]
         if isinstance(f, Operation):
-            self.targets.append(f.node)
-            return ("op",)
+            self._target(f.node)
+            return lambda values: None
         if isinstance(f, str):
-            if ":" in f:
-                return self._flatten(Tensor(self.graph.output(f)))
-            node = self.graph.node(f)
-            return self._flatten(Operation(node))
+            return self._builder(self._lookup(f))
         if isinstance(f, dict):
-            return ("dict", type(f), [(k, self._flatten(v)) for k, v in f.items()])
+            items = [(k, self._builder(v)) for k, v in f.items()]
+            cls = type(f)
+            return lambda values: cls((k, b(values)) for k, b in items)
         if isinstance(f, (list, tuple)):
-            kind = "tuple" if isinstance(f, tuple) else "list"
+            parts = [self._builder(v) for v in f]
             if hasattr(f, "_fields"):
-                return ("namedtuple", type(f), [self._flatten(v) for v in f])
-            return (kind, [self._flatten(v) for v in f])
+                cls = type(f)
+                return lambda values: cls(*[b(values) for b in parts])
+            if type(f) is tuple:
+                return lambda values: tuple([b(values) for b in parts])
+            return lambda values: [b(values) for b in parts]
         raise TypeError(f"cannot fetch {f!r}: expected an fl.Tensor, fl.Operation, tensor name, "
                         "or a list/tuple/dict of them")
 
-    def rebuild(self, values: List[np.ndarray], s=None):
-        s = self.structure if s is None else s
-        kind = s[0]
-        if kind == "t":
-            v = values[s[1]]
-            return v[()] if v.ndim == 0 else v
-        if kind == "op":
-            return None
-        if kind == "dict":
-            return s[1]((k, self.rebuild(values, v)) for k, v in s[2])
-        if kind == "namedtuple":
-            return s[1](*[self.rebuild(values, v) for v in s[2]])
-        items = [self.rebuild(values, v) for v in s[1]]
-        return tuple(items) if kind == "tuple" else items
+    def _lookup(self, name: str):
+        g = self.graph
+        if ":" in name:
+            return Tensor(g.output(name))
+        return Operation(g.node(name))
+
+
+# --- feeds -------------------------------------------------------------------------------------
+def _feed_output(graph: Graph, key) -> Output:
+    """The tensor a feed_dict key names, or a FeedError saying why it cannot be fed."""
+    if isinstance(key, Tensor):
+        out = key.output
+    elif isinstance(key, str):
+        try:
+            out = graph.output(key)
+        except GraphError as e:
+            raise FeedError(f"cannot feed '{key}': {e.detail}") from None
+    elif isinstance(key, Operation):
+        raise FeedError(f"cannot feed operation '{key.name}': feed one of its outputs "
+                        f"('{key.name}:0')")
+    else:
+        raise FeedError(f"cannot feed {key!r}: feed_dict keys must be fl.Tensor or tensor names")
+    if out.node.graph is not graph:
+        raise FeedError(f"cannot feed {out.name}: it belongs to another graph than the session's")
+    return out
+
+
+def _feed_name(out: Output) -> str:
+    return out.node.name if out.index == 0 else out.name
+
+
+def _check_not_symbolic(keys: Sequence, values: Sequence) -> None:
+    for k, v in zip(keys, values):
+        if isinstance(v, (Tensor, Operation)):
+            name = k.name if isinstance(k, (Tensor, Operation)) else k
+            raise FeedError(f"the value fed to '{name}' is a symbolic {type(v).__name__} "
+                            f"({v.name}); feed numpy values (run it first)")
+
+
+class _Runner:
+    """One compiled step for one plan and one set of feed keys."""
+
+    __slots__ = ("executable", "order", "checks", "keys")
+
+    def __init__(self, executable: Optional[Executable], order: List[int], keys: tuple):
+        self.executable = executable
+        self.order = order                       # feed_dict position of each step feed
+        self.checks = list(zip(executable.feed_checks, order)) if executable else []
+        self.keys = keys                         # the user's key objects (keeps ids valid)
 
 
 class Session:
@@ -82,7 +183,8 @@ class Session:
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend
         self.options = options or PipelineOptions()
-        self._steps: Dict[Tuple, Any] = {}
+        self._steps: Dict[Tuple, Executable] = {}
+        self._plans: Dict[tuple, _Plan] = {}
         self._lock = threading.Lock()
         self.compile_count = 0
         self._closed = False
@@ -97,51 +199,116 @@ class Session:
     def close(self) -> None:
         self._closed = True
         self._steps.clear()
+        self._plans.clear()
 
     # --- running -------------------------------------------------------------------------
     def run(self, fetches, feed_dict: Optional[Dict] = None):
+        """Run what ``fetches`` need with ``feed_dict``; returns values in the fetches' shape.
+
+        Tensors come back as numpy arrays of exactly their dtype (rank 0: numpy scalars),
+        operations as None.
+        """
         if self._closed:
             raise RuntimeError("this Session is closed")
-        fetch = _Fetch(self.graph, fetches)
-        feeds = self._feeds(feed_dict or {})
-        feed_outputs = list(feeds)
-        values = list(feeds.values())
+        plan = self._plan(fetches)
         if self.backend == "interpreter":
-            results = Interpreter(self.graph).run(fetch.outputs, feeds, fetch.targets)
-            return fetch.rebuild(results)
-        step = self._compiled(feed_outputs, fetch.outputs, fetch.targets)
-        return fetch.rebuild(step.run(values))
+            return self._run_interpreter(plan, feed_dict or {})
+        if feed_dict:
+            runner = plan.runners.get(tuple(map(id, feed_dict)))
+            if runner is None:
+                runner = self._runner(plan, tuple(feed_dict))
+            values = list(feed_dict.values())
+            try:
+                arrays = [check(values[i]) for check, i in runner.checks]
+            except FeedError:
+                _check_not_symbolic(list(feed_dict), values)
+                raise
+        else:
+            runner = plan.runners.get(())
+            if runner is None:
+                runner = self._runner(plan, ())
+            arrays = []
+        if runner.executable is None:
+            return plan.rebuild([])
+        return plan.rebuild(runner.executable.call(arrays))
 
-    def _feeds(self, feed_dict: Dict) -> Dict[Output, Any]:
-        feeds: Dict[Output, Any] = {}
-        for k, v in feed_dict.items():
-            if isinstance(k, Tensor):
-                out = k.output
-            elif isinstance(k, str):
-                out = self.graph.output(k)
-            else:
-                raise FeedError(f"cannot feed {k!r}: feed_dict keys must be fl.Tensor or tensor names")
-            if out.node.graph is not self.graph:
-                raise FeedError(f"cannot feed {out.name}: it belongs to another graph")
-            if isinstance(v, Tensor):
-                raise FeedError(f"the value fed to {out.name} is a symbolic fl.Tensor; feed numpy "
-                                "values (run it first)")
-            feeds[out] = v
-        return feeds
+    def make_callable(self, fetches, feed_list: Sequence = ()) -> Callable:
+        """A function running ``fetches`` with values for ``feed_list`` given positionally."""
+        keys = tuple(feed_list)
+        self._feeds(keys)                        # unknown or repeated keys fail now, not later
 
-    def _compiled(self, feeds: List[Output], fetches: List[Output], targets: List[Node]):
-        key = (self.graph.version, tuple(feeds), tuple(fetches), tuple(targets))
+        def call(*values):
+            if len(values) != len(keys):
+                raise FeedError(f"this callable takes {len(keys)} feed value(s), got {len(values)}")
+            return self.run(fetches, dict(zip(keys, values)))
+
+        return call
+
+    def _plan(self, fetches) -> _Plan:
+        t = type(fetches)
+        if t is Tensor or t is Operation:           # the common case, without the walk
+            key_t = (self.graph.version, id(fetches))
+            keep = [fetches]
+        else:
+            key: list = [self.graph.version]
+            keep = []
+            _fingerprint(fetches, key, keep)
+            key_t = tuple(key)
+        plan = self._plans.get(key_t)
+        if plan is None:
+            plan = _Plan(self.graph, fetches)
+            plan.keep = keep
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[key_t] = plan
+        return plan
+
+    def _feeds(self, keys: Sequence) -> List[Output]:
+        outs = [_feed_output(self.graph, k) for k in keys]
+        seen = {}
+        for k, out in zip(keys, outs):
+            if out in seen:
+                raise FeedError(f"'{out.name}' is fed twice (as {seen[out]!r} and {k!r})")
+            seen[out] = k
+        return outs
+
+    def _runner(self, plan: _Plan, keys: tuple) -> _Runner:
+        outs = self._feeds(keys)
+        if not plan.outputs and not plan.targets:
+            executable, order = None, []
+        else:
+            order = sorted(range(len(outs)), key=lambda i: (outs[i].node.name, outs[i].index))
+            executable = self._compiled([outs[i] for i in order], plan.outputs, plan.targets)
+        runner = _Runner(executable, order, keys)
+        if len(plan.runners) >= _MAX_RUNNERS_PER_PLAN:
+            plan.runners.clear()
+        plan.runners[tuple(map(id, keys))] = runner
+        return runner
+
+    def _run_interpreter(self, plan: _Plan, feed_dict: Dict):
+        keys = list(feed_dict)
+        values = list(feed_dict.values())
+        _check_not_symbolic(keys, values)
+        feeds = dict(zip(self._feeds(keys), values))
+        if not plan.outputs and not plan.targets:
+            return plan.rebuild([])
+        results = Interpreter(self.graph).run(plan.outputs, feeds, plan.targets)
+        return plan.rebuild([r[()] if r.ndim == 0 else r for r in map(np.asarray, results)])
+
+    def _compiled(self, feeds: List[Output], fetches: List[Output], targets: List[Node]) -> Executable:
+        key = (self.graph.version, tuple(feeds), tuple(fetches),
+               tuple(sorted(targets, key=lambda n: n.name)))
         step = self._steps.get(key)
         if step is not None:
             return step
         with self._lock:
             step = self._steps.get(key)
             if step is None:
-                step = self._compile(feeds, fetches, targets)
+                step = self._compile(feeds, fetches, list(key[3]))
                 self._steps[key] = step
         return step
 
-    def _compile(self, feeds, fetches, targets):
+    def _compile(self, feeds, fetches, targets) -> Executable:
         sg = make_step_graph(self.graph, feeds, fetches, targets)
         optimize(sg, self.options)
         key = step_key(sg)

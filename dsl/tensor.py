@@ -46,8 +46,21 @@ class Operation:
     def control_inputs(self) -> List["Operation"]:
         return [Operation(c) for c in self.node.control_inputs]
 
+    @property
+    def location(self):
+        """Where the op was created (``file:line:col`` of the user's code), or None."""
+        return self.node.location
+
+    def values(self) -> tuple:
+        """The op's outputs, as ``tf.Operation.values()``."""
+        return tuple(self.outputs)
+
     def get_attr(self, name: str):
-        return self.node.attrs[name]
+        try:
+            return self.node.attrs[name]
+        except KeyError:
+            raise ValueError(f"operation '{self.name}' ({self.type}) has no attr '{name}'; it has "
+                             f"{', '.join(sorted(self.node.attrs)) or 'none'}") from None
 
     def __eq__(self, other):
         return isinstance(other, Operation) and other.node is self.node
@@ -98,6 +111,13 @@ class Tensor:
     @property
     def device(self) -> str:
         return self.output.node.device
+
+    def consumers(self) -> List[Operation]:
+        """Operations that read this tensor as data, in graph order."""
+        node, index = self.output.node, self.output.index
+        users = [u for u in node.graph if u in node.users
+                 and any(i.node is node and i.index == index for i in u.inputs)]
+        return [Operation(u) for u in users]
 
     def __eq__(self, other):          # identity, as in TensorFlow 1.x (use fl.equal for values)
         return isinstance(other, Tensor) and other.output == self.output

@@ -1,4 +1,10 @@
-"""Checking fed values against what a placeholder declares (used by every backend)."""
+"""Checking fed values against what a placeholder declares (used by every backend).
+
+Rules: an array of exactly the placeholder's dtype passes as it is. Otherwise the value is
+converted when that keeps its kind and its values: ints into a float placeholder, f64 into
+f32 and i64 into i32 (when every value fits) are fine; floats into an int placeholder, bools
+into a numeric one (and the reverse), strings and objects are FeedErrors.
+"""
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -15,35 +21,69 @@ def _shape_text(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def check_feed(name: str, value, dtype: DType, shape: Optional[Sequence[Optional[int]]]) -> np.ndarray:
-    """Return ``value`` as a C-contiguous array of ``dtype``; raise FeedError naming ``name``.
+class FeedCheck:
+    """A precomputed check of one feed: call it with a value, get a C-contiguous array."""
 
-    Python scalars and lists are converted; arrays must have a dtype that converts without
-    changing kind (float data into an int placeholder is an error, f64 into f32 is fine).
-    """
-    if isinstance(value, np.ndarray) or np.isscalar(value) and isinstance(value, np.generic):
-        arr = np.asarray(value)
+    __slots__ = ("name", "dtype", "np_dtype", "shape", "static_shape", "rank")
+
+    def __init__(self, name: str, dtype: DType, shape: Optional[Sequence[Optional[int]]]):
+        self.name = name
+        self.dtype = dtype
+        self.np_dtype = dtype.np
+        self.shape = None if shape is None else tuple(shape)
+        self.rank = None if shape is None else len(self.shape)
+        fully = self.shape is not None and all(d is not None for d in self.shape)
+        self.static_shape = self.shape if fully else None
+
+    def __call__(self, value) -> np.ndarray:
+        if type(value) is np.ndarray and value.dtype is self.np_dtype and value.flags.c_contiguous:
+            arr = value                                   # the fast path: nothing to convert
+        else:
+            arr = self.convert(value)
+        if arr.shape != self.static_shape and self.shape is not None:
+            if arr.ndim != self.rank or any(d is not None and d != a
+                                            for d, a in zip(self.shape, arr.shape)):
+                raise FeedError(f"feed for '{self.name}' has shape {list(arr.shape)} but the "
+                                f"placeholder has shape {_shape_text(self.shape)}")
+        return arr
+
+    def convert(self, value) -> np.ndarray:
+        """``value`` as a C-contiguous array of the feed's dtype, or a FeedError saying why."""
+        name, dtype = self.name, self.dtype
+        if isinstance(value, (np.ndarray, np.generic)):
+            arr = np.asarray(value)
+        else:
+            try:
+                arr = np.asarray(value)
+            except (ValueError, TypeError) as e:
+                raise FeedError(f"feed for '{name}' is not a tensor: {e}") from None
         src = arr.dtype
-        ok = src == dtype.np or np.can_cast(src, dtype.np, casting="same_kind") and \
-            not (dtype.is_integer and src.kind == "f") and not (dtype.is_bool and src.kind != "b") \
-            and not (src.kind == "b" and not dtype.is_bool)
-        if not ok:
-            raise FeedError(f"feed for '{name}' has dtype {src} but the placeholder is {dtype}")
-        arr = np.asarray(arr, dtype=dtype.np, order="C")
-    else:
-        try:
-            probe = np.asarray(value)
-        except (ValueError, TypeError) as e:
-            raise FeedError(f"feed for '{name}' is not a tensor: {e}") from None
-        if probe.dtype == object or probe.dtype.kind in "USV":
-            raise FeedError(f"feed for '{name}' is not numeric ({probe.dtype}); the placeholder is {dtype}")
-        if dtype.is_integer and probe.dtype.kind == "f":
-            raise FeedError(f"feed for '{name}' holds floats but the placeholder is {dtype}")
-        if dtype.is_bool and probe.dtype.kind != "b":
-            raise FeedError(f"feed for '{name}' is not boolean but the placeholder is {dtype}")
-        arr = np.asarray(probe, dtype=dtype.np, order="C")
-    if shape is not None:
-        if arr.ndim != len(shape) or any(d is not None and d != a for d, a in zip(shape, arr.shape)):
-            raise FeedError(f"feed for '{name}' has shape {list(arr.shape)} but the placeholder "
-                            f"has shape {_shape_text(shape)}")
-    return arr
+        if src.kind not in "biuf":
+            raise FeedError(f"feed for '{name}' is not numeric ({_describe(value, src)}); "
+                            f"the placeholder is {dtype}")
+        if dtype.is_bool != (src.kind == "b"):
+            raise FeedError(f"feed for '{name}' has dtype {src} but the placeholder is {dtype}"
+                            + ("" if dtype.is_bool else "; booleans do not feed numbers"))
+        if dtype.is_integer and src.kind == "f":
+            raise FeedError(f"feed for '{name}' holds floats ({src}) but the placeholder is "
+                            f"{dtype}; cast it first if truncation is intended")
+        if dtype.is_integer and src.kind in "iu" and arr.size and \
+                not np.can_cast(src, self.np_dtype, casting="safe"):
+            info = np.iinfo(self.np_dtype)
+            lo, hi = arr.min(), arr.max()
+            if lo < info.min or hi > info.max:
+                bad = lo if lo < info.min else hi
+                raise FeedError(f"feed for '{name}' holds {bad}, which is out of range for "
+                                f"{dtype}")
+        return np.asarray(arr, dtype=self.np_dtype, order="C")
+
+
+def _describe(value, src: np.dtype) -> str:
+    if src.kind == "O":
+        return f"a {type(value).__name__}"
+    return str(src)
+
+
+def check_feed(name: str, value, dtype: DType, shape: Optional[Sequence[Optional[int]]]) -> np.ndarray:
+    """Return ``value`` as a C-contiguous array of ``dtype``; raise FeedError naming ``name``."""
+    return FeedCheck(name, dtype, shape)(value)

@@ -2,6 +2,9 @@
 
 The C side is declared once (``ABI_CDEF``); the module is opened in cffi's ABI mode, so no
 extension is built per module. Calls release the GIL, so several steps may run at once.
+
+The run path is kept short: feed checks, fetch readers and the C argument buffers are built
+once per executable (the buffers once per thread), so a call only fills in pointers and dims.
 """
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ import cffi
 import numpy as np
 
 from runtime.dtypes import DType
-from runtime.errors import ArtifactError, RuntimeExecutionError
-from runtime.feeds import check_feed
+from runtime.errors import ArtifactError, FeedError, RuntimeExecutionError
+from runtime.feeds import FeedCheck
 
 ABI_VERSION = 1
 MAX_RANK = 8
@@ -41,6 +44,11 @@ int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, flowc_status *
 ffi = cffi.FFI()
 ffi.cdef(ABI_CDEF)
 _open_lock = threading.Lock()
+
+# C types cffi can read a scalar fetch through directly (others go through numpy).
+_SCALAR_CTYPES = {DType.f32: "float *", DType.f64: "double *", DType.i8: "int8_t *",
+                  DType.i16: "int16_t *", DType.i32: "int32_t *", DType.i64: "int64_t *",
+                  DType.u8: "uint8_t *", DType.bool: "_Bool *"}
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,61 @@ class CModule:
             raise ArtifactError(f"{path} was built for runtime ABI {version}; this runtime speaks {ABI_VERSION}")
 
 
+class _FetchReader:
+    """Turns one fetched ``flowc_tensor`` into a numpy array (or scalar) that owns the buffer."""
+
+    __slots__ = ("spec", "np_dtype", "static_shape", "nbytes", "scalar_ptr", "is_scalar", "free")
+
+    def __init__(self, spec: TensorSpec, free):
+        self.spec = spec
+        self.np_dtype = spec.dtype.np
+        shape = spec.shape
+        fully = shape is not None and all(d is not None for d in shape)
+        self.static_shape = tuple(shape) if fully else None
+        self.nbytes = self.np_dtype.itemsize * math.prod(shape) if fully else None
+        self.scalar_ptr = _SCALAR_CTYPES.get(spec.dtype) if shape == () else None
+        self.is_scalar = shape == ()
+        self.free = free
+
+    def array(self, t) -> np.ndarray:
+        """Wrap the buffer without copying; it is freed when the array is collected."""
+        shape = self.static_shape
+        if shape is None:
+            shape = tuple(t.dims[0:t.rank])
+            nbytes = self.np_dtype.itemsize * math.prod(shape)
+        else:
+            nbytes = self.nbytes
+        if nbytes == 0:
+            self.free(t.data)
+            return np.empty(shape, dtype=self.np_dtype)
+        owner = ffi.gc(t.data, self.free)
+        arr = np.frombuffer(ffi.buffer(owner, nbytes), dtype=self.np_dtype)
+        return arr if len(shape) == 1 else arr.reshape(shape)
+
+    def scalar(self, t):
+        """A rank-0 fetch as a numpy scalar of the exact dtype; the buffer is freed now."""
+        if self.scalar_ptr is None:
+            return self.array(t)[()]
+        data = t.data
+        value = self.np_dtype.type(ffi.cast(self.scalar_ptr, data)[0])
+        self.free(data)
+        return value
+
+
+class _CallBuffers(threading.local):
+    """Per-thread C argument buffers of one executable, reused across calls."""
+
+    def __init__(self, n_feeds: int, n_fetches: int):
+        self.feed_array = ffi.new("flowc_tensor[]", max(n_feeds, 1))
+        self.fetch_array = ffi.new("flowc_tensor[]", max(n_fetches, 1))
+        self.status = ffi.new("flowc_status *")
+        # Plain pointers (cheaper to pass than arrays) and the per-tensor structs.
+        self.feeds_ptr = ffi.cast("flowc_tensor *", self.feed_array)
+        self.fetches_ptr = ffi.cast("flowc_tensor *", self.fetch_array)
+        self.feeds = [self.feed_array[i] for i in range(n_feeds)]
+        self.fetches = [self.fetch_array[i] for i in range(n_fetches)]
+
+
 class Executable:
     """Runs a module's entry function: numpy arrays in, numpy arrays out."""
 
@@ -86,41 +149,52 @@ class Executable:
         self.fetches = list(fetches)
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
+        self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in self.feeds]
+        self._dtype_codes = [s.dtype.code for s in self.feeds]
+        self._readers = [_FetchReader(s, self._free) for s in self.fetches]
+        self._buffers = _CallBuffers(len(self.feeds), len(self.fetches))
 
     def run(self, feed_values: Sequence) -> List[np.ndarray]:
+        """Check ``feed_values`` (in feed order) and run; every fetch comes back as an array."""
         if len(feed_values) != len(self.feeds):
-            raise RuntimeExecutionError(f"expected {len(self.feeds)} feeds "
-                                        f"({', '.join(f.name for f in self.feeds)}), got {len(feed_values)}")
-        arrays = [check_feed(spec.name, v, spec.dtype, spec.shape)
-                  for spec, v in zip(self.feeds, feed_values)]
-        c_feeds = ffi.new("flowc_tensor[]", max(len(arrays), 1))
-        keep = []
-        for t, arr in zip(c_feeds, arrays):
-            if arr.ndim > MAX_RANK:
-                raise RuntimeExecutionError(f"rank {arr.ndim} exceeds the maximum {MAX_RANK}")
-            buf = ffi.from_buffer(arr) if arr.size else ffi.NULL
-            keep.append(buf)
-            t.data = buf
-            t.rank = arr.ndim
-            t.dtype = DType.from_numpy(arr.dtype).code
-            t.dims[0:arr.ndim] = arr.shape
-        c_fetches = ffi.new("flowc_tensor[]", max(len(self.fetches), 1))
-        status = ffi.new("flowc_status *")
-        rc = self._entry(c_feeds, c_fetches, status)
-        if rc != 0:
-            node = ffi.string(status.node).decode(errors="replace")
-            loc = ffi.string(status.location).decode(errors="replace")
-            msg = ffi.string(status.message).decode(errors="replace")
-            where = (f"{loc}: " if loc else "") + (f"node '{node}': " if node else "")
-            raise RuntimeExecutionError(where + msg, node or None, loc or None)
-        return [self._take(c_fetches[i], spec) for i, spec in enumerate(self.fetches)]
+            names = ", ".join(f.name for f in self.feeds) or "none"
+            raise FeedError(f"expected {len(self.feeds)} feeds ({names}), got {len(feed_values)}")
+        arrays = [check(v) for check, v in zip(self.feed_checks, feed_values)]
+        return self.call(arrays, scalars=False)
 
-    def _take(self, t, spec: TensorSpec) -> np.ndarray:
-        """Wrap a fetched buffer without copying; it is freed when the array is collected."""
-        shape = tuple(t.dims[0:t.rank])
-        dtype = DType.from_code(t.dtype).np
-        nbytes = dtype.itemsize * math.prod(shape)
-        owner = ffi.gc(t.data, self._free)
-        if nbytes == 0:
-            return np.empty(shape, dtype=dtype)
-        return np.frombuffer(ffi.buffer(owner, nbytes), dtype=dtype).reshape(shape)
+    def call(self, arrays: Sequence[np.ndarray], scalars: bool = True) -> list:
+        """Run on arrays already checked by ``feed_checks``; rank-0 fetches become numpy scalars
+        when ``scalars``."""
+        bufs = self._buffers
+        keep = []
+        for t, arr, code in zip(bufs.feeds, arrays, self._dtype_codes):
+            ndim = arr.ndim
+            if ndim > MAX_RANK:
+                raise FeedError(f"a feed has rank {ndim}; the maximum is {MAX_RANK}")
+            if arr.size:
+                buf = ffi.from_buffer(arr)
+                keep.append(buf)
+                t.data = buf
+            else:
+                t.data = ffi.NULL
+            t.rank = ndim
+            t.dtype = code
+            if ndim == 1:
+                t.dims[0] = arr.shape[0]
+            elif ndim:
+                t.dims[0:ndim] = arr.shape
+        status = bufs.status
+        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, status) != 0:
+            raise _status_error(status)
+        if scalars:
+            return [r.scalar(t) if r.is_scalar else r.array(t)
+                    for r, t in zip(self._readers, bufs.fetches)]
+        return [r.array(t) for r, t in zip(self._readers, bufs.fetches)]
+
+
+def _status_error(status) -> RuntimeExecutionError:
+    node = ffi.string(status.node).decode(errors="replace")
+    loc = ffi.string(status.location).decode(errors="replace")
+    msg = ffi.string(status.message).decode(errors="replace")
+    where = (f"{loc}: " if loc else "") + (f"node '{node}': " if node else "")
+    return RuntimeExecutionError(where + msg, node or None, loc or None)

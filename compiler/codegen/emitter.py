@@ -80,7 +80,7 @@ class _Emitter:
     def _ref(self, out: Output) -> TensorRef:
         if out not in self.refs:
             var = self._var(out)
-            self.refs[out] = TensorRef(var, out.type, self.target)
+            self.refs[out] = TensorRef(var, out.type, self.target, out.node)
             self.decls.append(f"flowc_tensor {var} = {{0}};")
         return self.refs[out]
 
@@ -142,7 +142,7 @@ class _Emitter:
                 self.body.append(f"fetches[{k}].data = flowc_alloc({nbytes});")
                 self.body.append(f"if (!fetches[{k}].data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
                                  f"{c_string(src.node.name)}, \"\", \"out of memory\"); goto fail; }}")
-                self.body.append(f"memcpy(fetches[{k}].data, {ref.var}.data, {nbytes});")
+                self.body.append(f"if ({ref.size} > 0) memcpy(fetches[{k}].data, {ref.var}.data, {nbytes});")
             else:
                 self.body.append(f"/* fetch {k}: %{src.node.name} */")
                 self.body.append(f"fetches[{k}] = {ref.var};")

@@ -11,6 +11,7 @@ from compiler.errors import CodegenError
 from compiler.ir.graph import Node
 from compiler.ir.types import TensorType
 from runtime.dtypes import DType
+from runtime.module import MAX_RANK
 
 
 def c_string(text: str) -> str:
@@ -24,14 +25,18 @@ class TensorRef:
     (baked into the loops) and ``var.dims[k]`` otherwise.
     """
 
-    def __init__(self, var: str, ttype: TensorType, target: CTarget):
+    def __init__(self, var: str, ttype: TensorType, target: CTarget, node: Optional[Node] = None):
         self.var = var
         self.type = ttype
         self.dtype: DType = ttype.dtype
         self.target = target
         self.shape = ttype.shape
         if ttype.shape is None:
-            raise CodegenError(f"tensor {var} has unknown rank; the C backend needs ranks known")
+            raise CodegenError("an output has unknown rank; the C backend needs ranks known at "
+                               "compile time (make the shape-like inputs constant)", node)
+        if len(ttype.shape) > MAX_RANK:
+            raise CodegenError(f"an output has rank {len(ttype.shape)}; the C backend supports "
+                               f"at most {MAX_RANK} dims", node)
         # Dynamic dims known to equal another tensor's dim are spelled like it, so kernels can
         # see that two tensors have the same shape (set by the emitter).
         self.dim_alias: List[Optional[str]] = [None] * len(ttype.shape)
@@ -116,6 +121,11 @@ class KernelContext:
 
     def attr(self, name: str):
         return self.node.attrs[name]
+
+    def input_value(self, i: int):
+        """The value of input ``i`` if it is known at compile time (a constant), else None."""
+        from compiler.ir.construct import constant_value
+        return constant_value(self.node.inputs[i])
 
     def tmp(self, prefix: str = "t") -> str:
         return self.module.fresh(prefix)

@@ -1,9 +1,16 @@
-"""Text form of attribute values (shared by the IR printer and parser)."""
+"""Text form of attribute values (shared by the IR printer and parser).
+
+Every value prints to text that reads back to an equal value: floats use the shortest
+round-trip repr (``inf``, ``-inf``, ``nan``, ``-0.0`` included), strings are JSON, tensors
+print their elements inline when small and as base64 of their little-endian bytes otherwise.
+"""
 from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+import math
+import re
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -13,16 +20,27 @@ from runtime.dtypes import DType
 # Constants with more elements than this print as base64 of their raw bytes (still exact).
 INLINE_ELEMENTS = 16
 
+_BARE_DEVICE = re.compile(r'^[^\s#"]+$')
+
 
 def format_scalar(v, dtype: DType) -> str:
+    """One tensor element: ``true``, ``-3``, ``1.5``, ``inf``, ``nan``."""
     if dtype is DType.bool:
         return "true" if v else "false"
     if dtype.is_floating:
-        if dtype is DType.f64:
-            return repr(float(v))
+        if dtype is DType.f64 or math.isnan(v):
+            return format_float(v)
         s = str(dtype.np.type(v))
         return s if any(c in s for c in ".eni") else s + ".0"
     return str(int(v))
+
+
+def format_float(v) -> str:
+    """Shortest text that reads back to the same double, sign of zero and of nan included."""
+    v = float(v)
+    if math.isnan(v):
+        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
+    return repr(v)
 
 
 def format_tensor(arr: np.ndarray) -> str:
@@ -46,7 +64,7 @@ def format_attr(value: Any, kind: str = "any") -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):
-        return repr(float(value))
+        return format_float(value)
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, np.ndarray):
@@ -58,25 +76,65 @@ def format_attr(value: Any, kind: str = "any") -> str:
     raise TypeError(f"cannot print attr value {value!r}")
 
 
-def parse_tensor(dtype: DType, shape, items=None, b64: str | None = None) -> np.ndarray:
+def format_device(spec: str) -> str:
+    """A device spec as the IR writes it: bare when it reads back, else a JSON string."""
+    return spec if _BARE_DEVICE.match(spec) else json.dumps(spec)
+
+
+def parse_device(text: str) -> str:
+    return json.loads(text) if text.startswith('"') else text
+
+
+def parse_tensor(dtype: DType, shape: Optional[Sequence[int]], items=None,
+                 b64: Optional[str] = None) -> np.ndarray:
+    """Build a constant from its IR text pieces; raises ValueError when they do not fit."""
+    if shape is None or any(d is None for d in shape):
+        raise ValueError(f"a tensor constant needs a fully known shape, got {shape_str(shape)}")
+    if dtype is DType.resource or dtype is DType.bf16:
+        raise ValueError(f"no tensor constants of dtype {dtype}")
+    count = math.prod(shape)
     if b64 is not None:
-        raw = base64.b64decode(b64)
+        try:
+            raw = base64.b64decode(b64, validate=True)
+        except ValueError as e:
+            raise ValueError(f"bad base64 data: {e}") from None
+        if len(raw) != count * dtype.itemsize:
+            raise ValueError(f"base64 data holds {len(raw)} bytes; {dtype}{shape_str(shape)} "
+                             f"needs {count * dtype.itemsize}")
         arr = np.frombuffer(raw, dtype=dtype.np.newbyteorder("<")).astype(dtype.np)
     else:
-        if dtype is DType.bool:
-            arr = np.array([bool(x) for x in items], dtype=np.bool_)
-        elif dtype.is_floating:
-            arr = np.array([float(x) for x in items], dtype=dtype.np)
-        else:
-            arr = np.array([int(x) for x in items], dtype=dtype.np)
+        if len(items) != count:
+            raise ValueError(f"{dtype}{shape_str(shape)} needs {count} elements, got {len(items)}")
+        arr = np.array([_element(x, dtype) for x in items], dtype=dtype.np)
     return arr.reshape(shape)
 
 
+def _element(x, dtype: DType):
+    if dtype is DType.bool:
+        if not isinstance(x, bool):
+            raise ValueError(f"{x!r} is not a bool element")
+        return x
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"{x!r} is not a {dtype} element")
+    if dtype.is_floating:
+        return float(x)
+    if not isinstance(x, int):
+        raise ValueError(f"{x!r} is not an integer element of a {dtype} tensor")
+    info = np.iinfo(dtype.np)
+    if not info.min <= x <= info.max:
+        raise ValueError(f"{x} is out of range for {dtype}")
+    return x
+
+
 def attrs_equal(a, b) -> bool:
+    """Exact equality of attr values (bit-exact tensors; -0.0 differs from 0.0; nan == nan)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
-                and a.shape == b.shape and a.tobytes() == b.tobytes())
+                and a.shape == b.shape
+                and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(attrs_equal(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b or (isinstance(a, float) and isinstance(b, float)
-                                              and np.isnan(a) and np.isnan(b))
+    if isinstance(a, float) and isinstance(b, float):
+        same_sign = math.copysign(1.0, a) == math.copysign(1.0, b)
+        return same_sign and (a == b or (math.isnan(a) and math.isnan(b)))
+    return type(a) is type(b) and a == b

@@ -29,7 +29,8 @@ def constant_value(out: Output) -> Optional[np.ndarray]:
         return np.array(node.inputs[0].type.rank, dtype=np.int32)
     if node.op == "Cast" and node.inputs:
         v = constant_value(node.inputs[0])
-        return None if v is None else v.astype(node.attrs["DstT"].np)
+        # the op's own kernel: it defines NaN / out-of-range float->int casts
+        return None if v is None else run_reference(node, [v])[0]
     if node.op == "Pack" and node.inputs:
         vals = [constant_value(i) for i in node.inputs]
         if all(v is not None for v in vals):
@@ -50,16 +51,18 @@ def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
     ctx = ShapeContext(node, input_types, node.attrs, [constant_value(i) for i in node.inputs])
     try:
         result = op.shape_fn(ctx)
+        out = []
+        for i, r in enumerate(result):
+            if isinstance(r, TensorType):
+                out.append(r)
+            else:
+                out.append(TensorType(ctx.output_dtype(i), r))
     except ShapeError:
         raise
-    except (ValueError, TypeError, IndexError, KeyError) as e:
+    except KeyError as e:
+        raise ShapeError(f"missing attr {e}", node) from None
+    except (ValueError, TypeError, IndexError) as e:
         raise ShapeError(str(e), node) from None
-    out = []
-    for i, r in enumerate(result):
-        if isinstance(r, TensorType):
-            out.append(r)
-        else:
-            out.append(TensorType(ctx.output_dtype(i), r))
     return out
 
 
@@ -107,13 +110,18 @@ def resolve_signature(op: OpDef, inputs: Sequence, attrs: Dict[str, Any], node_d
 
 def make_node(graph: Graph, op_name: str, inputs: Sequence = (), attrs: Optional[Dict[str, Any]] = None,
               *, name: Optional[str] = None, control_inputs=(), device: str = "", location=None,
-              output_types: Optional[Sequence[TensorType]] = None) -> Node:
-    """Create a fully checked node; output types come from the shape function."""
-    op = get_op(op_name)
+              output_types: Optional[Sequence[TensorType]] = None,
+              exact_name: bool = False) -> Node:
+    """Create a fully checked node; output types come from the shape function.
+
+    ``name`` is made unique (``add``, ``add_1``, ...) unless ``exact_name``.
+    """
+    op = get_op(op_name, _Desc(name or op_name, op_name, location))
     desc = name or op_name
     flat, full_attrs = resolve_signature(op, inputs, dict(attrs or {}), _Desc(desc, op_name, location))
     node = graph.add_node(op_name, flat, full_attrs, name=name, control_inputs=control_inputs,
-                          device=device, location=location, output_types=output_types or ())
+                          device=device, location=location, output_types=output_types or (),
+                          exact_name=exact_name)
     if output_types is None:
         try:
             node.output_types = infer_types(node, op=op)

@@ -5,12 +5,28 @@ Rewrites go through ``replace_all_uses_with`` and ``erase_node``; nobody patches
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import Counter
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from compiler.errors import GraphError
 from compiler.ir.location import SourceLocation
 from compiler.ir.types import TensorType
+
+# Ops whose inputs may come from later nodes (loop back-edges); topological order ignores them.
+BACK_EDGE_OPS = frozenset({"NextIteration"})
+
+# Node names as in TensorFlow (``scope/op_1``); graph names are one path component.
+NODE_NAME_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-/>]*$")
+GRAPH_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def check_node_name(name: str, location: Optional[SourceLocation] = None) -> str:
+    """Return ``name`` if it is a valid node name, else raise GraphError saying why."""
+    if not isinstance(name, str) or not NODE_NAME_RE.match(name):
+        raise GraphError(f"invalid node name {name!r}: names use letters, digits and _ . - / > "
+                         "and do not start with - / or >", None, location)
+    return name
 
 
 class Output:
@@ -156,6 +172,8 @@ class Graph:
     """An ordered list of nodes in topological order with unique names."""
 
     def __init__(self, name: str = "main"):
+        if not isinstance(name, str) or not GRAPH_NAME_RE.match(name):
+            raise GraphError(f"invalid graph name {name!r}: use letters, digits and _ . -")
         self.name = name
         self._nodes: List[Node] = []
         self._by_name: Dict[str, Node] = {}
@@ -188,20 +206,31 @@ class Graph:
 
     def output(self, ref: str) -> Output:
         """Look up ``name`` or ``name:index`` (TensorFlow tensor-name form)."""
-        name, _, idx = ref.lstrip("%").partition(":")
-        return self.node(name).output(int(idx) if idx else 0)
+        name, sep, idx = ref[1:].rpartition(":") if ref.startswith("%") else ref.rpartition(":")
+        if not sep:
+            name, idx = idx, "0"
+        if not idx.isdigit():
+            raise GraphError(f"bad tensor name '{ref}': expected 'node' or 'node:index'")
+        node = self.node(name)
+        index = int(idx)
+        if index >= node.num_outputs:
+            raise GraphError(f"tensor '{ref}' does not exist: %{name} has "
+                             f"{node.num_outputs} output(s)", node)
+        return Output(node, index)
 
     # --- construction ------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
+        """``base`` if unused, else ``base_1``, ``base_2``, ... (TensorFlow's rule); reserves it."""
         base = base or "node"
         if base not in self._by_name and self._name_counts[base] == 0:
             self._name_counts[base] = 1
             return base
         while True:
-            n = self._name_counts[base]
-            self._name_counts[base] += 1
+            n = max(self._name_counts[base], 1)
+            self._name_counts[base] = n + 1
             candidate = f"{base}_{n}"
-            if candidate not in self._by_name:
+            if candidate not in self._by_name and self._name_counts[candidate] == 0:
+                self._name_counts[candidate] = 1
                 return candidate
 
     def add_node(self, op: str, inputs: Sequence[Output] = (), attrs: Optional[Dict[str, Any]] = None,
@@ -210,17 +239,30 @@ class Graph:
                  location: Optional[SourceLocation] = None, exact_name: bool = False) -> Node:
         """Create a node at the insertion point (the end unless inside ``inserting_before``)."""
         if exact_name:
+            check_node_name(name, location)
             if name in self._by_name:
                 raise GraphError(f"duplicate node name '{name}'", name, location)
+        else:
+            check_node_name(name or op, location)
+        inputs = list(inputs)
+        control_inputs = list(control_inputs)
+        for inp in inputs:
+            if not isinstance(inp, Output):
+                raise GraphError(f"input {inp!r} is not a node output", name or op, location)
+            if inp.node.graph is not self or self._by_name.get(inp.node.name) is not inp.node:
+                raise GraphError(f"input {inp.name} is not a node of graph @{self.name}",
+                                 name or op, location)
+        for c in control_inputs:
+            if not isinstance(c, Node):
+                raise GraphError(f"control input {c!r} is not a node", name or op, location)
+            if c.graph is not self or self._by_name.get(c.name) is not c:
+                raise GraphError(f"control input %{c.name} is not a node of graph @{self.name}",
+                                 name or op, location)
+        if exact_name:
             self._name_counts[name] = max(self._name_counts[name], 1)
         else:
             name = self.unique_name(name or op)
         node = Node(self, name, op, dict(attrs or {}), list(output_types), device, location)
-        for inp in inputs:
-            if not isinstance(inp, Output):
-                raise GraphError(f"input {inp!r} is not a node output", node)
-            if inp.node.graph is not self:
-                raise GraphError(f"input {inp.name} belongs to another graph", node)
         node.set_inputs(inputs)
         for c in control_inputs:
             node.add_control_input(c)
@@ -277,6 +319,7 @@ class Graph:
         self.version += 1
 
     def rename(self, node: Node, new_name: str) -> None:
+        check_node_name(new_name, node.location)
         if new_name in self._by_name:
             raise GraphError(f"cannot rename to '{new_name}': name taken", node)
         del self._by_name[node.name]
@@ -292,9 +335,11 @@ class Graph:
         dg.add_nodes_from(self._nodes)
         for n in self._nodes:
             for i in n._inputs:
-                dg.add_edge(i.node, n)
+                if i.node.op not in BACK_EDGE_OPS:
+                    dg.add_edge(i.node, n)
             for c in n._control_inputs:
-                dg.add_edge(c, n)
+                if c.op not in BACK_EDGE_OPS:
+                    dg.add_edge(c, n)
         try:
             self._nodes = list(nx.lexicographical_topological_sort(dg, key=order.__getitem__))
         except nx.NetworkXUnfeasible:

@@ -1,9 +1,13 @@
 """Source locations: where a node was written (a DSL file or the user's Python frame)."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from typing import NamedTuple, Optional
+
+_DIGITS = re.compile(r"^[0-9]+$")
 
 
 class SourceLocation(NamedTuple):
@@ -16,13 +20,32 @@ class SourceLocation(NamedTuple):
 
     @staticmethod
     def parse(text: str) -> Optional["SourceLocation"]:
-        parts = text.strip().rsplit(":", 2)
-        if len(parts) != 3:
+        """Read ``file:line:col`` (the file may be a JSON string); None if malformed."""
+        text = text.strip()
+        if text.startswith('"'):
+            try:
+                file, end = json.JSONDecoder().raw_decode(text)
+            except ValueError:
+                return None
+            rest = text[end:].split(":")
+            if len(rest) != 3 or rest[0] or not isinstance(file, str):
+                return None
+            parts = [file, rest[1], rest[2]]
+        else:
+            parts = text.rsplit(":", 2)
+            if len(parts) != 3 or not parts[0]:
+                return None
+        if not (_DIGITS.match(parts[1]) and _DIGITS.match(parts[2])):
             return None
-        try:
-            return SourceLocation(parts[0], int(parts[1]), int(parts[2]))
-        except ValueError:
-            return None
+        return SourceLocation(parts[0], int(parts[1]), int(parts[2]))
+
+    def to_text(self) -> str:
+        """``file:line:col`` for the IR; the file is a JSON string if it would not read back."""
+        file = self.file
+        if not file or file != file.strip() or file.startswith('"') or any(
+                c in file for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+            file = json.dumps(file)
+        return f"{file}:{self.line}:{self.col}"
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

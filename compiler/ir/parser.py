@@ -1,22 +1,39 @@
-"""Parse IR text (as printed by ``printer``) back into graphs. Round trip is exact."""
+"""Parse IR text (as printed by ``printer``) back into graphs. Round trip is exact.
+
+Syntax errors and semantic errors (unknown op, duplicate name, undefined operand, bad attr, an
+input or output dtype or arity the op's signature does not allow) are ``IRSyntaxError``s
+showing ``file:line:col``, the source line and a caret. A node written without its types gets
+them from its op's shape function.
+"""
 from __future__ import annotations
 
 import functools
 import json
 import os
-from typing import List
+from typing import Dict, List, Optional, Tuple
 
 import lark
 
-from compiler.errors import IRSyntaxError, OpError
-from compiler.ir.attr_text import parse_tensor
-from compiler.ir.graph import Graph, Output
+from compiler.errors import CompileError, IRSyntaxError
+from compiler.ir.attr_text import parse_device, parse_tensor
+from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.location import SourceLocation
 from compiler.ir.types import TensorType
-from compiler.ops.registry import coerce_attr, get_op, has_op
+from compiler.ir.verifier import verify_node
+from compiler.ops.registry import OpDef, coerce_attr, get_op, has_op
 from runtime.dtypes import DType
 
 _GRAMMAR = os.path.join(os.path.dirname(__file__), "ir.lark")
+
+# What each terminal is, in words, for "expected ..." in syntax errors.
+_TERMINAL_WORDS = {
+    "GRAPH_NAME": "a graph name like @main", "VALUE": "a value like %x or %x:1",
+    "CTRL": "a control operand like ^%x", "OPNAME": "an op name", "NAME": "a name",
+    "INT": "an integer", "FLOAT": "a number", "ESCAPED_STRING": "a string",
+    "TENSOR_TYPE": "a type like f32[?,3]", "B64": 'base64 data b64"..."',
+    "DEVICE": "a device like @/job:ps/task:0", "DEVSPEC": "a device like /job:ps/task:0",
+    "LOC": "a location like # file.py:3:1", "$END": "end of input",
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -25,168 +42,390 @@ def _parser() -> lark.Lark:
         return lark.Lark(f.read(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
+@functools.lru_cache(maxsize=1)
+def _literal_terminals() -> Dict[str, str]:
+    """Anonymous terminals (``LPAR``, ``__ANON_0``) to the text they match."""
+    return {t.name: t.pattern.value for t in _parser().terminals
+            if type(t.pattern).__name__ == "PatternStr"}
+
+
+def _describe(terminal: str) -> str:
+    if terminal in _TERMINAL_WORDS:
+        return _TERMINAL_WORDS[terminal]
+    literal = _literal_terminals().get(terminal)
+    return f"'{literal}'" if literal is not None else terminal
+
+
 class _Unknown:
-    """Marker for ``?`` in a shape list."""
+    """Marker for ``?`` (an unknown dim) and ``[*]`` (an unknown rank) in attr values."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
 
 
-def _parse_type_token(text: str) -> TensorType:
-    name, _, rest = text.partition("[")
-    body = rest.rstrip("]").strip()
-    if body == "*":
-        return TensorType(DType.parse(name), None)
-    dims = [None if d.strip() == "?" else int(d) for d in body.split(",") if d.strip()]
-    return TensorType(DType.parse(name), tuple(dims))
+UNKNOWN_DIM = _Unknown("?")
+UNKNOWN_RANK = _Unknown("[*]")
 
 
-class _Values(lark.Transformer):
-    def int_value(self, t):
-        return int(t[0])
+class _SemanticError(Exception):
+    """Raised while building; carries the position it is about."""
 
-    def float_value(self, t):
-        return float(t[0])
-
-    def neg_name_value(self, t):
-        if str(t[0]) == "inf":
-            return float("-inf")
-        raise ValueError(f"-{t[0]} is not a value")
-
-    def string_value(self, t):
-        return json.loads(t[0])
-
-    def name_value(self, t):
-        s = str(t[0])
-        if s in ("true", "false"):
-            return s == "true"
-        if s in ("inf", "nan"):
-            return float(s)
-        if s == "none":
-            return None
-        return DType.parse(s)
-
-    def list(self, items):
-        return [] if items == [None] else list(items)
-
-    def unknown_rank(self, _):
-        return "unknown_rank"
-
-    def unknown_dim(self, _):
-        return _Unknown
-
-    def tensor(self, t):
-        ttype = _parse_type_token(str(t[0]))
-        body = t[1]
-        if isinstance(body, lark.Token):
-            return parse_tensor(ttype.dtype, ttype.shape, b64=str(body)[4:-1])
-        return parse_tensor(ttype.dtype, ttype.shape, items=body)
+    def __init__(self, message: str, where):
+        super().__init__(message)
+        self.line = getattr(where, "line", None) or 0
+        self.column = getattr(where, "column", None) or 0
 
 
-def _to_shape_if_needed(value, kind):
-    if kind == "shape":
-        if value == "unknown_rank" or value is None:
-            return None
-        return tuple(None if d is _Unknown else d for d in value)
-    if kind == "list(shape)":
-        return [_to_shape_if_needed(v, "shape") for v in value]
-    if value == "unknown_rank":
-        return None
-    if isinstance(value, list):
-        return [None if v is _Unknown else v for v in value]
-    return value
+class _Source:
+    """The text being parsed, for error messages."""
+
+    def __init__(self, text: str, filename: str):
+        self.text = text
+        self.filename = filename
+        self.lines = text.split("\n")
+
+    def error(self, message: str, line: int, col: int) -> IRSyntaxError:
+        src = self.lines[line - 1].rstrip("\r") if 0 < line <= len(self.lines) else None
+        return IRSyntaxError(message, self.filename, line, col, src)
 
 
 def parse_graphs(text: str, filename: str = "<ir>") -> List[Graph]:
+    """Parse every ``graph @name { ... }`` in ``text``."""
+    source = _Source(text, filename)
     try:
         tree = _parser().parse(text)
     except lark.UnexpectedInput as e:
-        lines = text.splitlines()
-        line = getattr(e, "line", 0) or 0
-        col = getattr(e, "column", 0) or 0
-        src = lines[line - 1] if 0 < line <= len(lines) else None
-        expected = getattr(e, "expected", None) or getattr(e, "allowed", None)
-        msg = "unexpected input"
-        if isinstance(e, lark.UnexpectedToken):
-            msg = f"unexpected {e.token!r}"
-        if expected:
-            msg += "; expected one of: " + ", ".join(sorted(str(x) for x in expected)[:8])
-        raise IRSyntaxError(msg, filename, line, col, src) from None
-    values = _Values()
-    return [_build_graph(g, values, text, filename) for g in tree.children]
+        raise _syntax_error(e, source) from None
+    try:
+        return [_GraphBuilder(source).build(g) for g in tree.children]
+    except _SemanticError as e:
+        raise source.error(str(e), e.line, e.column) from None
 
 
 def parse_graph(text: str, filename: str = "<ir>") -> Graph:
+    """Parse text holding exactly one graph."""
     graphs = parse_graphs(text, filename)
     if len(graphs) != 1:
         raise IRSyntaxError(f"expected exactly one graph, found {len(graphs)}", filename, 1, 1)
     return graphs[0]
 
 
-def _err(msg, meta, text, filename):
-    lines = text.splitlines()
-    src = lines[meta.line - 1] if 0 < meta.line <= len(lines) else None
-    return IRSyntaxError(msg, filename, meta.line, meta.column, src)
+def _syntax_error(e: lark.UnexpectedInput, source: _Source) -> IRSyntaxError:
+    expected = sorted(set(getattr(e, "expected", None) or getattr(e, "allowed", None) or ()))
+    words = sorted({_describe(t) for t in expected})
+    if isinstance(e, lark.UnexpectedEOF) or (isinstance(e, lark.UnexpectedToken)
+                                            and e.token.type == "$END"):
+        line = len(source.lines)
+        while line > 1 and not source.lines[line - 1].strip():
+            line -= 1
+        col = len(source.lines[line - 1].rstrip()) + 1
+        msg = "unexpected end of input"
+    elif isinstance(e, lark.UnexpectedToken):
+        line, col = e.line, e.column
+        msg = f"unexpected {e.token.value!r}"
+    else:
+        line, col = e.line, e.column
+        ch = source.text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(source.text) else ""
+        msg = f"unexpected character {ch!r}"
+    if len(words) == 1:
+        msg += f"; expected {words[0]}"
+    elif words:
+        msg += "; expected one of: " + ", ".join(words[:10]) + (", ..." if len(words) > 10 else "")
+    hint = _hint(e, expected)
+    if hint:
+        msg += f" ({hint})"
+    return source.error(msg, line, col)
 
 
-def _build_graph(tree, values: _Values, text: str, filename: str) -> Graph:
-    g = Graph(str(tree.children[0])[1:])
-    pending = []
-    for node_tree in tree.children[1:]:
-        ch = node_tree.children
+def _hint(e: lark.UnexpectedInput, expected: List[str]) -> Optional[str]:
+    token = getattr(e, "token", None)
+    text = str(token.value) if token is not None else ""
+    if "VALUE" in expected and text[:1].isalpha():
+        return f"values are written with a %, as in %{text}"
+    if "GRAPH_NAME" in expected and text[:1].isalpha():
+        return f"graph names are written with an @, as in @{text}"
+    return None
+
+
+# --- building graphs from the tree ---------------------------------------------------------
+class _GraphBuilder:
+    def __init__(self, source: _Source):
+        self.source = source
+        self.untyped: set = set()          # nodes written without types (inferred later)
+
+    def build(self, tree) -> Graph:
+        name_tok = tree.children[0]
+        try:
+            g = Graph(str(name_tok)[1:])
+        except CompileError as e:
+            raise _SemanticError(_detail(e), name_tok) from None
+        pending: List[Tuple[Node, list, lark.Tree, bool]] = []
+        for node_tree in tree.children[1:]:
+            node, operands, typed = self._node(g, node_tree)
+            pending.append((node, operands, node_tree, typed))
+            if not typed:
+                self.untyped.add(node)
+        for node, operands, node_tree, _ in pending:
+            self._connect(g, node, operands)
+        for node, _, node_tree, typed in pending:
+            if not typed:
+                self._infer(node, node_tree)
+        for node, _, node_tree, _ in pending:
+            try:
+                verify_node(node)
+            except CompileError as e:
+                raise _SemanticError(f"%{node.name}: {_detail(e)}", node_tree.children[0]) from None
+        g.version = 0
+        return g
+
+    def _node(self, g: Graph, tree) -> Tuple[Node, list, bool]:
+        ch = tree.children
         name_tok, op_tok = ch[0], ch[1]
         operands = [c for c in ch[2:-5] if c is not None]
         attrs_tree, types_tree, device_tok, assigned_tree, loc_tok = ch[-5:]
         name = str(name_tok)[1:]
         if ":" in name:
-            raise _err(f"node name '{name}' must not have an output index", node_tree.meta, text, filename)
+            raise _SemanticError(f"node name '%{name}' must not have an output index", name_tok)
+        if name in g._by_name:
+            raise _SemanticError(f"duplicate node name '%{name}'", name_tok)
         op_name = str(op_tok)
-        opdef = get_op(op_name) if has_op(op_name) else None
-        if opdef is None:
-            raise _err(f"unknown op '{op_name}'", node_tree.meta, text, filename)
+        if not has_op(op_name):
+            raise _SemanticError(f"unknown op '{op_name}'", op_tok)
+        opdef = get_op(op_name)
+        attrs = self._attrs(opdef, attrs_tree)
+        types = self._types(types_tree)
+        loc = None
+        if loc_tok is not None:
+            loc = SourceLocation.parse(str(loc_tok)[1:])
+            if loc is None:
+                raise _SemanticError(f"bad location {str(loc_tok)[1:].strip()!r}; expected "
+                                     "# file:line:col", loc_tok)
+        device = parse_device(str(device_tok)[1:]) if device_tok is not None else ""
+        try:
+            node = g.add_node(op_name, (), attrs, name=name, exact_name=True,
+                              output_types=types or (), device=device, location=loc)
+        except CompileError as e:
+            raise _SemanticError(_detail(e), name_tok) from None
+        if assigned_tree is not None:
+            node.assigned_device = parse_device(str(assigned_tree.children[0]))
+        return node, operands, types is not None
+
+    def _attrs(self, opdef: OpDef, tree) -> dict:
         attrs = {}
-        if attrs_tree is not None:
-            for a in attrs_tree.children:
+        if tree is not None:
+            for a in tree.children:
                 if a is None:
                     continue
-                key = str(a.children[0])
-                raw = values.transform(a.children[1])
+                key_tok = a.children[0]
+                key = str(key_tok)
+                if key in attrs:
+                    raise _SemanticError(f"attr '{key}' is given twice", key_tok)
                 adef = opdef.attrs.get(key)
+                if adef is None and not key.startswith("_"):
+                    raise _SemanticError(f"op {opdef.name} has no attr '{key}'; attrs are: "
+                                         f"{', '.join(opdef.attrs) or 'none'}", key_tok)
+                value_tree = a.children[1]
+                raw = _value(value_tree)
                 try:
-                    val = _to_shape_if_needed(raw, adef.kind if adef else "any")
-                    attrs[key] = coerce_attr(opdef, key, val) if adef or not key.startswith("_") else val
-                except OpError as e:
-                    raise _err(str(e), a.meta, text, filename) from None
+                    attrs[key] = _attr_value(opdef, key, raw, adef.kind if adef else "any")
+                except (CompileError, ValueError, TypeError) as e:
+                    raise _SemanticError(_detail(e), _position(value_tree)) from None
         for k, a in opdef.attrs.items():
             if k not in attrs and a.has_default:
-                attrs[k] = a.default
+                attrs[k] = list(a.default) if isinstance(a.default, list) else a.default
+        return attrs
+
+    def _types(self, tree) -> Optional[List[TensorType]]:
+        if tree is None:
+            return None
         types = []
-        if types_tree is not None:
-            for t in types_tree.children:
-                if t is None:
-                    continue
-                if t.data == "resource_type":
-                    types.append(TensorType(DType.resource, ()))
-                else:
-                    types.append(_parse_type_token(str(t.children[0])))
-        loc = SourceLocation.parse(str(loc_tok)[1:]) if loc_tok is not None else None
-        if name in g._by_name:
-            raise _err(f"duplicate node name '%{name}'", node_tree.meta, text, filename)
-        node = g.add_node(op_name, (), attrs, name=name, exact_name=True, output_types=types,
-                          device=str(device_tok)[1:] if device_tok is not None else "", location=loc)
-        if assigned_tree is not None:
-            node.assigned_device = str(assigned_tree.children[0])
-        pending.append((node, operands, node_tree.meta))
-    for node, operands, meta in pending:
+        for t in tree.children:
+            if t is None:
+                continue
+            if t.data == "resource_type":
+                types.append(TensorType(DType.resource, ()))
+            else:
+                types.append(_type_token(t.children[0]))
+        return types
+
+    def _connect(self, g: Graph, node: Node, operands) -> None:
         data, ctrl = [], []
         for o in operands:
-            ref = str(o.children[0])
-            try:
-                if o.data == "control_operand":
-                    ctrl.append(g.node(ref[2:]))
-                else:
-                    data.append(g.output(ref[1:]))
-            except Exception as e:
-                raise _err(str(e).split(": ", 1)[-1] if "no node" in str(e) else str(e), meta, text, filename) from None
+            tok = o.children[0]
+            ref = str(tok)
+            if o.data == "control_operand":
+                src = g.get(ref[2:])
+                if src is None:
+                    raise _SemanticError(f"undefined operand '{ref}' (no node named "
+                                         f"'{ref[2:]}' in @{g.name})", tok)
+                ctrl.append(src)
+                continue
+            name, _, idx = ref[1:].partition(":")
+            src = g.get(name)
+            if src is None:
+                raise _SemanticError(f"undefined operand '{ref}' (no node named '{name}' in "
+                                     f"@{g.name})", tok)
+            index = int(idx) if idx else 0
+            if index >= src.num_outputs and src not in self.untyped:
+                raise _SemanticError(f"operand '{ref}' does not exist: %{name} has "
+                                     f"{src.num_outputs} output(s)", tok)
+            data.append(Output(src, index))
         node.set_inputs(data)
         for c in ctrl:
             node.add_control_input(c)
-    g.version = 0
-    return g
+
+    def _infer(self, node: Node, tree) -> None:
+        """Types were not written: compute them with the op's shape function."""
+        from compiler.ir.construct import infer_types
+        _fill_type_attrs(node)
+        for inp in node.inputs:
+            if inp.node in self.untyped:
+                raise _SemanticError(f"cannot infer the types of %{node.name}: write the types "
+                                     f"of %{inp.node.name}", tree.meta)
+            if inp.index >= inp.node.num_outputs:
+                raise _SemanticError(f"operand '{inp.ref}' does not exist: %{inp.node.name} has "
+                                     f"{inp.node.num_outputs} output(s)", tree.meta)
+        try:
+            node.output_types = infer_types(node)
+        except CompileError as e:
+            raise _SemanticError(f"cannot infer the types of %{node.name} (write them after "
+                                 f"':'): {_detail(e)}", tree.meta) from None
+        self.untyped.discard(node)
+
+
+def _fill_type_attrs(node: Node) -> None:
+    """Type attrs (``T``) left out of hand-written IR come from the inputs they type."""
+    op = get_op(node.op)
+    k = 0
+    for arg in op.inputs:
+        if arg.number_attr:
+            n = node.attrs.get(arg.number_attr)
+            if not isinstance(n, int):
+                return
+        elif arg.type_list_attr:
+            n = len(node.attrs.get(arg.type_list_attr) or ())
+        else:
+            n = 1
+        if arg.type_attr and arg.type_attr not in node.attrs and k < len(node.inputs):
+            if node.inputs[k].index < node.inputs[k].node.num_outputs:
+                node.attrs[arg.type_attr] = node.inputs[k].dtype
+        k += n
+
+
+def _position(tree):
+    """Something with ``line`` and ``column``: a token, or a tree's meta."""
+    return tree if isinstance(tree, lark.Token) else tree.meta
+
+
+def _detail(e: Exception) -> str:
+    return getattr(e, "detail", None) or str(e)
+
+
+def _type_token(tok) -> TensorType:
+    text = str(tok)
+    name, _, rest = text.partition("[")
+    body = rest[:-1].strip()
+    try:
+        dtype = DType.parse(name)
+        if body == "*":
+            return TensorType(dtype, None)
+        dims = []
+        for d in body.split(",") if body else []:
+            d = d.strip()
+            if d == "?":
+                dims.append(None)
+            elif d.isascii() and d.isdigit():
+                dims.append(int(d))
+            else:
+                raise ValueError(f"bad dimension {d!r} in type {text}; dims are integers or ?")
+        return TensorType(dtype, tuple(dims))
+    except ValueError as e:
+        raise _SemanticError(str(e), tok) from None
+
+
+def _value(tree):
+    """An attr value tree to Python (lists, ints, floats, strs, bools, DTypes, arrays, markers)."""
+    kind = tree.data
+    if kind == "int_value":
+        return int(tree.children[0])
+    if kind == "float_value":
+        return float(tree.children[0])
+    if kind == "string_value":
+        return json.loads(tree.children[0])
+    if kind == "neg_name_value":
+        tok = tree.children[0]
+        if str(tok) in ("inf", "nan"):
+            return float("-" + str(tok))
+        raise _SemanticError(f"-{tok} is not a value", tok)
+    if kind == "name_value":
+        tok = tree.children[0]
+        s = str(tok)
+        if s in ("true", "false"):
+            return s == "true"
+        if s in ("inf", "nan"):
+            return float(s)
+        if s == "none":
+            return None
+        try:
+            return DType.parse(s)
+        except ValueError:
+            raise _SemanticError(f"unknown value '{s}' (expected a number, a string in quotes, "
+                                 "true, false, inf, nan, none or a dtype)", tok) from None
+    if kind == "list":
+        return [_value(c) for c in tree.children]
+    if kind == "empty_list":
+        return []
+    if kind == "unknown_rank":
+        return UNKNOWN_RANK
+    if kind == "unknown_dim":
+        return UNKNOWN_DIM
+    if kind == "tensor":
+        tok, body = tree.children
+        ttype = _type_token(tok)
+        try:
+            if isinstance(body, lark.Token):
+                return parse_tensor(ttype.dtype, ttype.shape, b64=str(body)[4:-1])
+            items = _value(body)
+            return parse_tensor(ttype.dtype, ttype.shape, items=items)
+        except ValueError as e:
+            raise _SemanticError(str(e), tok) from None
+    raise _SemanticError(f"unexpected {kind}", tree.meta)
+
+
+def _shape(value, what: str):
+    if value is UNKNOWN_RANK or value is None:
+        return None
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be a shape like [?,3] or [*], got {value!r}")
+    dims = []
+    for d in value:
+        if d is UNKNOWN_DIM:
+            dims.append(None)
+        elif isinstance(d, int) and not isinstance(d, bool) and d >= 0:
+            dims.append(d)
+        else:
+            raise ValueError(f"{what} must be a shape like [?,3] or [*]; {d!r} is not a dim")
+    return tuple(dims)
+
+
+def _has_marker(value) -> bool:
+    if isinstance(value, _Unknown):
+        return True
+    return isinstance(value, list) and any(_has_marker(v) for v in value)
+
+
+def _attr_value(opdef: OpDef, key: str, value, kind: str):
+    if kind == "shape":
+        return _shape(value, f"attr {key}")
+    if kind == "list(shape)":
+        if not isinstance(value, list):
+            raise ValueError(f"attr {key} must be a list of shapes")
+        return [_shape(v, f"attr {key}") for v in value]
+    if _has_marker(value):
+        raise ValueError(f"attr {key} ({kind}) cannot hold ? or [*]")
+    if kind == "any":
+        return value
+    return coerce_attr(opdef, key, value)

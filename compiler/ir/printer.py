@@ -1,9 +1,10 @@
 """Deterministic, human-readable text for graphs; ``parser.parse_graph`` reads it back."""
 from __future__ import annotations
 
+import json
 from typing import Iterable
 
-from compiler.ir.attr_text import attrs_equal, format_attr
+from compiler.ir.attr_text import attrs_equal, format_attr, format_device
 from compiler.ir.graph import Graph, Node
 from compiler.ops.registry import has_op, get_op
 
@@ -32,11 +33,13 @@ def node_text(node: Node) -> tuple:
         rhs += " : (" + ", ".join(types) + ")"
     trailer = ""
     if node.device:
-        trailer += f" @{node.device}"
+        trailer += f" @{format_device(node.device)}"
     if node.assigned_device:
-        trailer += f" on {node.assigned_device}"
+        dev = node.assigned_device
+        bare = dev.startswith("/") and format_device(dev) == dev
+        trailer += " on " + (dev if bare else json.dumps(dev))
     if node.location is not None:
-        trailer += f"  # {node.location}"
+        trailer += f"  # {node.location.to_text()}"
     return f"%{node.name}", rhs, trailer
 
 

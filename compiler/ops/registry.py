@@ -139,6 +139,14 @@ def _parse_arg(text: str) -> ArgDef:
         return ArgDef(name, type_attr=typ, number_attr=number)
 
 
+def _list_typed(arg: ArgDef, attr_defs: Dict[str, "AttrDef"]) -> ArgDef:
+    """``values: Tlist`` where ``Tlist`` is a ``list(type)`` attr is a list of tensors."""
+    a = attr_defs.get(arg.type_attr) if arg.type_attr else None
+    if a is not None and a.kind == "list(type)" and arg.number_attr is None:
+        return ArgDef(arg.name, type_list_attr=arg.type_attr)
+    return arg
+
+
 def _parse_default(kind: str, text: str):
     t = text.strip()
     if kind == "bool":
@@ -188,8 +196,10 @@ def _parse_attr(text: str) -> AttrDef:
         minimum = int(mn)
     if kind not in ATTR_KINDS:
         raise ValueError(f"unknown attr kind {kind!r} in {text!r}")
-    return AttrDef(name, kind, REQUIRED if default is None else _parse_default(kind, default),
-                   allowed, minimum)
+    value = REQUIRED if default is None else _parse_default(kind, default)
+    if allowed is not None and value is not REQUIRED and value not in allowed:
+        raise ValueError(f"default {value} of attr {name} is not one of its allowed types")
+    return AttrDef(name, kind, value, allowed, minimum)
 
 
 def register_op(name: str, *, inputs: Sequence[str] = (), outputs: Sequence[str] = (),
@@ -203,15 +213,31 @@ def register_op(name: str, *, inputs: Sequence[str] = (), outputs: Sequence[str]
     if name in _REGISTRY and not replace:
         raise OpError(f"op '{name}' is already registered")
     attr_defs = {a.name: a for a in map(_parse_attr, attrs)}
-    op = OpDef(name, [_parse_arg(s) for s in inputs], [_parse_arg(s) for s in outputs], attr_defs,
+    in_args = [_list_typed(_parse_arg(s), attr_defs) for s in inputs]
+    out_args = [_list_typed(_parse_arg(s), attr_defs) for s in outputs]
+    op = OpDef(name, in_args, out_args, attr_defs,
                shape, kernel, c_kernel, c_output_dims, c_alias, None, group, stateful, commutative,
                is_control_flow, is_communication, doc, dict(extra))
     for arg in op.inputs + op.outputs:
-        for ref in (arg.type_attr, arg.number_attr):
+        for ref in (arg.type_attr, arg.number_attr, arg.type_list_attr):
             if ref is not None and ref not in attr_defs:
                 raise ValueError(f"op {name}: arg {arg.name} refers to undeclared attr {ref}")
+        if arg.number_attr and attr_defs[arg.number_attr].kind != "int":
+            raise ValueError(f"op {name}: arg {arg.name} repeats by {arg.number_attr}, "
+                             f"which is not an int attr")
+        if arg.type_attr and attr_defs[arg.type_attr].kind != "type":
+            raise ValueError(f"op {name}: arg {arg.name} is typed by {arg.type_attr}, "
+                             f"which is not a type attr")
     _REGISTRY[name] = op
     return op
+
+
+def c_template(source: Optional[str] = None, *, path: Optional[str] = None,
+               variables: Optional[Callable] = None) -> Callable:
+    """A ``c_kernel`` rendering a jinja2 C template a user package owns: ``source`` text, or a
+    ``path`` whose folder is the include root (see ``compiler.codegen.user_templates``)."""
+    from compiler.codegen.user_templates import c_template as make
+    return make(source, path=path, variables=variables)
 
 
 def set_c_kernel(name: str, c_kernel: Callable, c_output_dims: Optional[Callable] = None) -> None:
@@ -239,14 +265,12 @@ def coerce_attr(op: OpDef, name: str, value, node=None):
                               f"{', '.join(map(str, a.allowed))}", node)
             return v
         if k == "int":
-            if isinstance(value, (bool, np.bool_)) or int(value) != value:
-                raise TypeError
-            v = int(value)
+            v = _strict_int(value)
             if a.minimum is not None and v < a.minimum:
                 raise OpError(f"attr {name}={v} must be >= {a.minimum}", node)
             return v
         if k == "float":
-            return float(value)
+            return _strict_float(value)
         if k == "bool":
             if not isinstance(value, (bool, np.bool_)):
                 raise TypeError
@@ -260,24 +284,46 @@ def coerce_attr(op: OpDef, name: str, value, node=None):
         if k == "shape":
             return normalize_shape(value) if value is not None else None
         if k == "tensor":
-            return np.asarray(value)
+            arr = np.asarray(value)
+            DType.from_numpy(arr.dtype)           # TypeError for dtypes flowc lacks
+            return arr
+        if k.startswith("list(") and k != "list(shape)" and isinstance(value, (str, bytes)):
+            raise TypeError
         if k == "list(int)":
-            return [int(x) for x in _as_list(value)]
+            return [_strict_int(x) for x in _as_list(value)]
         if k == "list(float)":
-            return [float(x) for x in _as_list(value)]
+            return [_strict_float(x) for x in _as_list(value)]
         if k == "list(type)":
             return [as_dtype(x) for x in _as_list(value)]
         if k == "list(shape)":
-            return [normalize_shape(x) for x in _as_list(value)]
+            return [normalize_shape(x) if x is not None else None for x in _as_list(value)]
         if k == "list(string)":
-            return [str(x) for x in _as_list(value)]
+            return [x.decode() if isinstance(x, bytes) else x if isinstance(x, str) else _raise_type()
+                    for x in _as_list(value)]
         if k == "list(bool)":
-            return [bool(x) for x in _as_list(value)]
+            return [bool(x) if isinstance(x, (bool, np.bool_)) else _raise_type()
+                    for x in _as_list(value)]
         return value
     except OpError:
         raise
     except (TypeError, ValueError):
         raise OpError(f"attr {name} of {op.name} must be a {k}, got {value!r}", node) from None
+
+
+def _raise_type():
+    raise TypeError
+
+
+def _strict_float(x) -> float:
+    if isinstance(x, (bool, np.bool_, str, bytes)):
+        raise TypeError
+    return float(x)
+
+
+def _strict_int(x) -> int:
+    if isinstance(x, (bool, np.bool_, str, bytes)) or int(x) != x:
+        raise TypeError
+    return int(x)
 
 
 def _as_list(value):
@@ -286,6 +332,18 @@ def _as_list(value):
     if isinstance(value, (list, tuple)):
         return list(value)
     return [value]
+
+
+def output_dtypes(op: OpDef, attrs: Dict[str, Any]) -> List[DType]:
+    """Per output tensor, the dtype the signature gives it with these attrs."""
+    out: List[DType] = []
+    for arg in op.outputs:
+        if arg.type_list_attr:
+            out.extend(attrs[arg.type_list_attr])
+            continue
+        dtype = arg.dtype if arg.dtype is not None else attrs[arg.type_attr]
+        out.extend([dtype] * (attrs[arg.number_attr] if arg.number_attr else 1))
+    return out
 
 
 # --- contexts handed to shape functions and reference kernels ------------------------
@@ -320,10 +378,12 @@ class ShapeContext:
         return self._values[i]
 
     def output_dtype(self, i: int = 0) -> DType:
-        arg = self.op.outputs[i] if i < len(self.op.outputs) else self.op.outputs[-1]
-        if arg.dtype is not None:
-            return arg.dtype
-        return self.attrs[arg.type_attr]
+        """The dtype the signature gives output ``i`` (list outputs counted one by one)."""
+        dtypes = output_dtypes(self.op, self.attrs)
+        if i >= len(dtypes):
+            raise ShapeError(f"the shape function returned output {i}, but the signature of "
+                             f"{self.op.name} gives {len(dtypes)} outputs", self.node)
+        return dtypes[i]
 
     def error(self, message: str) -> ShapeError:
         return ShapeError(message, self.node)
