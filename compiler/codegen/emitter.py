@@ -23,7 +23,12 @@ from runtime.dtypes import DType
 
 ABI_VERSION = 1
 
+# The entry runs the nodes through functions of this many nodes each: gcc's optimizer is
+# superlinear in function size, so this keeps compile time linear in the graph.
+NODES_PER_PART = 128
+
 _SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
+_TENSOR_NAME = re.compile(r"\b(t_\w+)\b")
 
 # Ops the emitter handles itself.
 _NO_CODE = {"NoOp", "_Sink"}
@@ -63,8 +68,15 @@ class _Emitter:
         self.root: Dict[Output, Output] = {}       # storage root of each value
         self.owned: List[Output] = []              # roots allocated by this function
         self.decls: List[str] = []
-        self.body: List[str] = []
+        self.slot: Dict[str, int] = {}
+        self.ref_of: Dict[str, Output] = {}
+        self.body: List[str] = []                  # per-node code, split into parts
+        self.part_starts: List[int] = [0]
+        self.tail: List[str] = []                  # handing fetches to the caller
         self.constants: List[str] = []
+        self.kernels: List[str] = []
+        self.kernel_names: Dict[str, str] = {}      # canonical kernel code -> C function
+        self.slot_tables: List[str] = []
         self._names: set = set()
 
     # --- naming ------------------------------------------------------------------------
@@ -81,7 +93,9 @@ class _Emitter:
         if out not in self.refs:
             var = self._var(out)
             self.refs[out] = TensorRef(var, out.type, self.target, out.node)
-            self.decls.append(f"flowc_tensor {var} = {{0}};")
+            self.slot[var] = len(self.decls)
+            self.ref_of[var] = out
+            self.decls.append(f"#define {var} (flowc_T[{len(self.decls)}])")
         return self.refs[out]
 
     # --- emission ----------------------------------------------------------------------
@@ -126,7 +140,9 @@ class _Emitter:
                     pos = last_use.get(root, position[n])
                     frees_after.setdefault(pos, []).append(root)
 
-        for n in order:
+        for i, n in enumerate(order):
+            if i and i % NODES_PER_PART == 0:
+                self.part_starts.append(len(self.body))
             self._emit_node(n)
             for root in frees_after.get(position[n], []):
                 if root in self.owned:
@@ -137,15 +153,15 @@ class _Emitter:
             ref = self._ref(src)
             if copy:
                 nbytes = f"(size_t){ref.size} * sizeof({ref.ctype})"
-                self.body.append(f"/* fetch {k}: %{src.node.name} (copied: the caller cannot own it) */")
-                self.body.append(f"fetches[{k}] = {ref.var};")
-                self.body.append(f"fetches[{k}].data = flowc_alloc({nbytes});")
-                self.body.append(f"if (!fetches[{k}].data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
+                self.tail.append(f"/* fetch {k}: %{src.node.name} (copied: the caller cannot own it) */")
+                self.tail.append(f"fetches[{k}] = {ref.var};")
+                self.tail.append(f"fetches[{k}].data = flowc_alloc({nbytes});")
+                self.tail.append(f"if (!fetches[{k}].data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
                                  f"{c_string(src.node.name)}, \"\", \"out of memory\"); goto fail; }}")
-                self.body.append(f"if ({ref.size} > 0) memcpy(fetches[{k}].data, {ref.var}.data, {nbytes});")
+                self.tail.append(f"if ({ref.size} > 0) memcpy(fetches[{k}].data, {ref.var}.data, {nbytes});")
             else:
-                self.body.append(f"/* fetch {k}: %{src.node.name} */")
-                self.body.append(f"fetches[{k}] = {ref.var};")
+                self.tail.append(f"/* fetch {k}: %{src.node.name} */")
+                self.tail.append(f"fetches[{k}] = {ref.var};")
         return EmittedModule(self._assemble(), set(self.module.features))
 
     def _emit_node(self, n: Node) -> None:
@@ -190,7 +206,7 @@ class _Emitter:
             src = inputs[op.c_alias]
             lines.append(f"{outputs[0].var}.data = {src.var}.data;")
             if op.c_kernel is None:
-                self._push(n, checks + lines)
+                self._push(n, [self._outline(n, "\n".join(checks + lines))])
                 return
         else:
             for k, o in enumerate(outputs):
@@ -202,10 +218,49 @@ class _Emitter:
             raise CodegenError("op has no C kernel", n)
         code = op.c_kernel(kc)
         checks += kc.checks
-        self._push(n, checks + lines + ["{"] + ["    " + l for l in code.strip("\n").splitlines()] + ["}"])
+        body = "\n".join(checks + lines + ["{"] + ["    " + l for l in code.strip("\n").splitlines()] + ["}"])
+        self._push(n, [self._outline(n, body)])
 
     def _push(self, n: Node, lines: List[str]) -> None:
         self.body.extend(lines)
+
+    def _outline(self, n: Node, code: str) -> str:
+        """Put a node's code (checks, output dims, allocation, kernel) in its own function and
+        return the call that runs it.
+
+        gcc's optimizer is superlinear in function size: one function per kernel keeps the
+        entry small and compile time linear in the graph. Tensors keep the names the body uses (every tensor is a slot of the step's ``flowc_T`` array, named by a
+        macro); the body's ``goto fail`` lands on the function's own error return.
+        """
+        names = [m for m in dict.fromkeys(_TENSOR_NAME.findall(code)) if m in self.slot]
+        index = {name: i for i, name in enumerate(names)}
+        canonical = _TENSOR_NAME.sub(
+            lambda m: f"(*T{index[m.group(1)]})" if m.group(1) in index else m.group(0), code)
+        fn = self.kernel_names.get(canonical)
+        if fn is None:
+            fn = f"k{len(self.kernel_names)}_{_ident(n.op)}"
+            self.kernel_names[canonical] = fn
+            lhs, rhs, trailer = node_text(n)
+            refs = [f"flowc_tensor *const T{i} = &flowc_T[flowc_s[{i}]];"
+                    f"  /* %{self.ref_of[v].node.name}{':' + str(self.ref_of[v].index) if self.ref_of[v].index else ''} */"
+                    for i, v in enumerate(names)]
+            body = "\n".join(("    " + line) if line else ""
+                             for line in refs + canonical.strip("\n").splitlines())
+            self.kernels.append(
+                f"/* first used by {_comment(lhs + ' = ' + rhs + trailer)} */\n"
+                f"static __attribute__((noinline)) int {fn}(flowc_tensor *restrict flowc_T, "
+                f"const int32_t *flowc_s, const char *flowc_node, const char *flowc_loc, "
+                f"flowc_status *st) {{\n{body}\n    return 0;\nfail:\n"
+                f"    return st->code ? st->code : FLOWC_ERROR;\n}}\n")
+        slots = "s_" + _ident(n.name)
+        while slots in self._names:
+            slots += "_"
+        self._names.add(slots)
+        self.slot_tables.append(f"static const int32_t {slots}[] = {{"
+                                + ", ".join(str(self.slot[v]) for v in names) + "};"
+                                if names else f"static const int32_t {slots}[1] = {{0}};")
+        loc = str(n.location) if n.location else ""
+        return f"if ({fn}(flowc_T, {slots}, {c_string(n.name)}, {c_string(loc)}, st)) goto fail;"
 
     def _emit_feed(self, n: Node) -> None:
         k = self.feeds.index(n) if n in self.feeds else None
@@ -213,14 +268,18 @@ class _Emitter:
             raise CodegenError("placeholder is not fed", n)
         ref = self._ref(n.output(0))
         kc = KernelContext(n, [], [ref], self.target, self.module)
+        loc = str(n.location) if n.location else ""
         self.body.append(f"{ref.var} = feeds[{k}];")
-        self.body.append(f"if ({ref.var}.rank != {ref.rank} || {ref.var}.dtype != {ref.dtype.code}) "
-                         + kc.fail(f"feed has the wrong rank or dtype (expected {n.output_types[0]})"))
+        checks = [f"if ({ref.var}.rank != {ref.rank} || {ref.var}.dtype != {ref.dtype.code}) "
+                  + kc.fail(f"feed has the wrong rank or dtype (expected {n.output_types[0]})")]
         for d, dim in enumerate(ref.shape):
             if dim is not None:
-                self.body.append(f"if ({ref.var}.dims[{d}] != {dim}) "
-                                 + kc.fail(f"feed dim {d} is %lld, expected {dim}",
-                                           f"(long long){ref.var}.dims[{d}]"))
+                checks.append(f"if ({ref.var}.dims[{d}] != {dim}) "
+                              + kc.fail(f"feed dim {d} is %lld, expected {dim}",
+                                        f"(long long){ref.var}.dims[{d}]"))
+        self.body.append(f"{{ const char *flowc_node = {c_string(n.name)}, *flowc_loc = {c_string(loc)};")
+        self.body.extend("    " + c for c in checks)
+        self.body.append("}")
 
     def _emit_const(self, n: Node) -> None:
         value: np.ndarray = n.attrs["value"]
@@ -247,20 +306,52 @@ class _Emitter:
         out.extend(self.constants)
         out.extend(self.module.globals)
         out.append("")
+        out.append("/* Every tensor of the step is a slot of flowc_T (allocated per step, so the entry")
+        out.append("   stays small for the C compiler and steps can run concurrently). */")
+        out.extend(self.decls)
+        out.append("")
+        out.append("/* Kernels: nodes with identical code share one function; each call passes the")
+        out.append("   node's tensor slots, name and source location. */")
+        out.extend(self.kernels)
+        out.extend(self.slot_tables)
+        out.append("")
+        bounds = self.part_starts + [len(self.body)]
+        parts = [self.body[a:b] for a, b in zip(bounds, bounds[1:])]
+        # The parts only sequence kernel calls: optimizing them hard buys nothing and costs
+        # most of the compile time of large graphs.
+        out.append("#pragma GCC push_options")
+        out.append("#pragma GCC optimize (\"O1\")")
+        for i, lines in enumerate(parts):
+            out.append(f"static __attribute__((noinline)) int flowc_part{i}(flowc_tensor *restrict flowc_T, "
+                       "const flowc_tensor *feeds, flowc_status *st) {")
+            out.append("    (void)feeds;")
+            out.extend(("    " + line) if line else "" for line in lines)
+            out.append("    return 0;")
+            out.append("fail:")
+            out.append("    return st->code ? st->code : FLOWC_ERROR;")
+            out.append("}")
+            out.append("")
+        out.append("#pragma GCC pop_options")
+        out.append("")
         out.append(f"int flowc_abi_version(void) {{ return {ABI_VERSION}; }}")
         out.append("void flowc_free(void *p) { free(p); }")
         out.append("")
         out.append("int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, flowc_status *st) {")
         out.append("    (void)feeds; (void)fetches;")
-        for d in self.decls:
-            out.append("    " + d)
         out.append("    st->code = 0;")
-        for line in self.body:
-            out.append(("    " + line) if line else "")
+        out.append(f"    flowc_tensor *flowc_T = (flowc_tensor *)calloc({max(len(self.decls), 1)}, sizeof(flowc_tensor));")
+        out.append("    if (!flowc_T) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", \"out of memory\");")
+        for i in range(len(parts)):
+            out.append(f"    if (flowc_part{i}(flowc_T, feeds, st)) goto fail;")
+        out.extend(("    " + line) if line else "" for line in self.tail)
+        out.append("    free(flowc_T);")
         out.append("    return 0;")
         out.append("fail:")
-        for root in self.owned:
-            out.append(f"    free({self.refs[root].var}.data);")
+        if self.owned:
+            slots = ", ".join(str(self.slot[self.refs[r].var]) for r in self.owned)
+            out.append(f"    static const int32_t owned[] = {{{slots}}};")
+            out.append(f"    for (int i = 0; i < {len(self.owned)}; i++) free(flowc_T[owned[i]].data);")
+        out.append("    free(flowc_T);")
         out.append("    return st->code ? st->code : FLOWC_ERROR;")
         out.append("}")
         return "\n".join(out) + "\n"

@@ -137,10 +137,13 @@ class KernelContext:
         return self.target.math(fn, dtype)
 
     def fail(self, fmt: str, *args: str, code: str = "FLOWC_INVALID_ARGUMENT") -> str:
-        """A C statement that reports an error naming this node and leaves the step."""
-        loc = str(self.node.location) if self.node.location else ""
+        """A C statement that reports an error naming this node and leaves the step.
+
+        The node's name and location are the kernel function's ``flowc_node``/``flowc_loc``
+        parameters, so nodes with identical code share one compiled kernel.
+        """
         extra = "".join(", " + a for a in args)
-        return (f"{{ flowc_fail(st, {code}, {c_string(self.node.name)}, {c_string(loc)}, "
+        return (f"{{ flowc_fail(st, {code}, flowc_node, flowc_loc, "
                 f"{c_string(fmt)}{extra}); goto fail; }}")
 
     def check(self, condition: str, fmt: str, *args: str) -> None:
@@ -178,6 +181,11 @@ class ModuleState:
         self.features: set = set()
         self.globals: List[str] = []
         self._counts: Dict[str, int] = {}
+
+    def add_global(self, text: str) -> None:
+        """Add a module-level C definition (a helper function) once, however often asked."""
+        if text not in self.globals:
+            self.globals.append(text)
 
     def fresh(self, prefix: str) -> str:
         n = self._counts.get(prefix, 0)

@@ -151,8 +151,7 @@ def _check_fits(factors: Sequence[int], itemsize: int) -> None:
 def _support(kc: KernelContext) -> None:
     """Make the array helper functions (``array_support.c.j2``) part of the module, once."""
     code = kc.render("array_support.c.j2")
-    if code not in kc.module.globals:
-        kc.module.globals.append(code)
+    kc.module.add_global(code)
 
 
 def _c(v: Value) -> str:

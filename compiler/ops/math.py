@@ -118,8 +118,7 @@ def _helper(kc: KernelContext, fn: str, dtype: DType) -> str:
     fmod = kc.math("fmod", dtype) if dtype.is_floating else ""
     code = kc.render("math_helpers.c.j2", fn=fn, name=name, T=kc.target.c_type(dtype),
                      U=unsigned_ctype(dtype), is_signed=dtype.is_signed, fmod=fmod)
-    if code not in kc.module.globals:
-        kc.module.globals.append(code)
+    kc.module.add_global(code)
     return name
 
 

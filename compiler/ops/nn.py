@@ -13,7 +13,7 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext as CKernelContext, product
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, shape_str
-from compiler.ops.reduction import module_helper, outlined
+from compiler.ops.reduction import module_helper
 from compiler.ops.registry import register_op
 from runtime.dtypes import DType
 
@@ -172,7 +172,7 @@ def emit_matmul(kc: CKernelContext) -> str:
         gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
         utype=_UNSIGNED.get(a.dtype, "")))
     loops = [] if fold else batch
-    return outlined(kc, kc.render("matmul.c.j2", part="body", fn=fn, m=rows, n=n, k=k_a,
+    return (kc.render("matmul.c.j2", part="body", fn=fn, m=rows, n=n, k=k_a,
                                   lda=a.dim(-1), ldb=b.dim(-1), batch=loops,
                                   a_strides=_batch_strides(kc, a, rank),
                                   b_strides=_batch_strides(kc, b, rank)))
@@ -249,7 +249,7 @@ def emit_bias_add(kc: CKernelContext) -> str:
     axis = _channel_axis(kc.attr("data_format"), value.rank)
     channels = value.dim(axis)
     kc.check_dims_equal(channels, bias.dim(0), "bias size differs from the channel dimension")
-    return outlined(kc, kc.render("bias_add.c.j2", outer=value.dim_product(0, axis),
+    return (kc.render("bias_add.c.j2", outer=value.dim_product(0, axis),
                                   channels=channels, inner=value.dim_product(axis + 1),
                                   add=_add_expr(kc, "v", "c")))
 
@@ -290,7 +290,7 @@ def _log_softmax_ref(ctx, logits):
 def emit_softmax(kc: CKernelContext, log: bool) -> str:
     """C for (Log)Softmax over the last axis: max, shifted exp-sum in double, normalize."""
     x = kc.inputs[0]
-    return outlined(kc, kc.render("softmax.c.j2", rows=x.dim_product(0, x.rank - 1),
+    return (kc.render("softmax.c.j2", rows=x.dim_product(0, x.rank - 1),
                                   n=x.dim(-1), log=log, exp=kc.math("exp", x.dtype)))
 
 

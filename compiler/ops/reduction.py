@@ -134,33 +134,9 @@ def _reference(fn: Callable) -> Callable:
 
 
 # --- C code generation ---------------------------------------------------------------------
-def outlined(kc: CKernelContext, code: str) -> str:
-    """Move a kernel body into its own (not inlined) C function and return the call.
-
-    gcc's optimizer is superlinear in function size, so keeping ``flowc_entry`` small keeps
-    big graphs compiling in linear time. The tensors are passed by value under the names the
-    body already uses (including tensors that dynamic dims are spelled with, ``t_x.dims[0]``);
-    ``kc.fail``'s ``goto fail`` lands on the function's own error return.
-    """
-    fn = kc.tmp("flowc_kernel_")
-    names = [t.var for t in kc.inputs + kc.outputs]
-    for t in kc.inputs + kc.outputs:
-        for d in t.dims:
-            names.extend(re.findall(r"([A-Za-z_]\w*)\.dims\[", d))
-    names = list(dict.fromkeys(names))
-    params = "".join(f"flowc_tensor {v}, " for v in names)
-    body = "\n".join("    " + line if line else "" for line in code.strip("\n").splitlines())
-    kc.module.globals.append(
-        f"static __attribute__((noinline)) int {fn}({params}flowc_status *st) {{\n{body}\n"
-        f"    return 0;\nfail:\n    return 1;\n}}\n")
-    args = "".join(f"{v}, " for v in names)
-    return f"if ({fn}({args}st)) goto fail;"
-
-
 def module_helper(kc: CKernelContext, name: str, text: str) -> str:
     """Add a module-level C helper once per module (``name`` must identify ``text``)."""
-    if text not in kc.module.globals:
-        kc.module.globals.append(text)
+    kc.module.add_global(text)
     return name
 
 
@@ -286,7 +262,7 @@ def emit_reduction(kc: CKernelContext, op: str) -> str:
                                         lanes=_lanes(red.acc)))
     rows = groups[-1][1] and not any(r for _, r in groups[:-1])
     acc_is_out = red.acc == x.ctype
-    return outlined(kc, kc.render("reduction.c.j2", part="body", fn=helper, red=red,
+    return (kc.render("reduction.c.j2", part="body", fn=helper, red=red,
                                   groups=groups, ostrides=_output_strides(groups), count=count,
                                   out_size=out_size, rows=rows, acc_is_out=acc_is_out))
 
@@ -347,7 +323,7 @@ def emit_arg_reduction(kc: CKernelContext, greater: str) -> str:
     (axis,) = constant_axes(kc)
     extent = x.dim(axis)
     kc.check(f"{extent} > 0", f"reduction axis {axis} is empty (size 0)")
-    return outlined(kc, kc.render("argminmax.c.j2", outer=x.dim_product(0, axis),
+    return (kc.render("argminmax.c.j2", outer=x.dim_product(0, axis),
                                   extent=extent, inner=x.dim_product(axis + 1),
                                   greater=greater, floating=x.dtype.is_floating))
 
