@@ -136,7 +136,7 @@ class _Emitter:
         for n in order:
             for out in n.outputs:
                 root = self.root[out]
-                if root is out and root not in transferred:
+                if root == out and root not in transferred:
                     pos = last_use.get(root, position[n])
                     frees_after.setdefault(pos, []).append(root)
 

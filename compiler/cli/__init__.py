@@ -1,0 +1,137 @@
+"""The ``flowc`` command line: ``compile``, ``ir``, ``opt`` and ``run``.
+
+User errors (a missing file, IR that does not parse, an unknown pass or fetch, a tampered
+artifact) print ``flowc: error: ...`` to stderr and exit with status 1; a malformed command
+line exits with status 2. Only a bug in flowc shows a Python traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, NoReturn, Optional
+
+from compiler.errors import IRSyntaxError
+from runtime.errors import FlowcError
+
+PROG = "flowc"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with errors worded as ``flowc: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{PROG}: error: {message}\n")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("flowc")
+    except Exception:
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    from compiler.flags import add_pipeline_arguments
+
+    parser = _Parser(prog=PROG, description="flowc: compile TensorFlow-style dataflow graphs to C "
+                     "and run the compiled artifacts.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    model_help = ("model file: IR text (*.ir) or a Python file whose build() returns "
+                  "(graph, fetches[, feeds]); see compiler/model_loader.py")
+    p = sub.add_parser("compile", help="compile a model into an artifact folder",
+                       description="Compile a model file into an artifact folder (manifest.json, "
+                       "generated C, shared object, IR) that `flowc run` loads.")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("-o", "--output", metavar="DIR", required=True, help="artifact folder to write")
+    _add_selection(p)
+    add_pipeline_arguments(p)
+    p.set_defaults(handler="compile")
+
+    p = sub.add_parser("ir", help="print a model's IR, as built or after a pass",
+                       description="Print the IR of a model: as built, or its step graph after "
+                       "the named pass of the pipeline.")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--after", metavar="PASS",
+                   help="run the pipeline up to and including PASS and print the result")
+    p.add_argument("--format", choices=("text", "dot"), default="text", help="output format")
+    _add_selection(p)
+    add_pipeline_arguments(p)
+    p.set_defaults(handler="ir")
+
+    p = sub.add_parser("opt", help="run passes on IR text and print the result",
+                       description="Run passes on an IR text file and print the IR; with no "
+                       "--passes the file is printed unchanged (the round trip).")
+    p.add_argument("file", metavar="FILE.ir", help="IR text file")
+    p.add_argument("--format", choices=("text", "dot"), default="text", help="output format")
+    add_pipeline_arguments(p)
+    p.set_defaults(handler="opt")
+
+    p = sub.add_parser("run", help="run an artifact with the runtime alone",
+                       description="Load an artifact with the runtime alone, run one step and "
+                       "print the fetched values (or save them with --save).")
+    p.add_argument("artifact", metavar="DIR", help="artifact folder written by `flowc compile`")
+    p.add_argument("--feed", metavar="NAME=FILE.npy", action="append", default=[],
+                   help="value of a feed, from a .npy file (repeatable)")
+    p.add_argument("--fetch", metavar="NAME", action="append", default=[],
+                   help="print only this fetch (repeatable; default: all of the artifact's)")
+    p.add_argument("--save", metavar="PATH",
+                   help="write the fetched values instead: .npy for one fetch, .npz for several")
+    p.add_argument("--threshold", metavar="N", type=int, default=1000,
+                   help="print arrays with more than N elements summarised (numpy's threshold)")
+    p.set_defaults(handler="run")
+    return parser
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fetch", metavar="NAME", action="append", default=[],
+                   help="fetch this tensor (a fetch name of the model or a tensor name; "
+                   "repeatable; default: the model's fetches)")
+    p.add_argument("--feed", metavar="NAME", action="append", default=[],
+                   help="feed this tensor (repeatable; default: every Placeholder needed)")
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.handler == "run":
+        from compiler.cli.run_artifact import cmd_run
+        return cmd_run(args)
+    from compiler.cli import commands
+    return {"compile": commands.cmd_compile, "ir": commands.cmd_ir,
+            "opt": commands.cmd_opt}[args.handler](args)
+
+
+def _message(err: FlowcError) -> str:
+    """The error's text; ``file:line:col: error: msg`` loses its second ``error:``."""
+    text = str(err)
+    if isinstance(err, IRSyntaxError):
+        where = f"{err.file}:{err.line}:{err.col}: "
+        text = text.replace(where + "error: ", where, 1)
+    return text
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the ``flowc`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except FlowcError as e:
+        print(f"{PROG}: error: {_message(e)}", file=sys.stderr)
+        for note in getattr(e, "__notes__", ()):
+            print(f"{PROG}: note: {note}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"{PROG}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130

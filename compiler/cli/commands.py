@@ -1,0 +1,98 @@
+"""The compiler's subcommands: ``compile`` (model -> artifact), ``ir`` (inspect the IR after a
+pass) and ``opt`` (run passes on IR text)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+from compiler.cli.graph_dot import graph_to_dot
+from compiler.flags import options_from_args, pipeline_flags_given, resolve_options
+from compiler.ir.graph import Graph
+from compiler.ir.printer import print_graph
+from compiler.model_loader import Model, ModelError, load_model, read_ir_file, select
+from compiler.passes.manager import PassManager, PipelineError, PipelineOptions, get_pass
+from compiler.step import StepGraph, make_step_graph, optimize, step_key, write_artifact
+from runtime.artifact import MANIFEST
+
+
+def _spec_text(name: str, out) -> str:
+    return f"{name} {out.type}"
+
+
+def step_for(model: Model) -> StepGraph:
+    """The step graph of a model: its feeds become Placeholders, its fetches ``_Retval``s."""
+    if not model.fetches and not model.targets:
+        raise ModelError(f"{model.path}: nothing to compute: the model has no fetches")
+    step = make_step_graph(model.graph, model.feed_outputs(), model.fetches, model.targets)
+    step.fetch_names = list(model.fetch_names)
+    return step
+
+
+def check_output_folder(path: str) -> None:
+    """Writing an artifact replaces ``path``: allow that only for an empty folder or an artifact."""
+    if not os.path.exists(path):
+        return
+    if not os.path.isdir(path):
+        raise ModelError(f"-o {path}: exists and is not a folder")
+    if os.listdir(path) and not os.path.isfile(os.path.join(path, MANIFEST)):
+        raise ModelError(f"-o {path}: refusing to replace a folder that is not a flowc artifact "
+                         f"(it is not empty and has no {MANIFEST})")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Compile a model file into an artifact folder."""
+    options = options_from_args(args)
+    check_output_folder(args.output)
+    model = select(load_model(args.model), args.fetch, args.feed)
+    step = step_for(model)
+    optimize(step, options)
+    write_artifact(step, args.output, signature=step_key(step))
+    feeds = ", ".join(_spec_text(n, p.output(0)) for n, p in zip(step.feed_names, step.feeds))
+    fetches = ", ".join(_spec_text(n, r.inputs[0]) for n, r in zip(step.fetch_names, step.retvals))
+    print(f"wrote {args.output}")
+    print(f"  feeds:   {feeds or '(none)'}")
+    print(f"  fetches: {fetches or '(none)'}")
+    return 0
+
+
+def _pipeline_until(options: PipelineOptions, after: str) -> PipelineOptions:
+    """The options' pipeline cut just after pass ``after`` (which must be in it)."""
+    get_pass(after)                               # unknown name: error listing known passes
+    options = resolve_options(options)            # FLOWC_FLAGS, under the command line
+    names = options.pipeline()
+    if after not in names:
+        raise PipelineError(f"pass '{after}' does not run in this pipeline "
+                            f"({', '.join(names) or 'empty'})")
+    return dataclasses.replace(options, passes=tuple(names[:names.index(after) + 1]), disable=())
+
+
+def _emit(graph: Graph, fmt: str) -> None:
+    sys.stdout.write(graph_to_dot(graph) if fmt == "dot" else print_graph(graph))
+
+
+def cmd_ir(args: argparse.Namespace) -> int:
+    """Print a model's IR as built, or its step graph after one pass of the pipeline."""
+    options = options_from_args(args)
+    model = select(load_model(args.model), args.fetch, args.feed)
+    if args.after is None:
+        if pipeline_flags_given(args):
+            print("flowc: note: no passes run without --after; pipeline flags ignored",
+                  file=sys.stderr)
+        _emit(model.as_built, args.format)
+        return 0
+    step = step_for(model)
+    PassManager(_pipeline_until(options, args.after)).run(step.graph)
+    _emit(step.graph, args.format)
+    return 0
+
+
+def cmd_opt(args: argparse.Namespace) -> int:
+    """Run the named passes on an IR text file and print the result (no passes: unchanged)."""
+    options = options_from_args(args)
+    graph = read_ir_file(args.file)
+    if options.passes or pipeline_flags_given(args):
+        PassManager(dataclasses.replace(options, passes=tuple(options.passes or ()))).run(graph)
+    _emit(graph, args.format)
+    return 0

@@ -1,0 +1,115 @@
+"""``flowc run``: load an artifact with the runtime alone, feed ``.npy`` files, print or save
+the fetched values."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from runtime.artifact import Artifact, load_artifact
+from runtime.errors import FeedError, FlowcError
+
+
+class CommandLineError(FlowcError):
+    """A command-line value that cannot be used (a malformed --feed, an unknown --fetch, ...)."""
+
+
+def _spec_text(spec) -> str:
+    dims = "*" if spec.shape is None else ",".join("?" if d is None else str(d) for d in spec.shape)
+    return f"{spec.dtype.ir_name}[{dims}]"
+
+
+def parse_feeds(items: Sequence[str]) -> Dict[str, np.ndarray]:
+    """``name=file.npy`` pairs -> arrays (``allow_pickle`` stays off)."""
+    feeds: Dict[str, np.ndarray] = {}
+    for item in items:
+        name, eq, path = item.partition("=")
+        if not eq or not name or not path:
+            raise CommandLineError(f"--feed expects NAME=FILE.npy, got '{item}'")
+        if name in feeds:
+            raise CommandLineError(f"--feed '{name}' is given twice")
+        if not os.path.isfile(path):
+            raise CommandLineError(f"--feed {name}: {path}: no such file")
+        try:
+            value = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise CommandLineError(f"--feed {name}: {path} is not a readable .npy file: {e}") from None
+        if not isinstance(value, np.ndarray):
+            raise CommandLineError(f"--feed {name}: {path} holds several arrays (.npz); "
+                                   "give one .npy file per feed")
+        feeds[name] = value
+    return feeds
+
+
+def _check_feeds(artifact: Artifact, feeds: Dict[str, np.ndarray]) -> None:
+    known = {s.name: s for s in artifact.feeds}
+    unknown = [n for n in feeds if n not in known]
+    if unknown:
+        takes = ", ".join(f"{s.name} {_spec_text(s)}" for s in artifact.feeds) or "no feeds"
+        raise FeedError(f"unknown feed '{unknown[0]}'; this artifact takes {takes}")
+    missing = [s for s in artifact.feeds if s.name not in feeds]
+    if missing:
+        raise FeedError("missing feed(s): " + ", ".join(f"{s.name} {_spec_text(s)}" for s in missing)
+                        + f"; pass --feed {missing[0].name}=FILE.npy")
+
+
+def select_fetches(artifact: Artifact, names: Sequence[str]) -> List[int]:
+    """Indices of the named fetches among the artifact's (all of them when none are named)."""
+    have = [s.name for s in artifact.fetches]
+    if not names:
+        return list(range(len(have)))
+    out = []
+    for name in dict.fromkeys(names):
+        if name not in have:
+            raise CommandLineError(f"unknown fetch '{name}'; this artifact fetches "
+                                   f"{', '.join(have) or 'nothing'}")
+        out.append(have.index(name))
+    return out
+
+
+def format_value(name: str, value: np.ndarray) -> str:
+    """``name = array(...)`` with continuation lines aligned under the array."""
+    prefix = f"{name} = "
+    text = np.array_repr(np.asarray(value))
+    return prefix + text.replace("\n", "\n" + " " * len(prefix))
+
+
+def save_values(path: str, values: Dict[str, np.ndarray]) -> str:
+    """One value -> ``.npy``; several (or a ``.npz`` path) -> ``.npz`` keyed by fetch name."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    if path.endswith(".npz"):
+        with open(path, "wb") as f:
+            np.savez(f, **values)
+        return path
+    if len(values) > 1:
+        raise CommandLineError(f"--save {path}: {len(values)} fetches need a .npz path "
+                               "(or choose one with --fetch)")
+    if not path.endswith(".npy"):
+        raise CommandLineError(f"--save {path}: expected a .npy or .npz path")
+    with open(path, "wb") as f:
+        np.save(f, next(iter(values.values())))
+    return path
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run one step of an artifact and print (or save) the fetched values."""
+    if not os.path.isdir(args.artifact):
+        raise CommandLineError(f"{args.artifact}: no such artifact folder")
+    artifact = load_artifact(args.artifact)
+    feeds = parse_feeds(args.feed)
+    indices = select_fetches(artifact, args.fetch)
+    _check_feeds(artifact, feeds)
+    results = artifact.run(feeds)
+    values = {artifact.fetches[i].name: results[i] for i in indices}
+    if args.save:
+        written = save_values(args.save, values)
+        print(f"wrote {written} ({', '.join(values)})")
+        return 0
+    with np.printoptions(threshold=args.threshold):
+        for name, value in values.items():
+            sys.stdout.write(format_value(name, value) + "\n")
+    return 0

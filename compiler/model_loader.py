@@ -1,0 +1,257 @@
+"""Loading a model file for the command line: IR text (``*.ir``) or a Python file (``*.py``).
+
+An IR file is parsed as one graph. Its fetches are the inputs of its ``_Retval`` nodes when it
+has any (a step graph, such as an artifact's ``graph.ir``; the ``_Retval`` nodes are dropped),
+otherwise every output of its sink nodes (nodes nothing reads).
+
+A Python file is imported as a module (``__name__`` is not ``"__main__"``) and its ``build()``
+is called with no arguments. ``build()`` returns one of:
+
+- a graph: fetches default as for IR text;
+- ``(graph, fetches)`` or ``(graph, fetches, feeds)``;
+- a dict with ``"graph"`` and optionally ``"fetches"``, ``"feeds"`` and ``"targets"``.
+
+``fetches`` is a list of tensors (``fl.Tensor``, an IR ``Output`` or a tensor name such as
+``"probs"`` or ``"split:1"``), or a dict mapping the fetch names the artifact will use to
+tensors. ``feeds`` is a list of tensors or tensor names; when absent, every ``Placeholder`` the
+fetches need is fed. ``targets`` are operations run for their effects.
+
+The compiler never imports ``dsl``: builder tensors are recognised by their ``output``
+attribute, operations by their ``node`` attribute.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Optional, Sequence
+
+from compiler.errors import CompileError
+from compiler.interpreter import needed_nodes
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.parser import parse_graph
+from runtime.errors import FlowcError
+
+MODEL_SUFFIXES = (".ir", ".py")
+
+
+class ModelError(FlowcError):
+    """A model file cannot be loaded, or it names fetches or feeds that do not exist."""
+
+
+@dataclass
+class Model:
+    """A loaded model: the graph to compile and what a step feeds, fetches and runs."""
+    path: str
+    graph: Graph                              # the graph steps are cut from
+    as_built: Graph                           # what the file described (``flowc ir`` prints it)
+    fetches: List[Output]
+    fetch_names: List[str]
+    feeds: Optional[List[Output]] = None      # None: every Placeholder the fetches need
+    targets: List[Node] = field(default_factory=list)
+
+    def feed_outputs(self) -> List[Output]:
+        """The fed tensors: the model's, or every Placeholder the fetches and targets need."""
+        if self.feeds is not None:
+            return list(self.feeds)
+        need = needed_nodes(self.fetches, self.targets, set())
+        return [n.output(0) for n in self.graph if n in need and n.op == "Placeholder"]
+
+
+def tensor_name(out: Output) -> str:
+    """TensorFlow's tensor name: ``node`` for output 0, ``node:i`` otherwise."""
+    return out.node.name if out.index == 0 else f"{out.node.name}:{out.index}"
+
+
+def load_model(path: str) -> Model:
+    """Load ``path`` (``*.ir`` or ``*.py``) into a ``Model``."""
+    if not os.path.exists(path):
+        raise ModelError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ModelError(f"{path} is a directory; expected a model file (*.ir or *.py)")
+    suffix = os.path.splitext(path)[1]
+    if suffix == ".ir":
+        return _load_ir(path)
+    if suffix == ".py":
+        return _load_python(path)
+    raise ModelError(f"{path}: unsupported model file type '{suffix or '(none)'}'; "
+                     f"expected one of {', '.join(MODEL_SUFFIXES)}")
+
+
+def read_ir_file(path: str) -> Graph:
+    """Parse an IR text file (syntax errors show file:line:col and a caret)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: cannot read: {e}") from None
+    return parse_graph(text, path)
+
+
+def _load_ir(path: str) -> Model:
+    parsed = read_ir_file(path)
+    retvals = sorted((n for n in parsed if n.op == "_Retval"), key=lambda n: n.attrs.get("index", 0))
+    if not retvals:
+        fetches = sink_outputs(parsed)
+        return Model(path, parsed, parsed, fetches, [tensor_name(f) for f in fetches])
+    graph, mapping = parsed.copy()
+    fetches = [Output(mapping[r].inputs[0].node, mapping[r].inputs[0].index) for r in retvals]
+    for r in retvals:
+        graph.erase_node(mapping[r])
+    return Model(path, graph, parsed, fetches, [tensor_name(f) for f in fetches])
+
+
+def sink_outputs(graph: Graph) -> List[Output]:
+    """Every output of every node that nothing reads, in graph order."""
+    return [o for n in graph if not n.users for o in n.outputs]
+
+
+def _load_python(path: str) -> Model:
+    module = _import_file(path)
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise ModelError(f"{path} defines no build() function; a Python model's build() returns "
+                         "(graph, fetches) or (graph, fetches, feeds)")
+    try:
+        result = build()
+    except FlowcError:
+        raise
+    except Exception as e:
+        raise ModelError(f"{_user_frame(e, path)}build() raised {type(e).__name__}: {e}") from e
+    return _from_build_result(path, result)
+
+
+def _import_file(path: str):
+    name = "flowc_model_" + "".join(c if c.isalnum() else "_" for c in
+                                    os.path.splitext(os.path.basename(path))[0])
+    spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
+    module = importlib.util.module_from_spec(spec)
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.modules[name] = module                  # as an import would (dataclasses look it up)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except FlowcError:
+        raise
+    except SyntaxError as e:
+        raise ModelError(f"{e.filename}:{e.lineno}:{e.offset or 0}: syntax error: {e.msg}") from None
+    except Exception as e:
+        raise ModelError(f"{_user_frame(e, path)}importing {path} raised "
+                         f"{type(e).__name__}: {e}") from e
+    finally:
+        if sys.path and sys.path[0] == folder:
+            del sys.path[0]
+    return module
+
+
+def _user_frame(err: BaseException, path: str) -> str:
+    """``file:line: `` of the innermost frame in the model file, to point at the user's code."""
+    target = os.path.abspath(path)
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if os.path.abspath(f.filename) == target]
+    return f"{path}:{frames[-1].lineno}: " if frames else ""
+
+
+def _from_build_result(path: str, result: Any) -> Model:
+    parts: Dict[str, Any]
+    if isinstance(result, Graph):
+        parts = {"graph": result}
+    elif isinstance(result, dict):
+        unknown = set(result) - {"graph", "fetches", "feeds", "targets"}
+        if unknown:
+            raise ModelError(f"{path}: build() returned a dict with unknown key(s) "
+                             f"{', '.join(sorted(map(str, unknown)))}; "
+                             "allowed: graph, fetches, feeds, targets")
+        parts = dict(result)
+    elif isinstance(result, tuple) and len(result) in (2, 3):
+        parts = dict(zip(("graph", "fetches", "feeds"), result))
+    else:
+        raise ModelError(f"{path}: build() returned {type(result).__name__}; expected a graph, "
+                         "(graph, fetches), (graph, fetches, feeds) or a dict")
+    graph = parts.get("graph")
+    if not isinstance(graph, Graph):
+        raise ModelError(f"{path}: build() returned {type(graph).__name__} where the graph belongs")
+    targets = [_as_node(graph, t, path) for t in _as_list(parts.get("targets"), "targets", path)]
+    fetch_spec = parts.get("fetches")
+    if fetch_spec is None:
+        fetches = [] if targets else sink_outputs(graph)
+        names = [tensor_name(f) for f in fetches]
+    elif isinstance(fetch_spec, dict):
+        names = [str(k) for k in fetch_spec]
+        fetches = [_as_output(graph, v, path, "fetch") for v in fetch_spec.values()]
+    else:
+        fetches = [_as_output(graph, v, path, "fetch") for v in _as_list(fetch_spec, "fetches", path)]
+        names = [tensor_name(f) for f in fetches]
+    feeds = None
+    if parts.get("feeds") is not None:
+        feeds = [_as_output(graph, v, path, "feed") for v in _as_list(parts["feeds"], "feeds", path)]
+    return Model(path, graph, graph, fetches, names, feeds, targets)
+
+
+def _as_list(value: Any, what: str, path: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (str, Output)) or hasattr(value, "output") or hasattr(value, "node"):
+        return [value]
+    raise ModelError(f"{path}: build() gave {what} as {type(value).__name__}; expected a list")
+
+
+def _as_output(graph: Graph, value: Any, path: str, what: str) -> Output:
+    if isinstance(value, str):
+        return _lookup(graph, value, what)
+    out = getattr(value, "output", value)
+    if not isinstance(out, Output):
+        raise ModelError(f"{path}: cannot use {value!r} as a {what}: expected a tensor or a "
+                         "tensor name")
+    if out.node.graph is not graph:
+        raise ModelError(f"{path}: {what} {tensor_name(out)} belongs to another graph than the "
+                         "one build() returned")
+    return out
+
+
+def _as_node(graph: Graph, value: Any, path: str) -> Node:
+    if isinstance(value, str):
+        return _lookup(graph, value, "target").node
+    node = getattr(value, "node", None)
+    if isinstance(node, Node) and node.graph is graph:
+        return node
+    raise ModelError(f"{path}: cannot use {value!r} as a target: expected an operation of the graph")
+
+
+def _lookup(graph: Graph, name: str, what: str) -> Output:
+    try:
+        return graph.output(name)
+    except (CompileError, ValueError):
+        raise ModelError(f"unknown {what} '{name}': no tensor of that name in graph "
+                         f"@{graph.name}") from None
+
+
+def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = ()) -> Model:
+    """Override a model's fetches and feeds by name (``--fetch`` / ``--feed``).
+
+    A fetch name is one of the model's fetch names or any tensor name of the graph; a feed name
+    is a tensor name of the graph.
+    """
+    if fetch:
+        by_name = dict(zip(model.fetch_names, model.fetches))
+        fetches, names = [], []
+        for name in dict.fromkeys(fetch):
+            if name in by_name:
+                fetches.append(by_name[name])
+            else:
+                try:
+                    fetches.append(model.graph.output(name))
+                except (CompileError, ValueError):
+                    have = ", ".join(model.fetch_names) or "none"
+                    raise ModelError(f"unknown fetch '{name}': neither one of the model's fetches "
+                                     f"({have}) nor a tensor of graph @{model.graph.name}") from None
+            names.append(name)
+        model = replace(model, fetches=fetches, fetch_names=names)
+    if feed:
+        model = replace(model, feeds=[_lookup(model.graph, n, "feed") for n in dict.fromkeys(feed)])
+    return model

@@ -1,0 +1,104 @@
+"""Shared helpers of the benchmarks: timing, optional frameworks, and the printed table."""
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+import numpy as np
+
+EXAMPLES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def import_example(name: str):
+    """Import ``examples/<name>.py`` (the examples folder is not a package)."""
+    if EXAMPLES not in sys.path:
+        sys.path.insert(0, EXAMPLES)
+    return importlib.import_module(name)
+
+
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def add_threads_argument(parser) -> None:
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for every BLAS and for PyTorch (default: the libraries' "
+                        "own); 1 gives steadier numbers on a small or busy machine")
+
+
+def apply_threads(threads: Optional[int]) -> None:
+    """Restart this script with the BLAS thread variables set (they are read when a BLAS library
+    loads, so setting them after numpy is imported would have no effect)."""
+    if threads is None or all(os.environ.get(v) == str(threads) for v in THREAD_VARIABLES):
+        return
+    for v in THREAD_VARIABLES:
+        os.environ[v] = str(threads)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
+def optional_import(name: str):
+    """The module, or None when it is not installed (or fails to import)."""
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+
+
+def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
+    """Median wall time of one call of ``fn`` over ``repeats`` calls, after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@dataclass
+class Row:
+    name: str
+    seconds: Optional[float]      # None: not measured (the note says why)
+    note: str = ""
+
+
+def environment_line(torch=None, tf=None) -> str:
+    parts = [f"python {platform.python_version()}", f"numpy {np.__version__}",
+             f"{os.cpu_count()} CPUs",
+             f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"]
+    parts.append(f"torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch
+                 else "torch not installed")
+    parts.append(f"tensorflow {tf.__version__}" if tf else "tensorflow not installed")
+    return ", ".join(parts)
+
+
+def print_table(title: str, rows: List[Row], baseline: str, unit: str = "ms",
+                work: Optional[float] = None, work_unit: str = "") -> None:
+    """One table: time per step, optional throughput (``work`` per step), and the ratio of each
+    row's time to the ``baseline`` row's (printed below the table)."""
+    scale = {"ms": 1e3, "us": 1e6}[unit]
+    base = next(r.seconds for r in rows if r.name == baseline)
+    head = f"{'':<44}{unit + '/step':>12}"
+    if work is not None:
+        head += f"{work_unit + '/s':>16}"
+    head += f"{'ratio':>10}"
+    print(title)
+    print(head)
+    for r in rows:
+        if r.seconds is None:
+            print(f"{r.name:<44}{'-':>12}" + (f"{'-':>16}" if work is not None else "")
+                  + f"{'-':>10}  {r.note}")
+            continue
+        line = f"{r.name:<44}{r.seconds * scale:>12.3f}"
+        if work is not None:
+            line += f"{work / r.seconds:>16,.0f}"
+        line += f"{r.seconds / base:>10.2f}"
+        print(line + (f"  {r.note}" if r.note else ""))
+    print(f"ratio: time per step divided by that of '{baseline}' (lower is faster)")
