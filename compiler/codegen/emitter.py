@@ -27,6 +27,9 @@ ABI_VERSION = 1
 # superlinear in function size, so this keeps compile time linear in the graph.
 NODES_PER_PART = 128
 
+# Static buffers up to this size live in one per-step arena instead of the allocator.
+ARENA_MAX_BUFFER = 256
+
 _SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
 _TENSOR_NAME = re.compile(r"\b(t_\w+)\b")
 
@@ -75,6 +78,8 @@ class _Emitter:
         self.tail: List[str] = []                  # handing fetches to the caller
         self.constants: List[str] = []
         self.kernels: List[str] = []
+        self.transferred: set = set()              # buffers handed to the caller
+        self.arena_size = 0                        # bytes of small per-step buffers
         self.kernel_names: Dict[str, str] = {}      # canonical kernel code -> C function
         self.slot_tables: List[str] = []
         self._names: set = set()
@@ -121,7 +126,7 @@ class _Emitter:
             for i in n.inputs:
                 last_use[self.root[i]] = position[n]
         # which roots are handed to the caller
-        transferred = set()
+        transferred = self.transferred
         self.fetch_plan = []
         for r in sorted(self.retvals, key=lambda r: r.attrs["index"]):
             src = r.inputs[0]
@@ -208,8 +213,13 @@ class _Emitter:
             if op.c_kernel is None:
                 self._push(n, [self._outline(n, "\n".join(checks + lines))])
                 return
-        else:
+        placed: List[str] = []
+        if op.c_alias is None:
             for k, o in enumerate(outputs):
+                offset = self._arena_slot(Output(n, k), o)
+                if offset is not None:
+                    placed.append(f"{o.var}.data = flowc_arena + {offset};")
+                    continue
                 nbytes = f"(size_t){o.size} * sizeof({o.ctype})"
                 lines.append(f"{o.var}.data = flowc_alloc({nbytes});")
                 lines.append(f"if (!{o.var}.data) {kc.fail('out of memory allocating %zu bytes', nbytes, code='FLOWC_RESOURCE_EXHAUSTED')}")
@@ -219,7 +229,25 @@ class _Emitter:
         code = op.c_kernel(kc)
         checks += kc.checks
         body = "\n".join(checks + lines + ["{"] + ["    " + l for l in code.strip("\n").splitlines()] + ["}"])
-        self._push(n, [self._outline(n, body)])
+        self._push(n, placed + [self._outline(n, body)])
+
+    def _arena_slot(self, out: Output, ref: TensorRef):
+        """Offset in the step's arena for a small, static, not fetched buffer (else None).
+
+        Small buffers skip malloc/free: a graph of scalar ops would otherwise spend most of
+        its time in the allocator. They live for the whole step; big buffers are freed after
+        their last use.
+        """
+        if not ref.static or out in self.transferred:
+            return None
+        nbytes = ref.dtype.itemsize
+        for d in ref.shape:
+            nbytes *= d
+        if nbytes > ARENA_MAX_BUFFER:
+            return None
+        offset = self.arena_size
+        self.arena_size += max(64, (nbytes + 63) // 64 * 64)
+        return offset
 
     def _push(self, n: Node, lines: List[str]) -> None:
         self.body.extend(lines)
@@ -323,8 +351,8 @@ class _Emitter:
         out.append("#pragma GCC optimize (\"O1\")")
         for i, lines in enumerate(parts):
             out.append(f"static __attribute__((noinline)) int flowc_part{i}(flowc_tensor *restrict flowc_T, "
-                       "const flowc_tensor *feeds, flowc_status *st) {")
-            out.append("    (void)feeds;")
+                       "char *flowc_arena, const flowc_tensor *feeds, flowc_status *st) {")
+            out.append("    (void)feeds; (void)flowc_arena;")
             out.extend(("    " + line) if line else "" for line in lines)
             out.append("    return 0;")
             out.append("fail:")
@@ -341,9 +369,15 @@ class _Emitter:
         out.append("    st->code = 0;")
         out.append(f"    flowc_tensor *flowc_T = (flowc_tensor *)calloc({max(len(self.decls), 1)}, sizeof(flowc_tensor));")
         out.append("    if (!flowc_T) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", \"out of memory\");")
+        if self.arena_size:
+            out.append(f"    char *flowc_arena = (char *)flowc_alloc({self.arena_size});")
+            out.append("    if (!flowc_arena) { free(flowc_T); return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", \"out of memory\"); }")
+        else:
+            out.append("    char *flowc_arena = NULL;")
         for i in range(len(parts)):
-            out.append(f"    if (flowc_part{i}(flowc_T, feeds, st)) goto fail;")
+            out.append(f"    if (flowc_part{i}(flowc_T, flowc_arena, feeds, st)) goto fail;")
         out.extend(("    " + line) if line else "" for line in self.tail)
+        out.append("    free(flowc_arena);")
         out.append("    free(flowc_T);")
         out.append("    return 0;")
         out.append("fail:")
@@ -351,6 +385,7 @@ class _Emitter:
             slots = ", ".join(str(self.slot[self.refs[r].var]) for r in self.owned)
             out.append(f"    static const int32_t owned[] = {{{slots}}};")
             out.append(f"    for (int i = 0; i < {len(self.owned)}; i++) free(flowc_T[owned[i]].data);")
+        out.append("    free(flowc_arena);")
         out.append("    free(flowc_T);")
         out.append("    return st->code ? st->code : FLOWC_ERROR;")
         out.append("}")
