@@ -13,6 +13,7 @@ from typing import List, Sequence
 
 import runtime
 from compiler.build_cache import cache_root
+from runtime.artifact import sha256_file
 from compiler.errors import BuildError
 
 RUNTIME_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(runtime.__file__)), "csrc")
@@ -60,14 +61,6 @@ def feature_flags(features: Sequence[str]) -> List[str]:
     return flags
 
 
-def file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def build_shared_object(source: str, features: Sequence[str] = (), name: str = "module") -> BuildResult:
     cc = compiler_command()
     flags = list(BASE_FLAGS) + [f"-I{RUNTIME_INCLUDE}"]
@@ -82,7 +75,7 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
     stamp = so + ".sha256"
     if os.path.exists(so) and os.path.exists(stamp):
         with open(stamp) as f:
-            if f.read().strip() == file_sha256(so):
+            if f.read().strip() == sha256_file(so):
                 return BuildResult(so, key, True)
     tmpdir = tempfile.mkdtemp(prefix="flowc-build-", dir=d)
     try:
@@ -98,7 +91,7 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
             shutil.copy(src, keep)
             raise BuildError(f"the C compiler rejected generated code (source kept at {keep}):\n"
                              + proc.stderr[-4000:])
-        digest = file_sha256(out)
+        digest = sha256_file(out)
         os.replace(out, so)
         with open(stamp + ".tmp", "w") as f:
             f.write(digest)

@@ -9,34 +9,35 @@ from typing import List, Optional
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 
 
+def broadcast_dim(kc: KernelContext, exprs: List[str], what: str, check: bool = True) -> str:
+    """The broadcast of dims ``exprs`` (C expressions) as one C expression; when ``check``,
+    a run-time check that every dynamic dim is 1 or equal to the result."""
+    static = [e for e in exprs if e.isdigit() and e != "1"]
+    dynamic = [e for e in exprs if not e.isdigit()]
+    if static:
+        result = static[0]
+    elif not dynamic:
+        result = "1"
+    else:
+        result = dynamic[0]
+        for e in dynamic[1:]:
+            result = f"({result} == 1 ? {e} : {result})"
+    if check:
+        for e in dynamic:
+            if e != result:
+                kc.check(f"{e} == {result} || {e} == 1",
+                         f"incompatible shapes for broadcasting: {what} is %lld in one input and "
+                         "%lld in another", f"(long long)({e})", f"(long long)({result})")
+    return result
+
+
 def broadcast_output_dims(kc: KernelContext) -> List[List[str]]:
     """C expressions for the broadcast output dims, with run-time checks for dynamic dims."""
-    out = kc.outputs[0]
-    rank = out.rank
-    dims: List[str] = []
+    rank = kc.outputs[0].rank
+    dims = []
     for k in range(rank):
-        exprs = []
-        for x in kc.inputs:
-            j = k - (rank - x.rank)
-            if j >= 0:
-                exprs.append(x.dim(j))
-        static = [e for e in exprs if e.isdigit() and e != "1"]
-        dynamic = [e for e in exprs if not e.isdigit()]
-        if static:
-            result = static[0]
-        elif not dynamic:
-            result = "1"
-        else:
-            result = dynamic[0]
-            for e in dynamic[1:]:
-                result = f"({result} == 1 ? {e} : {result})"
-        for e in dynamic:
-            if e == result:
-                continue
-            kc.check(f"{e} == {result} || {e} == 1",
-                     f"incompatible shapes for broadcasting: dim {k} is %lld in one input and %lld in another",
-                     f"(long long)({e})", f"(long long)({result})")
-        dims.append(result)
+        exprs = [x.dim(k - (rank - x.rank)) for x in kc.inputs if k - (rank - x.rank) >= 0]
+        dims.append(broadcast_dim(kc, exprs, f"dim {k}"))
     return [dims]
 
 

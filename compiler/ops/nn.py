@@ -10,6 +10,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from compiler.codegen.elementwise import broadcast_dim
 from compiler.codegen.kernel_context import KernelContext as CKernelContext, product
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, shape_str
@@ -104,22 +105,7 @@ def _batch_dims(kc: CKernelContext, check: bool = False) -> List[str]:
     dims = []
     for k in range(rank):
         exprs = [t.dim(j) for t in (a, b) for j in [k - (rank - (t.rank - 2))] if j >= 0]
-        static = [e for e in exprs if e.isdigit() and e != "1"]
-        dynamic = [e for e in exprs if not e.isdigit()]
-        if static:
-            result = static[0]
-        elif not dynamic:
-            result = "1"
-        elif len(dynamic) == 1:
-            result = dynamic[0]
-        else:
-            result = f"({dynamic[0]} == 1 ? {dynamic[1]} : {dynamic[0]})"
-        if check:
-            for e in dynamic:
-                if e != result:
-                    kc.check(f"{e} == {result} || {e} == 1",
-                             f"batch dim {k} is %lld in one input and %lld in the other; "
-                             "they cannot be broadcast", f"(long long)({e})", f"(long long)({result})")
+        result = broadcast_dim(kc, exprs, f"batch dim {k}", check)
         dims.append(result)
     return dims
 
