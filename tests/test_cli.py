@@ -264,3 +264,26 @@ def test_compile_never_replaces_a_folder_that_is_not_an_artifact(work, capsys, t
     rc, _, err = flowc(capsys, "compile", d / "model.py", "-o", keep)
     assert rc == 1 and "refusing to replace" in err
     assert (keep / "notes.txt").read_text() == "keep me"
+
+
+def test_ir_can_elide_large_constants(capsys, tmp_path):
+    model = tmp_path / "weights.py"
+    model.write_text(
+        "import numpy as np\n"
+        "import dsl as fl\n"
+        "def build():\n"
+        "    g = fl.Graph()\n"
+        "    with g.as_default():\n"
+        "        x = fl.placeholder(fl.float32, [None, 64], name='x')\n"
+        "        w = fl.constant(np.ones((64, 32), np.float32), name='w')\n"
+        "        y = fl.matmul(x, w, name='y')\n"
+        "    return g, [y]\n")
+    rc, full, _ = flowc(capsys, "ir", model)
+    assert rc == 0 and 'b64"' in full
+    rc, short, _ = flowc(capsys, "ir", model, "--elide-constants")
+    assert rc == 0 and 'b64"' not in short
+    assert "tensor<f32[64,32]>{elided 8192 bytes, sha256 " in short
+    elided = tmp_path / "elided.ir"
+    elided.write_text(short)
+    rc, _, err = flowc(capsys, "opt", elided)
+    assert rc == 1 and "elided IR does not parse" in err

@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", metavar="PASS",
                    help="run the pipeline up to and including PASS and print the result")
     p.add_argument("--format", choices=("text", "dot"), default="text", help="output format")
+    p.add_argument("--elide-constants", action="store_true",
+                   help="summarize constants of more than 16 elements (type, size, digest); "
+                        "easier to read, but the output no longer parses as IR")
     _add_selection(p)
     add_pipeline_arguments(p)
     p.set_defaults(handler="ir")

@@ -68,8 +68,9 @@ def _pipeline_until(options: PipelineOptions, after: str) -> PipelineOptions:
     return dataclasses.replace(options, passes=tuple(names[:names.index(after) + 1]), disable=())
 
 
-def _emit(graph: Graph, fmt: str) -> None:
-    sys.stdout.write(graph_to_dot(graph) if fmt == "dot" else print_graph(graph))
+def _emit(graph: Graph, fmt: str, elide_constants: bool = False) -> None:
+    sys.stdout.write(graph_to_dot(graph) if fmt == "dot"
+                     else print_graph(graph, elide_constants=elide_constants))
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
@@ -80,11 +81,11 @@ def cmd_ir(args: argparse.Namespace) -> int:
         if pipeline_flags_given(args):
             print("flowc: note: no passes run without --after; pipeline flags ignored",
                   file=sys.stderr)
-        _emit(model.as_built, args.format)
+        _emit(model.as_built, args.format, args.elide_constants)
         return 0
     step = step_for(model)
     PassManager(_pipeline_until(options, args.after)).run(step.graph)
-    _emit(step.graph, args.format)
+    _emit(step.graph, args.format, args.elide_constants)
     return 0
 
 

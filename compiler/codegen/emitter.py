@@ -171,7 +171,7 @@ class _Emitter:
 
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
-        lhs, rhs, trailer = node_text(n)
+        lhs, rhs, trailer = node_text(n, elide_constants=True)
         self.body.append("")
         self.body.append(f"/* {_comment(lhs + ' = ' + rhs + trailer)} */")
         if n.op in _NO_CODE or n.op == "_Retval":
@@ -268,7 +268,7 @@ class _Emitter:
         if fn is None:
             fn = f"k{len(self.kernel_names)}_{_ident(n.op)}"
             self.kernel_names[canonical] = fn
-            lhs, rhs, trailer = node_text(n)
+            lhs, rhs, trailer = node_text(n, elide_constants=True)
             refs = [f"flowc_tensor *const T{i} = &flowc_T[flowc_s[{i}]];"
                     f"  /* %{self.ref_of[v].node.name}{':' + str(self.ref_of[v].index) if self.ref_of[v].index else ''} */"
                     for i, v in enumerate(names)]

@@ -7,6 +7,7 @@ print their elements inline when small and as base64 of their little-endian byte
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import re
@@ -52,7 +53,18 @@ def format_tensor(arr: np.ndarray) -> str:
     return head + "[" + ", ".join(format_scalar(v, dt) for v in arr.reshape(-1).tolist()) + "]"
 
 
-def format_attr(value: Any, kind: str = "any") -> str:
+def format_elided_tensor(arr: np.ndarray) -> str:
+    """A large constant for people, not for the parser: its type, size and a short digest."""
+    dt = DType.from_numpy(arr.dtype)
+    digest = hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()[:12]
+    return f"tensor<{dt.ir_name}{shape_str(arr.shape)}>{{elided {arr.nbytes} bytes, sha256 {digest}}}"
+
+
+def format_attr(value: Any, kind: str = "any", elide: bool = False) -> str:
+    """Text of an attr value; with ``elide``, constants too large to inline are summarized
+    (readable, but not parseable)."""
+    if elide and isinstance(value, np.ndarray) and value.size > INLINE_ELEMENTS:
+        return format_elided_tensor(value)
     if kind == "shape":
         return shape_str(value)
     if kind == "list(shape)":

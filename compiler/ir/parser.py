@@ -147,6 +147,8 @@ def _hint(e: lark.UnexpectedInput, expected: List[str]) -> Optional[str]:
         return f"values are written with a %, as in %{text}"
     if "GRAPH_NAME" in expected and text[:1].isalpha():
         return f"graph names are written with an @, as in @{text}"
+    if "B64" in expected and text == "{":
+        return "this constant was elided when printed (--elide-constants); elided IR does not parse"
     return None
 
 

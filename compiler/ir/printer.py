@@ -9,21 +9,21 @@ from compiler.ir.graph import Graph, Node
 from compiler.ops.registry import has_op, get_op
 
 
-def _attr_items(node: Node):
+def _attr_items(node: Node, elide: bool = False):
     op = get_op(node.op) if has_op(node.op) else None
     for k in sorted(node.attrs):
         v = node.attrs[k]
         a = op.attrs.get(k) if op else None
         if a is not None and a.has_default and attrs_equal(a.default, v):
             continue
-        yield k, format_attr(v, a.kind if a else "any")
+        yield k, format_attr(v, a.kind if a else "any", elide)
 
 
-def node_text(node: Node) -> tuple:
-    """(lhs, rhs, trailer) pieces of a node's line."""
+def node_text(node: Node, elide_constants: bool = False) -> tuple:
+    """(lhs, rhs, trailer) pieces of a node's line (large constants summarized if asked)."""
     operands = [i.ref for i in node.inputs] + [f"^%{c.name}" for c in node.control_inputs]
     rhs = f"{node.op}({', '.join(operands)})"
-    attrs = list(_attr_items(node))
+    attrs = list(_attr_items(node, elide_constants))
     if attrs:
         rhs += " {" + ", ".join(f"{k}={v}" for k, v in attrs) + "}"
     types = [str(t) for t in node.output_types]
@@ -43,8 +43,10 @@ def node_text(node: Node) -> tuple:
     return f"%{node.name}", rhs, trailer
 
 
-def print_graph(graph: Graph) -> str:
-    lines = [node_text(n) for n in graph]
+def print_graph(graph: Graph, elide_constants: bool = False) -> str:
+    """The graph as IR text. With ``elide_constants`` large constants are summarized: easier
+    to read, but the text no longer parses back."""
+    lines = [node_text(n, elide_constants) for n in graph]
     width = max((len(lhs) for lhs, _, _ in lines), default=0)
     body = [f"  {lhs.ljust(width)} = {rhs}{trailer}" for lhs, rhs, trailer in lines]
     return f"graph @{graph.name} {{\n" + "".join(b + "\n" for b in body) + "}\n"
