@@ -1,0 +1,54 @@
+"""The on-disk caches: a hit compiles nothing; a corrupt entry is rebuilt, never loaded."""
+import glob
+import os
+
+import numpy as np
+
+import dsl as fl
+from compiler.codegen.build import build_shared_object
+from runtime.module import CModule
+
+SOURCE = """
+#include "flowc_rt.h"
+int flowc_abi_version(void) { return 1; }
+void flowc_free(void *p) { free(p); }
+int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, flowc_status *st) {
+    (void)feeds; (void)fetches; (void)st; return 0;
+}
+"""
+
+
+def test_object_cache_hit_and_corrupt_entry_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    first = build_shared_object(SOURCE)
+    again = build_shared_object(SOURCE)
+    assert not first.cached and again.cached and again.path == first.path
+    with open(first.path, "r+b") as f:                 # corrupt the cached object
+        f.seek(100)
+        f.write(b"\0garbage\0")
+    rebuilt = build_shared_object(SOURCE)
+    assert not rebuilt.cached and rebuilt.path == first.path
+    CModule(rebuilt.path)                              # loads: it is a real module again
+
+
+def _graph():
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None], name="x")
+        y = fl.exp(x) + 1.0
+    return g, x, y
+
+
+def test_session_rebuilds_a_tampered_cached_artifact(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    g, x, y = _graph()
+    value = np.arange(4, dtype=np.float32)
+    with fl.Session(graph=g) as s:
+        want = s.run(y, {x: value})
+    modules = glob.glob(os.path.join(str(tmp_path), "artifacts", "*", "*", "cpu_0.so"))
+    assert len(modules) == 1
+    with open(modules[0], "ab") as f:                  # the cached artifact no longer matches
+        f.write(b"tampered")
+    with fl.Session(graph=g) as s:
+        np.testing.assert_array_equal(s.run(y, {x: value}), want)
+        assert s.compile_count == 1
