@@ -16,6 +16,8 @@ from dsl.math_ops import *  # noqa: F401,F403
 from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
+from dsl.random_ops import *  # noqa: F401,F403
+from dsl.gradients import *  # noqa: F401,F403
 from dsl import nn
 from dsl.session import Session
 

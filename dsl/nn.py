@@ -57,3 +57,6 @@ def bias_add(value, bias, data_format: Optional[str] = None, name: Optional[str]
     elif fmt.startswith("N") and fmt.endswith("C"):
         fmt = "NHWC"
     return apply_op("BiasAdd", [value, bias], {"data_format": fmt}, name=name or "BiasAdd")
+
+from dsl.nn_conv import *  # noqa: E402,F401,F403  (conv2d, max_pool, ...)
+from dsl.nn_losses import *  # noqa: E402,F401,F403  (softmax_cross_entropy_with_logits, ...)
