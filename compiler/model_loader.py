@@ -16,6 +16,9 @@ is called with no arguments. ``build()`` returns one of:
 tensors. ``feeds`` is a list of tensors or tensor names; when absent, every ``Placeholder`` the
 fetches need is fed. ``targets`` are operations run for their effects.
 
+Other front ends register a loader for their suffix with ``register_model_loader``: the CLI
+imports ``dsl.flow`` for a ``*.flow`` model, which registers the text DSL's loader.
+
 The compiler never imports ``dsl``: builder tensors are recognised by their ``output``
 attribute, operations by their ``node`` attribute.
 """
@@ -26,7 +29,7 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from compiler.errors import CompileError
 from compiler.interpreter import needed_nodes
@@ -65,8 +68,17 @@ def tensor_name(out: Output) -> str:
     return out.node.name if out.index == 0 else f"{out.node.name}:{out.index}"
 
 
+_LOADERS: Dict[str, Callable[[str], "Model"]] = {}
+
+
+def register_model_loader(suffix: str, loader: Callable[[str], "Model"]) -> None:
+    """Let a front end load model files ending in ``suffix`` (the text DSL registers
+    ``.flow``); the compiler itself never imports a front end."""
+    _LOADERS[suffix] = loader
+
+
 def load_model(path: str) -> Model:
-    """Load ``path`` (``*.ir`` or ``*.py``) into a ``Model``."""
+    """Load ``path`` (``*.ir``, ``*.py`` or a registered suffix) into a ``Model``."""
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -76,8 +88,10 @@ def load_model(path: str) -> Model:
         return _load_ir(path)
     if suffix == ".py":
         return _load_python(path)
+    if suffix in _LOADERS:
+        return _LOADERS[suffix](path)
     raise ModelError(f"{path}: unsupported model file type '{suffix or '(none)'}'; "
-                     f"expected one of {', '.join(MODEL_SUFFIXES)}")
+                     f"expected one of {', '.join(MODEL_SUFFIXES + tuple(_LOADERS))}")
 
 
 def read_ir_file(path: str) -> Graph:

@@ -43,8 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    model_help = ("model file: IR text (*.ir) or a Python file whose build() returns "
-                  "(graph, fetches[, feeds]); see compiler/model_loader.py")
+    model_help = ("model file: IR text (*.ir), a text-DSL file (*.flow, see docs/dsl.md) or a "
+                  "Python file whose build() returns (graph, fetches[, feeds]); see "
+                  "compiler/model_loader.py")
     p = sub.add_parser("compile", help="compile a model into an artifact folder",
                        description="Compile a model file into an artifact folder (manifest.json, "
                        "generated C, shared object, IR) that `flowc run` loads.")
@@ -100,7 +101,15 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help="feed this tensor (repeatable; default: every Placeholder needed)")
 
 
+def _load_front_ends(args: argparse.Namespace) -> None:
+    """Import the text DSL only for a ``*.flow`` model: it registers its model loader, and the
+    compiler package below the CLI never imports ``dsl``."""
+    if str(getattr(args, "model", "")).endswith(".flow"):
+        import dsl.flow  # noqa: F401
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    _load_front_ends(args)
     if args.handler == "run":
         from compiler.cli.run_artifact import cmd_run
         return cmd_run(args)
@@ -112,7 +121,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _message(err: FlowcError) -> str:
     """The error's text; ``file:line:col: error: msg`` loses its second ``error:``."""
     text = str(err)
-    if isinstance(err, IRSyntaxError):
+    if isinstance(err, IRSyntaxError) or getattr(err, "source_position", False):
         where = f"{err.file}:{err.line}:{err.col}: "
         text = text.replace(where + "error: ", where, 1)
     return text

@@ -1,11 +1,13 @@
 """Source locations: where a node was written (a DSL file or the user's Python frame)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
-from typing import NamedTuple, Optional
+import threading
+from typing import Iterator, NamedTuple, Optional
 
 _DIGITS = re.compile(r"^[0-9]+$")
 
@@ -66,8 +68,31 @@ def _column(frame) -> int:
         return 0
 
 
+class _Override(threading.local):
+    def __init__(self):
+        self.location: Optional[SourceLocation] = None
+
+
+_override = _Override()
+
+
+@contextlib.contextmanager
+def location_override(location: Optional[SourceLocation]) -> Iterator[None]:
+    """Nodes created inside get ``location`` instead of the Python frame's (front ends such as
+    the text DSL use it to point at their own source)."""
+    saved = _override.location
+    _override.location = location
+    try:
+        yield
+    finally:
+        _override.location = saved
+
+
 def caller_location() -> Optional[SourceLocation]:
-    """The innermost Python frame outside flowc's own packages (the user's line)."""
+    """The innermost Python frame outside flowc's own packages (the user's line), unless a
+    ``location_override`` block is active."""
+    if _override.location is not None:
+        return _override.location
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename

@@ -1,0 +1,567 @@
+"""Running a ``*.flow`` syntax tree: one method per grammar rule, each calling the Python
+builder (``dsl``) with the node's ``file:line:col`` as the location of the ops it creates."""
+from __future__ import annotations
+
+import ast
+import contextlib
+import difflib
+import inspect
+import operator
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import lark
+
+import dsl
+from compiler.errors import CompileError
+from compiler.ir.location import SourceLocation, location_override
+from dsl.flow.errors import FlowError, Source
+from dsl.flow.names import DTYPES, Missing, builtin_names, describe_value, resolve_builtin
+from dsl.flow.parser import parse_text
+from dsl.tensor import Tensor
+from runtime.dtypes import DType
+from runtime.errors import FlowcError
+
+MAX_CALL_DEPTH = 64
+
+
+@dataclass
+class Binding:
+    """A name's value and where it was defined."""
+    value: Any
+    where: str
+
+
+@dataclass
+class Function:
+    """A user function (``def``), expanded at each call site."""
+    name: str
+    params: List[str]
+    body: lark.Tree
+    scope: "Scope"
+    token: lark.Token
+
+
+@dataclass
+class Scope:
+    """Names of one file (``parent`` None) or one function call."""
+    file: "FileUnit"
+    parent: Optional["Scope"] = None
+    function: Optional[str] = None
+    names: Dict[str, Binding] = field(default_factory=dict)
+
+    def lookup(self, name: str) -> Optional[Binding]:
+        scope: Optional[Scope] = self
+        while scope is not None:
+            if name in scope.names:
+                return scope.names[name]
+            scope = scope.parent
+        return None
+
+    def visible(self) -> List[str]:
+        out: List[str] = []
+        scope: Optional[Scope] = self
+        while scope is not None:
+            out += list(scope.names)
+            scope = scope.parent
+        return out
+
+
+@dataclass
+class FileUnit:
+    """One ``*.flow`` file being run: its text, shown path and absolute path."""
+    source: Source
+    path: str
+
+    def where(self, item) -> str:
+        line, col = _position(item)
+        return f"{self.source.filename}:{line}:{col}"
+
+    def error(self, message: str, item) -> FlowError:
+        return self.source.error(message, *_position(item))
+
+    def location(self, item) -> SourceLocation:
+        return SourceLocation(self.source.filename, *_position(item))
+
+
+class _Return(Exception):
+    """Carries a ``return`` value out of nested blocks of a function body."""
+
+    def __init__(self, value: Any):
+        super().__init__()
+        self.value = value
+
+
+def _position(item) -> Tuple[int, int]:
+    if isinstance(item, lark.Token):
+        return item.line or 1, item.column or 1
+    meta = getattr(item, "meta", None)
+    if meta is not None and not meta.empty:
+        return meta.line, meta.column
+    for child in getattr(item, "children", ()):
+        if child is not None:
+            return _position(child)
+    return 1, 1
+
+
+def _closest(name: str, candidates: List[str]) -> str:
+    match = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f"; did you mean '{match[0]}'?" if match else ""
+
+
+def _builder_message(err: BaseException) -> str:
+    """A builder error's text without the location prefix the DSL prints anyway."""
+    if isinstance(err, CompileError):
+        text = str(err)
+        if err.location is not None and text.startswith(f"{err.location}: "):
+            text = text[len(f"{err.location}: "):]
+        return text
+    if isinstance(err, FlowcError):
+        return str(err)
+    if isinstance(err, RecursionError):
+        return "the expression is nested too deeply"
+    if isinstance(err, ZeroDivisionError):
+        return "division by zero"
+    return f"{type(err).__name__}: {err}" if not isinstance(err, (TypeError, ValueError)) \
+        else str(err)
+
+
+_BINARY: Dict[str, Tuple[str, Callable]] = {
+    "add": ("+", operator.add), "sub": ("-", operator.sub), "mul": ("*", operator.mul),
+    "div": ("/", operator.truediv), "matmul": ("@", operator.matmul),
+    "pow": ("**", operator.pow), "lt": ("<", operator.lt), "le": ("<=", operator.le),
+    "gt": (">", operator.gt), "ge": (">=", operator.ge),
+}
+
+
+class Evaluator:
+    """Runs one model: the main file and what it imports, into the default graph."""
+
+    def __init__(self):
+        self.outputs: Dict[str, Tuple[Tensor, str]] = {}
+        self.imported: Dict[str, Dict[str, Binding]] = {}
+        self.import_stack: List[str] = []
+        self.depth = 0
+
+    # --- files -------------------------------------------------------------------------------
+    def run_text(self, text: str, filename: str, path: str) -> Dict[str, Binding]:
+        """Run ``text`` (from ``filename``, shown as given) and return its top-level names."""
+        unit = FileUnit(Source(text, filename), os.path.abspath(path))
+        tree = parse_text(unit.source)
+        scope = Scope(unit)
+        self.import_stack.append(unit.path)
+        try:
+            self.run_statements(tree.children, scope)
+        finally:
+            self.import_stack.pop()
+        return scope.names
+
+    def run_statements(self, statements, scope: Scope) -> None:
+        returned = None
+        for stmt in statements:
+            if returned is not None:
+                raise scope.file.error("unreachable code after 'return'", stmt)
+            if stmt.data == "return_stmt":
+                returned = stmt
+            getattr(self, stmt.data)(stmt, scope)
+
+    def define(self, scope: Scope, name_tok: lark.Token, value: Any) -> None:
+        name = str(name_tok)
+        if name in scope.names:
+            raise scope.file.error(f"'{name}' is already defined at {scope.names[name].where}",
+                                   name_tok)
+        scope.names[name] = Binding(value, scope.file.where(name_tok))
+
+    @contextlib.contextmanager
+    def building(self, scope: Scope, item, what: str = ""):
+        """Builder calls inside get ``item``'s location; their errors become FlowErrors."""
+        try:
+            with location_override(scope.file.location(item)):
+                yield
+        except (FlowError, _Return):
+            raise
+        except Exception as e:  # noqa: BLE001  (any builder failure is the user's error here)
+            raise scope.file.error(what + _builder_message(e), item) from None
+
+    # --- statements --------------------------------------------------------------------------
+    def input_stmt(self, tree, scope: Scope) -> None:
+        name_tok, type_tree = tree.children
+        dtype, shape = self.type(type_tree, scope)
+        with self.building(scope, tree):
+            value = dsl.placeholder(dtype, shape, name=str(name_tok))
+        self.define(scope, name_tok, value)
+
+    def type(self, tree, scope: Scope):
+        name_tok, shape_tree = tree.children[0], (tree.children[1:] or [None])[0]
+        dtype = DTYPES.get(str(name_tok))
+        if dtype is None:
+            known = ", ".join(d.name for d in DType if d in DTYPES.values())
+            raise scope.file.error(f"unknown type '{name_tok}'"
+                                   f"{_closest(str(name_tok), list(DTYPES))} (types: {known})",
+                                   name_tok)
+        if shape_tree is None:
+            return dtype, []
+        dims = [] if shape_tree.children == [None] else shape_tree.children
+        return dtype, [None if d.data == "unknown_dim" else int(d.children[0]) for d in dims]
+
+    def let_stmt(self, tree, scope: Scope) -> None:
+        name_tok, expr = tree.children
+        self.define(scope, name_tok, self.eval(expr, scope))
+
+    def var_stmt(self, tree, scope: Scope) -> None:
+        raise scope.file.error("variables are not supported yet (they come with training); "
+                               "use a constant (init.* functions) or an input", tree)
+
+    def output_stmt(self, tree, scope: Scope) -> None:
+        name_tok, expr = tree.children
+        name = str(name_tok)
+        if scope.function is not None:
+            raise scope.file.error("'output' belongs at the top level of a file, not inside "
+                                   f"function '{scope.function}'", tree)
+        if name in self.outputs:
+            raise scope.file.error(f"output '{name}' is already declared at "
+                                   f"{self.outputs[name][1]}", name_tok)
+        if expr is None:
+            binding = scope.lookup(name)
+            if binding is None:
+                raise scope.file.error(f"unknown name '{name}'{_closest(name, scope.visible())}",
+                                       name_tok)
+            value = binding.value
+        else:
+            value = self.eval(expr, scope, default_name=name)
+            self.define(scope, name_tok, value)
+        if not isinstance(value, Tensor):
+            raise scope.file.error(f"output '{name}' must be a tensor, not "
+                                   f"{describe_value(value)}", tree)
+        self.outputs[name] = (value, scope.file.where(name_tok))
+
+    def import_stmt(self, tree, scope: Scope) -> None:
+        (string_tok,) = tree.children
+        if scope.function is not None or scope.parent is not None:
+            raise scope.file.error("'import' belongs at the top level of a file", tree)
+        rel = self.string(string_tok, scope)
+        target = os.path.normpath(os.path.join(os.path.dirname(scope.file.path), rel))
+        shown = os.path.normpath(os.path.join(os.path.dirname(scope.file.source.filename), rel))
+        if target in self.import_stack:
+            start = self.import_stack.index(target)
+            chain = [os.path.basename(p) for p in self.import_stack[start:] + [target]]
+            raise scope.file.error(f"import cycle: {' -> '.join(chain)}", tree)
+        names = self.imported.get(target)
+        if names is None:
+            try:
+                with open(target, encoding="utf-8") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                raise scope.file.error(f"cannot import '{rel}': no such file", string_tok) from None
+            except UnicodeDecodeError:
+                raise scope.file.error(f"cannot import '{rel}': not UTF-8 text",
+                                       string_tok) from None
+            except OSError as e:
+                raise scope.file.error(f"cannot import '{rel}': {e.strerror or 'cannot read'}",
+                                       string_tok) from None
+            names = self.run_text(text, shown, target)
+            self.imported[target] = names
+        for name, binding in names.items():
+            mine = scope.names.get(name)
+            if mine is binding:
+                continue
+            if mine is not None:
+                raise scope.file.error(f"import of '{rel}' redefines '{name}' (defined at "
+                                       f"{mine.where})", tree)
+            scope.names[name] = binding
+
+    def def_stmt(self, tree, scope: Scope) -> None:
+        name_tok, params_tree, body = tree.children
+        params = [] if params_tree is None else [str(p) for p in params_tree.children]
+        seen: Dict[str, lark.Token] = {}
+        for p in (params_tree.children if params_tree is not None else []):
+            if str(p) in seen:
+                raise scope.file.error(f"parameter '{p}' appears twice", p)
+            seen[str(p)] = p
+        returned = False
+        for stmt in body.children:
+            if returned:
+                raise scope.file.error("unreachable code after 'return'", stmt)
+            returned = stmt.data == "return_stmt"
+        self.define(scope, name_tok, Function(str(name_tok), params, body, scope, name_tok))
+
+    def return_stmt(self, tree, scope: Scope) -> None:
+        if scope.function is None:
+            raise scope.file.error("'return' outside a function", tree)
+        raise _Return(self.eval(tree.children[0], scope))
+
+    def device_block(self, tree, scope: Scope) -> None:
+        spec_tok, body = tree.children
+        spec = self.string(spec_tok, scope)
+        with self.building(scope, spec_tok):
+            ctx = dsl.device(spec)
+            ctx.__enter__()
+        try:
+            self.run_statements(body.children, scope)
+        finally:
+            ctx.__exit__(None, None, None)
+
+    def scope_block(self, tree, scope: Scope) -> None:
+        name_tok, body = tree.children
+        name = self.string(name_tok, scope)
+        with self.building(scope, name_tok, "bad name_scope: "):
+            ctx = dsl.name_scope(name)
+            ctx.__enter__()
+        try:
+            self.run_statements(body.children, scope)
+        finally:
+            ctx.__exit__(None, None, None)
+
+    def colocate_block(self, tree, scope: Scope) -> None:
+        expr, body = tree.children
+        colocate_with = getattr(dsl, "colocate_with", None)
+        if colocate_with is None:
+            raise scope.file.error("colocate_with is not supported yet (it comes with placement)",
+                                   tree)
+        value = self.eval(expr, scope)
+        with self.building(scope, expr):
+            ctx = colocate_with(value)
+            ctx.__enter__()
+        try:
+            self.run_statements(body.children, scope)
+        finally:
+            ctx.__exit__(None, None, None)
+
+    # --- expressions -------------------------------------------------------------------------
+    def eval(self, tree, scope: Scope, default_name: Optional[str] = None) -> Any:
+        """The value of an expression tree (a tensor, a Python value, a list, a type)."""
+        if isinstance(tree, lark.Token):
+            raise scope.file.error(f"unexpected {tree!s}", tree)
+        if tree.data == "call":
+            return self.call(tree, scope, default_name)
+        return getattr(self, "e_" + tree.data)(tree, scope)
+
+    def string(self, tok: lark.Token, scope: Scope) -> str:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                value = ast.literal_eval(str(tok))
+        except (ValueError, SyntaxError) as e:
+            raise scope.file.error(f"bad string: {e.msg if isinstance(e, SyntaxError) else e}",
+                                   tok) from None
+        if not isinstance(value, str):
+            raise scope.file.error("bad string", tok)
+        return value
+
+    def e_int(self, tree, scope: Scope) -> int:
+        return int(tree.children[0])
+
+    def e_float(self, tree, scope: Scope) -> float:
+        return float(tree.children[0])
+
+    def e_string(self, tree, scope: Scope) -> str:
+        return self.string(tree.children[0], scope)
+
+    def e_true(self, tree, scope: Scope) -> bool:
+        return True
+
+    def e_false(self, tree, scope: Scope) -> bool:
+        return False
+
+    def e_list(self, tree, scope: Scope) -> list:
+        return [self.eval(c, scope) for c in tree.children if c is not None]
+
+    def e_name(self, tree, scope: Scope) -> Any:
+        parts = [str(t) for t in tree.children[0].children]
+        binding = scope.lookup(parts[0])
+        if binding is not None:
+            if len(parts) > 1:
+                raise scope.file.error(f"'{parts[0]}' has no member '{parts[1]}'", tree)
+            if isinstance(binding.value, Function):
+                raise scope.file.error(f"function '{parts[0]}' must be called: "
+                                       f"{parts[0]}(...)", tree)
+            return binding.value
+        try:
+            return resolve_builtin(parts)
+        except Missing:
+            name = ".".join(parts)
+            raise scope.file.error(f"unknown name '{name}'"
+                                   f"{_closest(name, scope.visible() + builtin_names())}",
+                                   tree) from None
+
+    def _binary(self, tree, scope: Scope, symbol: str, fn: Callable) -> Any:
+        a, b = (self.eval(c, scope) for c in tree.children)
+        with self.building(scope, tree, f"cannot apply '{symbol}': "):
+            return fn(a, b)
+
+    def e_neg(self, tree, scope: Scope) -> Any:
+        value = self.eval(tree.children[0], scope)
+        with self.building(scope, tree, "cannot negate: "):
+            return -value
+
+    def e_pos(self, tree, scope: Scope) -> Any:
+        value = self.eval(tree.children[0], scope)
+        if not isinstance(value, (Tensor, int, float)) or isinstance(value, bool):
+            raise scope.file.error(f"unary '+' needs a number or a tensor, not "
+                                   f"{describe_value(value)}", tree)
+        return value
+
+    def e_eq(self, tree, scope: Scope) -> Any:
+        return self._binary(tree, scope, "==", self._equal(dsl.equal, operator.eq))
+
+    def e_ne(self, tree, scope: Scope) -> Any:
+        return self._binary(tree, scope, "!=", self._equal(dsl.not_equal, operator.ne))
+
+    @staticmethod
+    def _equal(tensor_fn: Callable, python_fn: Callable) -> Callable:
+        def compare(a, b):
+            if isinstance(a, Tensor) or isinstance(b, Tensor):
+                return tensor_fn(a, b)
+            return python_fn(a, b)
+        return compare
+
+    def e_and_op(self, tree, scope: Scope) -> Any:
+        return self._binary(tree, scope, "and", self._logical(dsl.logical_and, operator.and_))
+
+    def e_or_op(self, tree, scope: Scope) -> Any:
+        return self._binary(tree, scope, "or", self._logical(dsl.logical_or, operator.or_))
+
+    def e_not_op(self, tree, scope: Scope) -> Any:
+        value = self.eval(tree.children[0], scope)
+        if isinstance(value, bool):
+            return not value
+        with self.building(scope, tree, "cannot apply 'not': "):
+            return dsl.logical_not(value)
+
+    @staticmethod
+    def _logical(tensor_fn: Callable, python_fn: Callable) -> Callable:
+        def combine(a, b):
+            if isinstance(a, bool) and isinstance(b, bool):
+                return python_fn(a, b)
+            return tensor_fn(a, b)
+        return combine
+
+    def e_index(self, tree, scope: Scope) -> Any:
+        value_tree, subs = tree.children
+        value = self.eval(value_tree, scope)
+        items = []
+        for sub in subs.children:
+            if isinstance(sub, lark.Tree) and sub.data == "slice":
+                bounds = [None if c is None else self.eval(c, scope) for c in sub.children]
+                items.append(slice(*bounds))
+            else:
+                items.append(self.eval(sub, scope))
+        key = items[0] if len(items) == 1 else tuple(items)
+        if not isinstance(value, (Tensor, list)):
+            raise scope.file.error(f"cannot index {describe_value(value)}", tree)
+        with self.building(scope, tree, "bad index: "):
+            return value[key]
+
+    # --- calls -------------------------------------------------------------------------------
+    def call(self, tree, scope: Scope, default_name: Optional[str] = None) -> Any:
+        dotted, args_tree = tree.children
+        parts = [str(t) for t in dotted.children]
+        name = ".".join(parts)
+        args, kwargs = self.arguments(args_tree, scope)
+        binding = scope.lookup(parts[0])
+        if binding is not None:
+            if len(parts) > 1:
+                raise scope.file.error(f"'{parts[0]}' has no member '{parts[1]}'", dotted)
+            if not isinstance(binding.value, Function):
+                raise scope.file.error(f"'{name}' is {describe_value(binding.value)}, not a "
+                                       "function", tree)
+            return self.call_function(binding.value, args, kwargs, tree, scope)
+        try:
+            fn = resolve_builtin(parts)
+        except Missing:
+            raise scope.file.error(f"unknown function '{name}'"
+                                   f"{_closest(name, scope.visible() + builtin_names())}",
+                                   dotted) from None
+        if not callable(fn):
+            raise scope.file.error(f"'{name}' is {describe_value(fn)}, not a function", tree)
+        self.check_signature(fn, name, args, kwargs, tree, scope)
+        if default_name is not None and "name" not in kwargs and _takes_name(fn):
+            kwargs["name"] = default_name
+        with self.building(scope, tree, f"{name}: "):
+            return fn(*args, **kwargs)
+
+    def arguments(self, args_tree, scope: Scope) -> Tuple[list, dict]:
+        args: list = []
+        kwargs: Dict[str, Any] = {}
+        for arg in (args_tree.children if args_tree is not None else []):
+            if isinstance(arg, lark.Tree) and arg.data == "kwarg":
+                key_tok, value_tree = arg.children
+                if str(key_tok) in kwargs:
+                    raise scope.file.error(f"argument '{key_tok}' is given twice", key_tok)
+                kwargs[str(key_tok)] = self.eval(value_tree, scope)
+            else:
+                if kwargs:
+                    raise scope.file.error("a positional argument cannot follow a keyword "
+                                           "argument", arg)
+                args.append(self.eval(arg, scope))
+        return args, kwargs
+
+    def check_signature(self, fn: Callable, name: str, args: list, kwargs: dict, tree,
+                        scope: Scope) -> None:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise scope.file.error(f"wrong arguments for {name}{_plain_signature(sig)}: {e}",
+                                   tree) from None
+
+    def call_function(self, fn: Function, args: list, kwargs: dict, tree, scope: Scope) -> Any:
+        n = len(fn.params)
+        unknown = [k for k in kwargs if k not in fn.params]
+        twice = [p for p in fn.params[:len(args)] if p in kwargs]
+        if unknown or twice:
+            raise scope.file.error(f"{fn.name}() has no parameter '{unknown[0]}' (it takes "
+                                   f"{', '.join(fn.params) or 'none'})" if unknown else
+                                   f"{fn.name}() got '{twice[0]}' twice (by position and by "
+                                   "name)", tree)
+        if len(args) + len(kwargs) != n:
+            raise scope.file.error(f"{fn.name}() takes {n} argument{'s' if n != 1 else ''} "
+                                   f"({', '.join(fn.params)}), got {len(args) + len(kwargs)}",
+                                   tree)
+        if self.depth >= MAX_CALL_DEPTH:
+            raise scope.file.error(f"calls nest more than {MAX_CALL_DEPTH} deep in "
+                                   f"'{fn.name}' (recursion?)", tree)
+        local = Scope(fn.scope.file, parent=fn.scope, function=fn.name)
+        for param, value in zip(fn.params, args):
+            local.names[param] = Binding(value, fn.scope.file.where(fn.token))
+        for param, value in kwargs.items():
+            local.names[param] = Binding(value, fn.scope.file.where(fn.token))
+        self.depth += 1
+        try:
+            self.run_statements(fn.body.children, local)
+        except _Return as r:
+            return r.value
+        finally:
+            self.depth -= 1
+        raise fn.scope.file.error(f"function '{fn.name}' ends without 'return'", fn.token)
+
+
+def _plain_signature(sig: inspect.Signature) -> str:
+    """``(features, name=None)``: a signature without annotations."""
+    out = []
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            out.append(f"*{p.name}")
+        elif p.kind is p.VAR_KEYWORD:
+            out.append(f"**{p.name}")
+        else:
+            out.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return "(" + ", ".join(out) + ")"
+
+
+def _takes_name(fn: Callable) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "name" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+for _rule, (_symbol, _fn) in _BINARY.items():
+    setattr(Evaluator, "e_" + _rule,
+            lambda self, tree, scope, _s=_symbol, _f=_fn: self._binary(tree, scope, _s, _f))

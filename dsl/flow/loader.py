@@ -1,0 +1,66 @@
+"""Loading ``*.flow`` files into graphs, and the ``.flow`` model loader of ``flowc``."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+from compiler.model_loader import Model, sink_outputs, tensor_name
+from dsl.context import Graph
+from dsl.flow.errors import FlowError
+from dsl.flow.evaluator import Evaluator
+from dsl.tensor import Tensor
+
+
+@dataclass
+class FlowProgram:
+    """What a ``*.flow`` file built: its graph and its ``output`` declarations, in order."""
+    graph: Graph
+    outputs: Dict[str, Tensor]
+
+
+def graph_name(path: str) -> str:
+    """The graph's name: the file's stem, with characters a graph name refuses replaced."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+    return name if re.match(r"^[A-Za-z_]", name) else "flow_" + name
+
+
+def build_flow(text: str, filename: str = "<flow>", graph: Optional[Graph] = None) -> FlowProgram:
+    """Run the DSL ``text`` (imports relative to ``filename``'s folder) into ``graph``."""
+    graph = graph if graph is not None else Graph(graph_name(filename))
+    evaluator = Evaluator()
+    with graph.as_default():
+        try:
+            evaluator.run_text(text, filename, filename)
+        except RecursionError:
+            raise FlowError("the program is nested too deeply", filename, 1, 1) from None
+    return FlowProgram(graph, {name: t for name, (t, _) in evaluator.outputs.items()})
+
+
+def load_flow(path: str, graph: Optional[Graph] = None) -> FlowProgram:
+    """Read and run the ``*.flow`` file at ``path``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise FlowError("no such file", path, 1, 1) from None
+    except UnicodeDecodeError:
+        raise FlowError("cannot read: not UTF-8 text", path, 1, 1) from None
+    except OSError as e:
+        raise FlowError(f"cannot read: {e.strerror or e}", path, 1, 1) from None
+    return build_flow(text, path, graph)
+
+
+def load_flow_model(path: str) -> Model:
+    """The ``Model`` of a ``*.flow`` file: its outputs are the fetches (by their names);
+    without outputs, every output nothing reads."""
+    program = load_flow(path)
+    if program.outputs:
+        fetches = [t.output for t in program.outputs.values()]
+        names = list(program.outputs)
+    else:
+        fetches = sink_outputs(program.graph)
+        names = [tensor_name(f) for f in fetches]
+    return Model(path, program.graph, program.graph, fetches, names)
