@@ -1,4 +1,80 @@
-"""Random tensors (`fl.random_uniform`, `fl.random_normal`, ...) from counter-based Philox streams."""
+"""Random tensors (`fl.random_uniform`, `fl.random_normal`, ...) from counter-based Philox streams.
+
+Seeds follow TF1's rule for a graph without a graph-level seed: an explicit op ``seed`` gives
+the op attrs ``seed = 87654321`` (TF's DEFAULT_GRAPH_SEED) and ``seed2 = seed``, so the numbers
+are TensorFlow's for the same call. Without a seed, TF would draw a nondeterministic one;
+here the op gets ``seed = 87654321`` and ``seed2`` = the number of nodes already in the graph,
+so a program builds the same numbers every time and distinct ops draw distinct streams.
+Every run of a step draws the same numbers (see ``compiler/ops/random.py``).
+"""
 from __future__ import annotations
 
-__all__: list = []
+from typing import Optional, Tuple
+
+from dsl.array_ops import _as_index
+from dsl.context import get_default_graph
+from dsl.math_ops import add, multiply, subtract
+from dsl.ops import apply_op, convert_to_tensor
+from dsl.tensor import Tensor
+from runtime.dtypes import DType, as_dtype
+
+__all__ = ["random_uniform", "random_normal", "truncated_normal", "op_seeds",
+           "DEFAULT_GRAPH_SEED"]
+
+DEFAULT_GRAPH_SEED = 87654321
+
+
+def op_seeds(seed: Optional[int]) -> Tuple[int, int]:
+    """The (seed, seed2) attrs of a new random op for the op-level ``seed`` (None: derived)."""
+    if seed is not None:
+        return DEFAULT_GRAPH_SEED, int(seed)
+    return DEFAULT_GRAPH_SEED, sum(1 for _ in get_default_graph())
+
+
+def _float_dtype(dtype) -> DType:
+    dtype = as_dtype(dtype)
+    if dtype not in (DType.f32, DType.f64):
+        raise TypeError(f"random floats must be float32 or float64, got {dtype}")
+    return dtype
+
+
+def _source(op: str, shape, dtype: DType, seed: Optional[int]) -> Tensor:
+    s, s2 = op_seeds(seed)
+    return apply_op(op, [_as_index(shape)], {"dtype": dtype, "seed": s, "seed2": s2}, name=op)
+
+
+def random_uniform(shape, minval=0, maxval=None, dtype=DType.f32, seed: Optional[int] = None,
+                   name: Optional[str] = None) -> Tensor:
+    """Uniform numbers in [minval, maxval) (floats: maxval 1 by default), as tf.random.uniform."""
+    dtype = as_dtype(dtype)
+    if dtype in (DType.i32, DType.i64):
+        if maxval is None:
+            raise ValueError(f"random_uniform of {dtype} needs maxval")
+        s, s2 = op_seeds(seed)
+        lo = convert_to_tensor(minval, dtype=dtype)
+        hi = convert_to_tensor(maxval, dtype=dtype)
+        return apply_op("RandomUniformInt", [_as_index(shape), lo, hi],
+                        {"seed": s, "seed2": s2}, name=name or "random_uniform")
+    dtype = _float_dtype(dtype)
+    rnd = _source("RandomUniform", shape, dtype, seed)
+    lo = convert_to_tensor(minval, dtype=dtype)
+    hi = convert_to_tensor(1 if maxval is None else maxval, dtype=dtype)
+    return add(multiply(rnd, subtract(hi, lo)), lo, name=name or "random_uniform")
+
+
+def random_normal(shape, mean=0.0, stddev=1.0, dtype=DType.f32, seed: Optional[int] = None,
+                  name: Optional[str] = None) -> Tensor:
+    """Normal numbers with ``mean`` and ``stddev``, as tf.random.normal."""
+    dtype = _float_dtype(dtype)
+    rnd = _source("RandomStandardNormal", shape, dtype, seed)
+    return add(multiply(rnd, convert_to_tensor(stddev, dtype=dtype)),
+               convert_to_tensor(mean, dtype=dtype), name=name or "random_normal")
+
+
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=DType.f32, seed: Optional[int] = None,
+                     name: Optional[str] = None) -> Tensor:
+    """Normals within two stddevs of ``mean`` (others redrawn), as tf.random.truncated_normal."""
+    dtype = _float_dtype(dtype)
+    rnd = _source("TruncatedNormal", shape, dtype, seed)
+    return add(multiply(rnd, convert_to_tensor(stddev, dtype=dtype)),
+               convert_to_tensor(mean, dtype=dtype), name=name or "truncated_normal")

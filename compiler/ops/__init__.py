@@ -11,3 +11,6 @@ for _f in _FAMILIES:
     except ModuleNotFoundError as e:
         if e.name != f"compiler.ops.{_f}":
             raise
+
+# The ops flowc itself defines (user packages and tests may register more later).
+BUILTIN_OPS = frozenset(all_ops())
