@@ -34,6 +34,8 @@ class Graph(_IRGraph):
         self._device_stack: List[DeviceSpec] = []
         self._control_stack: List[_ControlGroup] = []
         self.collections: dict = {}
+        self._gradient_override_stack: List[dict] = []
+        self._gradient_overrides: dict = {}   # Node -> op type whose gradient it uses
 
     @contextlib.contextmanager
     def as_default(self):
@@ -91,6 +93,21 @@ class Graph(_IRGraph):
     def _record_created(self, node: Node) -> None:
         for group in self._control_stack:
             group.created.add(node)
+        for mapping in reversed(self._gradient_override_stack):
+            if node.op in mapping:
+                self._gradient_overrides[node] = mapping[node.op]
+                break
+
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map: dict):
+        """Ops created inside whose type is a key use the gradient registered for its value."""
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()):
+            raise TypeError("gradient_override_map takes a dict of op type names to op type names")
+        self._gradient_override_stack.append(dict(op_type_map))
+        try:
+            yield
+        finally:
+            self._gradient_override_stack.pop()
 
 
 class _State(threading.local):

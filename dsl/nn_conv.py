@@ -1,4 +1,94 @@
-"""`fl.nn` convolution and pooling: conv2d, max_pool, avg_pool (NHWC)."""
+"""`fl.nn` convolution and pooling: conv2d, max_pool, avg_pool (NHWC) and the conv backprops."""
 from __future__ import annotations
 
-__all__: list = []
+from typing import List, Optional, Sequence, Tuple, Union
+
+from dsl.ops import apply_op, convert_to_tensor
+from dsl.tensor import Tensor
+
+__all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "max_pool", "avg_pool"]
+
+IntOrList = Union[int, Sequence[int]]
+
+
+def _four(value: Optional[IntOrList], what: str, default: int = 1) -> List[int]:
+    """An int, 2 (H, W) or 4 (NHWC) values as the 4-list the ops take."""
+    if value is None:
+        value = default
+    if isinstance(value, int):
+        return [1, value, value, 1]
+    v = [int(x) for x in value]
+    if len(v) == 1:
+        return [1, v[0], v[0], 1]
+    if len(v) == 2:
+        return [1, v[0], v[1], 1]
+    if len(v) == 4:
+        return v
+    raise ValueError(f"{what} must be an int or a list of 1, 2 or 4 ints, got {value!r}")
+
+
+def _padding(padding) -> Tuple[str, List[int]]:
+    """(padding attr, explicit_paddings): a string, or [[0, 0], [t, b], [l, r], [0, 0]]."""
+    if isinstance(padding, str):
+        return padding.upper(), []
+    pairs = [list(p) for p in padding]
+    if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"explicit padding must be 4 pairs (NHWC), got {padding!r}")
+    return "EXPLICIT", [int(x) for p in pairs for x in p]
+
+
+def _conv_attrs(strides, padding, data_format: str, dilations) -> dict:
+    pad, explicit = _padding(padding)
+    return {"strides": _four(strides, "strides"), "padding": pad, "explicit_paddings": explicit,
+            "data_format": data_format, "dilations": _four(dilations, "dilations")}
+
+
+def conv2d(input, filter, strides: IntOrList, padding, data_format: str = "NHWC",
+           dilations: Optional[IntOrList] = None, name: Optional[str] = None) -> Tensor:
+    """2-D convolution of NHWC ``input`` with an HWIO ``filter``, as ``tf.nn.conv2d``."""
+    x = convert_to_tensor(input)
+    f = convert_to_tensor(filter, dtype=x.dtype)
+    return apply_op("Conv2D", [x, f], _conv_attrs(strides, padding, data_format, dilations),
+                    name=name or "Conv2D")
+
+
+def conv2d_backprop_input(input_sizes, filter, out_backprop, strides: IntOrList, padding,
+                          data_format: str = "NHWC", dilations: Optional[IntOrList] = None,
+                          name: Optional[str] = None) -> Tensor:
+    """Gradient of conv2d with respect to its input (of shape ``input_sizes``)."""
+    f = convert_to_tensor(filter)
+    dy = convert_to_tensor(out_backprop, dtype=f.dtype)
+    sizes = convert_to_tensor(input_sizes, dtype="int32")
+    return apply_op("Conv2DBackpropInput", [sizes, f, dy],
+                    _conv_attrs(strides, padding, data_format, dilations),
+                    name=name or "Conv2DBackpropInput")
+
+
+def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList, padding,
+                           data_format: str = "NHWC", dilations: Optional[IntOrList] = None,
+                           name: Optional[str] = None) -> Tensor:
+    """Gradient of conv2d with respect to its filter (of shape ``filter_sizes``)."""
+    x = convert_to_tensor(input)
+    dy = convert_to_tensor(out_backprop, dtype=x.dtype)
+    sizes = convert_to_tensor(filter_sizes, dtype="int32")
+    return apply_op("Conv2DBackpropFilter", [x, sizes, dy],
+                    _conv_attrs(strides, padding, data_format, dilations),
+                    name=name or "Conv2DBackpropFilter")
+
+
+def _pool(op: str, value, ksize, strides, padding: str, data_format: str, name) -> Tensor:
+    attrs = {"ksize": _four(ksize, "ksize"), "strides": _four(strides, "strides"),
+             "padding": padding.upper(), "data_format": data_format}
+    return apply_op(op, [convert_to_tensor(value)], attrs, name=name or op)
+
+
+def max_pool(value, ksize: IntOrList, strides: IntOrList, padding: str,
+             data_format: str = "NHWC", name: Optional[str] = None) -> Tensor:
+    """Max over each ksize window of NHWC ``value``, as ``tf.nn.max_pool``."""
+    return _pool("MaxPool", value, ksize, strides, padding, data_format, name)
+
+
+def avg_pool(value, ksize: IntOrList, strides: IntOrList, padding: str,
+             data_format: str = "NHWC", name: Optional[str] = None) -> Tensor:
+    """Mean over the in-range elements of each ksize window, as ``tf.nn.avg_pool``."""
+    return _pool("AvgPool", value, ksize, strides, padding, data_format, name)

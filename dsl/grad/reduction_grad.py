@@ -1,0 +1,86 @@
+"""Gradients of reductions (Sum, Mean, Max, Min, Prod); ArgMax/ArgMin/All/Any have none."""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from dsl.grad._util import need_rank, need_value, shape_of
+from dsl.gradients import NotDifferentiable, RegisterGradient
+from dsl.ops import apply_op, constant
+from dsl.tensor import Operation, Tensor
+
+Grads = List[Optional[Tensor]]
+
+
+def _op(name: str, *inputs, **attrs) -> Tensor:
+    return apply_op(name, list(inputs), attrs)
+
+
+def _kept_shape(op: Operation) -> Tuple[Tensor, np.ndarray]:
+    """The shape of the output with keep_dims=True, and the reduced axes."""
+    x = op.inputs[0]
+    rank = need_rank(op, x)
+    axes = np.unique(np.reshape(need_value(op, 1, "reduction axes"), -1) % max(rank, 1))
+    axes = axes.astype(np.int32) if rank else np.zeros(0, np.int32)
+    if x.shape is not None and all(d is not None for d in x.shape):
+        kept = np.array(x.shape, dtype=np.int32)
+        kept[axes] = 1
+        return constant(kept), axes
+    mask = np.ones(rank, dtype=np.int32)
+    mask[axes] = 0
+    return _op("AddV2", _op("Mul", shape_of(x), mask), 1 - mask), axes
+
+
+def _broadcast_back(op: Operation, t: Tensor, kept: Tensor) -> Tensor:
+    """``t`` (of the reduced shape) reshaped with kept dims and broadcast to the input shape."""
+    return _op("Mul", _op("Reshape", t, kept), _op("OnesLike", op.inputs[0]))
+
+
+@RegisterGradient("Sum")
+def _sum_grad(op: Operation, g: Tensor) -> Grads:
+    kept, _ = _kept_shape(op)
+    return [_broadcast_back(op, g, kept), None]
+
+
+@RegisterGradient("Mean")
+def _mean_grad(op: Operation, g: Tensor) -> Grads:
+    kept, _ = _kept_shape(op)
+    x, y = op.inputs[0], op.outputs[0]
+    count = _op("RealDiv", _op("Cast", _op("Size", x), DstT=x.dtype),
+                _op("Cast", _op("Size", y), DstT=x.dtype))
+    return [_op("RealDiv", _broadcast_back(op, g, kept), count), None]
+
+
+def _extremum_grad(op: Operation, g: Tensor) -> Grads:
+    """The gradient is split evenly between the elements equal to the extremum."""
+    kept, axes = _kept_shape(op)
+    x, y = op.inputs[0], op.outputs[0]
+    hits = _op("Cast", _op("Equal", x, _op("Reshape", y, kept)), DstT=x.dtype)
+    count = _op("Sum", hits, axes, keep_dims=True)
+    return [_op("RealDiv", _op("Mul", _op("Reshape", g, kept), hits), count), None]
+
+
+RegisterGradient("Max")(_extremum_grad)
+RegisterGradient("Min")(_extremum_grad)
+
+
+@RegisterGradient("Prod")
+def _prod_grad(op: Operation, g: Tensor) -> Grads:
+    """d prod / d x_i = product of the others, exact when some x_j are zero."""
+    kept, axes = _kept_shape(op)
+    x = op.inputs[0]
+    is_zero = _op("Equal", x, 0)
+    zeros = _op("Sum", _op("Cast", is_zero, DstT=x.dtype), axes, keep_dims=True)
+    safe_x = _op("SelectV2", is_zero, _op("OnesLike", x), x)
+    nonzero_prod = _op("Prod", safe_x, axes, keep_dims=True)
+    zero = _op("ZerosLike", nonzero_prod)
+    at_nonzero = _op("SelectV2", _op("Equal", zeros, 0), _op("RealDiv", nonzero_prod, safe_x),
+                     _op("ZerosLike", x))
+    at_zero = _op("SelectV2", _op("Equal", zeros, 1), nonzero_prod, zero)
+    others = _op("SelectV2", is_zero, at_zero, at_nonzero)
+    return [_op("Mul", _op("Reshape", g, kept), others), None]
+
+
+for _name in ("ArgMax", "ArgMin", "All", "Any"):
+    NotDifferentiable(_name)

@@ -1,0 +1,405 @@
+"""fl.gradients: every registered gradient function against central finite differences (in
+float64, with the interpreter), plus the traversal itself (multi-path sums, grad_ys,
+stop_gradient, unconnected xs, integer tensors, errors, overrides) and compiled runs."""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+import numpy as np
+import pytest
+
+import dsl as fl
+from compiler.ops.registry import has_op
+from dsl.gradients import _registry as GRADIENT_REGISTRY
+from dsl.gradients import registered_gradients
+from oracle import check_against_interpreter
+from runtime.errors import FlowcError
+
+A = fl.apply_op
+f64 = fl.float64
+
+
+class Inputs:
+    """Makes float64 placeholders for a case and remembers their values."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.feeds: Dict[fl.Tensor, np.ndarray] = {}
+
+    def __call__(self, value) -> fl.Tensor:
+        value = np.asarray(value, dtype=np.float64)
+        t = fl.placeholder(f64, value.shape, name=f"x{len(self.feeds)}")
+        self.feeds[t] = value
+        return t
+
+    def n(self, *shape) -> fl.Tensor:
+        """Values in ±[0.2, 1.2]: away from the kinks at 0."""
+        signs = self.rng.choice([-1.0, 1.0], size=shape)
+        return self(signs * self.rng.uniform(0.2, 1.2, size=shape))
+
+    def pos(self, *shape) -> fl.Tensor:
+        return self(self.rng.uniform(0.5, 2.0, size=shape))
+
+    def frac(self, *shape) -> fl.Tensor:
+        """Values away from integers and halves (for Floor, Ceil, Round)."""
+        whole = self.rng.integers(-3, 3, size=shape)
+        return self(whole + self.rng.choice([0.2, 0.3, 0.7], size=shape))
+
+
+Builder = Callable[[Inputs], object]
+
+# One entry per op with a gradient function: builds a graph using that op from placeholders.
+CASES: Dict[str, Builder] = {
+    "Neg": lambda p: fl.negative(p.n(2, 3)),
+    "Abs": lambda p: fl.abs(p.n(2, 3)),
+    "Sign": lambda p: fl.sign(p.n(2, 3)),
+    "Floor": lambda p: fl.floor(p.frac(2, 3)),
+    "Ceil": lambda p: fl.ceil(p.frac(2, 3)),
+    "Round": lambda p: fl.round(p.frac(2, 3)),
+    "Exp": lambda p: fl.exp(p.n(2, 3)),
+    "Log": lambda p: fl.log(p.pos(2, 3)),
+    "Log1p": lambda p: fl.log1p(p.pos(2, 3)),
+    "Sqrt": lambda p: fl.sqrt(p.pos(2, 3)),
+    "Rsqrt": lambda p: fl.rsqrt(p.pos(2, 3)),
+    "Square": lambda p: fl.square(p.n(2, 3)),
+    "Reciprocal": lambda p: fl.reciprocal(p.pos(2, 3)),
+    "Tanh": lambda p: fl.tanh(p.n(2, 3)),
+    "Sigmoid": lambda p: fl.sigmoid(p.n(2, 3)),
+    "Relu": lambda p: fl.nn.relu(p.n(2, 3)),
+    "Relu6": lambda p: fl.nn.relu6(p([[-0.5, 0.5, 3.0], [5.5, 6.5, -2.0]])),
+    "Elu": lambda p: fl.nn.elu(p.n(2, 3)),
+    "Softplus": lambda p: fl.nn.softplus(p.n(2, 3)),
+    "Cast": lambda p: fl.cast(fl.cast(p.n(2, 3), fl.float32), f64),
+    "Identity": lambda p: fl.identity(p.n(2, 3)),
+    "Snapshot": lambda p: fl.raw_ops.Snapshot(input=p.n(2, 3)),
+    "PlaceholderWithDefault": lambda p: fl.placeholder_with_default(p.n(2, 3), [2, 3]),
+    "AddN": lambda p: (lambda a, b: fl.add_n([a, b, a]))(p.n(2, 3), p.n(2, 3)),
+    "Add": lambda p: fl.raw_ops.Add(x=p.n(2, 3), y=p.n(3)),
+    "AddV2": lambda p: p.n(2, 1) + p.n(1, 3),
+    "Sub": lambda p: p.n(2, 3) - p.n(),
+    "Mul": lambda p: p.n(2, 1, 3) * p.n(4, 1),
+    "RealDiv": lambda p: p.n(2, 3) / p.pos(2, 1),
+    "Maximum": lambda p: fl.maximum(p.n(2, 3), p.n(3)),
+    "Minimum": lambda p: fl.minimum(p.n(2, 3), p.n(3)),
+    "Pow": lambda p: fl.pow(p.pos(2, 3), p.n(3)),
+    "SquaredDifference": lambda p: fl.squared_difference(p.n(2, 3), p.n(2, 3)),
+    "FloorMod": lambda p: fl.floormod(p.n(2, 3) * 3.0, p.pos(3)),
+    "SelectV2": lambda p: fl.where(fl.constant([[True], [False]]), p.n(2, 3), p.n(3)),
+    "Sum": lambda p: fl.reduce_sum(p.n(2, 3, 4), axis=[0, 2]),
+    "Mean": lambda p: fl.reduce_mean(p.n(2, 3), axis=1, keepdims=True),
+    "Max": lambda p: fl.reduce_max(p.n(2, 3), axis=1),
+    "Min": lambda p: fl.reduce_min(p.n(2, 3), axis=0),
+    "Prod": lambda p: fl.reduce_prod(p([[1.5, -0.5, 2.0], [0.0, 1.5, -2.0], [0.0, 3.0, 0.0]]),
+                                     axis=1),
+    "MatMul": lambda p: (lambda a, b: [fl.matmul(a, b), fl.matmul(a, a, transpose_b=True),
+                                       fl.matmul(b, b, transpose_a=True),
+                                       fl.matmul(b, a, transpose_a=True, transpose_b=True)])(
+        p.n(2, 3), p.n(3, 4)),
+    "BatchMatMulV2": lambda p: (lambda a, b, c: [fl.matmul(a, b), fl.matmul(a, c, adjoint_a=True),
+                                                 fl.matmul(c, a, adjoint_b=True)])(
+        p.n(2, 2, 3), p.n(3, 4), p.n(1, 2, 3)),
+    "BiasAdd": lambda p: [fl.nn.bias_add(p.n(2, 3, 4), p.n(4)),
+                          fl.nn.bias_add(p.n(2, 3, 2), p.n(3), data_format="NCHW")],
+    "Softmax": lambda p: fl.nn.softmax(p.n(2, 4)),
+    "LogSoftmax": lambda p: fl.nn.log_softmax(p.n(2, 4)),
+    "Reshape": lambda p: fl.reshape(p.n(2, 3), [3, 2]),
+    "ExpandDims": lambda p: fl.expand_dims(p.n(2, 3), 1),
+    "Squeeze": lambda p: fl.squeeze(p.n(2, 1, 3), axis=1),
+    "Transpose": lambda p: fl.transpose(p.n(2, 3, 4), [1, 2, 0]),
+    "ConcatV2": lambda p: fl.concat([p.n(2, 1), p.n(2, 3)], axis=-1),
+    "Split": lambda p: (lambda parts: [parts[0], parts[2]])(fl.split(p.n(2, 6), 3, axis=1)),
+    "SplitV": lambda p: fl.split(p.n(2, 6), [1, 2, 3], axis=1),
+    "Pack": lambda p: fl.stack([p.n(2, 3), p.n(2, 3)], axis=1),
+    "Unpack": lambda p: fl.unstack(p.n(3, 2), axis=1),
+    "Slice": lambda p: fl.slice(p.n(3, 4), [1, 1], [2, -1]),
+    "StridedSlice": lambda p: (lambda x: [x[1:, ::2], x[0, ::-1]])(p.n(3, 4)),
+    "Tile": lambda p: fl.tile(p.n(2, 3), [2, 1]),
+    "Pad": lambda p: fl.pad(p.n(2, 3), [[1, 0], [0, 2]]),
+    "GatherV2": lambda p: fl.gather(p.n(4, 3), [0, 2, 0]),
+    "Fill": lambda p: fl.fill([2, 3], p.n()),
+    "UnsortedSegmentSum": lambda p: fl.raw_ops.UnsortedSegmentSum(
+        data=p.n(4, 2), segment_ids=fl.constant([2, 0, -1, 2]), num_segments=3),
+    "L2Loss": lambda p: fl.nn.l2_loss(p.n(2, 3)),
+    "SoftmaxCrossEntropyWithLogits": lambda p: fl.raw_ops.SoftmaxCrossEntropyWithLogits(
+        features=p.n(2, 3), labels=p([[0.2, 0.3, 0.5], [1.0, 0.0, 0.0]])),
+    "SparseSoftmaxCrossEntropyWithLogits": lambda p: fl.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
+        features=p.n(3, 4), labels=fl.constant([3, 0, 1])),
+    "Conv2D": lambda p: (lambda x, f: [fl.nn.conv2d(x, f, strides=2, padding="SAME"),
+                                       fl.nn.conv2d(x, f, strides=1, padding="VALID")])(
+        p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)),
+    "MaxPool": lambda p: fl.nn.max_pool(p(np.random.default_rng(5).permutation(32).reshape(
+        1, 4, 4, 2) * 0.1), ksize=2, strides=1, padding="SAME"),
+    "AvgPool": lambda p: fl.nn.avg_pool(p.n(1, 5, 4, 2), ksize=3, strides=2, padding="SAME"),
+    # gradient ops (second derivatives)
+    "ReluGrad": lambda p: fl.raw_ops.ReluGrad(gradients=p.n(2, 3), features=p.n(2, 3)),
+    "Relu6Grad": lambda p: fl.raw_ops.Relu6Grad(gradients=p.n(2, 3),
+                                                features=p([[-0.5, 0.5, 3.0], [5.5, 6.5, -2.0]])),
+    "EluGrad": lambda p: fl.raw_ops.EluGrad(gradients=p.n(2, 3), outputs=p.n(2, 3) * 0.5),
+    "SoftplusGrad": lambda p: fl.raw_ops.SoftplusGrad(gradients=p.n(2, 3), features=p.n(2, 3)),
+    "SigmoidGrad": lambda p: fl.raw_ops.SigmoidGrad(y=p.pos(2, 3) * 0.4, dy=p.n(2, 3)),
+    "TanhGrad": lambda p: fl.raw_ops.TanhGrad(y=p.n(2, 3) * 0.8, dy=p.n(2, 3)),
+    "SqrtGrad": lambda p: fl.raw_ops.SqrtGrad(y=p.pos(2, 3), dy=p.n(2, 3)),
+    "RsqrtGrad": lambda p: fl.raw_ops.RsqrtGrad(y=p.pos(2, 3), dy=p.n(2, 3)),
+    "ReciprocalGrad": lambda p: fl.raw_ops.ReciprocalGrad(y=p.pos(2, 3), dy=p.n(2, 3)),
+    "BiasAddGrad": lambda p: fl.raw_ops.BiasAddGrad(out_backprop=p.n(2, 3, 4)),
+    "Conv2DBackpropInput": lambda p: fl.nn.conv2d_backprop_input(
+        [1, 5, 4, 2], p.n(3, 2, 2, 3), p.n(1, 3, 2, 3), strides=2, padding="SAME"),
+    "Conv2DBackpropFilter": lambda p: fl.nn.conv2d_backprop_filter(
+        p.n(1, 5, 4, 2), [3, 2, 2, 3], p.n(1, 3, 2, 3), strides=2, padding="SAME"),
+    "AvgPoolGrad": lambda p: fl.raw_ops.AvgPoolGrad(
+        orig_input_shape=fl.constant([1, 5, 4, 2]), grad=p.n(1, 3, 2, 2), ksize=[1, 3, 3, 1],
+        strides=[1, 2, 2, 1], padding="SAME"),
+}
+
+EPS = {"Cast": 1e-2}       # the float32 round trip needs a larger step
+
+
+def numeric_gradient(loss: fl.Tensor, feeds: Dict[fl.Tensor, np.ndarray], x: fl.Tensor,
+                     eps: float) -> np.ndarray:
+    """Central differences of ``loss`` w.r.t. ``x``, run with the interpreter."""
+    out = np.zeros_like(feeds[x])
+    with fl.Session(graph=loss.graph, backend="interpreter") as s:
+        for k in np.ndindex(*out.shape):
+            values = []
+            for step in (eps, -eps):
+                moved = dict(feeds)
+                moved[x] = feeds[x].copy()
+                moved[x][k] += step
+                values.append(s.run(loss, moved))
+            out[k] = (values[0] - values[1]) / (2 * eps)
+    return out
+
+
+def weighted_loss(ys, rng: np.random.Generator) -> fl.Tensor:
+    """sum_k sum(y_k * W_k) with fixed random weights, so every output element matters."""
+    terms = [fl.reduce_sum(y * fl.constant(rng.uniform(0.5, 1.5, size=y.shape)))
+             for y in (ys if isinstance(ys, list) else [ys])]
+    return fl.add_n(terms) if len(terms) > 1 else terms[0]
+
+
+def test_every_registered_gradient_has_a_test_case():
+    """Gradients registered for ops (not override-only names like GradTestTripleRelu)."""
+    with_fn = {op for op, fn in registered_gradients().items() if fn is not None and has_op(op)}
+    assert sorted(with_fn - set(CASES)) == [], "gradient functions without a test case"
+    assert sorted(set(CASES) - with_fn) == [], "test cases for ops without a gradient function"
+
+
+@pytest.mark.parametrize("op_type", sorted(CASES))
+def test_gradient_matches_finite_differences(op_type):
+    if not has_op(op_type):
+        pytest.skip(f"op {op_type} is not registered")
+    rng = np.random.default_rng(sum(map(ord, op_type)))
+    g = fl.Graph()
+    with g.as_default():
+        p = Inputs(rng)
+        ys = CASES[op_type](p)
+        assert op_type in {n.op for n in g}, f"the case for {op_type} does not use it"
+        loss = weighted_loss(ys, rng)
+        xs = list(p.feeds)
+        if op_type == "GatherV2" and not has_op("UnsortedSegmentSum"):
+            with pytest.raises(fl.MissingGradientError, match="UnsortedSegmentSum"):
+                fl.gradients(loss, xs)
+            return
+        grads = fl.gradients(loss, xs)
+    assert all(gr is not None for gr in grads)
+    with fl.Session(graph=g, backend="interpreter") as s:
+        got = s.run(grads, p.feeds)
+    for x, gx in zip(xs, got):
+        want = numeric_gradient(loss, p.feeds, x, EPS.get(op_type, 1e-6))
+        assert gx.shape == p.feeds[x].shape and gx.dtype == np.float64
+        np.testing.assert_allclose(gx, want, rtol=1e-5, atol=1e-6, err_msg=f"{op_type} d/d{x.name}")
+
+
+def _run(g, fetches, feeds):
+    with fl.Session(graph=g, backend="interpreter") as s:
+        return s.run(fetches, feeds)
+
+
+def test_partial_gradients_of_several_paths_are_summed_with_addn(graph):
+    x = fl.placeholder(f64, [3], name="x")
+    y = fl.reduce_sum(x * fl.tanh(x)) + fl.reduce_sum(x * 2.0)
+    (gx,) = fl.gradients(y, [x])
+    assert gx.op.type == "AddN" and len(gx.op.inputs) == 3 and gx.name.startswith("gradients/")
+    xv = np.array([0.1, -0.4, 0.7])
+    want = np.tanh(xv) + xv * (1 - np.tanh(xv) ** 2) + 2
+    np.testing.assert_allclose(_run(graph, gx, {x: xv}), want, rtol=1e-12)
+
+
+def test_several_ys_and_grad_ys(graph):
+    x = fl.placeholder(f64, [2], name="x")
+    y1, y2 = x * 3.0, fl.square(x)
+    xv = np.array([1.0, -2.0])
+    (g_sum,) = fl.gradients([y1, y2], x)
+    (g_w,) = fl.gradients([y1, y2], [x], grad_ys=[fl.constant([1.0, 10.0], dtype=f64),
+                                                    fl.constant([0.5, 0.5], dtype=f64)])
+    got_sum, got_w = _run(graph, [g_sum, g_w], {x: xv})
+    np.testing.assert_allclose(got_sum, 3 + 2 * xv)
+    np.testing.assert_allclose(got_w, np.array([1.0, 10.0]) * 3 + 0.5 * 2 * xv)
+    with pytest.raises(ValueError, match="grad_ys"):
+        fl.gradients([y1, y2], x, grad_ys=[None])
+
+
+def test_stop_gradient_op_and_stop_gradients_argument(graph):
+    x = fl.placeholder(f64, [2], name="x")
+    a = x * 2.0
+    y = fl.reduce_sum(x * fl.stop_gradient(a)) + fl.reduce_sum(a)
+    (g_op,) = fl.gradients(y, x)
+    (g_arg,) = fl.gradients(y, x, stop_gradients=[a])
+    g_a, g_x = fl.gradients(y, [a, x], stop_gradients=[a])
+    xv = np.array([1.5, -1.0])
+    got_op, got_arg, got_a, got_x = _run(graph, [g_op, g_arg, g_a, g_x], {x: xv})
+    np.testing.assert_allclose(got_op, 2 * xv + 2)       # d/dx of x*const + 2x
+    np.testing.assert_allclose(got_arg, 2 * xv)          # a is a constant: only x*a's x
+    np.testing.assert_allclose(got_a, 1.0)               # d y / d a through reduce_sum(a)
+    np.testing.assert_allclose(got_x, got_arg)
+
+
+def test_unconnected_and_integer_xs_get_none(graph):
+    x = fl.placeholder(f64, [2], name="x")
+    other = fl.placeholder(f64, [2], name="other")
+    i = fl.placeholder(fl.int32, [2], name="i")
+    y = fl.reduce_sum(x * fl.cast(i, f64))
+    gx, g_other, g_i = fl.gradients(y, [x, other, i])
+    assert g_other is None and g_i is None
+    np.testing.assert_allclose(_run(graph, gx, {x: np.ones(2), i: np.array([3, 4], np.int32)}),
+                               [3.0, 4.0])
+    assert fl.gradients(fl.argmax(x, axis=0), [x]) == [None]
+    assert fl.gradients(fl.cast(fl.cast(x, fl.int32), f64), [x]) == [None]   # through integers
+
+
+def test_gradient_ops_are_built_under_the_gradients_name_scope(graph):
+    x = fl.placeholder(f64, [2, 3], name="x")
+    y = fl.reduce_sum(fl.nn.softmax(fl.matmul(x, fl.constant(np.ones((3, 2))))))
+    before = {n.name for n in graph}
+    fl.gradients(y, x)
+    fl.gradients(y, x, name="second")
+    new = [n.name for n in graph if n.name not in before]
+    assert new and all(name.split("/")[0] in ("gradients", "second") for name in new), new
+
+
+def test_missing_gradient_is_an_error_naming_op_node_and_path(graph, monkeypatch):
+    monkeypatch.delitem(GRADIENT_REGISTRY, "Log1p")    # as if never registered
+    x = fl.placeholder(f64, [2], name="x")
+    h = fl.tanh(x, name="h")
+    odd = fl.log1p(h, name="odd")
+    y = fl.reduce_sum(fl.exp(odd, name="e"), name="y")
+    with pytest.raises(fl.MissingGradientError) as info:
+        fl.gradients(y, x)
+    err = info.value
+    assert isinstance(err, LookupError) and isinstance(err, FlowcError)
+    msg = str(err)
+    assert "'Log1p'" in msg and "'odd'" in msg
+    assert "y -> e -> odd -> h -> x" in msg
+    # not on a path to the xs asked for: no error
+    assert fl.gradients(y, [odd])[0] is not None
+
+
+@fl.RegisterGradient("GradTestTripleRelu")
+def _triple_relu_grad(op, g):
+    return [g * 3.0]
+
+
+def test_gradient_override_map(graph):
+    x = fl.placeholder(f64, [3], name="x")
+    plain = fl.nn.relu(x)
+    with graph.gradient_override_map({"Relu": "GradTestTripleRelu"}):
+        overridden = fl.nn.relu(x)
+        with graph.gradient_override_map({"Relu": "Identity"}):
+            inner = fl.nn.relu(x)
+        other = fl.exp(x)                     # not in the map: its own gradient
+    xv = np.array([-1.0, 0.5, 2.0])
+    grads = [fl.gradients(fl.reduce_sum(y), x)[0] for y in (plain, overridden, inner, other)]
+    got = _run(graph, grads, {x: xv})
+    np.testing.assert_allclose(got[0], [0, 1, 1])
+    np.testing.assert_allclose(got[1], [3, 3, 3])
+    np.testing.assert_allclose(got[2], [1, 1, 1])
+    np.testing.assert_allclose(got[3], np.exp(xv))
+    with graph.gradient_override_map({"Relu": "NoSuchGradient"}):
+        bad = fl.nn.relu(x)
+    with pytest.raises(fl.MissingGradientError, match="NoSuchGradient"):
+        fl.gradients(bad, x)
+    with pytest.raises(TypeError, match="op type names"):
+        with graph.gradient_override_map({"Relu": fl.nn.relu}):
+            pass
+
+
+def test_register_gradient_twice_is_an_error():
+    with pytest.raises(KeyError, match="Relu"):
+        fl.RegisterGradient("Relu")(lambda op, g: [g])
+    with pytest.raises(KeyError, match="Relu"):
+        fl.NotDifferentiable("Relu")
+
+
+def test_broadcasting_along_unknown_dims_is_resolved_at_run_time(graph):
+    x = fl.placeholder(f64, [None, 3], name="x")
+    b = fl.placeholder(f64, [None, 3], name="b")
+    c = fl.placeholder(f64, [3], name="c")        # known: a vector broadcasts along dim 0
+    y = fl.reduce_sum(x * b) + fl.reduce_sum(x * c)
+    gx, gb, gc = fl.gradients(y, [x, b, c])
+    xv, bv, cv = np.arange(6.0).reshape(2, 3), np.array([[1.0, -1.0, 2.0]]), np.ones(3)
+    for xv_, bv_ in ((xv, bv), (bv, xv), (xv, xv + 1)):  # b broadcast, x broadcast, neither
+        got_x, got_b, got_c = _run(graph, [gx, gb, gc], {x: xv_, b: bv_, c: cv})
+        bx = np.broadcast_to(bv_, np.broadcast_shapes(xv_.shape, bv_.shape))
+        xb = np.broadcast_to(xv_, bx.shape)
+        np.testing.assert_allclose(got_x, bx.sum(axis=0, keepdims=True) + cv if xv_.shape[0] == 1
+                                   else bx + cv)
+        np.testing.assert_allclose(got_b, xb.sum(axis=0, keepdims=True) if bv_.shape[0] == 1
+                                   else xb)
+        np.testing.assert_allclose(got_c, xv_.sum(axis=0))
+    u = fl.placeholder(f64, None, name="unknown_rank")
+    with pytest.raises(ValueError, match="ranks of unknown_rank"):
+        fl.gradients(u * c, u)
+    with pytest.raises(ValueError, match="rank of"):
+        fl.gradients(fl.reduce_sum(u, axis=[0]), u)
+
+
+def test_gradients_of_a_network_compiled_equal_the_interpreter(graph, rng):
+    x = fl.placeholder(fl.float32, [None, 5], name="x")
+    labels = fl.placeholder(fl.float32, [None, 3], name="labels")
+    w1 = fl.placeholder(fl.float32, [5, 4], name="w1")
+    b1 = fl.placeholder(fl.float32, [4], name="b1")
+    w2 = fl.placeholder(fl.float32, [4, 3], name="w2")
+    h = fl.nn.relu(fl.nn.bias_add(fl.matmul(x, w1), b1))
+    h = fl.concat([fl.sigmoid(h[:, :2]), fl.tanh(h[:, 2:])], axis=1)
+    logp = fl.nn.log_softmax(fl.matmul(h, w2))
+    loss = -fl.reduce_mean(fl.reduce_sum(labels * logp, axis=1)) + fl.reduce_sum(fl.square(w1))
+    grads = fl.gradients(loss, [w1, b1, w2, x])
+    feeds = {x: rng.standard_normal((6, 5)).astype(np.float32),
+             labels: np.eye(3, dtype=np.float32)[rng.integers(0, 3, 6)],
+             w1: rng.standard_normal((5, 4)).astype(np.float32),
+             b1: rng.standard_normal(4).astype(np.float32),
+             w2: rng.standard_normal((4, 3)).astype(np.float32)}
+    check_against_interpreter(graph, {f"g{k}": t for k, t in enumerate(grads)}, feeds,
+                              rtol=1e-4, atol=1e-5)
+
+
+def test_gradients_of_array_and_reduction_ops_compiled_equal_the_interpreter(graph, rng):
+    x = fl.placeholder(fl.float64, [3, 4], name="x")
+    parts = fl.split(x, [1, 3], axis=1)
+    y = (fl.reduce_prod(fl.tile(parts[0], [1, 2]), axis=1) + fl.reduce_max(parts[1], axis=1)
+         + fl.reduce_sum(fl.pad(fl.transpose(x)[1:3, ::2], [[1, 1], [0, 0]])))
+    z = fl.reduce_sum(fl.stack(fl.unstack(x, axis=0)[:2]) * fl.reshape(x[:2], [2, 4]))
+    grads = fl.gradients([y, z], [x]) + fl.gradients(z, x, grad_ys=fl.constant(2.0, dtype=f64))
+    check_against_interpreter(graph, {"g0": grads[0], "g1": grads[1]},
+                              {x: rng.uniform(0.5, 2.0, (3, 4))})
+
+
+def test_gradients_of_a_small_convnet_compiled_equal_the_interpreter(graph, rng):
+    if not all(has_op(op) for op in ("Conv2D", "MaxPool", "SparseSoftmaxCrossEntropyWithLogits")):
+        pytest.skip("conv, pool or cross-entropy ops are not registered")
+    x = fl.placeholder(fl.float32, [None, 6, 6, 1], name="x")
+    labels = fl.placeholder(fl.int32, [None], name="labels")
+    f = fl.placeholder(fl.float32, [3, 3, 1, 2], name="f")
+    w = fl.placeholder(fl.float32, [18, 3], name="w")
+    h = fl.nn.max_pool(fl.nn.relu(fl.nn.conv2d(x, f, strides=1, padding="SAME")), ksize=2,
+                       strides=2, padding="VALID")
+    logits = fl.matmul(fl.reshape(h, [-1, 18]), w)
+    loss = (fl.reduce_mean(fl.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                           logits=logits))
+            + 0.01 * fl.nn.l2_loss(w))
+    gf, gw = fl.gradients(loss, [f, w])
+    feeds = {x: rng.standard_normal((3, 6, 6, 1)).astype(np.float32),
+             labels: np.array([0, 2, 1], np.int32),
+             f: rng.standard_normal((3, 3, 1, 2)).astype(np.float32),
+             w: rng.standard_normal((18, 3)).astype(np.float32)}
+    check_against_interpreter(graph, {"gf": gf, "gw": gw}, feeds, rtol=1e-4, atol=1e-5)
