@@ -42,16 +42,23 @@ class BuildError(FlowcError):
     """The system compiler rejected generated source."""
 
 
-class IRSyntaxError(FlowcError):
-    """IR text that does not parse; message shows file:line:col, the line and a caret."""
+class SourceError(FlowcError):
+    """An error at a position of a text file: ``file:line:col: error: message``, then the
+    source line and a caret under the column."""
 
-    def __init__(self, message: str, file: str = "<ir>", line: int = 0, col: int = 0,
+    source_position = True      # the CLI prints the message without a second "error:"
+
+    def __init__(self, message: str, file: str = "<input>", line: int = 0, col: int = 0,
                  source_line: Optional[str] = None):
-        self.file, self.line, self.col = file, line, col
+        self.file, self.line, self.col, self.detail = file, line, col, message
         text = f"{file}:{line}:{col}: error: {message}"
         if source_line is not None:
             text += "\n  " + source_line + "\n  " + " " * max(col - 1, 0) + "^"
         super().__init__(text)
+
+
+class IRSyntaxError(SourceError):
+    """IR text that does not parse."""
 
 
 class ExecutionError(FlowcError):

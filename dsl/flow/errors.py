@@ -1,24 +1,12 @@
 """The text DSL's one error type: every problem in a ``*.flow`` file, with its position."""
 from __future__ import annotations
 
-from typing import Optional
-
-from runtime.errors import FlowcError
+from compiler.errors import SourceError
 
 
-class FlowError(FlowcError):
+class FlowError(SourceError):
     """A syntax or semantic error in a ``*.flow`` file: ``file:line:col: error: message``,
     then the source line and a caret under the column."""
-
-    source_position = True      # the CLI prints the message without a second "error:"
-
-    def __init__(self, message: str, file: str, line: int, col: int,
-                 source_line: Optional[str] = None):
-        self.file, self.line, self.col, self.detail = file, line, col, message
-        text = f"{file}:{line}:{col}: error: {message}"
-        if source_line is not None:
-            text += "\n  " + source_line + "\n  " + " " * max(col - 1, 0) + "^"
-        super().__init__(text)
 
 
 class Source:
