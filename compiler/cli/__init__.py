@@ -1,4 +1,4 @@
-"""The ``flowc`` command line: ``compile``, ``ir``, ``opt`` and ``run``.
+"""The ``flowc`` command line: ``compile``, ``check``, ``ir``, ``opt`` and ``run``.
 
 User errors (a missing file, IR that does not parse, an unknown pass or fetch, a tampered
 artifact) print ``flowc: error: ...`` to stderr and exit with status 1; a malformed command
@@ -11,7 +11,7 @@ import os
 import sys
 from typing import List, NoReturn, Optional
 
-from compiler.errors import IRSyntaxError
+from compiler.errors import SourceError
 from runtime.errors import FlowcError
 
 PROG = "flowc"
@@ -55,13 +55,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline_arguments(p)
     p.set_defaults(handler="compile")
 
+    p = sub.add_parser("check", help="check a model: build it and infer shapes, print a summary",
+                       description="Load a model, cut its step graph and run the prune and "
+                       "infer-shapes passes; print 'MODEL: ok' with its inputs, outputs and node "
+                       "count, or its first error. Every MODEL is checked, and the exit status is "
+                       "1 if any has an error.")
+    p.add_argument("models", metavar="MODEL", nargs="+", help=model_help)
+    _add_selection(p)
+    p.set_defaults(handler="check")
+
     p = sub.add_parser("ir", help="print a model's IR, as built or after a pass",
                        description="Print the IR of a model: as built, or its step graph after "
                        "the named pass of the pipeline.")
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--after", metavar="PASS",
                    help="run the pipeline up to and including PASS and print the result")
-    p.add_argument("--format", choices=("text", "dot"), default="text", help="output format")
+    p.add_argument("--format", choices=("text", "dot", "json"), default="text",
+                   help="output format: IR text, Graphviz DOT, or JSON (see docs/dsl.md)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write to FILE instead of stdout; with --format dot, a .svg, .png or "
+                        ".pdf FILE is rendered by Graphviz's dot program")
     p.add_argument("--elide-constants", action="store_true",
                    help="summarize constants of more than 16 elements (type, size, digest); "
                         "easier to read, but the output no longer parses as IR")
@@ -73,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run passes on an IR text file and print the IR; with no "
                        "--passes the file is printed unchanged (the round trip).")
     p.add_argument("file", metavar="FILE.ir", help="IR text file")
-    p.add_argument("--format", choices=("text", "dot"), default="text", help="output format")
+    p.add_argument("--format", choices=("text", "dot", "json"), default="text",
+                   help="output format")
     add_pipeline_arguments(p)
     p.set_defaults(handler="opt")
 
@@ -104,7 +118,8 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 def _load_front_ends(args: argparse.Namespace) -> None:
     """Import the text DSL only for a ``*.flow`` model: it registers its model loader, and the
     compiler package below the CLI never imports ``dsl``."""
-    if str(getattr(args, "model", "")).endswith(".flow"):
+    models = [getattr(args, "model", "")] + list(getattr(args, "models", []))
+    if any(str(m).endswith(".flow") for m in models):
         import dsl.flow  # noqa: F401
 
 
@@ -114,14 +129,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         from compiler.cli.run_artifact import cmd_run
         return cmd_run(args)
     from compiler.cli import commands
-    return {"compile": commands.cmd_compile, "ir": commands.cmd_ir,
+    return {"compile": commands.cmd_compile, "check": commands.cmd_check, "ir": commands.cmd_ir,
             "opt": commands.cmd_opt}[args.handler](args)
+
+
+def report(err: FlowcError) -> None:
+    """Print ``flowc: error: ...`` (and its notes) for a user error."""
+    print(f"{PROG}: error: {_message(err)}", file=sys.stderr)
+    for note in getattr(err, "__notes__", ()):
+        print(f"{PROG}: note: {note}", file=sys.stderr)
 
 
 def _message(err: FlowcError) -> str:
     """The error's text; ``file:line:col: error: msg`` loses its second ``error:``."""
     text = str(err)
-    if isinstance(err, IRSyntaxError) or getattr(err, "source_position", False):
+    if isinstance(err, SourceError):
         where = f"{err.file}:{err.line}:{err.col}: "
         text = text.replace(where + "error: ", where, 1)
     return text
@@ -133,9 +155,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return _dispatch(args)
     except FlowcError as e:
-        print(f"{PROG}: error: {_message(e)}", file=sys.stderr)
-        for note in getattr(e, "__notes__", ()):
-            print(f"{PROG}: note: {note}", file=sys.stderr)
+        report(e)
         return 1
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,13 +1,15 @@
-"""The compiler's subcommands: ``compile`` (model -> artifact), ``ir`` (inspect the IR after a
-pass) and ``opt`` (run passes on IR text)."""
+"""The compiler's subcommands: ``compile`` (model -> artifact), ``check`` (build and infer
+shapes), ``ir`` (inspect the IR after a pass) and ``opt`` (run passes on IR text)."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import os
 import sys
+from typing import Optional, Sequence
 
-from compiler.cli.graph_dot import graph_to_dot
+from compiler.cli.graph_dot import graph_to_dot, render_dot, render_format
+from compiler.cli.graph_json import graph_to_json
 from compiler.flags import options_from_args, pipeline_flags_given, resolve_options
 from compiler.ir.graph import Graph
 from compiler.ir.printer import print_graph
@@ -15,6 +17,7 @@ from compiler.model_loader import Model, ModelError, load_model, read_ir_file, s
 from compiler.passes.manager import PassManager, PipelineError, PipelineOptions, get_pass
 from compiler.step import StepGraph, make_step_graph, optimize, step_key, write_artifact
 from runtime.artifact import MANIFEST
+from runtime.errors import FlowcError
 
 
 def _spec_text(name: str, out) -> str:
@@ -68,9 +71,56 @@ def _pipeline_until(options: PipelineOptions, after: str) -> PipelineOptions:
     return dataclasses.replace(options, passes=tuple(names[:names.index(after) + 1]), disable=())
 
 
-def _emit(graph: Graph, fmt: str, elide_constants: bool = False) -> None:
-    sys.stdout.write(graph_to_dot(graph) if fmt == "dot"
-                     else print_graph(graph, elide_constants=elide_constants))
+CHECK_PASSES = ("prune", "infer-shapes")
+
+
+def check_model(path: str, fetch: Sequence[str] = (), feed: Sequence[str] = ()) -> str:
+    """Build a model, cut its step graph and infer shapes; the ok summary, or a FlowcError."""
+    model = select(load_model(path), fetch, feed)
+    step = step_for(model)
+    PassManager(PipelineOptions(passes=CHECK_PASSES)).run(step.graph)
+    inputs = ", ".join(_spec_text(n, p.output(0)) for n, p in zip(step.feed_names, step.feeds))
+    outputs = ", ".join(_spec_text(n, r.inputs[0]) for n, r in zip(step.fetch_names, step.retvals))
+    return (f"{path}: ok\n  inputs:  {inputs or '(none)'}\n  outputs: {outputs or '(none)'}\n"
+            f"  nodes:   {len(model.graph)} as built, {len(step.graph)} in the step graph\n")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Check every model; print each one's summary or error. Status 1 if any has an error."""
+    from compiler.cli import report
+    failed = 0
+    for path in args.models:
+        try:
+            sys.stdout.write(check_model(path, args.fetch, args.feed))
+        except FlowcError as e:
+            report(e)
+            failed += 1
+    if failed and len(args.models) > 1:
+        print(f"flowc: {failed} of {len(args.models)} models have errors", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _format(graph: Graph, fmt: str, elide_constants: bool = False) -> str:
+    if fmt == "dot":
+        return graph_to_dot(graph)
+    if fmt == "json":
+        return graph_to_json(graph)
+    return print_graph(graph, elide_constants=elide_constants)
+
+
+def _emit(graph: Graph, fmt: str, elide_constants: bool = False,
+          output: Optional[str] = None) -> None:
+    """Print the graph, or write it to ``output`` (rendered by Graphviz for .svg/.png/.pdf)."""
+    text = _format(graph, fmt, elide_constants)
+    if output is None:
+        sys.stdout.write(text)
+    elif render_format(output):
+        if fmt != "dot":
+            raise ModelError(f"-o {output}: only --format dot can be rendered to an image")
+        render_dot(text, output)
+    else:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
@@ -81,11 +131,11 @@ def cmd_ir(args: argparse.Namespace) -> int:
         if pipeline_flags_given(args):
             print("flowc: note: no passes run without --after; pipeline flags ignored",
                   file=sys.stderr)
-        _emit(model.as_built, args.format, args.elide_constants)
+        _emit(model.as_built, args.format, args.elide_constants, args.output)
         return 0
     step = step_for(model)
     PassManager(_pipeline_until(options, args.after)).run(step.graph)
-    _emit(step.graph, args.format, args.elide_constants)
+    _emit(step.graph, args.format, args.elide_constants, args.output)
     return 0
 
 
