@@ -46,7 +46,6 @@ class SourceError(FlowcError):
     """An error at a position of a text file: ``file:line:col: error: message``, then the
     source line and a caret under the column."""
 
-
     def __init__(self, message: str, file: str = "<input>", line: int = 0, col: int = 0,
                  source_line: Optional[str] = None):
         self.file, self.line, self.col, self.detail = file, line, col, message
