@@ -16,8 +16,10 @@ is called with no arguments. ``build()`` returns one of:
 tensors. ``feeds`` is a list of tensors or tensor names; when absent, every ``Placeholder`` the
 fetches need is fed. ``targets`` are operations run for their effects.
 
-Other front ends register a loader for their suffix with ``register_model_loader``: the CLI
-imports ``dsl.flow`` for a ``*.flow`` model, which registers the text DSL's loader.
+Other front ends register a loader for their suffix with ``register_model_loader``, or
+declare one in the ``flowc.model_loaders`` entry-point group (name: the suffix without its
+dot; value: the loader function). The text DSL declares ``flow = dsl.flow:load_flow_model``
+that way, so it is found without the compiler importing it.
 
 The compiler never imports ``dsl``: builder tensors are recognised by their ``output``
 attribute, operations by their ``node`` attribute.
@@ -77,6 +79,16 @@ def register_model_loader(suffix: str, loader: Callable[[str], "Model"]) -> None
     _LOADERS[suffix] = loader
 
 
+def _entry_point_loader(suffix: str) -> Optional[Callable[[str], "Model"]]:
+    """The loader an installed package declares for ``suffix`` (``flowc.model_loaders``)."""
+    from importlib.metadata import entry_points
+    for ep in entry_points(group="flowc.model_loaders"):
+        if "." + ep.name == suffix:
+            _LOADERS[suffix] = ep.load()
+            return _LOADERS[suffix]
+    return None
+
+
 def load_model(path: str) -> Model:
     """Load ``path`` (``*.ir``, ``*.py`` or a registered suffix) into a ``Model``."""
     if not os.path.exists(path):
@@ -88,8 +100,9 @@ def load_model(path: str) -> Model:
         return _load_ir(path)
     if suffix == ".py":
         return _load_python(path)
-    if suffix in _LOADERS:
-        return _LOADERS[suffix](path)
+    loader = _LOADERS.get(suffix) or _entry_point_loader(suffix)
+    if loader is not None:
+        return loader(path)
     raise ModelError(f"{path}: unsupported model file type '{suffix or '(none)'}'; "
                      f"expected one of {', '.join(MODEL_SUFFIXES + tuple(_LOADERS))}")
 

@@ -115,16 +115,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help="feed this tensor (repeatable; default: every Placeholder needed)")
 
 
-def _load_front_ends(args: argparse.Namespace) -> None:
-    """Import the text DSL only for a ``*.flow`` model: it registers its model loader, and the
-    compiler package below the CLI never imports ``dsl``."""
-    models = [getattr(args, "model", "")] + list(getattr(args, "models", []))
-    if any(str(m).endswith(".flow") for m in models):
-        import dsl.flow  # noqa: F401
-
-
 def _dispatch(args: argparse.Namespace) -> int:
-    _load_front_ends(args)
     if args.handler == "run":
         from compiler.cli.run_artifact import cmd_run
         return cmd_run(args)
