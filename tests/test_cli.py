@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from compiler.cli import main
+from cli_runner import flowc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,17 +41,6 @@ IR = textwrap.dedent("""\
       %c   = Relu(%b) {T=f32} : f32[2]
     }
 """)
-
-
-def flowc(capsys, *args):
-    """Run ``flowc args`` in this process; returns (exit status, stdout, stderr)."""
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return rc, out, err
 
 
 def expected(x):

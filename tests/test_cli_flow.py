@@ -11,6 +11,7 @@ from compiler.cli import main
 from compiler.cli.graph_dot import graph_to_dot
 from compiler.ir.graph import Graph
 from compiler.ir.types import TensorType
+from cli_runner import flowc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -24,17 +25,6 @@ SMALL = textwrap.dedent("""\
     }
     output y = reduce_sum(h, axis=1)
     """)
-
-
-def flowc(capsys, *args):
-    """Run ``flowc args`` in this process; returns (exit status, stdout, stderr)."""
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return rc, out, err
 
 
 @pytest.fixture
