@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -54,8 +55,15 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 _INTERNAL = tuple(os.path.join(_ROOT, pkg) + os.sep for pkg in ("compiler", "dsl", "runtime"))
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_internal(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_INTERNAL) or filename.startswith("<frozen")
+
+
+@functools.lru_cache(maxsize=4096)
+def _display_path(filename: str, cwd: str) -> str:
+    """``filename`` relative to the working directory (pseudo-files like ``<stdin>`` as is)."""
+    return filename if filename.startswith("<") else os.path.relpath(filename, cwd)
 
 
 def _column(frame) -> int:
@@ -97,7 +105,6 @@ def caller_location() -> Optional[SourceLocation]:
     while f is not None:
         fn = f.f_code.co_filename
         if not _is_internal(fn):
-            return SourceLocation(fn if fn.startswith("<") else os.path.relpath(fn), f.f_lineno,
-                                  _column(f))
+            return SourceLocation(_display_path(fn, os.getcwd()), f.f_lineno, _column(f))
         f = f.f_back
     return None
