@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
+import functools
 import inspect
 import operator
 import os
@@ -94,16 +95,24 @@ class _Return(Exception):
         self.value = value
 
 
+def _unparen(tree):
+    """The expression inside parentheses (``(x)`` is ``x``)."""
+    while isinstance(tree, lark.Tree) and tree.data == "paren":
+        tree = tree.children[1]
+    return tree
+
+
 def _position(item) -> Tuple[int, int]:
-    if isinstance(item, lark.Token):
-        return item.line or 1, item.column or 1
-    meta = getattr(item, "meta", None)
-    if meta is not None and not meta.empty:
-        return meta.line, meta.column
-    for child in getattr(item, "children", ()):
-        if child is not None:
-            return _position(child)
-    return 1, 1
+    """Where ``item`` starts: its first token's line and column. The grammar keeps the token
+    that starts each statement and expression in the tree (lark's ``propagate_positions`` would
+    cost more than half of parsing). A parenthesized expression is at its own first token, but
+    a node that starts with one, as ``(a + b) * c``, is at the '('."""
+    item = _unparen(item)
+    while not isinstance(item, lark.Token):
+        item = next((c for c in getattr(item, "children", ()) if c is not None), None)
+        if item is None:
+            return 1, 1
+    return item.line or 1, item.column or 1
 
 
 def _closest(name: str, candidates: List[str]) -> str:
@@ -187,7 +196,7 @@ class Evaluator:
 
     # --- statements --------------------------------------------------------------------------
     def input_stmt(self, tree, scope: Scope) -> None:
-        name_tok, type_tree = tree.children
+        _, name_tok, type_tree = tree.children
         dtype, shape = self.type(type_tree, scope)
         with self.building(scope, tree):
             value = dsl.placeholder(dtype, shape, name=str(name_tok))
@@ -207,7 +216,7 @@ class Evaluator:
         return dtype, [None if d.data == "unknown_dim" else int(d.children[0]) for d in dims]
 
     def let_stmt(self, tree, scope: Scope) -> None:
-        name_tok, expr = tree.children
+        _, name_tok, expr = tree.children
         self.define(scope, name_tok, self.eval(expr, scope))
 
     def var_stmt(self, tree, scope: Scope) -> None:
@@ -215,7 +224,7 @@ class Evaluator:
                                "use a constant (init.* functions) or an input", tree)
 
     def output_stmt(self, tree, scope: Scope) -> None:
-        name_tok, expr = tree.children
+        _, name_tok, expr = tree.children
         name = str(name_tok)
         if scope.function is not None:
             raise scope.file.error("'output' belongs at the top level of a file, not inside "
@@ -238,7 +247,7 @@ class Evaluator:
         self.outputs[name] = (value, scope.file.where(name_tok))
 
     def import_stmt(self, tree, scope: Scope) -> None:
-        (string_tok,) = tree.children
+        _, string_tok = tree.children
         if scope.function is not None or scope.parent is not None:
             raise scope.file.error("'import' belongs at the top level of a file", tree)
         rel = self.string(string_tok, scope)
@@ -273,7 +282,7 @@ class Evaluator:
             scope.names[name] = binding
 
     def def_stmt(self, tree, scope: Scope) -> None:
-        name_tok, params_tree, body = tree.children
+        _, name_tok, params_tree, body = tree.children
         params = [] if params_tree is None else [str(p) for p in params_tree.children]
         seen: Dict[str, lark.Token] = {}
         for p in (params_tree.children if params_tree is not None else []):
@@ -290,10 +299,10 @@ class Evaluator:
     def return_stmt(self, tree, scope: Scope) -> None:
         if scope.function is None:
             raise scope.file.error("'return' outside a function", tree)
-        raise _Return(self.eval(tree.children[0], scope))
+        raise _Return(self.eval(tree.children[1], scope))
 
     def device_block(self, tree, scope: Scope) -> None:
-        spec_tok, body = tree.children
+        _, spec_tok, body = tree.children
         spec = self.string(spec_tok, scope)
         with self.building(scope, spec_tok):
             ctx = dsl.device(spec)
@@ -304,7 +313,7 @@ class Evaluator:
             ctx.__exit__(None, None, None)
 
     def scope_block(self, tree, scope: Scope) -> None:
-        name_tok, body = tree.children
+        _, name_tok, body = tree.children
         name = self.string(name_tok, scope)
         with self.building(scope, name_tok, "bad name_scope: "):
             ctx = dsl.name_scope(name)
@@ -315,7 +324,7 @@ class Evaluator:
             ctx.__exit__(None, None, None)
 
     def colocate_block(self, tree, scope: Scope) -> None:
-        expr, body = tree.children
+        _, expr, body = tree.children
         colocate_with = getattr(dsl, "colocate_with", None)
         if colocate_with is None:
             raise scope.file.error("colocate_with is not supported yet (it comes with placement)",
@@ -332,6 +341,7 @@ class Evaluator:
     # --- expressions -------------------------------------------------------------------------
     def eval(self, tree, scope: Scope, default_name: Optional[str] = None) -> Any:
         """The value of an expression tree (a tensor, a Python value, a list, a type)."""
+        tree = _unparen(tree)
         if isinstance(tree, lark.Token):
             raise scope.file.error(f"unexpected {tree!s}", tree)
         if tree.data == "call":
@@ -340,9 +350,7 @@ class Evaluator:
 
     def string(self, tok: lark.Token, scope: Scope) -> str:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                value = ast.literal_eval(str(tok))
+            value = _literal(str(tok))
         except (ValueError, SyntaxError) as e:
             raise scope.file.error(f"bad string: {e.msg if isinstance(e, SyntaxError) else e}",
                                    tok) from None
@@ -366,7 +374,7 @@ class Evaluator:
         return False
 
     def e_list(self, tree, scope: Scope) -> list:
-        return [self.eval(c, scope) for c in tree.children if c is not None]
+        return [self.eval(c, scope) for c in tree.children[1:] if c is not None]
 
     def e_name(self, tree, scope: Scope) -> Any:
         parts = [str(t) for t in tree.children[0].children]
@@ -392,12 +400,12 @@ class Evaluator:
             return fn(a, b)
 
     def e_neg(self, tree, scope: Scope) -> Any:
-        value = self.eval(tree.children[0], scope)
+        value = self.eval(tree.children[1], scope)
         with self.building(scope, tree, "cannot negate: "):
             return -value
 
     def e_pos(self, tree, scope: Scope) -> Any:
-        value = self.eval(tree.children[0], scope)
+        value = self.eval(tree.children[1], scope)
         if not isinstance(value, (Tensor, int, float)) or isinstance(value, bool):
             raise scope.file.error(f"unary '+' needs a number or a tensor, not "
                                    f"{describe_value(value)}", tree)
@@ -424,7 +432,7 @@ class Evaluator:
         return self._binary(tree, scope, "or", self._logical(dsl.logical_or, operator.or_))
 
     def e_not_op(self, tree, scope: Scope) -> Any:
-        value = self.eval(tree.children[0], scope)
+        value = self.eval(tree.children[1], scope)
         if isinstance(value, bool):
             return not value
         with self.building(scope, tree, "cannot apply 'not': "):
@@ -500,9 +508,8 @@ class Evaluator:
 
     def check_signature(self, fn: Callable, name: str, args: list, kwargs: dict, tree,
                         scope: Scope) -> None:
-        try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):
+        sig = _signature(fn)
+        if sig is None:
             return
         try:
             sig.bind(*args, **kwargs)
@@ -554,11 +561,37 @@ def _plain_signature(sig: inspect.Signature) -> str:
     return "(" + ", ".join(out) + ")"
 
 
-def _takes_name(fn: Callable) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _literal(text: str) -> Any:
+    """The value of a string literal's text (cached: models repeat their strings)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(text)
+
+
+def _signature_of(fn: Callable) -> Optional[inspect.Signature]:
     try:
-        params = inspect.signature(fn).parameters
+        return inspect.signature(fn)
     except (TypeError, ValueError):
+        return None
+
+
+_cached_signature = functools.lru_cache(maxsize=None)(_signature_of)
+
+
+def _signature(fn: Callable) -> Optional[inspect.Signature]:
+    """``fn``'s signature, or None; cached, as the same builtins are called over and over."""
+    try:
+        return _cached_signature(fn)
+    except TypeError:                       # an unhashable callable
+        return _signature_of(fn)
+
+
+def _takes_name(fn: Callable) -> bool:
+    sig = _signature(fn)
+    if sig is None:
         return False
+    params = sig.parameters
     return "name" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 

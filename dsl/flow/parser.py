@@ -50,7 +50,7 @@ class _NewlineFilter:
 @functools.lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
     with open(_GRAMMAR, encoding="utf-8") as f:
-        return lark.Lark(f.read(), parser="lalr", propagate_positions=True,
+        return lark.Lark(f.read(), parser="lalr", propagate_positions=False,
                          maybe_placeholders=True, postlex=_NewlineFilter())
 
 
