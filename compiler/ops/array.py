@@ -1345,16 +1345,21 @@ register_op("Pad", inputs=["input: T", "paddings: Tpaddings"], outputs=["output:
 # =========================================================================================
 # Fill, ZerosLike, OnesLike, OneHot, Range: new tensors
 # =========================================================================================
-def _fill_shape(ctx):
-    _check_scalar_input(ctx, 1)
-    n = _vector_length(ctx, 0)
-    dims = _partial_vector(ctx, 0)
+def _shape_from_dims_input(ctx, i: int):
+    """The output shape that the 1-D dims input ``i`` describes, as far as it is known."""
+    n = _vector_length(ctx, i)
+    dims = _partial_vector(ctx, i)
     if dims is None:
-        return [None if n is None else (None,) * n]
+        return None if n is None else (None,) * n
     for d in dims:
         if d is not None and d < 0:
             raise ctx.error(f"Dimension {d} must be >= 0")
-    return [tuple(dims)]
+    return tuple(dims)
+
+
+def _fill_shape(ctx):
+    _check_scalar_input(ctx, 1)
+    return [_shape_from_dims_input(ctx, 0)]
 
 
 @_reference

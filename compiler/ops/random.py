@@ -37,8 +37,8 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
-from compiler.ops.array import (_c, _check_alloc, _check_fits, _elements, _partial_vector,
-                                _vector_length)
+from compiler.ops.array import (_c, _check_alloc, _check_fits, _elements,
+                                _shape_from_dims_input)
 from compiler.ops.registry import register_op
 from runtime.dtypes import DType
 
@@ -191,19 +191,12 @@ def uniform_int_values(n: int, dtype: DType, lo: int, hi: int, seed: int,
 
 # --- shapes and reference kernels ------------------------------------------------------------
 def _shape_fn(ctx) -> list:
-    n = _vector_length(ctx, 0)
-    dims = _partial_vector(ctx, 0)
     for i in (1, 2):
         if i < len(ctx.input_types):
             s = ctx.input_shape(i)
             if s is not None and len(s) != 0:
                 raise ctx.error(f"input {i} must be a scalar (0-D), got shape {shape_str(s)}")
-    if dims is None:
-        return [None if n is None else (None,) * n]
-    for d in dims:
-        if d is not None and d < 0:
-            raise ctx.error(f"Dimension {d} must be >= 0")
-    return [tuple(dims)]
+    return [_shape_from_dims_input(ctx, 0)]
 
 
 def _out_shape(ctx, shape: np.ndarray, itemsize: int) -> List[int]:
