@@ -34,8 +34,9 @@ def needed_nodes(fetches: Iterable[Output], targets: Iterable[Node], fed: Set[Ou
 
 class Interpreter:
     def __init__(self, graph: Graph, state=None):
+        from runtime.resources import ResourceStore
         self.graph = graph
-        self.state = state
+        self.state = state if state is not None else ResourceStore()
 
     def run(self, fetches: Sequence[Output], feeds: Optional[Dict[Output, object]] = None,
             targets: Sequence[Node] = ()) -> List[np.ndarray]:

@@ -120,7 +120,10 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
             "fetches": [s.to_json() for s in fetch_specs],
             "devices": [{"device": CPU0, "kind": "cpu", "module": "cpu_0.so", "source": "cpu_0.c",
                          "features": sorted(emitted.features)}],
-            "ir": "graph.ir", "variables": [], "files": files,
+            "ir": "graph.ir", "files": files,
+            "variables": [TensorSpec(name, dtype, shape).to_json()
+                          for name, dtype, shape in emitted.variables],
+            "random_streams": list(emitted.streams),
             "compiler": compiler_identity(compiler_command()).splitlines()[0],
         }
         write_manifest(tmp, manifest)

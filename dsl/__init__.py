@@ -18,8 +18,12 @@ from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
 from dsl.random_ops import *  # noqa: F401,F403
 from dsl.gradients import *  # noqa: F401,F403
+from dsl.control_ops import *  # noqa: F401,F403
+from dsl.indexed_slices import IndexedSlices
+from dsl.variables import *  # noqa: F401,F403
+from dsl.init_ops import *  # noqa: F401,F403
 from dsl import nn
-from dsl.session import Session
+from dsl.session import Session, get_default_session
 
 float16, float32, float64 = DType.f16, DType.f32, DType.f64
 int8, int16, int32, int64, uint8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8

@@ -5,8 +5,16 @@ As in TensorFlow 1.x: ``gradients(ys, xs)`` walks backward from ``ys`` over the 
 ``Graph.gradient_override_map`` block gave it) and sums partial gradients with ``AddN``.
 Gradient functions live in ``dsl/grad/`` (one module per op family).
 
-Not here yet: gradients through control flow, and sparse (indices, values) gradients of
-GatherV2 (its gradient is dense, through UnsortedSegmentSum).
+Variables: the gradient with respect to a variable is the gradient with respect to its
+handle, which collects the partial gradients of every read of it (TensorFlow's rule).
+
+Sparse gradients: the gradients of ``GatherV2`` (axis 0) and ``ResourceGather`` are
+``IndexedSlices`` (values, indices). Partial sparse gradients are summed by concatenation,
+they pass through ``Identity``/``ReadVariableOp`` as they are, and any other gradient
+function gets them densified. ``gradients`` returns an ``IndexedSlices`` for an x whose
+gradient stayed sparse; optimizers apply it with scatter updates that touch only those rows.
+
+Not here yet: gradients through control flow.
 """
 from __future__ import annotations
 
@@ -14,7 +22,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from compiler.ir.graph import Node, Output
 from dsl.context import get_default_graph, name_scope
+from dsl.indexed_slices import IndexedSlices
 from dsl.tensor import Operation, Tensor
+from runtime.dtypes import DType
 from runtime.errors import FlowcError
 
 __all__ = ["gradients", "RegisterGradient", "NotDifferentiable", "NoGradient",
@@ -83,8 +93,29 @@ def fill_zeros(op: Operation, grads: Sequence[Optional[Tensor]]) -> List[Tensor]
 
 
 def _is_differentiable(out: Output) -> bool:
-    """Only floating-point tensors carry gradients."""
-    return out.dtype is not None and out.dtype.is_floating
+    """Only floating-point tensors (and handles of floating-point variables) carry gradients."""
+    dtype = out.dtype
+    if dtype is DType.resource:
+        dtype = out.node.attrs.get("dtype") if out.node.op == "VarHandleOp" else None
+        return isinstance(dtype, DType) and dtype.is_floating
+    return dtype is not None and dtype.is_floating
+
+
+# Ops whose gradient functions take sparse (IndexedSlices) gradients as they are.
+_SPARSE_THROUGH = {"Identity", "ReadVariableOp", "Snapshot"}
+
+
+def _as_x(x) -> Tensor:
+    """xs may be variables: differentiate with respect to their handle."""
+    from dsl.ops import convert_to_tensor
+    handle = getattr(x, "handle", None)
+    if handle is not None and isinstance(handle, Tensor):
+        return handle
+    return convert_to_tensor(x)
+
+
+def _dense(g):
+    return g.to_dense() if isinstance(g, IndexedSlices) else g
 
 
 def _as_list(v) -> list:
@@ -145,12 +176,20 @@ def _path(node: Node, ys: List[Output], xs: List[Output], between: Set[Node]) ->
     return [n.name for n in up] + [n.name for n in reversed(down[:-1])]
 
 
-def _sum(grads: List[Tensor], name: str) -> Tensor:
-    """One tensor: the single partial or their AddN."""
+def _sum(grads: list, name: str):
+    """One gradient: the single partial, their AddN, or (all sparse) their concatenation."""
     from dsl.ops import apply_op
     if len(grads) == 1:
         return grads[0]
-    return apply_op("AddN", [grads], name=name)
+    if all(isinstance(g, IndexedSlices) for g in grads):
+        from dsl.array_ops import concat
+        indices = [g.indices for g in grads]
+        if len({i.dtype for i in indices}) > 1:
+            from dsl.math_ops import cast
+            indices = [cast(i, DType.i64) for i in indices]
+        return IndexedSlices(concat([g.values for g in grads], 0, name=name + "/values"),
+                             concat(indices, 0, name=name + "/indices"), grads[0].dense_shape)
+    return apply_op("AddN", [[_dense(g) for g in grads]], name=name)
 
 
 def gradients(ys, xs, grad_ys=None, name: str = "gradients",
@@ -159,7 +198,7 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients",
     from dsl.array_ops import ones_like
     from dsl.ops import convert_to_tensor
     ys_t = [convert_to_tensor(y) for y in _as_list(ys)]
-    xs_t = [convert_to_tensor(x) for x in _as_list(xs)]
+    xs_t = [_as_x(x) for x in _as_list(xs)]
     g = ys_t[0].graph if ys_t else get_default_graph()
     for t in ys_t + xs_t:
         if t.graph is not g:
@@ -206,6 +245,8 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients",
             with name_scope(f"{node.name}_grad"):
                 summed = [_sum(gl, f"{o.node.name}_{o.index}_sum") if gl else None
                           for o, gl in zip(node.outputs, out_grads)]
+                if node.op not in _SPARSE_THROUGH:
+                    summed = [_dense(gs) for gs in summed]
                 in_grads = list(fn(op, *summed))
             if len(in_grads) != len(node.inputs):
                 raise ValueError(f"the gradient function of {node.op} returned {len(in_grads)} "
@@ -215,7 +256,9 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients",
                     continue
                 if inp.node in stop and inp.node not in x_nodes:
                     continue
-                grads.setdefault(inp, []).append(convert_to_tensor(gi))
+                if not isinstance(gi, IndexedSlices):
+                    gi = convert_to_tensor(gi)
+                grads.setdefault(inp, []).append(gi)
         result: List[Optional[Tensor]] = []
         for x in xs_o:
             gl = grads.get(x)

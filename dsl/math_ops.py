@@ -20,6 +20,7 @@ __all__ = [
     "tanh", "sigmoid", "floor", "ceil", "round", "cast",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
     "logical_not", "logical_and", "logical_or", "logical_xor", "where",
+    "unsorted_segment_sum",
 ]
 
 # truediv's int -> float promotion (as tf.math.truediv)
@@ -200,6 +201,12 @@ def cast(x, dtype, name: Optional[str] = None) -> Tensor:
     if x.dtype == dtype:
         return x
     return apply_op("Cast", [x], {"DstT": dtype}, name=name or "Cast")
+
+
+def unsorted_segment_sum(data, segment_ids, num_segments, name: Optional[str] = None) -> Tensor:
+    """Rows of ``data`` summed by segment id (ids out of range are dropped), as in TF."""
+    return apply_op("UnsortedSegmentSum", [data, segment_ids, num_segments], {},
+                    name=name or "UnsortedSegmentSum")
 
 
 # --- activations (re-exported by dsl.nn) ----------------------------------------------------

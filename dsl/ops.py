@@ -112,7 +112,10 @@ def placeholder_with_default(input, shape, name: Optional[str] = None) -> Tensor
 
 
 def convert_to_tensor(value, dtype=None, name: Optional[str] = None) -> Tensor:
-    """Tensors pass through (dtype checked); Python and numpy values become constants."""
+    """Tensors pass through (dtype checked); Python and numpy values become constants;
+    variables (and sparse IndexedSlices) give their value."""
+    if hasattr(value, "_as_graph_tensor"):
+        value = value._as_graph_tensor(dtype)
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype != as_dtype(dtype):
             raise TypeError(f"tensor {value.name} is {value.dtype}, expected {as_dtype(dtype)}")
@@ -123,6 +126,15 @@ def convert_to_tensor(value, dtype=None, name: Optional[str] = None) -> Tensor:
         from dsl.array_ops import stack
         return stack(list(value), name=name)
     return constant(value, dtype=dtype, name=name)
+
+
+def _graph_value(v):
+    """Variables in op inputs stand for their value (lists too)."""
+    if hasattr(v, "_as_graph_tensor"):
+        return v._as_graph_tensor()
+    if isinstance(v, (list, tuple)) and any(hasattr(x, "_as_graph_tensor") for x in v):
+        return [x._as_graph_tensor() if hasattr(x, "_as_graph_tensor") else x for x in v]
+    return v
 
 
 def _op_name(g, name: str) -> Tuple[str, bool]:
@@ -157,6 +169,7 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
                 known[k] = as_dtype(v)
             except (TypeError, ValueError) as e:
                 raise OpError(f"attr {k} of {op_name}: {e}", None, loc) from None
+    inputs = [_graph_value(v) for v in inputs]
     for arg, value in zip(op.inputs, inputs):
         vals = value if arg.is_list and isinstance(value, (list, tuple)) else [value]
         if arg.type_attr and arg.type_attr not in known:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -23,13 +23,22 @@ from compiler.ir.graph import Node, Output
 from compiler.passes.manager import PipelineOptions
 from compiler.step import make_step_graph, optimize, step_key, write_artifact
 from dsl.context import Graph, get_default_graph
+from dsl.indexed_slices import IndexedSlices
 from dsl.tensor import Operation, Tensor
 from runtime.artifact import load_artifact
 from runtime.errors import FeedError
 from runtime.feeds import FeedCheck
 from runtime.module import Executable
+from runtime.resources import ResourceStore
 
 BACKENDS = ("c", "interpreter")
+
+
+class IndexedSlicesValue(NamedTuple):
+    """A fetched ``fl.IndexedSlices``: numpy values, indices and dense shape."""
+    values: np.ndarray
+    indices: np.ndarray
+    dense_shape: Optional[np.ndarray]
 
 # Bounds on the per-session lookup caches (compiled steps themselves are never evicted).
 _MAX_PLANS = 256
@@ -107,6 +116,13 @@ class _Plan:
             return lambda values: None
         if isinstance(f, str):
             return self._builder(self._lookup(f))
+        if isinstance(f, IndexedSlices):
+            parts = [self._builder(f.values), self._builder(f.indices),
+                     self._builder(f.dense_shape) if isinstance(f.dense_shape, Tensor)
+                     else (lambda values, d=f.dense_shape: None if d is None else np.asarray(d))]
+            return lambda values: IndexedSlicesValue(*[b(values) for b in parts])
+        if hasattr(f, "_as_graph_tensor"):             # a variable: its value
+            return self._builder(f._as_graph_tensor())
         if isinstance(f, dict):
             items = [(k, self._builder(v)) for k, v in f.items()]
             cls = type(f)
@@ -173,8 +189,24 @@ class _Runner:
         self.keys = keys                         # the user's key objects (keeps ids valid)
 
 
+_default_sessions = threading.local()
+
+
+def get_default_session() -> "Session":
+    """The session of the innermost ``with fl.Session() as s:`` block."""
+    stack = getattr(_default_sessions, "stack", None)
+    if not stack:
+        raise ValueError("no default session: run inside 'with fl.Session() as sess:' or pass "
+                         "session=")
+    return stack[-1]
+
+
 class Session:
-    """Runs parts of a graph. ``backend="c"`` compiles each step; ``"interpreter"`` uses numpy."""
+    """Runs parts of a graph. ``backend="c"`` compiles each step; ``"interpreter"`` uses numpy.
+
+    The session owns the graph's state (``store``): variable values and random streams,
+    which persist across ``run`` calls and are dropped with the session.
+    """
 
     def __init__(self, target: str = "", graph: Optional[Graph] = None, config=None,
                  backend: str = "c", options: Optional[PipelineOptions] = None):
@@ -183,6 +215,7 @@ class Session:
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend
         self.options = options or PipelineOptions()
+        self.store = ResourceStore()             # variables and random streams: the state
         self._steps: Dict[Tuple, Executable] = {}
         self._plans: Dict[tuple, _Plan] = {}
         self._lock = threading.Lock()
@@ -191,9 +224,16 @@ class Session:
 
     # --- context manager -----------------------------------------------------------------
     def __enter__(self):
+        stack = getattr(_default_sessions, "stack", None)
+        if stack is None:
+            stack = _default_sessions.stack = []
+        stack.append(self)
         return self
 
     def __exit__(self, *exc):
+        stack = getattr(_default_sessions, "stack", [])
+        if stack and stack[-1] is self:
+            stack.pop()
         self.close()
 
     def close(self) -> None:
@@ -230,7 +270,7 @@ class Session:
             arrays = []
         if runner.executable is None:
             return plan.rebuild([])
-        return plan.rebuild(runner.executable.call(arrays))
+        return plan.rebuild(runner.executable.call(arrays, store=self.store))
 
     def make_callable(self, fetches, feed_list: Sequence = ()) -> Callable:
         """A function running ``fetches`` with values for ``feed_list`` given positionally."""
@@ -292,7 +332,7 @@ class Session:
         feeds = dict(zip(self._feeds(keys), values))
         if not plan.outputs and not plan.targets:
             return plan.rebuild([])
-        results = Interpreter(self.graph).run(plan.outputs, feeds, plan.targets)
+        results = Interpreter(self.graph, self.store).run(plan.outputs, feeds, plan.targets)
         return plan.rebuild([r[()] if r.ndim == 0 else r for r in map(np.asarray, results)])
 
     def _compiled(self, feeds: List[Output], fetches: List[Output], targets: List[Node]) -> Executable:

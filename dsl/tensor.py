@@ -153,6 +153,8 @@ def as_node(x) -> Node:
         return x
     if isinstance(x, Output):
         return x.node
+    if hasattr(x, "_as_graph_tensor"):               # a variable: its value
+        return x._as_graph_tensor().output.node
     raise TypeError(f"expected an fl.Operation or fl.Tensor, got {type(x).__name__}")
 
 

@@ -41,8 +41,10 @@ class Artifact:
     def fetches(self) -> List[TensorSpec]:
         return self.executable.fetches
 
-    def run(self, feeds: Dict[str, object] | Sequence = ()) -> list:
-        """Run one step. ``feeds`` maps feed names to values (or is a list in feed order)."""
+    def run(self, feeds: Dict[str, object] | Sequence = (), store=None) -> list:
+        """Run one step. ``feeds`` maps feed names to values (or is a list in feed order).
+        Variables and random streams come from ``store`` (a ``ResourceStore``; by default
+        one the artifact keeps across runs)."""
         if isinstance(feeds, dict):
             unknown = set(feeds) - {f.name for f in self.feeds}
             if unknown:
@@ -54,7 +56,7 @@ class Artifact:
             values = [feeds[f.name] for f in self.feeds]
         else:
             values = list(feeds)
-        return self.executable.run(values)
+        return self.executable.run(values, store=store)
 
 
 def _read_manifest(path: str) -> dict:
@@ -125,4 +127,6 @@ def load_artifact(path: str) -> Artifact:
     module = CModule(os.path.join(path, devices[0]["module"]))
     feeds = [TensorSpec.from_json(f) for f in manifest["feeds"]]
     fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]
-    return Artifact(path, manifest, Executable(module, feeds, fetches))
+    variables = [TensorSpec.from_json(v) for v in manifest.get("variables", [])]
+    streams = list(manifest.get("random_streams", []))
+    return Artifact(path, manifest, Executable(module, feeds, fetches, variables, streams))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
@@ -20,7 +21,7 @@ from runtime.dtypes import DType
 from runtime.errors import ArtifactError, FeedError, RuntimeExecutionError
 from runtime.feeds import FeedCheck
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 MAX_RANK = 8
 
 ABI_CDEF = """
@@ -36,9 +37,25 @@ typedef struct flowc_status {
     char location[256];
     char message[768];
 } flowc_status;
+typedef struct flowc_var {
+    flowc_tensor value;
+    int64_t capacity;
+    int32_t initialized;
+    int32_t dtype;
+    char name[128];
+} flowc_var;
+typedef struct flowc_runtime {
+    flowc_var **vars;
+    uint64_t **streams;
+    void *host;
+    int (*host_call)(void *host, const char *op, const char *node, const char *attrs,
+                     int32_t n_in, const flowc_tensor *in, int32_t n_out, flowc_tensor *out,
+                     flowc_status *st);
+} flowc_runtime;
 int flowc_abi_version(void);
 void flowc_free(void *p);
-int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, flowc_status *st);
+int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
+                flowc_status *st);
 """
 
 ffi = cffi.FFI()
@@ -141,12 +158,20 @@ class _CallBuffers(threading.local):
 
 
 class Executable:
-    """Runs a module's entry function: numpy arrays in, numpy arrays out."""
+    """Runs a module's entry function: numpy arrays in, numpy arrays out.
 
-    def __init__(self, module: CModule, feeds: Sequence[TensorSpec], fetches: Sequence[TensorSpec]):
+    ``variables`` and ``streams`` are the state the step uses (manifest order); a call binds
+    them to a ``ResourceStore`` (the session's), creating what is missing there.
+    """
+
+    def __init__(self, module: CModule, feeds: Sequence[TensorSpec], fetches: Sequence[TensorSpec],
+                 variables: Sequence[TensorSpec] = (), streams: Sequence[str] = ()):
         self.module = module
         self.feeds = list(feeds)
         self.fetches = list(fetches)
+        self.variables = list(variables)
+        self.streams = list(streams)
+        self._bound = weakref.WeakKeyDictionary()    # store -> its flowc_runtime *
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
         self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in self.feeds]
@@ -154,17 +179,28 @@ class Executable:
         self._readers = [_FetchReader(s, self._free) for s in self.fetches]
         self._buffers = _CallBuffers(len(self.feeds), len(self.fetches))
 
-    def run(self, feed_values: Sequence) -> List[np.ndarray]:
+    def run(self, feed_values: Sequence, store=None) -> List[np.ndarray]:
         """Check ``feed_values`` (in feed order) and run; every fetch comes back as an array."""
         if len(feed_values) != len(self.feeds):
             names = ", ".join(f.name for f in self.feeds) or "none"
             raise FeedError(f"expected {len(self.feeds)} feeds ({names}), got {len(feed_values)}")
         arrays = [check(v) for check, v in zip(self.feed_checks, feed_values)]
-        return self.call(arrays, scalars=False)
+        return self.call(arrays, scalars=False, store=store)
 
-    def call(self, arrays: Sequence[np.ndarray], scalars: bool = True) -> list:
+    def bind(self, store):
+        """The ``flowc_runtime`` of this step in ``store`` (built once per store)."""
+        rt = self._bound.get(store)
+        if rt is None:
+            rt = self._bound[store] = store.runtime_struct(self.variables, self.streams)
+        return rt
+
+    def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None) -> list:
         """Run on arrays already checked by ``feed_checks``; rank-0 fetches become numpy scalars
-        when ``scalars``."""
+        when ``scalars``. State (variables, random streams) comes from ``store``; without one
+        the executable keeps a store of its own."""
+        if store is None:
+            store = self._own_store()
+        rt = self.bind(store)
         bufs = self._buffers
         keep = []
         for t, arr, code in zip(bufs.feeds, arrays, self._dtype_codes):
@@ -184,12 +220,20 @@ class Executable:
             elif ndim:
                 t.dims[0:ndim] = arr.shape
         status = bufs.status
-        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, status) != 0:
+        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, status) != 0:
             raise _status_error(status)
         if scalars:
             return [r.scalar(t) if r.is_scalar else r.array(t)
                     for r, t in zip(self._readers, bufs.fetches)]
         return [r.array(t) for r, t in zip(self._readers, bufs.fetches)]
+
+
+    def _own_store(self):
+        store = getattr(self, "_store", None)
+        if store is None:
+            from runtime.resources import ResourceStore
+            store = self._store = ResourceStore()
+        return store
 
 
 def _status_error(status) -> RuntimeExecutionError:

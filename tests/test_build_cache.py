@@ -8,14 +8,16 @@ import dsl as fl
 from compiler.codegen.build import build_shared_object
 from runtime.module import CModule
 
+from runtime.module import ABI_VERSION
+
 SOURCE = """
 #include "flowc_rt.h"
-int flowc_abi_version(void) { return 1; }
+int flowc_abi_version(void) { return %d; }
 void flowc_free(void *p) { free(p); }
-int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, flowc_status *st) {
-    (void)feeds; (void)fetches; (void)st; return 0;
+int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt, flowc_status *st) {
+    (void)feeds; (void)fetches; (void)rt; (void)st; return 0;
 }
-"""
+""" % ABI_VERSION
 
 
 def test_object_cache_hit_and_corrupt_entry_rebuilt(tmp_path, monkeypatch):

@@ -25,12 +25,21 @@ class Inputs:
     def __init__(self, rng: np.random.Generator):
         self.rng = rng
         self.feeds: Dict[fl.Tensor, np.ndarray] = {}
+        self.variables: Dict[fl.Variable, fl.Tensor] = {}    # variable -> its initial value
 
     def __call__(self, value) -> fl.Tensor:
         value = np.asarray(value, dtype=np.float64)
         t = fl.placeholder(f64, value.shape, name=f"x{len(self.feeds)}")
         self.feeds[t] = value
         return t
+
+    def var(self, *shape) -> fl.Variable:
+        """A float64 variable initialized from a fed placeholder (the finite differences move
+        the placeholder and re-run the initializer)."""
+        init = self.n(*shape)
+        v = fl.Variable(init, name=f"v{len(self.variables)}")
+        self.variables[v] = init
+        return v
 
     def n(self, *shape) -> fl.Tensor:
         """Values in ±[0.2, 1.2]: away from the kinks at 0."""
@@ -116,6 +125,9 @@ CASES: Dict[str, Builder] = {
     "Tile": lambda p: fl.tile(p.n(2, 3), [2, 1]),
     "Pad": lambda p: fl.pad(p.n(2, 3), [[1, 0], [0, 2]]),
     "GatherV2": lambda p: fl.gather(p.n(4, 3), [0, 2, 0]),
+    "ReadVariableOp": lambda p: fl.tanh(p.var(2, 3)) * p.var(3),
+    "ResourceGather": lambda p: (lambda v: v.sparse_read([2, 0, 2]) * 3.0 + v.sparse_read([[1]]))(
+        p.var(4, 3)),
     "Fill": lambda p: fl.fill([2, 3], p.n()),
     "UnsortedSegmentSum": lambda p: fl.raw_ops.UnsortedSegmentSum(
         data=p.n(4, 2), segment_ids=fl.constant([2, 0, -1, 2]), num_segments=3),
@@ -155,8 +167,9 @@ EPS = {"Cast": 1e-2}       # the float32 round trip needs a larger step
 
 
 def numeric_gradient(loss: fl.Tensor, feeds: Dict[fl.Tensor, np.ndarray], x: fl.Tensor,
-                     eps: float) -> np.ndarray:
-    """Central differences of ``loss`` w.r.t. ``x``, run with the interpreter."""
+                     eps: float, init=None) -> np.ndarray:
+    """Central differences of ``loss`` w.r.t. ``x``, run with the interpreter (``init``, when
+    given, runs first: the variables take their values from the feeds)."""
     out = np.zeros_like(feeds[x])
     with fl.Session(graph=loss.graph, backend="interpreter") as s:
         for k in np.ndindex(*out.shape):
@@ -165,6 +178,8 @@ def numeric_gradient(loss: fl.Tensor, feeds: Dict[fl.Tensor, np.ndarray], x: fl.
                 moved = dict(feeds)
                 moved[x] = feeds[x].copy()
                 moved[x][k] += step
+                if init is not None:
+                    s.run(init, moved)
                 values.append(s.run(loss, moved))
             out[k] = (values[0] - values[1]) / (2 * eps)
     return out
@@ -200,12 +215,17 @@ def test_gradient_matches_finite_differences(op_type):
             with pytest.raises(fl.MissingGradientError, match="UnsortedSegmentSum"):
                 fl.gradients(loss, xs)
             return
-        grads = fl.gradients(loss, xs)
+        wrt = [next((v for v, i in p.variables.items() if i is x), x) for x in xs]
+        grads = fl.gradients(loss, wrt)
+        grads = [gr.to_dense() if isinstance(gr, fl.IndexedSlices) else gr for gr in grads]
+        init = fl.global_variables_initializer() if p.variables else None
     assert all(gr is not None for gr in grads)
     with fl.Session(graph=g, backend="interpreter") as s:
+        if init is not None:
+            s.run(init, p.feeds)
         got = s.run(grads, p.feeds)
     for x, gx in zip(xs, got):
-        want = numeric_gradient(loss, p.feeds, x, EPS.get(op_type, 1e-6))
+        want = numeric_gradient(loss, p.feeds, x, EPS.get(op_type, 1e-6), init)
         assert gx.shape == p.feeds[x].shape and gx.dtype == np.float64
         np.testing.assert_allclose(gx, want, rtol=1e-5, atol=1e-6, err_msg=f"{op_type} d/d{x.name}")
 

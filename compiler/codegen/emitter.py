@@ -21,7 +21,7 @@ from compiler.ir.printer import node_text
 from compiler.ops.registry import get_op
 from runtime.dtypes import DType
 
-ABI_VERSION = 1
+from runtime.module import ABI_VERSION
 
 # The entry runs the nodes through functions of this many nodes each: gcc's optimizer is
 # superlinear in function size, so this keeps compile time linear in the graph.
@@ -41,6 +41,8 @@ _NO_CODE = {"NoOp", "_Sink"}
 class EmittedModule:
     source: str
     features: set = field(default_factory=set)
+    variables: list = field(default_factory=list)     # (name, dtype, shape) in rt->vars order
+    streams: list = field(default_factory=list)       # random-op stream names, rt->streams order
 
 
 def _ident(name: str) -> str:
@@ -107,12 +109,10 @@ class _Emitter:
     def emit(self) -> EmittedModule:
         order = [n for n in self.graph]
         position = {n: i for i, n in enumerate(order)}
-        for n in order:
-            if n.op == "_Retval" or n.op in _NO_CODE:
-                continue
-            for out in n.outputs:
-                if out.dtype is DType.resource:
-                    raise CodegenError("resource tensors are not supported by the C backend yet", n)
+        for r in self.retvals:
+            if r.inputs[0].dtype is DType.resource:
+                raise CodegenError("a resource handle cannot be fetched; fetch a read of it",
+                                   r.inputs[0].node)
         # storage roots
         for n in order:
             op = get_op(n.op, n)
@@ -167,7 +167,8 @@ class _Emitter:
             else:
                 self.tail.append(f"/* fetch {k}: %{src.node.name} */")
                 self.tail.append(f"fetches[{k}] = {ref.var};")
-        return EmittedModule(self._assemble(), set(self.module.features))
+        return EmittedModule(self._assemble(), set(self.module.features),
+                             list(self.module.variables), list(self.module.streams))
 
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
@@ -216,6 +217,8 @@ class _Emitter:
         placed: List[str] = []
         if op.c_alias is None:
             for k, o in enumerate(outputs):
+                if o.dtype is DType.resource:          # the kernel points it at runtime state
+                    continue
                 offset = self._arena_slot(Output(n, k), o)
                 if offset is not None:
                     placed.append(f"{o.var}.data = flowc_arena + {offset};")
@@ -277,8 +280,9 @@ class _Emitter:
             self.kernels.append(
                 f"/* first used by {_comment(lhs + ' = ' + rhs + trailer)} */\n"
                 f"static __attribute__((noinline)) int {fn}(flowc_tensor *restrict flowc_T, "
-                f"const int32_t *flowc_s, const char *flowc_node, const char *flowc_loc, "
-                f"flowc_status *st) {{\n{body}\n    return 0;\nfail:\n"
+                f"const int32_t *flowc_s, const flowc_runtime *flowc_rt, const char *flowc_node, "
+                f"const char *flowc_loc, flowc_status *st) {{\n    (void)flowc_rt;\n{body}\n"
+                f"    return 0;\nfail:\n"
                 f"    return st->code ? st->code : FLOWC_ERROR;\n}}\n")
         slots = "s_" + _ident(n.name)
         while slots in self._names:
@@ -288,7 +292,8 @@ class _Emitter:
                                 + ", ".join(str(self.slot[v]) for v in names) + "};"
                                 if names else f"static const int32_t {slots}[1] = {{0}};")
         loc = str(n.location) if n.location else ""
-        return f"if ({fn}(flowc_T, {slots}, {c_string(n.name)}, {c_string(loc)}, st)) goto fail;"
+        return (f"if ({fn}(flowc_T, {slots}, flowc_rt, {c_string(n.name)}, {c_string(loc)}, st)) "
+                "goto fail;")
 
     def _emit_feed(self, n: Node) -> None:
         k = self.feeds.index(n) if n in self.feeds else None
@@ -351,8 +356,9 @@ class _Emitter:
         out.append("#pragma GCC optimize (\"O1\")")
         for i, lines in enumerate(parts):
             out.append(f"static __attribute__((noinline)) int flowc_part{i}(flowc_tensor *restrict flowc_T, "
-                       "char *flowc_arena, const flowc_tensor *feeds, flowc_status *st) {")
-            out.append("    (void)feeds; (void)flowc_arena;")
+                       "char *flowc_arena, const flowc_tensor *feeds, const flowc_runtime *flowc_rt, "
+                       "flowc_status *st) {")
+            out.append("    (void)feeds; (void)flowc_arena; (void)flowc_rt;")
             out.extend(("    " + line) if line else "" for line in lines)
             out.append("    return 0;")
             out.append("fail:")
@@ -364,7 +370,8 @@ class _Emitter:
         out.append(f"int flowc_abi_version(void) {{ return {ABI_VERSION}; }}")
         out.append("void flowc_free(void *p) { free(p); }")
         out.append("")
-        out.append("int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, flowc_status *st) {")
+        out.append("int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, "
+                   "const flowc_runtime *flowc_rt, flowc_status *st) {")
         out.append("    (void)feeds; (void)fetches;")
         out.append("    st->code = 0;")
         out.append(f"    flowc_tensor *flowc_T = (flowc_tensor *)calloc({max(len(self.decls), 1)}, sizeof(flowc_tensor));")
@@ -375,7 +382,7 @@ class _Emitter:
         else:
             out.append("    char *flowc_arena = NULL;")
         for i in range(len(parts)):
-            out.append(f"    if (flowc_part{i}(flowc_T, flowc_arena, feeds, st)) goto fail;")
+            out.append(f"    if (flowc_part{i}(flowc_T, flowc_arena, feeds, flowc_rt, st)) goto fail;")
         out.extend(("    " + line) if line else "" for line in self.tail)
         out.append("    free(flowc_arena);")
         out.append("    free(flowc_T);")

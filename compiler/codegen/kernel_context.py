@@ -181,6 +181,25 @@ class ModuleState:
         self.features: set = set()
         self.globals: List[str] = []
         self._counts: Dict[str, int] = {}
+        self.variables: list = []          # (name, dtype, shape): the step's rt->vars
+        self.streams: List[str] = []       # random-op streams: the step's rt->streams
+
+    def variable_index(self, name: str, dtype: DType, shape) -> int:
+        """The index of variable ``name`` in ``rt->vars`` (added on first use)."""
+        for k, (n, d, s) in enumerate(self.variables):
+            if n == name:
+                if d is not dtype:
+                    raise CodegenError(f"variable '{name}' is used as {d.ir_name} and as "
+                                       f"{dtype.ir_name} in one step")
+                return k
+        self.variables.append((name, dtype, None if shape is None else tuple(shape)))
+        return len(self.variables) - 1
+
+    def stream_index(self, name: str) -> int:
+        """The index of random stream ``name`` in ``rt->streams`` (added on first use)."""
+        if name not in self.streams:
+            self.streams.append(name)
+        return self.streams.index(name)
 
     def add_global(self, text: str) -> None:
         """Add a module-level C definition (a helper function) once, however often asked."""

@@ -18,10 +18,14 @@ against TF 2.21 in tests/ops/test_random_ops.py); the float32 Box-Muller uses th
 logf/sinf/cosf in both backends (numpy calls them through ctypes), as TF does, so float32
 normals match TF's exactly where TF runs on the same C library (else to within an ulp or so).
 
-Deviations from TensorFlow: (1) seed = seed2 = 0 is an ordinary seed here (TF draws a
-nondeterministic one); (2) every run of a step draws the same numbers for a given
-(seed, seed2): there is no per-node counter that advances across runs (TF draws new numbers
-on each run).
+Each run draws new numbers, as in TensorFlow: every random node has a stream (a 64-bit
+counter kept by the runtime's ``ResourceStore``, outside any step), and a run that draws n
+numbers reserves ``256 * n`` Philox blocks by advancing it (TF's ``ReserveRandomOutputs(n,
+256)``), so run k of a session draws exactly TF's k-th numbers. The interpreter without a
+store draws the first run's numbers every time.
+
+Deviation from TensorFlow: seed = seed2 = 0 is an ordinary seed here (TF draws a
+nondeterministic one).
 
 The ops are ``stateful=True`` so CSE and constant folding never merge or fold them.
 """
@@ -52,9 +56,9 @@ _EPSILON = 1.0e-7
 
 
 # --- Philox in numpy ---------------------------------------------------------------------------
-def philox(index: np.ndarray, seed: int, seed2: int) -> np.ndarray:
-    """The Philox-4x32-10 blocks at counters (0, 0, seed2) + index: uint32 [len(index), 4]."""
-    index = np.asarray(index, np.uint64)
+def philox(index: np.ndarray, seed: int, seed2: int, offset: int = 0) -> np.ndarray:
+    """The Philox-4x32-10 blocks at counters (0, 0, seed2) + offset + index: uint32 [len, 4]."""
+    index = np.asarray(index, np.uint64) + np.uint64(offset & (2**64 - 1))
     s, s2 = seed & (2**64 - 1), seed2 & (2**64 - 1)
     c0 = index & _MASK
     c1 = index >> np.uint64(32)
@@ -121,34 +125,36 @@ def _groups(n: int, size: int) -> np.ndarray:
     return np.arange((n + size - 1) // size, dtype=np.uint64)
 
 
-def uniform_values(n: int, dtype: DType, seed: int, seed2: int) -> np.ndarray:
+def uniform_values(n: int, dtype: DType, seed: int, seed2: int,
+                   offset: int = 0) -> np.ndarray:
     """n uniform numbers in [0, 1) (TF's UniformDistribution)."""
     if dtype is DType.f32:
-        return _u32_to_float(philox(_groups(n, 4), seed, seed2)).reshape(-1)[:n]
-    x = philox(_groups(n, 2), seed, seed2)
+        return _u32_to_float(philox(_groups(n, 4), seed, seed2, offset)).reshape(-1)[:n]
+    x = philox(_groups(n, 2), seed, seed2, offset)
     return np.stack([_u64_to_double(x[:, 0], x[:, 1]), _u64_to_double(x[:, 2], x[:, 3])],
                     axis=-1).reshape(-1)[:n]
 
 
-def normal_values(n: int, dtype: DType, seed: int, seed2: int) -> np.ndarray:
+def normal_values(n: int, dtype: DType, seed: int, seed2: int,
+                  offset: int = 0) -> np.ndarray:
     """n standard normal numbers (TF's NormalDistribution, Box-Muller)."""
     if dtype is DType.f32:
-        x = philox(_groups(n, 4), seed, seed2)
+        x = philox(_groups(n, 4), seed, seed2, offset)
         a0, a1 = _box_muller_float(x[:, 0], x[:, 1])
         b0, b1 = _box_muller_float(x[:, 2], x[:, 3])
         return np.stack([a0, a1, b0, b1], axis=-1).reshape(-1)[:n]
-    x = philox(_groups(n, 2), seed, seed2)
+    x = philox(_groups(n, 2), seed, seed2, offset)
     d0, d1 = _box_muller_double(x[:, 0], x[:, 1], x[:, 2], x[:, 3])
     return np.stack([d0, d1], axis=-1).reshape(-1)[:n]
 
 
 def _candidates(groups: np.ndarray, blocks: int, dtype: DType, seed: int,
-                seed2: int) -> np.ndarray:
+                seed2: int, offset: int = 0) -> np.ndarray:
     """Per group, the normals from its first ``blocks`` Philox blocks, in draw order."""
     size = 4 if dtype is DType.f32 else 2
     skip = size * _RESERVED_SAMPLES_PER_OUTPUT // 4
     index = groups[:, None] * np.uint64(skip) + np.arange(blocks, dtype=np.uint64)[None, :]
-    words = philox(index.reshape(-1), seed, seed2).reshape(len(groups), blocks * 4)
+    words = philox(index.reshape(-1), seed, seed2, offset).reshape(len(groups), blocks * 4)
     if dtype is DType.f32:
         f0, f1 = _box_muller_float(words[:, 0::2], words[:, 1::2])
     else:
@@ -157,7 +163,8 @@ def _candidates(groups: np.ndarray, blocks: int, dtype: DType, seed: int,
     return np.stack([f0, f1], axis=-1).reshape(len(groups), -1)
 
 
-def truncated_normal_values(n: int, dtype: DType, seed: int, seed2: int) -> np.ndarray:
+def truncated_normal_values(n: int, dtype: DType, seed: int, seed2: int,
+                            offset: int = 0) -> np.ndarray:
     """n normals with |x| < 2 (TF's TruncatedNormalDistribution, by rejection)."""
     size = 4 if dtype is DType.f32 else 2
     groups = _groups(n, size)
@@ -165,7 +172,7 @@ def truncated_normal_values(n: int, dtype: DType, seed: int, seed2: int) -> np.n
     blocks = 1                      # doubled for the groups that need more
     todo = groups
     while len(todo):
-        cand = _candidates(todo, blocks, dtype, seed, seed2)
+        cand = _candidates(todo, blocks, dtype, seed, seed2, offset)
         ok = np.abs(cand) < _TRUNCATE
         done = ok.sum(axis=1) >= size
         first = np.argsort(~ok[done], axis=1, kind="stable")[:, :size]   # first accepted
@@ -175,14 +182,14 @@ def truncated_normal_values(n: int, dtype: DType, seed: int, seed2: int) -> np.n
 
 
 def uniform_int_values(n: int, dtype: DType, lo: int, hi: int, seed: int,
-                       seed2: int) -> np.ndarray:
+                       seed2: int, offset: int = 0) -> np.ndarray:
     """n integers in [lo, hi): lo + bits % (hi - lo) (TF's integer UniformDistribution)."""
     if dtype is DType.i32:
-        bits = philox(_groups(n, 4), seed, seed2).reshape(-1)[:n].astype(np.uint64)
+        bits = philox(_groups(n, 4), seed, seed2, offset).reshape(-1)[:n].astype(np.uint64)
         span = (hi - lo) & 0xFFFFFFFF
         vals = (np.uint64(lo & 0xFFFFFFFF) + bits % np.uint64(span)) & _MASK
         return vals.astype(np.uint32).view(np.int32)
-    x = philox(_groups(n, 2), seed, seed2).astype(np.uint64)
+    x = philox(_groups(n, 2), seed, seed2, offset).astype(np.uint64)
     bits = np.stack([x[:, 0] | (x[:, 1] << np.uint64(32)), x[:, 2] | (x[:, 3] << np.uint64(32))],
                     axis=-1).reshape(-1)[:n]
     span = np.uint64((hi - lo) & (2**64 - 1))
@@ -210,8 +217,18 @@ def _out_shape(ctx, shape: np.ndarray, itemsize: int) -> List[int]:
     return dims
 
 
-def _seeds(ctx) -> Tuple[int, int]:
-    return ctx.attrs["seed"], ctx.attrs["seed2"]
+# Philox blocks a run reserves per number drawn (TF's ReserveRandomOutputs multiplier).
+BLOCKS_PER_OUTPUT = 256
+
+
+def _seeds(ctx, n: int) -> Tuple[int, int, int]:
+    """(seed, seed2, offset): the offset is where this run's numbers start in the node's
+    stream (reserved in the interpreter's store; 0 without one)."""
+    state = ctx.state
+    offset = 0
+    if state is not None and hasattr(state, "reserve"):
+        offset = state.reserve(ctx.node.name, n * BLOCKS_PER_OUTPUT)
+    return ctx.attrs["seed"], ctx.attrs["seed2"], offset
 
 
 def _float_kernel(values_fn):
@@ -219,7 +236,7 @@ def _float_kernel(values_fn):
         dtype = ctx.attrs["dtype"]
         dims = _out_shape(ctx, shape, dtype.itemsize)
         n = int(np.prod(dims, dtype=np.int64))
-        return values_fn(n, dtype, *_seeds(ctx)).astype(dtype.np).reshape(dims)
+        return values_fn(n, dtype, *_seeds(ctx, n)).astype(dtype.np).reshape(dims)
     return kernel
 
 
@@ -235,7 +252,7 @@ def _uniform_int_kernel(ctx, shape, minval, maxval) -> np.ndarray:
     lo, hi = int(minval), int(maxval)
     if lo >= hi:
         raise ExecutionError(f"Need minval < maxval: {lo} >= {hi}", ctx.node)
-    return uniform_int_values(n, dtype, lo, hi, *_seeds(ctx)).reshape(dims)
+    return uniform_int_values(n, dtype, lo, hi, *_seeds(ctx, n)).reshape(dims)
 
 
 # --- C ---------------------------------------------------------------------------------------
@@ -260,7 +277,9 @@ def _random_c(kc: KernelContext, kind: str) -> str:
     fail = ""
     if kind == "int":
         fail = kc.fail("Need minval < maxval: %lld >= %lld", "(long long)lo", "(long long)hi")
+    stream = kc.module.stream_index(kc.node.name)
     return kc.render("philox.c.j2", part="kernel", kind=kind, f32=dtype is DType.f32,
+                     stream=stream, blocks_per_output=BLOCKS_PER_OUTPUT,
                      wide=dtype in (DType.f64, DType.i64), seed=_u64(kc.attr("seed")),
                      seed2=_u64(kc.attr("seed2")), fail=fail)
 

@@ -10,6 +10,7 @@ from compiler.ops.registry import has_op
 from dsl.grad._util import need_rank, need_value, reshape_like, shape_of
 from dsl.gradients import (GradientShapeError, MissingGradientError, NotDifferentiable,
                            RegisterGradient, fill_zeros)
+from dsl.indexed_slices import IndexedSlices
 from dsl.ops import apply_op
 from dsl.tensor import Operation, Tensor
 
@@ -164,7 +165,8 @@ def _pad_grad(op: Operation, g: Tensor) -> Grads:
 
 @RegisterGradient("GatherV2")
 def _gather_grad(op: Operation, g: Tensor) -> Grads:
-    """Dense gradient: the slices of g summed into the rows of params they came from."""
+    """Sparse gradient: IndexedSlices of g's slices at the rows of params they came from
+    (densified, with UnsortedSegmentSum, only where a dense gradient is needed)."""
     params, indices = op.inputs[0], op.inputs[1]
     if not has_op("UnsortedSegmentSum"):
         raise MissingGradientError(
@@ -174,14 +176,12 @@ def _gather_grad(op: Operation, g: Tensor) -> Grads:
         raise GradientShapeError(f"the gradient of GatherV2 '{op.name}' supports only axis=0 "
                                  "and batch_dims=0")
     p_shape = shape_of(params, indices.dtype)
-    rows = _op("Slice", p_shape, np.array([0], indices.dtype.np), np.array([1], indices.dtype.np))
     inner = _op("Slice", p_shape, np.array([1], indices.dtype.np), np.array([-1], indices.dtype.np))
     flat_ids = _op("Reshape", indices, np.array([-1], indices.dtype.np))
     count = _op("Reshape", _op("Size", indices, out_type=indices.dtype),
                 np.array([1], indices.dtype.np))
     values = _op("Reshape", g, _op("ConcatV2", [count, inner], 0))
-    num = _op("Reshape", rows, np.array([], indices.dtype.np))
-    return [_op("UnsortedSegmentSum", values, flat_ids, num), None, None]
+    return [IndexedSlices(values, flat_ids, p_shape), None, None]
 
 
 @RegisterGradient("UnsortedSegmentSum")

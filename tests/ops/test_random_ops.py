@@ -67,10 +67,25 @@ def test_seeds_select_streams(graph):
     want, got = run_both(graph, [a, a_again, b, c])
     np.testing.assert_array_equal(got[0], got[1])
     assert not np.array_equal(got[0], got[2]) and not np.array_equal(got[0], got[3])
-    with fl.Session(graph=graph, backend="c") as s:            # every run: the same numbers
+    with fl.Session(graph=graph, backend="c") as s:            # with folding enabled too
         first = s.run(a)
-        np.testing.assert_array_equal(s.run(a), first)
-    np.testing.assert_array_equal(first, got[0])               # with folding enabled too
+    np.testing.assert_array_equal(first, got[0])
+
+
+def test_each_run_draws_new_numbers_in_both_backends(graph):
+    """A node's stream advances 256 blocks per number per run (TF's skip-ahead), in the C code
+    and in the interpreter alike; a new session starts the stream again."""
+    from compiler.ops.random import uniform_values
+    u = fl.apply_op("RandomUniform", [fl.constant([10])], {"dtype": fl.float32, "seed": 7, "seed2": 3})
+    runs = {}
+    for backend in ("interpreter", "c"):
+        with fl.Session(graph=graph, backend=backend, options=NO_FOLDING) as s:
+            runs[backend] = [s.run(u) for _ in range(3)]
+    for k in range(3):
+        want = uniform_values(10, fl.float32, 7, 3, offset=k * 10 * 256)
+        np.testing.assert_array_equal(runs["c"][k], want)
+        np.testing.assert_array_equal(runs["interpreter"][k], want)
+    assert not np.array_equal(runs["c"][0], runs["c"][1])
 
 
 def test_distribution_moments(graph):

@@ -1,0 +1,407 @@
+"""Resource variables: ``VarHandleOp`` and the ops that read and update a variable's state.
+
+A variable lives in the runtime's ``ResourceStore`` (outside any step), keyed by its shared
+name (the ``VarHandleOp``'s ``shared_name``, or its node name when that is empty). A handle is
+a ``resource`` tensor: in generated C its data points at the variable's ``flowc_var`` (from
+``rt->vars``), in the interpreter it is a ``VarHandle``. Updates happen in place; reads copy.
+
+Every op here is stateful, so no pass folds, merges or drops it. Reading an uninitialized
+variable, a value of the wrong shape, or an index out of range is an error naming the node
+and the variable, and (for the scatter updates) leaves the variable unchanged: every index is
+checked before the first row is touched.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Optional
+
+import numpy as np
+
+from compiler.codegen.kernel_context import KernelContext
+from compiler.errors import ExecutionError
+from compiler.ir.types import TensorType, shape_str
+from compiler.ops.registry import register_op
+from runtime.dtypes import DType
+from runtime.errors import FlowcError
+
+
+@dataclass(frozen=True)
+class VarHandle:
+    """The interpreter's value of a resource handle."""
+    name: str
+    dtype: DType
+    shape: Optional[tuple]
+
+
+def variable_key(node) -> str:
+    """The store key of the variable a ``VarHandleOp`` names."""
+    return node.attrs.get("shared_name") or node.name
+
+
+def handle_source(out):
+    """The ``VarHandleOp`` a handle comes from (through Identity), or None."""
+    seen = 0
+    while out is not None and seen < 64:
+        n = out.node
+        if n.op == "VarHandleOp":
+            return n
+        if n.op == "Identity" and n.inputs:
+            out = n.inputs[0]
+            seen += 1
+            continue
+        return None
+    return None
+
+
+def declared_shape(node_input) -> Optional[tuple]:
+    """The declared shape of the variable behind a handle input (None if unknown)."""
+    src = handle_source(node_input)
+    if src is None:
+        return None
+    shape = src.attrs.get("shape")
+    return None if shape is None else tuple(shape)
+
+
+def _check_declared(ctx, value_shape, what: str) -> None:
+    declared = declared_shape(ctx.node.inputs[0])
+    if declared is None or value_shape is None:
+        return
+    if len(declared) != len(value_shape) or any(
+            d is not None and v is not None and d != v for d, v in zip(declared, value_shape)):
+        raise ctx.error(f"{what} of shape {shape_str(value_shape)} does not fit variable "
+                        f"'{_var_name(ctx.node)}' of shape {shape_str(declared)}")
+
+
+def _var_name(node) -> str:
+    src = handle_source(node.inputs[0]) if node.inputs else None
+    return variable_key(src) if src is not None else node.inputs[0].node.name
+
+
+# --- shape functions -----------------------------------------------------------------------
+def _handle_shape(ctx):
+    return [TensorType(DType.resource, ())]
+
+
+def _read_shape(ctx):
+    return [TensorType(ctx.attr("dtype"), declared_shape(ctx.node.inputs[0]))]
+
+
+def _assign_shape(ctx):
+    _check_declared(ctx, ctx.input_shape(1), "the value")
+    return []
+
+
+def _gather_shape(ctx):
+    var = declared_shape(ctx.node.inputs[0])
+    ind = ctx.input_shape(1)
+    if ctx.attr("batch_dims") != 0:
+        raise ctx.error("ResourceGather supports batch_dims=0 only")
+    if var is not None and len(var) == 0:
+        raise ctx.error(f"variable '{_var_name(ctx.node)}' is a scalar; it has no rows to gather")
+    if var is None or ind is None:
+        return [TensorType(ctx.attr("dtype"), None)]
+    return [TensorType(ctx.attr("dtype"), tuple(ind) + tuple(var[1:]))]
+
+
+def _scatter_shape(ctx):
+    var = declared_shape(ctx.node.inputs[0])
+    ind, upd = ctx.input_shape(1), ctx.input_shape(2)
+    if var is not None and len(var) == 0:
+        raise ctx.error(f"variable '{_var_name(ctx.node)}' is a scalar; it has no rows to update")
+    if var is not None and ind is not None and upd is not None and len(upd) != 0:
+        want = tuple(ind) + tuple(var[1:])
+        if len(want) != len(upd) or any(a is not None and b is not None and a != b
+                                        for a, b in zip(want, upd)):
+            raise ctx.error(f"updates of shape {shape_str(upd)} must have shape indices.shape + "
+                            f"variable.shape[1:] = {shape_str(want)}")
+    return []
+
+
+# --- reference kernels ---------------------------------------------------------------------
+def _store(ctx):
+    if ctx.state is None or not hasattr(ctx.state, "variable"):
+        raise ExecutionError("variables need a session's state; run this graph in a Session",
+                             ctx.node)
+    return ctx.state
+
+
+def _variable(ctx, handle):
+    h = handle[()] if isinstance(handle, np.ndarray) else handle
+    if not isinstance(h, VarHandle):
+        raise ExecutionError(f"input 0 is not a variable handle ({type(h).__name__})", ctx.node)
+    try:
+        return _store(ctx).variable(h.name, h.dtype, h.shape)
+    except FlowcError as e:
+        raise ExecutionError(str(e), ctx.node) from None
+
+
+def _value(ctx, var) -> np.ndarray:
+    if not var.initialized:
+        raise ExecutionError(f"variable '{var.info.name}' is not initialized (run its "
+                             "initializer or restore it from a checkpoint)", ctx.node)
+    return var.read()
+
+
+def _handle_kernel(ctx):
+    shape = ctx.attrs.get("shape")
+    return [np.array(VarHandle(variable_key(ctx.node), ctx.attrs["dtype"],
+                               None if shape is None else tuple(shape)), dtype=object)]
+
+
+def _read_kernel(ctx, handle):
+    return [_value(ctx, _variable(ctx, handle))]
+
+
+def _assign_kernel(ctx, handle, value):
+    var = _variable(ctx, handle)
+    try:
+        var.assign(np.asarray(value, ctx.attrs["dtype"].np))
+    except FlowcError as e:
+        raise ExecutionError(str(e), ctx.node) from None
+    return []
+
+
+def _update_kernel(sign: int):
+    def kernel(ctx, handle, value):
+        var = _variable(ctx, handle)
+        cur = _value(ctx, var)
+        if cur.shape != value.shape:
+            raise ExecutionError(f"the value's shape {list(value.shape)} does not match variable "
+                                 f"'{var.info.name}' of shape {list(cur.shape)}", ctx.node)
+        var.assign((cur + value if sign > 0 else cur - value).astype(cur.dtype))
+        return []
+    return kernel
+
+
+def _check_rows(ctx, var_name: str, rows: int, indices: np.ndarray) -> np.ndarray:
+    flat = indices.reshape(-1).astype(np.int64)
+    bad = np.nonzero((flat < 0) | (flat >= rows))[0]
+    if bad.size:
+        k = int(bad[0])
+        pos = ",".join(str(int(i)) for i in np.unravel_index(k, indices.shape)) if indices.ndim else ""
+        raise ExecutionError(f"indices[{pos}] = {flat[k]} is not in [0, {rows}) "
+                             f"(rows of variable '{var_name}')", ctx.node)
+    return flat
+
+
+def _gather_kernel(ctx, handle, indices):
+    var = _variable(ctx, handle)
+    cur = _value(ctx, var)
+    if cur.ndim == 0:
+        raise ExecutionError(f"variable '{var.info.name}' is a scalar", ctx.node)
+    flat = _check_rows(ctx, var.info.name, cur.shape[0], indices)
+    return [cur[flat].reshape(indices.shape + cur.shape[1:])]
+
+
+def _scatter_kernel(mode: str):
+    def kernel(ctx, handle, indices, updates):
+        var = _variable(ctx, handle)
+        cur = _value(ctx, var)
+        if cur.ndim == 0:
+            raise ExecutionError(f"variable '{var.info.name}' is a scalar", ctx.node)
+        flat = _check_rows(ctx, var.info.name, cur.shape[0], indices)
+        want = indices.shape + cur.shape[1:]
+        if updates.shape != want and updates.ndim != 0:
+            raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
+                                 f"{list(want)}", ctx.node)
+        upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
+        new = cur.copy()
+        if mode == "add":
+            np.add.at(new, flat, upd)
+        elif mode == "sub":
+            np.subtract.at(new, flat, upd)
+        else:
+            new[flat] = upd
+        var.assign(new)
+        return []
+    return kernel
+
+
+def _is_initialized_kernel(ctx, handle):
+    h = handle[()]
+    store = _store(ctx)
+    try:
+        var = store.variable(h.name, h.dtype, h.shape)
+    except FlowcError as e:
+        raise ExecutionError(str(e), ctx.node) from None
+    return [np.array(var.initialized)]
+
+
+# --- C ---------------------------------------------------------------------------------------
+def _var_expr(kc: KernelContext) -> str:
+    return f"FLOWC_VAR({kc.inputs[0].var})"
+
+
+def _render(kc: KernelContext, part: str, **extra) -> str:
+    return kc.render("variables.c.j2", part=part, v=_var_expr(kc), **extra)
+
+
+def _check_initialized(kc: KernelContext) -> None:
+    v = _var_expr(kc)
+    kc.checks.append(f"if (!{v}->initialized) "
+                     + kc.fail("variable '%s' is not initialized (run its initializer or restore "
+                               "it from a checkpoint)", f"{v}->name",
+                               code="FLOWC_FAILED_PRECONDITION"))
+
+
+def _check_value_dims(kc: KernelContext, rank: int, dims: List[str], what: str) -> None:
+    """The variable's current value must have rank ``rank`` and these dims."""
+    v = _var_expr(kc)
+    kc.check(f"{v}->value.rank == {rank}",
+             f"variable '%s' has rank %d; {what} has rank {rank}", f"{v}->name",
+             f"(int){v}->value.rank")
+    for d, e in enumerate(dims):
+        kc.check(f"{v}->value.dims[{d}] == {e}",
+                 f"variable '%s' has dim {d} = %lld; {what} has %lld", f"{v}->name",
+                 f"(long long){v}->value.dims[{d}]", f"(long long)({e})")
+
+
+def _handle_c(kc: KernelContext) -> str:
+    node = kc.node
+    index = kc.module.variable_index(variable_key(node), node.attrs["dtype"],
+                                     node.attrs.get("shape"))
+    return f"{kc.out.var}.data = (void *)flowc_rt->vars[{index}];"
+
+
+def _read_c_dims(kc: KernelContext) -> List[List[str]]:
+    v = _var_expr(kc)
+    return [[str(d) if d is not None else f"{v}->value.dims[{k}]"
+             for k, d in enumerate(kc.out.shape)]]
+
+
+def _read_c(kc: KernelContext) -> str:
+    _check_initialized(kc)
+    out = kc.out
+    _check_value_dims(kc, out.rank, [str(d) for d in out.shape if d is not None]
+                      if all(d is not None for d in out.shape) else [], "the read")
+    return _render(kc, "read")
+
+
+def _assign_c(kc: KernelContext) -> str:
+    value = kc.inputs[1]
+    declared = declared_shape(kc.node.inputs[0])
+    if declared is not None:
+        for d, want in enumerate(declared):
+            if want is not None and value.shape[d] is None:
+                kc.check(f"{value.dim(d)} == {want}",
+                         f"variable '%s' is declared with dim {d} = {want}; the value has %lld",
+                         f"{_var_expr(kc)}->name", f"(long long){value.dim(d)}")
+    return _render(kc, "assign", value=value)
+
+
+def _update_c(op: str):
+    def emit(kc: KernelContext) -> str:
+        _check_initialized(kc)
+        value = kc.inputs[1]
+        _check_value_dims(kc, value.rank, value.dims, "the update")
+        return _render(kc, "update", value=value, op=op)
+    return emit
+
+
+def _rows_checks(kc: KernelContext) -> str:
+    """Checks that the variable has rows; returns the statement reporting a bad index."""
+    v = _var_expr(kc)
+    _check_initialized(kc)
+    kc.check(f"{v}->value.rank >= 1", "variable '%s' is a scalar", f"{v}->name")
+    return kc.fail("indices[%lld] = %lld is not in [0, %lld) (rows of variable '%s')",
+                   "(long long)i", "(long long)ix", "(long long)rows", f"{v}->name",
+                   code="FLOWC_OUT_OF_RANGE")
+
+
+def _gather_c_dims(kc: KernelContext) -> List[List[str]]:
+    v = _var_expr(kc)
+    ind = kc.inputs[1]
+    out = kc.out
+    dims = list(ind.dims)
+    for k in range(ind.rank, out.rank):
+        d = out.shape[k]
+        dims.append(str(d) if d is not None else f"{v}->value.dims[{k - ind.rank + 1}]")
+    return [dims]
+
+
+def _gather_c(kc: KernelContext) -> str:
+    ind, out = kc.inputs[1], kc.out
+    bad = _rows_checks(kc)
+    v = _var_expr(kc)
+    kc.check(f"{v}->value.rank == {out.rank - ind.rank + 1}",
+             f"variable '%s' has rank %d; the gather expects {out.rank - ind.rank + 1}",
+             f"{v}->name", f"(int){v}->value.rank")
+    for k in range(ind.rank, out.rank):
+        if out.shape[k] is not None:
+            kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {out.shape[k]}",
+                     f"variable '%s' has dim {k - ind.rank + 1} = %lld, expected {out.shape[k]}",
+                     f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]")
+    return _render(kc, "gather", indices=ind, bad_index=bad)
+
+
+def _scatter_c(mode: str):
+    def emit(kc: KernelContext) -> str:
+        ind, upd = kc.inputs[1], kc.inputs[2]
+        bad = _rows_checks(kc)
+        v = _var_expr(kc)
+        if upd.rank != 0:
+            kc.check(f"{v}->value.rank == {upd.rank - ind.rank + 1}",
+                     f"variable '%s' has rank %d; the updates need {upd.rank - ind.rank + 1}",
+                     f"{v}->name", f"(int){v}->value.rank")
+            for k in range(ind.rank, upd.rank):
+                kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {upd.dim(k)}",
+                         f"variable '%s' has dim {k - ind.rank + 1} = %lld; the updates have %lld",
+                         f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]",
+                         f"(long long)({upd.dim(k)})")
+        return _render(kc, "scatter", indices=ind, updates=upd, mode=mode, bad_index=bad)
+    return emit
+
+
+def _is_initialized_c(kc: KernelContext) -> str:
+    return f"{kc.out.data}[0] = {_var_expr(kc)}->initialized != 0;"
+
+
+# --- registrations ---------------------------------------------------------------------------
+_VALUE_TYPES = "{f32, f64, i8, i16, i32, i64, u8, bool}"
+
+register_op("VarHandleOp", outputs=["resource: resource"],
+            attrs=["container: string = ''", "shared_name: string = ''", f"dtype: {_VALUE_TYPES}",
+                   "shape: shape"],
+            shape=_handle_shape, kernel=_handle_kernel, c_kernel=_handle_c, group="source",
+            stateful=True,
+            doc="A handle to the variable ``shared_name`` (the node's name when empty).")
+
+register_op("ReadVariableOp", inputs=["resource: resource"], outputs=["value: dtype"],
+            attrs=[f"dtype: {_VALUE_TYPES}"],
+            shape=_read_shape, kernel=_read_kernel, c_kernel=_read_c, c_output_dims=_read_c_dims,
+            stateful=True, doc="A copy of the variable's current value.")
+
+register_op("AssignVariableOp", inputs=["resource: resource", "value: dtype"],
+            attrs=[f"dtype: {_VALUE_TYPES}", "validate_shape: bool = false"],
+            shape=_assign_shape, kernel=_assign_kernel, c_kernel=_assign_c, stateful=True,
+            doc="Set the variable to ``value`` (initializes it).")
+
+for _name, _sign, _c_op in (("AssignAddVariableOp", 1, "+="), ("AssignSubVariableOp", -1, "-=")):
+    register_op(_name, inputs=["resource: resource", "value: dtype"],
+                attrs=["dtype: {f32, f64, i8, i16, i32, i64, u8}"],
+                shape=_assign_shape, kernel=_update_kernel(_sign), c_kernel=_update_c(_c_op),
+                stateful=True, doc=f"variable {_c_op} value, in place.")
+
+register_op("ResourceGather", inputs=["resource: resource", "indices: Tindices"],
+            outputs=["output: dtype"],
+            attrs=["batch_dims: int = 0", "validate_indices: bool = true",
+                   f"dtype: {_VALUE_TYPES}", "Tindices: {i32, i64}"],
+            shape=_gather_shape, kernel=_gather_kernel, c_kernel=_gather_c,
+            c_output_dims=_gather_c_dims, stateful=True,
+            doc="Rows ``indices`` of the variable (out of range: an error).")
+
+for _name, _mode in (("ResourceScatterAdd", "add"), ("ResourceScatterSub", "sub"),
+                     ("ResourceScatterUpdate", "update")):
+    register_op(_name, inputs=["resource: resource", "indices: Tindices", "updates: dtype"],
+                attrs=[("dtype: {f32, f64, i8, i16, i32, i64, u8}" if _mode != "update"
+                        else f"dtype: {_VALUE_TYPES}"), "Tindices: {i32, i64}"],
+                shape=_scatter_shape, kernel=_scatter_kernel(_mode), c_kernel=_scatter_c(_mode),
+                stateful=True,
+                doc=f"Rows ``indices`` of the variable {_mode} ``updates``, touching only those "
+                    "rows; every index is checked before any row changes.")
+
+register_op("VarIsInitializedOp", inputs=["resource: resource"], outputs=["is_initialized: bool"],
+            shape=lambda ctx: [TensorType(DType.bool, ())], kernel=_is_initialized_kernel,
+            c_kernel=_is_initialized_c, stateful=True,
+            doc="Whether the variable has a value.")

@@ -1,0 +1,272 @@
+"""State that lives outside any step: variables, random-op counters, and host ops.
+
+A ``ResourceStore`` belongs to a session (or to an artifact run on its own). It owns
+
+- **variables**, keyed by their shared name: a C ``flowc_var`` each, whose buffer generated
+  code reads and updates in place (through the ``flowc_runtime`` a step is called with) and
+  the reference interpreter reads and writes through this class, so both backends see one
+  state;
+- **random streams**, one 64-bit counter per random op: each run of the op reserves the
+  numbers it draws by advancing its counter, so every run draws new numbers (TensorFlow's
+  per-kernel Philox skip-ahead);
+- the **host-call hook** kernels use to ask the runtime for work that belongs to it rather
+  than to generated code (reading and writing checkpoint files): ``register_host_op``.
+
+Updates from generated code are not locked, like TensorFlow's ``use_locking=False`` default;
+steps that race on one variable see each other's partial updates (the paper's asynchronous
+training), never freed memory, as a variable's buffer is only replaced when its size changes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from runtime.dtypes import DType
+from runtime.errors import FlowcError
+from runtime.module import TensorSpec, ffi
+
+ffi.cdef("void *aligned_alloc(size_t alignment, size_t size); void free(void *p);",
+         override=True)
+_libc = ffi.dlopen(None)
+
+
+class ResourceError(FlowcError):
+    """A variable is used in a way its state does not allow (uninitialized, wrong dtype)."""
+
+
+def _alloc(nbytes: int):
+    n = (max(nbytes, 1) + 63) // 64 * 64
+    p = _libc.aligned_alloc(64, n)
+    if p == ffi.NULL:
+        raise MemoryError(f"out of memory allocating {nbytes} bytes for a variable")
+    return p
+
+
+@dataclass(frozen=True)
+class VariableInfo:
+    name: str
+    dtype: DType
+    shape: Optional[tuple]           # the declared shape (None: unknown rank)
+
+
+class Variable:
+    """One variable's C state and its declared type."""
+
+    def __init__(self, info: VariableInfo):
+        self.info = info
+        self.c = ffi.new("flowc_var *")
+        self.c.dtype = info.dtype.code
+        encoded = info.name.encode()[:127]
+        ffi.memmove(self.c.name, encoded, len(encoded))
+
+    def __del__(self):
+        c = getattr(self, "c", None)
+        if c is not None and c.value.data != ffi.NULL:
+            _libc.free(c.value.data)
+            c.value.data = ffi.NULL
+
+    @property
+    def initialized(self) -> bool:
+        return bool(self.c.initialized)
+
+    def read(self) -> np.ndarray:
+        """A copy of the current value."""
+        c = self.c
+        if not c.initialized:
+            raise ResourceError(f"variable '{self.info.name}' is not initialized (run its "
+                                "initializer, or restore it from a checkpoint)")
+        shape = tuple(c.value.dims[0:c.value.rank])
+        dtype = DType.from_code(c.value.dtype).np
+        n = math.prod(shape) * dtype.itemsize
+        if n == 0:
+            return np.zeros(shape, dtype)
+        return np.frombuffer(ffi.buffer(c.value.data, n), dtype).reshape(shape).copy()
+
+    def assign(self, value) -> None:
+        """Set the value (a copy of ``value``); checks dtype and the declared shape."""
+        info = self.info
+        arr = np.asarray(value, order="C")
+        if arr.dtype != info.dtype.np:
+            raise ResourceError(f"cannot assign a {arr.dtype} value to variable '{info.name}' "
+                                f"of dtype {info.dtype.ir_name}")
+        check_declared_shape(info, arr.shape)
+        if arr.ndim > 8:
+            raise ResourceError(f"variable '{info.name}': rank {arr.ndim} exceeds 8")
+        c = self.c
+        if c.value.data == ffi.NULL or c.capacity != arr.nbytes:
+            p = _alloc(arr.nbytes)
+            old = c.value.data
+            c.value.data = p
+            c.capacity = arr.nbytes
+            if old != ffi.NULL:
+                _libc.free(old)
+        if arr.nbytes:
+            ffi.memmove(c.value.data, ffi.from_buffer(arr), arr.nbytes)
+        c.value.rank = arr.ndim
+        c.value.dtype = info.dtype.code
+        for d, n in enumerate(arr.shape):
+            c.value.dims[d] = n
+        c.initialized = 1
+
+    def view(self) -> np.ndarray:
+        """The current value without copying (valid until the variable's size changes)."""
+        c = self.c
+        if not c.initialized:
+            raise ResourceError(f"variable '{self.info.name}' is not initialized")
+        shape = tuple(c.value.dims[0:c.value.rank])
+        dtype = self.info.dtype.np
+        n = math.prod(shape) * dtype.itemsize
+        if n == 0:
+            return np.zeros(shape, dtype)
+        return np.frombuffer(ffi.buffer(c.value.data, n), dtype).reshape(shape)
+
+
+def check_declared_shape(info: VariableInfo, shape: Sequence[int]) -> None:
+    declared = info.shape
+    if declared is None:
+        return
+    if len(declared) != len(shape) or any(d is not None and d != s for d, s in zip(declared, shape)):
+        decl = "[" + ",".join("?" if d is None else str(d) for d in declared) + "]"
+        raise ResourceError(f"variable '{info.name}' is declared {info.dtype.ir_name}{decl}; "
+                            f"cannot hold a value of shape {list(shape)}")
+
+
+HostOp = Callable[..., List[np.ndarray]]
+_host_ops: Dict[str, HostOp] = {}
+
+
+def register_host_op(name: str, fn: HostOp) -> None:
+    """Make ``fn(store, node, attrs: dict, *inputs) -> [outputs]`` callable from kernels."""
+    _host_ops[name] = fn
+
+
+class ResourceStore:
+    """Variables and random streams of one session (or one artifact run alone)."""
+
+    def __init__(self):
+        self._vars: Dict[str, Variable] = {}
+        self._streams: Dict[str, object] = {}      # name -> its uint64_t counter
+        self._lock = threading.Lock()
+        self._host = ffi.new_handle(self)
+        self._host_call = ffi.callback(
+            "int(void *, const char *, const char *, const char *, int32_t, "
+            "const flowc_tensor *, int32_t, flowc_tensor *, flowc_status *)",
+            _host_call_trampoline)
+        self._keep: list = []
+
+    # --- variables ---------------------------------------------------------------------
+    def variable(self, name: str, dtype: Optional[DType] = None, shape=None,
+                 create: bool = True) -> Variable:
+        """The variable ``name``; created (uninitialized) when missing and ``create``."""
+        v = self._vars.get(name)
+        if v is None:
+            if not create or dtype is None:
+                raise ResourceError(f"no variable named '{name}' in this session")
+            with self._lock:
+                v = self._vars.get(name)
+                if v is None:
+                    v = self._vars[name] = Variable(VariableInfo(
+                        name, dtype, None if shape is None else tuple(shape)))
+        elif dtype is not None and v.info.dtype is not dtype:
+            raise ResourceError(f"variable '{name}' exists with dtype {v.info.dtype.ir_name}; "
+                                f"this graph uses it as {dtype.ir_name}")
+        return v
+
+    def variables(self) -> Dict[str, Variable]:
+        return dict(self._vars)
+
+    def read(self, name: str) -> np.ndarray:
+        return self.variable(name, create=False).read()
+
+    def assign(self, name: str, value) -> None:
+        self.variable(name, create=False).assign(value)
+
+    # --- random streams ----------------------------------------------------------------
+    def _stream(self, name: str):
+        c = self._streams.get(name)
+        if c is None:
+            with self._lock:
+                c = self._streams.setdefault(name, ffi.new("uint64_t *"))
+        return c
+
+    def reserve(self, name: str, count: int) -> int:
+        """Advance stream ``name`` by ``count``; returns where it was (this run's offset)."""
+        c = self._stream(name)
+        with self._lock:
+            offset = int(c[0])
+            c[0] = (offset + count) & (2**64 - 1)
+        return offset
+
+    # --- binding a step ----------------------------------------------------------------
+    def runtime_struct(self, variables: Sequence[TensorSpec], streams: Sequence[str]):
+        """A ``flowc_runtime`` giving a step the variables and streams it declares (the
+        store keeps it, and what it points to, alive)."""
+        rt = ffi.new("flowc_runtime *")
+        vars_arr = ffi.new("flowc_var *[]", max(len(variables), 1))
+        for i, spec in enumerate(variables):
+            vars_arr[i] = self.variable(spec.name, spec.dtype, spec.shape).c
+        streams_arr = ffi.new("uint64_t *[]", max(len(streams), 1))
+        for i, name in enumerate(streams):
+            streams_arr[i] = self._stream(name)
+        rt.vars = vars_arr
+        rt.streams = streams_arr
+        rt.host = self._host
+        rt.host_call = self._host_call
+        with self._lock:
+            self._keep.append((rt, vars_arr, streams_arr))
+        return rt
+
+    def __repr__(self) -> str:
+        return f"ResourceStore({len(self._vars)} variables, {len(self._streams)} streams)"
+
+
+def _host_call_trampoline(host, op, node, attrs, n_in, inputs, n_out, outputs, status) -> int:
+    """Called from generated code: runs a registered host op, reports errors in ``status``."""
+    try:
+        store = ffi.from_handle(host)
+        name = ffi.string(op).decode()
+        fn = _host_ops.get(name)
+        if fn is None:
+            raise FlowcError(f"no host op '{name}' is registered in this runtime")
+        args = [_tensor_to_array(inputs[i]) for i in range(n_in)]
+        results = fn(store, ffi.string(node).decode(), json.loads(ffi.string(attrs).decode()),
+                     *args)
+        if len(results) != n_out:
+            raise FlowcError(f"host op '{name}' returned {len(results)} values, expected {n_out}")
+        for i, r in enumerate(results):
+            _array_to_tensor(np.asarray(r, order="C"), outputs[i])
+        return 0
+    except BaseException as e:                       # never let an exception cross into C
+        message = str(e) if isinstance(e, FlowcError) else f"{type(e).__name__}: {e}"
+        if not isinstance(e, (FlowcError, OSError, ValueError)):
+            message += "\n" + traceback.format_exc(limit=3)
+        encoded = message.encode(errors="replace")[:767]
+        status.code = 1
+        ffi.memmove(status.message, encoded + b"\0", len(encoded) + 1)
+        return 1
+
+
+def _tensor_to_array(t) -> np.ndarray:
+    dtype = DType.from_code(t.dtype).np
+    shape = tuple(t.dims[0:t.rank])
+    n = math.prod(shape) * dtype.itemsize
+    if n == 0:
+        return np.zeros(shape, dtype)
+    return np.frombuffer(ffi.buffer(t.data, n), dtype).reshape(shape).copy()
+
+
+def _array_to_tensor(arr: np.ndarray, t) -> None:
+    p = _alloc(arr.nbytes)
+    if arr.nbytes:
+        ffi.memmove(p, ffi.from_buffer(arr), arr.nbytes)
+    t.data = p
+    t.rank = arr.ndim
+    t.dtype = DType.from_numpy(arr.dtype).code
+    for d, n in enumerate(arr.shape):
+        t.dims[d] = n
