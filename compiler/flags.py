@@ -47,6 +47,9 @@ FLAGS: List[Flag] = [
     Flag("no-verify", "bool", "verify_each", "do not run the verifier after each pass", value=False),
     Flag("fold-max-elements", "int", "fold_max_elements",
          "largest result (in elements) constant folding materializes"),
+    Flag("log-device-placement", "bool", "log_device_placement",
+         "print where the place pass put each node, and why"),
+    Flag("cpu-devices", "int", "cpu_devices", "number of CPU devices of the process (default 1)"),
 ]
 _BY_NAME: Dict[str, Flag] = {f.name: f for f in FLAGS}
 _DEFAULTS = PipelineOptions()

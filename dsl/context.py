@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from typing import Callable, Iterable, List, Optional, Union
 
+from compiler.devices import merge_device_specs, parse_device_spec  # noqa: F401  (re-exported)
 from compiler.errors import GraphError
 from compiler.ir.graph import Graph as _IRGraph
 from compiler.ir.graph import Node, check_node_name
@@ -35,6 +35,7 @@ class Graph(_IRGraph):
         self._control_stack: List[_ControlGroup] = []
         self.collections: dict = {}
         self._gradient_override_stack: List[dict] = []
+        self._colocation_stack: List[List[str]] = []  # node names ops created inside go with
         self._gradient_overrides: dict = {}   # Node -> op type whose gradient it uses
 
     @contextlib.contextmanager
@@ -155,38 +156,6 @@ def name_scope(name: Optional[str]):
 
 
 # --- devices -----------------------------------------------------------------------------------
-_DEVICE_FIELDS = ("job", "replica", "task", "device")
-_LEGACY_DEVICE = re.compile(r"^(cpu|gpu|CPU|GPU)(:(\d+|\*))?$")
-
-
-def parse_device_spec(spec: str) -> dict:
-    """``/job:ps/task:0/device:CPU:0`` (or ``/cpu:0``) into its fields; raises GraphError."""
-    fields: dict = {}
-    for part in spec.strip().split("/"):
-        if not part:
-            continue
-        m = _LEGACY_DEVICE.match(part)
-        if m:
-            fields["device"] = f"{m.group(1).upper()}:{m.group(3) or '*'}"
-            continue
-        key, sep, value = part.partition(":")
-        if not sep or key not in _DEVICE_FIELDS or not value:
-            raise GraphError(f"bad device spec '{spec}': '{part}' is not job:NAME, replica:N, "
-                             "task:N or device:TYPE:N")
-        if key == "device":
-            dtype, _, index = value.partition(":")
-            value = f"{dtype.upper() if dtype.lower() in ('cpu', 'gpu') else dtype}:{index or '*'}"
-        fields[key] = value
-    return fields
-
-
-def merge_device_specs(outer: str, inner: str) -> str:
-    """``inner`` refined by ``outer``: fields the inner spec leaves out come from outside."""
-    fields = parse_device_spec(outer) if outer else {}
-    fields.update(parse_device_spec(inner))
-    return "".join(f"/{k}:{fields[k]}" for k in _DEVICE_FIELDS if k in fields)
-
-
 class PendingOp:
     """What a device function sees of an op about to be created (``type`` and ``name``)."""
 
@@ -232,6 +201,31 @@ def device(spec: DeviceSpec):
         yield
     finally:
         g._device_stack.pop()
+
+
+@contextlib.contextmanager
+def colocate_with(op, ignore_existing: bool = False):
+    """Ops created inside are placed on the same device as ``op`` (an operation, tensor or
+    variable): they get a ``_class = ["loc:@<op name>"]`` attr, which the place pass honours
+    over any ``device`` block. ``ignore_existing`` drops enclosing colocations."""
+    from dsl.tensor import as_node
+    g = get_default_graph()
+    handle = getattr(op, "handle", None)          # a variable: colocate with its handle
+    node = as_node(handle if handle is not None else op)
+    if node.graph is not g:
+        raise GraphError(f"cannot colocate with '{node.name}': it is from another graph")
+    names = [] if ignore_existing or not g._colocation_stack else list(g._colocation_stack[-1])
+    target = node.attrs.get("_class") or [f"loc:@{node.name}"]
+    for entry in target:
+        if entry not in names:
+            names.append(entry)
+    g._colocation_stack.append(names)
+    g._device_stack.append(None)                  # as in TF: the colocated op decides
+    try:
+        yield
+    finally:
+        g._device_stack.pop()
+        g._colocation_stack.pop()
 
 
 @contextlib.contextmanager

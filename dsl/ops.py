@@ -215,6 +215,8 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
                 raise OpError(f"input '{arg.name}' of {op_name}: {e}", None, loc) from None
             converted.append(c.output)
         flat_inputs.append(converted if arg.is_list else converted[0])
+    if g._colocation_stack and g._colocation_stack[-1] and "_class" not in attrs:
+        attrs["_class"] = list(g._colocation_stack[-1])
     full_name, exact = _op_name(g, name or op_name)
     input_nodes = [o.node for group in flat_inputs
                    for o in (group if isinstance(group, list) else [group])]

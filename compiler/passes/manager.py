@@ -104,7 +104,7 @@ def check_pass_names(names: Sequence[str], where: str = "") -> None:
             raise unknown_pass_error(n, where)
 
 
-DEFAULT_PIPELINE = ("prune", "infer-shapes", "fold-constants", "cse", "simplify")
+DEFAULT_PIPELINE = ("prune", "infer-shapes", "fold-constants", "cse", "simplify", "place")
 
 # Constant folding does not materialize results with more elements than this.
 DEFAULT_FOLD_MAX_ELEMENTS = 1 << 20
@@ -112,7 +112,7 @@ DEFAULT_FOLD_MAX_ELEMENTS = 1 << 20
 
 def _load_builtin_passes() -> None:
     import importlib
-    for mod in ("prune", "infer_shapes", "fold_constants", "cse", "simplify"):
+    for mod in ("prune", "infer_shapes", "fold_constants", "cse", "simplify", "place"):
         try:
             importlib.import_module(f"compiler.passes.{mod}")
         except ModuleNotFoundError as e:
@@ -133,6 +133,9 @@ class PipelineOptions:
     time_passes: bool = False
     keep_going: bool = False
     fold_max_elements: int = DEFAULT_FOLD_MAX_ELEMENTS
+    log_device_placement: bool = False
+    cpu_devices: int = 1                           # the process's devices: CPU:0..N-1
+    devices: tuple = ()                            # or explicit full device names
 
     def pipeline(self) -> List[str]:
         """The pass names that run, in order: the chosen (or default) passes minus disabled ones."""

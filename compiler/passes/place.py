@@ -1,0 +1,258 @@
+"""place: give every node a full device name (``Node.assigned_device``).
+
+The rules, in order (TensorFlow's placer, simplified and deterministic):
+
+1. **Feasible devices.** A node can run on a device type its op has kernels for (the C code
+   generator: CPU; ops the emitter handles itself: every type).
+2. **Colocation groups** (union-find): a node that takes a resource handle (a variable's reads,
+   assignments, gathers, scatters) joins the group of the handle's producer; a node with a
+   ``_class = ["loc:@name"]`` attr (``fl.colocate_with``) joins ``name``'s group. A group is
+   placed as one.
+3. **Constraints.** The requested device specs of a group's members are merged; two members
+   that ask for different values of one field are an error naming both, where each was written,
+   and the chain of colocations that binds them. The group gets the first device (in a fixed
+   order) that matches the merged spec and that every member has kernels for.
+4. **Unconstrained groups** go with their data: in graph order, a group takes the device of
+   its first input already placed; groups still unplaced (sources such as constants, and what
+   only they feed) then take, in reverse graph order, the device of their first placed
+   consumer; whatever is left goes to the default device (the first CPU).
+
+The pass records why each node went where it did (``PlacementReport``), printed with
+``--log-device-placement``; ``flowc ir --after place`` shows the assignment.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set
+
+from networkx.utils import UnionFind
+
+from compiler.devices import Device, default_device, device_list, format_spec, local_devices, parse_device_spec
+from compiler.errors import GraphError
+from compiler.ir.graph import Graph, Node
+from compiler.ops.registry import get_op, has_op
+from compiler.passes.manager import Pass, PassContext, register_pass
+from runtime.dtypes import DType
+
+# Ops the emitter implements itself on every device type.
+_EVERYWHERE = {"Placeholder", "Const", "NoOp", "_Sink", "_Retval", "_Send", "_Recv", "Identity"}
+
+
+class PlacementError(GraphError):
+    """No device satisfies a node's constraints; the message names the chain of nodes."""
+
+
+def kernel_device_types(node: Node) -> Set[str]:
+    """The device types ``node``'s op has kernels for."""
+    if node.op in _EVERYWHERE:
+        return {"CPU", "GPU"}
+    if not has_op(node.op):
+        return set()
+    op = get_op(node.op)
+    types = set()
+    if op.c_kernel is not None or op.c_alias is not None:
+        types.add("CPU")
+    if getattr(op, "cuda_kernel", None) is not None:
+        types.add("GPU")
+    return types
+
+
+@dataclass
+class Placement:
+    device: str
+    reason: str
+
+
+@dataclass
+class PlacementReport:
+    devices: List[str]
+    placements: Dict[str, Placement] = field(default_factory=dict)
+
+    def text(self, graph: Optional[Graph] = None) -> str:
+        names = [n.name for n in graph] if graph is not None else list(self.placements)
+        width = max((len(n) for n in names), default=0)
+        lines = [f"placement on {len(self.devices)} device(s): {', '.join(self.devices)}"]
+        for name in names:
+            p = self.placements.get(name)
+            if p is not None:
+                lines.append(f"  {name:<{width}}  {p.device}  ({p.reason})")
+        return "\n".join(lines)
+
+
+def _where(node: Node) -> str:
+    return f" (at {node.location})" if node.location else ""
+
+
+def _devices(ctx: PassContext) -> List[Device]:
+    opts = ctx.options
+    if opts.devices:
+        return sorted(device_list(opts.devices), key=Device.sort_key)
+    return local_devices(cpus=max(1, opts.cpu_devices))
+
+
+class _Groups:
+    """Colocation groups, with the reason each member joined (for error messages)."""
+
+    def __init__(self, graph: Graph):
+        self.uf = UnionFind()
+        self.why: Dict[Node, str] = {}
+        for n in graph:
+            self.uf[n]
+            for i in n.inputs:
+                if i.dtype is DType.resource:
+                    self._join(n, i.node, f"'{n.name}' uses the resource '{i.node.name}'")
+            for entry in n.attrs.get("_class") or ():
+                if isinstance(entry, str) and entry.startswith("loc:@"):
+                    other = graph.get(entry[5:])
+                    if other is None:
+                        raise PlacementError(f"node '{n.name}' is colocated with '{entry[5:]}', "
+                                             f"which is not in the graph{_where(n)}")
+                    self._join(n, other, f"'{n.name}' is colocated with '{other.name}'")
+
+    def _join(self, a: Node, b: Node, why: str) -> None:
+        self.uf.union(a, b)
+        self.why.setdefault(a, why)
+
+    def sets(self, graph: Graph) -> List[List[Node]]:
+        order = {n: k for k, n in enumerate(graph)}
+        groups: Dict[Node, List[Node]] = {}
+        for n in graph:
+            groups.setdefault(self.uf[n], []).append(n)
+        return sorted((sorted(g, key=order.__getitem__) for g in groups.values()),
+                      key=lambda g: order[g[0]])
+
+
+def _merged_spec(group: List[Node], groups: _Groups) -> Dict[str, str]:
+    fields: Dict[str, str] = {}
+    source: Dict[str, Node] = {}
+    for n in group:
+        if not n.device:
+            continue
+        for key, value in parse_device_spec(n.device).items():
+            if key in fields and fields[key] != value and not _compatible(key, fields[key], value):
+                first = source[key]
+                chain = "; ".join(groups.why[m] for m in group if m in groups.why)
+                raise PlacementError(
+                    f"conflicting devices: node '{n.name}' asks for {n.device}{_where(n)}, but "
+                    f"node '{first.name}' asks for {first.device}{_where(first)}, and they must "
+                    f"be on one device ({chain})")
+            if key not in fields or fields[key].endswith("*"):
+                fields[key] = value
+                source[key] = n
+    return fields
+
+
+def _compatible(key: str, a: str, b: str) -> bool:
+    if key != "device":
+        return a == "*" or b == "*"
+    ta, _, ia = a.partition(":")
+    tb, _, ib = b.partition(":")
+    return ta == tb and ("*" in (ia, ib))
+
+
+@register_pass("place")
+class Place(Pass):
+    def run(self, graph: Graph, ctx: PassContext) -> bool:
+        devices = _devices(ctx)
+        names = [d.name for d in devices]
+        report = PlacementReport(names)
+        groups = _Groups(graph)
+        assigned: Dict[Node, Device] = {}
+        reason: Dict[Node, str] = {}
+        pending: List[List[Node]] = []
+        for group in groups.sets(graph):
+            spec = _merged_spec(group, groups)
+            feasible = [d for d in devices if all(d.type in kernel_device_types(n) for n in group)]
+            if not feasible:
+                missing = next(n for n in group if not kernel_device_types(n) & {d.type for d in devices})
+                raise PlacementError(f"node '{missing.name}' ({missing.op}) has no kernel for any "
+                                     f"available device ({', '.join(names)}){_where(missing)}")
+            if spec:
+                matching = [d for d in feasible if d.matches(spec)]
+                if not matching:
+                    asked = [n for n in group if n.device]
+                    who = ", ".join(f"'{n.name}' asks for {n.device}{_where(n)}" for n in asked)
+                    kinds = sorted({d.type for d in devices if d.matches(spec)})
+                    why = ("no available device matches it" if not kinds else
+                           f"the group has ops without a kernel for {'/'.join(kinds)}")
+                    raise PlacementError(f"cannot place {format_spec(spec)}: {who}; {why} "
+                                         f"(available: {', '.join(names)})")
+                requester = next(n for n in group if n.device)
+                for n in group:
+                    assigned[n] = matching[0]
+                    reason[n] = (f"requested {n.device}" if n.device else
+                                 f"colocated with '{requester.name}', which requests "
+                                 f"{requester.device}")
+            else:
+                pending.append(group)
+        while pending:
+            before = len(pending)
+            pending = self._follow_inputs(pending, assigned, reason)
+            pending = self._follow_consumers(graph, pending, assigned, reason)
+            if len(pending) == before:
+                break
+        fallback = default_device(devices)
+        for group in pending:
+            feasible = [d for d in devices if all(d.type in kernel_device_types(n) for n in group)]
+            dev = fallback if fallback in feasible else feasible[0]
+            for n in group:
+                assigned[n] = dev
+                reason[n] = "default device"
+        changed = False
+        for n in graph:
+            name = assigned[n].name
+            if n.assigned_device != name:
+                n.assigned_device = name
+                changed = True
+            report.placements[n.name] = Placement(name, reason[n])
+        ctx.placement_report = report
+        if ctx.options.log_device_placement:
+            print(report.text(graph), file=sys.stderr)
+        return changed
+
+    @staticmethod
+    def _feasible(group, dev: Device) -> bool:
+        return all(dev.type in kernel_device_types(n) for n in group)
+
+    def _follow_inputs(self, pending, assigned, reason):
+        left = []
+        for group in pending:
+            dev = None
+            for n in group:
+                # data inputs first, then control inputs (a _Sink goes with what it waits for)
+                for src_node in [i.node for i in n.inputs] + list(n.control_inputs):
+                    d = assigned.get(src_node)
+                    if d is not None and self._feasible(group, d):
+                        dev, src = d, src_node
+                        break
+                if dev is not None:
+                    break
+            if dev is None:
+                left.append(group)
+                continue
+            for n in group:
+                assigned[n] = dev
+                reason[n] = f"with its input '{src.name}'"
+        return left
+
+    def _follow_consumers(self, graph, pending, assigned, reason):
+        left = []
+        order = {n: k for k, n in enumerate(graph)}
+        for group in reversed(pending):
+            dev = None
+            for n in group:
+                for u in sorted(n.users, key=order.__getitem__):
+                    d = assigned.get(u)
+                    if d is not None and self._feasible(group, d):
+                        dev, dst = d, u
+                        break
+                if dev is not None:
+                    break
+            if dev is None:
+                left.append(group)
+                continue
+            for n in group:
+                assigned[n] = dev
+                reason[n] = f"with its consumer '{dst.name}'"
+        return list(reversed(left))
