@@ -50,6 +50,8 @@ FLAGS: List[Flag] = [
     Flag("log-device-placement", "bool", "log_device_placement",
          "print where the place pass put each node, and why"),
     Flag("cpu-devices", "int", "cpu_devices", "number of CPU devices of the process (default 1)"),
+    Flag("allow-soft-placement", "bool", "allow_soft_placement",
+         "place a node whose requested device does not exist on another device"),
 ]
 _BY_NAME: Dict[str, Flag] = {f.name: f for f in FLAGS}
 _DEFAULTS = PipelineOptions()

@@ -23,6 +23,7 @@ from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import print_graph
 from compiler.ir.types import TensorType
 from compiler.passes.manager import PassManager, PipelineOptions
+from compiler.passes.partition import device_label, split_by_device
 from runtime.artifact import FORMAT, FORMAT_VERSION, sha256_file, write_manifest
 from runtime.dtypes import DType
 from runtime.errors import FeedError
@@ -90,8 +91,12 @@ def _check_unfed(step: StepGraph) -> None:
 
 
 def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
-    """Emit C for the optimized step graph, build it, and write an artifact to ``out_dir``."""
-    feeds = [n for n in step.feeds if n in step.graph]
+    """Emit C for each device of the optimized step graph, build it, and write an artifact.
+
+    One module per device (``cpu_0.c``/``cpu_0.so``, ...); the manifest says which of the
+    step's feeds and fetches each device takes, its variables and random streams, and how many
+    rendezvous slots the step's ``_Send``/``_Recv`` pairs use.
+    """
     feed_specs = []
     for n, name in zip(step.feeds, step.feed_names):
         t = n.output_types[0]
@@ -100,30 +105,59 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
     for r, name in zip(step.retvals, step.fetch_names):
         t = r.inputs[0].type
         fetch_specs.append(TensorSpec(name, t.dtype, t.shape))
-    emitted = emit_c(step.graph, step.feeds, step.retvals)
-    built = build_shared_object(emitted.source, sorted(emitted.features))
+    if not any(n.assigned_device for n in step.graph):
+        for n in step.graph:                      # not placed (a custom pipeline): one CPU
+            n.assigned_device = CPU0
+    parts = split_by_device(step.graph)
+    feed_index = {n.name: i for i, n in enumerate(step.feeds)}
+    fetch_index = {r.name: i for i, r in enumerate(step.retvals)}
+    slots = sum(1 for n in step.graph if n.op == "_Send")
+    modules = []
+    for device, g in parts.items():
+        feeds = [n for n in g if n.op == "Placeholder"]
+        feeds.sort(key=lambda n: feed_index.get(n.name, -1))
+        for n in feeds:
+            if n.name not in feed_index:
+                raise CompileError(f"placeholder '{n.name}' on {device} is not fed")
+        retvals = sorted((n for n in g if n.op == "_Retval"), key=lambda n: fetch_index[n.name])
+        for local, r in enumerate(retvals):
+            r.attrs["index"] = local             # the module's own fetch numbering
+        emitted = emit_c(g, feeds, retvals)
+        for r in retvals:
+            r.attrs["index"] = fetch_index[r.name]
+        built = build_shared_object(emitted.source, sorted(emitted.features))
+        modules.append((device, g, feeds, retvals, emitted, built))
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".flowc-artifact-", dir=parent)
     try:
         files = {}
-        for fname, content in (("cpu_0.c", emitted.source), ("graph.ir", print_graph(step.graph))):
-            with open(os.path.join(tmp, fname), "w") as f:
-                f.write(content)
-        shutil.copyfile(built.path, os.path.join(tmp, "cpu_0.so"))
-        for fname in ("cpu_0.c", "cpu_0.so", "graph.ir"):
-            files[fname] = sha256_file(os.path.join(tmp, fname))
+        devices = []
+        with open(os.path.join(tmp, "graph.ir"), "w") as f:
+            f.write(print_graph(step.graph))
+        files["graph.ir"] = sha256_file(os.path.join(tmp, "graph.ir"))
+        for device, g, feeds, retvals, emitted, built in modules:
+            label = device_label(device)
+            with open(os.path.join(tmp, f"{label}.c"), "w") as f:
+                f.write(emitted.source)
+            shutil.copyfile(built.path, os.path.join(tmp, f"{label}.so"))
+            for fname in (f"{label}.c", f"{label}.so"):
+                files[fname] = sha256_file(os.path.join(tmp, fname))
+            devices.append({
+                "device": device, "kind": "cpu", "module": f"{label}.so", "source": f"{label}.c",
+                "features": sorted(emitted.features),
+                "feeds": [feed_index[n.name] for n in feeds],
+                "fetches": [fetch_index[r.name] for r in retvals],
+                "variables": [TensorSpec(name, dtype, shape).to_json()
+                              for name, dtype, shape in emitted.variables],
+                "random_streams": list(emitted.streams)})
         manifest = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "abi_version": ABI_VERSION,
-            "graph": step.graph.name, "signature": signature or built.key,
+            "graph": step.graph.name, "signature": signature or modules[0][5].key,
             "feeds": [s.to_json() for s in feed_specs],
             "fetches": [s.to_json() for s in fetch_specs],
-            "devices": [{"device": CPU0, "kind": "cpu", "module": "cpu_0.so", "source": "cpu_0.c",
-                         "features": sorted(emitted.features)}],
+            "devices": devices, "rendezvous_slots": slots,
             "ir": "graph.ir", "files": files,
-            "variables": [TensorSpec(name, dtype, shape).to_json()
-                          for name, dtype, shape in emitted.variables],
-            "random_streams": list(emitted.streams),
             "compiler": compiler_identity(compiler_command()).splitlines()[0],
         }
         write_manifest(tmp, manifest)

@@ -24,6 +24,7 @@ from dsl.indexed_slices import IndexedSlices
 from dsl.variables import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl import nn
+from dsl.config import ConfigProto, RunOptions
 from dsl.session import Session, get_default_session
 
 float16, float32, float64 = DType.f16, DType.f32, DType.f64

@@ -10,6 +10,7 @@ feed checks). A repeated ``run`` only checks the fed values and calls the compil
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -215,6 +216,13 @@ class Session:
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend
         self.options = options or PipelineOptions()
+        if config is not None:
+            self.options = dataclasses.replace(
+                self.options, cpu_devices=config.cpu_devices,
+                allow_soft_placement=config.allow_soft_placement,
+                log_device_placement=config.log_device_placement or
+                self.options.log_device_placement)
+        self.config = config
         self.store = ResourceStore()             # variables and random streams: the state
         self._steps: Dict[Tuple, Executable] = {}
         self._plans: Dict[tuple, _Plan] = {}
@@ -242,11 +250,12 @@ class Session:
         self._plans.clear()
 
     # --- running -------------------------------------------------------------------------
-    def run(self, fetches, feed_dict: Optional[Dict] = None):
+    def run(self, fetches, feed_dict: Optional[Dict] = None, options=None, run_metadata=None):
         """Run what ``fetches`` need with ``feed_dict``; returns values in the fetches' shape.
 
         Tensors come back as numpy arrays of exactly their dtype (rank 0: numpy scalars),
-        operations as None.
+        operations as None. ``options=fl.RunOptions(timeout_in_ms=...)`` bounds a step that
+        blocks (raising ``DeadlineExceededError``; the session stays usable).
         """
         if self._closed:
             raise RuntimeError("this Session is closed")
@@ -270,7 +279,8 @@ class Session:
             arrays = []
         if runner.executable is None:
             return plan.rebuild([])
-        return plan.rebuild(runner.executable.call(arrays, store=self.store))
+        timeout = options.timeout_in_ms if options is not None else 0
+        return plan.rebuild(runner.executable.call(arrays, store=self.store, timeout_ms=timeout))
 
     def make_callable(self, fetches, feed_list: Sequence = ()) -> Callable:
         """A function running ``fetches`` with values for ``feed_list`` given positionally."""

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Dict, List, Sequence
 
 from runtime.errors import ArtifactError, FeedError
+from runtime.executor import DevicePart, MultiDeviceExecutable
 from runtime.module import CModule, Executable, TensorSpec
 
 FORMAT = "flowc-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 
 
@@ -31,7 +32,7 @@ def sha256_file(path: str) -> str:
 class Artifact:
     path: str
     manifest: dict
-    executable: Executable
+    executable: "Executable | MultiDeviceExecutable"
 
     @property
     def feeds(self) -> List[TensorSpec]:
@@ -119,14 +120,30 @@ def write_manifest(path: str, manifest: dict) -> None:
 
 
 def load_artifact(path: str) -> Artifact:
+    """Load an artifact: one ``Executable`` per device (run together when there are several)."""
     manifest = verify_artifact(path)
     devices = manifest.get("devices") or []
-    if len(devices) != 1 or devices[0].get("kind") != "cpu":
-        raise ArtifactError(f"{path}: this runtime runs single-CPU-device artifacts; found "
-                            f"{[d.get('device') for d in devices]}")
-    module = CModule(os.path.join(path, devices[0]["module"]))
+    if not devices:
+        raise ArtifactError(f"{path}: the manifest lists no devices")
     feeds = [TensorSpec.from_json(f) for f in manifest["feeds"]]
     fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]
-    variables = [TensorSpec.from_json(v) for v in manifest.get("variables", [])]
-    streams = list(manifest.get("random_streams", []))
-    return Artifact(path, manifest, Executable(module, feeds, fetches, variables, streams))
+    parts = []
+    for d in devices:
+        if d.get("kind") != "cpu":
+            raise ArtifactError(f"{path}: device {d.get('device')} is of kind {d.get('kind')!r}; "
+                                "this runtime runs CPU modules")
+        module = CModule(os.path.join(path, d["module"]))
+        try:
+            exe = Executable(module, [feeds[i] for i in d["feeds"]],
+                             [fetches[i] for i in d["fetches"]],
+                             [TensorSpec.from_json(v) for v in d.get("variables", [])],
+                             list(d.get("random_streams", [])))
+        except (IndexError, KeyError) as e:
+            raise ArtifactError(f"{path}: the manifest entry of {d.get('device')} is malformed "
+                                f"({e})") from None
+        parts.append(DevicePart(d["device"], exe, d["feeds"], d["fetches"]))
+    if len(parts) == 1 and parts[0].feeds == list(range(len(feeds))) \
+            and parts[0].fetches == list(range(len(fetches))):
+        return Artifact(path, manifest, parts[0].executable)
+    return Artifact(path, manifest, MultiDeviceExecutable(parts, feeds, fetches,
+                                                          int(manifest.get("rendezvous_slots", 0))))

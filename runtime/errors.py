@@ -17,7 +17,21 @@ class FeedError(FlowcError):
 class RuntimeExecutionError(FlowcError):
     """A compiled kernel reported an error; the message names the node and its source."""
 
-    def __init__(self, message: str, node: str | None = None, location: str | None = None):
+    def __init__(self, message: str, node: str | None = None, location: str | None = None,
+                 code: int | None = None):
         self.node = node
         self.location = location
+        self.code = code
         super().__init__(message)
+
+
+class DeadlineExceededError(RuntimeExecutionError):
+    """A step did not finish within its deadline (``RunOptions(timeout_in_ms=...)``)."""
+
+
+class AbortedError(RuntimeExecutionError):
+    """A step was stopped because another part of it failed."""
+
+
+class OutOfRangeError(RuntimeExecutionError):
+    """An input is exhausted (a closed, empty queue) or an index is out of range."""

@@ -18,10 +18,11 @@ import cffi
 import numpy as np
 
 from runtime.dtypes import DType
-from runtime.errors import ArtifactError, FeedError, RuntimeExecutionError
+from runtime.errors import (AbortedError, ArtifactError, DeadlineExceededError, FeedError,
+                            OutOfRangeError, RuntimeExecutionError)
 from runtime.feeds import FeedCheck
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 MAX_RANK = 8
 
 ABI_CDEF = """
@@ -42,11 +43,14 @@ typedef struct flowc_var {
     int64_t capacity;
     int32_t initialized;
     int32_t dtype;
+    int32_t lock;
+    int32_t reserved;
     char name[128];
 } flowc_var;
 typedef struct flowc_runtime {
     flowc_var **vars;
     uint64_t **streams;
+    void *rendezvous;
     void *host;
     int (*host_call)(void *host, const char *op, const char *node, const char *attrs,
                      int32_t n_in, const flowc_tensor *in, int32_t n_out, flowc_tensor *out,
@@ -55,7 +59,11 @@ typedef struct flowc_runtime {
 int flowc_abi_version(void);
 void flowc_free(void *p);
 int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
-                flowc_status *st);
+                void *rendezvous, flowc_status *st);
+size_t flowc_rendezvous_size(void);
+int flowc_rendezvous_init(void *rv, int32_t nslots, int64_t timeout_ms);
+void flowc_rendezvous_abort(void *rv);
+void flowc_rendezvous_destroy(void *rv);
 """
 
 ffi = cffi.FFI()
@@ -179,7 +187,7 @@ class Executable:
         self._readers = [_FetchReader(s, self._free) for s in self.fetches]
         self._buffers = _CallBuffers(len(self.feeds), len(self.fetches))
 
-    def run(self, feed_values: Sequence, store=None) -> List[np.ndarray]:
+    def run(self, feed_values: Sequence, store=None, timeout_ms: int = 0) -> List[np.ndarray]:
         """Check ``feed_values`` (in feed order) and run; every fetch comes back as an array."""
         if len(feed_values) != len(self.feeds):
             names = ", ".join(f.name for f in self.feeds) or "none"
@@ -194,7 +202,8 @@ class Executable:
             rt = self._bound[store] = store.runtime_struct(self.variables, self.streams)
         return rt
 
-    def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None) -> list:
+    def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
+             rendezvous=ffi.NULL, timeout_ms: int = 0) -> list:
         """Run on arrays already checked by ``feed_checks``; rank-0 fetches become numpy scalars
         when ``scalars``. State (variables, random streams) comes from ``store``; without one
         the executable keeps a store of its own."""
@@ -220,7 +229,7 @@ class Executable:
             elif ndim:
                 t.dims[0:ndim] = arr.shape
         status = bufs.status
-        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, status) != 0:
+        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, rendezvous, status) != 0:
             raise _status_error(status)
         if scalars:
             return [r.scalar(t) if r.is_scalar else r.array(t)
@@ -241,4 +250,9 @@ def _status_error(status) -> RuntimeExecutionError:
     loc = ffi.string(status.location).decode(errors="replace")
     msg = ffi.string(status.message).decode(errors="replace")
     where = (f"{loc}: " if loc else "") + (f"node '{node}': " if node else "")
-    return RuntimeExecutionError(where + msg, node or None, loc or None)
+    cls = _ERROR_CLASSES.get(status.code, RuntimeExecutionError)
+    return cls(where + msg, node or None, loc or None, int(status.code))
+
+
+# flowc_status codes with an error type of their own (flowc_rt.h).
+_ERROR_CLASSES = {2: OutOfRangeError, 8: DeadlineExceededError, 9: AbortedError}

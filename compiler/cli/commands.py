@@ -15,6 +15,7 @@ from compiler.ir.graph import Graph
 from compiler.ir.printer import print_graph
 from compiler.model_loader import Model, ModelError, load_model, read_ir_file, select
 from compiler.passes.manager import PassManager, PipelineError, PipelineOptions, get_pass
+from compiler.passes.partition import split_by_device
 from compiler.step import StepGraph, make_step_graph, optimize, step_key, write_artifact
 from runtime.artifact import MANIFEST
 from runtime.errors import FlowcError
@@ -135,6 +136,16 @@ def cmd_ir(args: argparse.Namespace) -> int:
         return 0
     step = step_for(model)
     PassManager(_pipeline_until(options, args.after)).run(step.graph)
+    if args.format == "text" and any(n.op == "_Send" for n in step.graph):
+        # a partitioned step: one graph per device, as each device compiles it
+        text = "\n".join(_format(g, "text", args.elide_constants)
+                         for g in split_by_device(step.graph).values())
+        if args.output is None:
+            sys.stdout.write(text)
+        else:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        return 0
     _emit(step.graph, args.format, args.elide_constants, args.output)
     return 0
 

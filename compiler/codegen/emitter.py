@@ -186,6 +186,13 @@ class _Emitter:
         inputs = [self._ref(i) for i in n.inputs]
         outputs = [self._ref(o) for o in n.outputs]
         kc = KernelContext(n, inputs, outputs, self.target, self.module)
+        if op.extra.get("c_owns_outputs"):
+            # The kernel fills its outputs whole (a receive): no dims or allocation here, but
+            # the buffers are this step's to free.
+            code = op.c_kernel(kc)
+            self.owned.extend(Output(n, k) for k in range(len(outputs)))
+            self._push(n, [self._outline(n, "\n".join(kc.checks + [code]))])
+            return
         dims = None
         if op.c_output_dims is not None and (not all(o.static for o in outputs)
                                              or not all(i.static for i in inputs)):
@@ -369,10 +376,18 @@ class _Emitter:
         out.append("")
         out.append(f"int flowc_abi_version(void) {{ return {ABI_VERSION}; }}")
         out.append("void flowc_free(void *p) { free(p); }")
+        out.append("size_t flowc_rendezvous_size(void) { return sizeof(flowc_rendezvous); }")
+        out.append("int flowc_rendezvous_init(void *rv, int32_t nslots, int64_t timeout_ms) "
+                   "{ return flowc_rv_init((flowc_rendezvous *)rv, nslots, timeout_ms); }")
+        out.append("void flowc_rendezvous_abort(void *rv) { flowc_rv_abort((flowc_rendezvous *)rv); }")
+        out.append("void flowc_rendezvous_destroy(void *rv) { flowc_rv_destroy((flowc_rendezvous *)rv); }")
         out.append("")
         out.append("int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, "
-                   "const flowc_runtime *flowc_rt, flowc_status *st) {")
+                   "const flowc_runtime *rt, void *rendezvous, flowc_status *st) {")
         out.append("    (void)feeds; (void)fetches;")
+        out.append("    flowc_runtime flowc_rt_call = *rt;          /* this call's view: its rendezvous */")
+        out.append("    flowc_rt_call.rendezvous = rendezvous;")
+        out.append("    const flowc_runtime *flowc_rt = &flowc_rt_call;")
         out.append("    st->code = 0;")
         out.append(f"    flowc_tensor *flowc_T = (flowc_tensor *)calloc({max(len(self.decls), 1)}, sizeof(flowc_tensor));")
         out.append("    if (!flowc_T) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", \"out of memory\");")

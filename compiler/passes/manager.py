@@ -104,7 +104,8 @@ def check_pass_names(names: Sequence[str], where: str = "") -> None:
             raise unknown_pass_error(n, where)
 
 
-DEFAULT_PIPELINE = ("prune", "infer-shapes", "fold-constants", "cse", "simplify", "place")
+DEFAULT_PIPELINE = ("prune", "infer-shapes", "fold-constants", "cse", "simplify", "place",
+                    "partition")
 
 # Constant folding does not materialize results with more elements than this.
 DEFAULT_FOLD_MAX_ELEMENTS = 1 << 20
@@ -112,7 +113,8 @@ DEFAULT_FOLD_MAX_ELEMENTS = 1 << 20
 
 def _load_builtin_passes() -> None:
     import importlib
-    for mod in ("prune", "infer_shapes", "fold_constants", "cse", "simplify", "place"):
+    for mod in ("prune", "infer_shapes", "fold_constants", "cse", "simplify", "place",
+                "partition"):
         try:
             importlib.import_module(f"compiler.passes.{mod}")
         except ModuleNotFoundError as e:
@@ -135,6 +137,7 @@ class PipelineOptions:
     fold_max_elements: int = DEFAULT_FOLD_MAX_ELEMENTS
     log_device_placement: bool = False
     cpu_devices: int = 1                           # the process's devices: CPU:0..N-1
+    allow_soft_placement: bool = False             # an unsatisfiable request: any device
     devices: tuple = ()                            # or explicit full device names
 
     def pipeline(self) -> List[str]:

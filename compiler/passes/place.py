@@ -170,6 +170,9 @@ class Place(Pass):
                                      f"available device ({', '.join(names)}){_where(missing)}")
             if spec:
                 matching = [d for d in feasible if d.matches(spec)]
+                if not matching and ctx.options.allow_soft_placement:
+                    loose = {k: v for k, v in spec.items() if k != "device"}
+                    matching = [d for d in feasible if d.matches(loose)] or feasible
                 if not matching:
                     asked = [n for n in group if n.device]
                     who = ", ".join(f"'{n.name}' asks for {n.device}{_where(n)}" for n in asked)

@@ -2,20 +2,24 @@
  *
  * A compiled device subgraph exports
  *   int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches,
- *                   const flowc_runtime *rt, flowc_status *st);
+ *                   const flowc_runtime *rt, void *rendezvous, flowc_status *st);
  * which runs the subgraph's kernels in a static order. Fetched tensors own their data, allocated
  * with flowc_alloc; the caller releases it with the module's exported flowc_free.
  *
  * State lives in the runtime, outside any step: ``rt->vars`` holds the variables the step uses
  * (in the order of the artifact manifest), ``rt->streams`` the counters of its random ops (each
  * run reserves numbers by advancing its counter), and ``rt->host_call`` lets a kernel ask the
- * runtime to run a host op (checkpoint files). Variable buffers are malloc'd memory owned by
+ * runtime to run a host op (checkpoint files). ``rendezvous`` is the step's table of tensors
+ * in flight between devices (see below); it is per call, so steps may run concurrently. Variable buffers are malloc'd memory owned by
  * the variable; generated code replaces them with flowc_alloc/free.
  */
 #ifndef FLOWC_RT_H
 #define FLOWC_RT_H
 
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FLOWC_MAX_RANK 8
 
@@ -46,12 +51,27 @@ typedef struct flowc_var {
     int64_t capacity;            /* bytes allocated at value.data */
     int32_t initialized;
     int32_t dtype;               /* the dtype it was created with */
+    int32_t lock;                /* held by a kernel reading or updating the value */
+    int32_t reserved;
     char name[128];
 } flowc_var;
+
+/* Reads and updates of one variable from concurrent steps exclude each other (TensorFlow's
+   resource-variable mutex), so concurrent AssignAdds add up exactly. */
+static inline void flowc_var_lock(flowc_var *v) {
+    while (__atomic_exchange_n(&v->lock, 1, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(&v->lock, __ATOMIC_RELAXED)) sched_yield();
+    }
+}
+
+static inline void flowc_var_unlock(flowc_var *v) {
+    __atomic_store_n(&v->lock, 0, __ATOMIC_RELEASE);
+}
 
 typedef struct flowc_runtime {
     flowc_var **vars;
     uint64_t **streams;
+    void *rendezvous;            /* set per call by flowc_entry */
     void *host;
     int (*host_call)(void *host, const char *op, const char *node, const char *attrs,
                      int32_t n_in, const flowc_tensor *in, int32_t n_out, flowc_tensor *out,
@@ -63,7 +83,8 @@ typedef struct flowc_runtime {
 
 enum { FLOWC_OK = 0, FLOWC_ERROR = 1, FLOWC_OUT_OF_RANGE = 2, FLOWC_INVALID_ARGUMENT = 3,
        FLOWC_RESOURCE_EXHAUSTED = 4,
-       FLOWC_FAILED_PRECONDITION = 5, FLOWC_NOT_FOUND = 6, FLOWC_DATA_LOSS = 7 };
+       FLOWC_FAILED_PRECONDITION = 5, FLOWC_NOT_FOUND = 6, FLOWC_DATA_LOSS = 7,
+       FLOWC_DEADLINE_EXCEEDED = 8, FLOWC_ABORTED = 9 };
 
 static inline int flowc_fail(flowc_status *st, int code, const char *node, const char *loc,
                              const char *fmt, ...) {
@@ -91,6 +112,119 @@ static inline int64_t flowc_floordiv_i64(int64_t a, int64_t b) {
 static inline int64_t flowc_floormod_i64(int64_t a, int64_t b) {
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/* --- the rendezvous: tensors in flight between the devices of one step ---------------------
+ * One slot per _Send/_Recv pair (numbered by the partition pass). A send copies the tensor
+ * into the slot and never blocks; a receive waits for its slot (up to timeout_ms, <= 0: no
+ * limit) and takes ownership of the buffer. An abort (a device failed) wakes every receiver.
+ * Every module carries this code and exports it, so the runtime can create the table with any
+ * module of the step. */
+typedef struct flowc_rv_slot {
+    int32_t full;
+    int32_t taken;
+    flowc_tensor t;
+} flowc_rv_slot;
+
+typedef struct flowc_rendezvous {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t aborted;
+    int32_t nslots;
+    int64_t timeout_ms;
+    flowc_rv_slot *slots;
+} flowc_rendezvous;
+
+static inline int flowc_rv_init(flowc_rendezvous *rv, int32_t nslots, int64_t timeout_ms) {
+    memset(rv, 0, sizeof *rv);
+    if (pthread_mutex_init(&rv->mu, NULL) || pthread_cond_init(&rv->cv, NULL)) return 1;
+    rv->nslots = nslots;
+    rv->timeout_ms = timeout_ms;
+    rv->slots = (flowc_rv_slot *)calloc(nslots > 0 ? (size_t)nslots : 1, sizeof(flowc_rv_slot));
+    return rv->slots == NULL;
+}
+
+static inline void flowc_rv_abort(flowc_rendezvous *rv) {
+    pthread_mutex_lock(&rv->mu);
+    rv->aborted = 1;
+    pthread_cond_broadcast(&rv->cv);
+    pthread_mutex_unlock(&rv->mu);
+}
+
+static inline void flowc_rv_destroy(flowc_rendezvous *rv) {
+    for (int32_t i = 0; i < rv->nslots; i++)
+        if (rv->slots[i].full && !rv->slots[i].taken) free(rv->slots[i].t.data);
+    free(rv->slots);
+    rv->slots = NULL;
+    pthread_cond_destroy(&rv->cv);
+    pthread_mutex_destroy(&rv->mu);
+}
+
+static inline int64_t flowc_tensor_nbytes(const flowc_tensor *t, size_t itemsize) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < t->rank; d++) n *= t->dims[d];
+    return n * (int64_t)itemsize;
+}
+
+static inline int flowc_rv_send(void *rendezvous, int32_t slot, const flowc_tensor *t,
+                                size_t itemsize, const char *node, const char *loc,
+                                flowc_status *st) {
+    flowc_rendezvous *rv = (flowc_rendezvous *)rendezvous;
+    if (!rv || slot < 0 || slot >= rv->nslots)
+        return flowc_fail(st, FLOWC_ERROR, node, loc, "no rendezvous slot %d for this step", (int)slot);
+    const int64_t nbytes = flowc_tensor_nbytes(t, itemsize);
+    void *copy = flowc_alloc((size_t)nbytes);
+    if (!copy) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, node, loc, "out of memory sending %lld bytes", (long long)nbytes);
+    if (nbytes) memcpy(copy, t->data, (size_t)nbytes);
+    pthread_mutex_lock(&rv->mu);
+    flowc_rv_slot *s = &rv->slots[slot];
+    if (s->full) {
+        pthread_mutex_unlock(&rv->mu);
+        free(copy);
+        return flowc_fail(st, FLOWC_ERROR, node, loc, "rendezvous slot %d was sent twice", (int)slot);
+    }
+    s->t = *t;
+    s->t.data = copy;
+    s->full = 1;
+    pthread_cond_broadcast(&rv->cv);
+    pthread_mutex_unlock(&rv->mu);
+    return 0;
+}
+
+static inline int flowc_rv_recv(void *rendezvous, int32_t slot, flowc_tensor *out,
+                                const char *key, const char *node, const char *loc,
+                                flowc_status *st) {
+    flowc_rendezvous *rv = (flowc_rendezvous *)rendezvous;
+    if (!rv || slot < 0 || slot >= rv->nslots)
+        return flowc_fail(st, FLOWC_ERROR, node, loc, "no rendezvous slot %d for this step", (int)slot);
+    struct timespec deadline;
+    if (rv->timeout_ms > 0) {
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += rv->timeout_ms / 1000;
+        deadline.tv_nsec += (rv->timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec += 1; deadline.tv_nsec -= 1000000000L; }
+    }
+    pthread_mutex_lock(&rv->mu);
+    flowc_rv_slot *s = &rv->slots[slot];
+    while (!s->full && !rv->aborted) {
+        if (rv->timeout_ms > 0) {
+            if (pthread_cond_timedwait(&rv->cv, &rv->mu, &deadline) == ETIMEDOUT && !s->full) {
+                pthread_mutex_unlock(&rv->mu);
+                return flowc_fail(st, FLOWC_DEADLINE_EXCEEDED, node, loc,
+                                  "timed out after %lld ms waiting for %s", (long long)rv->timeout_ms, key);
+            }
+        } else {
+            pthread_cond_wait(&rv->cv, &rv->mu);
+        }
+    }
+    if (!s->full) {
+        pthread_mutex_unlock(&rv->mu);
+        return flowc_fail(st, FLOWC_ABORTED, node, loc, "step aborted while waiting for %s", key);
+    }
+    *out = s->t;
+    s->taken = 1;
+    pthread_mutex_unlock(&rv->mu);
+    return 0;
 }
 
 #endif /* FLOWC_RT_H */
