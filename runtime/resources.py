@@ -226,47 +226,108 @@ class ResourceStore:
         return f"ResourceStore({len(self._vars)} variables, {len(self._streams)} streams)"
 
 
+# Host ops the runtime itself provides, imported on first use (a module registers its ops).
+_BUILTIN_HOST_OPS = {"SaveV2": "runtime.checkpoint", "RestoreV2": "runtime.checkpoint"}
+
+
+def _find_host_op(name: str) -> HostOp:
+    fn = _host_ops.get(name)
+    if fn is None and name in _BUILTIN_HOST_OPS:
+        import importlib
+        importlib.import_module(_BUILTIN_HOST_OPS[name])
+        fn = _host_ops.get(name)
+    if fn is None:
+        raise FlowcError(f"no host op '{name}' is registered in this runtime")
+    return fn
+
+
+def _set_c_string(field, text: str, size: int) -> None:
+    encoded = text.encode(errors="replace")[:size - 1]
+    ffi.memmove(field, encoded + b"\0", len(encoded) + 1)
+
+
 def _host_call_trampoline(host, op, node, attrs, n_in, inputs, n_out, outputs, status) -> int:
-    """Called from generated code: runs a registered host op, reports errors in ``status``."""
+    """Called from generated code: runs a registered host op, reports errors in ``status``.
+
+    Outputs whose ``data`` the generated code already allocated (static shapes) receive a
+    copy of the result after their dtype and shape are checked; the others get a new buffer.
+    Every output is checked before any is written. On error ``status`` gets the code (an
+    exception's ``status_code``, else FLOWC_ERROR), the message and the node; the location
+    is left empty for the kernel to fill from its ``flowc_loc``.
+    """
+    node_name = ""
     try:
+        node_name = ffi.string(node).decode(errors="replace") if node != ffi.NULL else ""
         store = ffi.from_handle(host)
         name = ffi.string(op).decode()
-        fn = _host_ops.get(name)
-        if fn is None:
-            raise FlowcError(f"no host op '{name}' is registered in this runtime")
+        fn = _find_host_op(name)
+        attr_values = json.loads(ffi.string(attrs).decode()) if attrs != ffi.NULL else {}
         args = [_tensor_to_array(inputs[i]) for i in range(n_in)]
-        results = fn(store, ffi.string(node).decode(), json.loads(ffi.string(attrs).decode()),
-                     *args)
+        results = fn(store, node_name, attr_values, *args)
         if len(results) != n_out:
             raise FlowcError(f"host op '{name}' returned {len(results)} values, expected {n_out}")
-        for i, r in enumerate(results):
-            _array_to_tensor(np.asarray(r, order="C"), outputs[i])
+        arrays = [np.asarray(r, order="C") for r in results]
+        for i, r in enumerate(arrays):
+            _check_output(r, outputs[i], _output_label(attr_values, i))
+        for r, t in zip(arrays, (outputs[i] for i in range(n_out))):
+            _array_to_tensor(r, t)
         return 0
     except BaseException as e:                       # never let an exception cross into C
         message = str(e) if isinstance(e, FlowcError) else f"{type(e).__name__}: {e}"
         if not isinstance(e, (FlowcError, OSError, ValueError)):
             message += "\n" + traceback.format_exc(limit=3)
-        encoded = message.encode(errors="replace")[:767]
-        status.code = 1
-        ffi.memmove(status.message, encoded + b"\0", len(encoded) + 1)
-        return 1
+        code = getattr(e, "status_code", 1)
+        status.code = code if isinstance(code, int) and code > 0 else 1
+        _set_c_string(status.message, message, 768)
+        _set_c_string(status.node, node_name, 128)
+        status.location[0] = b"\0"
+        return status.code
+
+
+def _output_label(attrs: dict, i: int) -> str:
+    names = attrs.get("tensor_names") if isinstance(attrs, dict) else None
+    if isinstance(names, list) and i < len(names):
+        return f"output {i} ('{names[i]}')"
+    return f"output {i}"
+
+
+def _check_output(arr: np.ndarray, t, label: str) -> None:
+    """A result must fit the rank (and, if preallocated, the dtype and dims) of its output."""
+    dtype = DType.from_numpy(arr.dtype)
+    if arr.ndim > 8:
+        raise FlowcError(f"{label} has rank {arr.ndim}; the maximum is 8")
+    want_dtype = DType.from_code(t.dtype) if t.dtype else dtype
+    if t.data == ffi.NULL:
+        if t.rank != arr.ndim or want_dtype is not dtype:
+            raise FlowcError(f"{label}: the step expects a {want_dtype.ir_name} of rank {t.rank}, "
+                             f"the host op returned {dtype.ir_name}{list(arr.shape)}")
+        return
+    want_shape = tuple(t.dims[0:t.rank])
+    if want_dtype is not dtype or want_shape != arr.shape:
+        raise FlowcError(f"{label}: the step expects {want_dtype.ir_name}{list(want_shape)}, the "
+                         f"host op returned {dtype.ir_name}{list(arr.shape)}")
 
 
 def _tensor_to_array(t) -> np.ndarray:
+    """A copy of a C tensor's value (an empty tensor may have NULL data)."""
     dtype = DType.from_code(t.dtype).np
     shape = tuple(t.dims[0:t.rank])
     n = math.prod(shape) * dtype.itemsize
     if n == 0:
         return np.zeros(shape, dtype)
+    if t.data == ffi.NULL:
+        raise FlowcError(f"an input of shape {list(shape)} has no data")
     return np.frombuffer(ffi.buffer(t.data, n), dtype).reshape(shape).copy()
 
 
 def _array_to_tensor(arr: np.ndarray, t) -> None:
-    p = _alloc(arr.nbytes)
+    """Store ``arr`` in ``t``: into its buffer if it has one (checked by ``_check_output``),
+    else into a new one the generated code owns (and frees)."""
+    if t.data == ffi.NULL:
+        t.data = _alloc(arr.nbytes)
+        t.rank = arr.ndim
+        t.dtype = DType.from_numpy(arr.dtype).code
+        for d, n in enumerate(arr.shape):
+            t.dims[d] = n
     if arr.nbytes:
-        ffi.memmove(p, ffi.from_buffer(arr), arr.nbytes)
-    t.data = p
-    t.rank = arr.ndim
-    t.dtype = DType.from_numpy(arr.dtype).code
-    for d, n in enumerate(arr.shape):
-        t.dims[d] = n
+        ffi.memmove(t.data, ffi.from_buffer(arr), arr.nbytes)

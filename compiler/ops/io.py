@@ -1,0 +1,148 @@
+"""Checkpoint ops: ``SaveV2`` writes tensors to a checkpoint, ``RestoreV2`` reads them back.
+
+The files belong to the runtime (``runtime/checkpoint.py``: safetensors data plus an index,
+written atomically). The reference kernels call it directly; the C kernels reach it through
+the runtime's host-call hook (``flowc_rt->host_call``), so both backends write and read the
+same files. There is no string dtype, so the checkpoint path is a u8 tensor (its UTF-8 bytes;
+a ``Saver`` feeds it, so saving to a new path compiles nothing) and the tensor names are an
+attr. ``RestoreV2`` declares each tensor's dtype and shape (the variables'), so its outputs
+have static types, and it checks every tensor before returning any: a graph that assigns
+its outputs to variables changes all of them or none.
+"""
+from __future__ import annotations
+
+import json
+from typing import List
+
+from compiler.codegen.kernel_context import KernelContext
+from compiler.errors import ExecutionError
+from compiler.ir.types import TensorType
+from compiler.ops.registry import register_op
+from runtime.checkpoint import CheckpointError, prefix_from_bytes, read_checkpoint, write_checkpoint
+from runtime.dtypes import DType
+
+
+class CheckpointExecutionError(ExecutionError, CheckpointError):
+    """A checkpoint op failed in the reference interpreter (names the node)."""
+
+
+_NO_CHECKPOINT_TYPES = (DType.resource, DType.bf16)
+
+
+# --- shape functions -----------------------------------------------------------------------
+def _check_prefix(ctx) -> None:
+    shape = ctx.input_shape(0)
+    if shape is not None and len(shape) != 1:
+        raise ctx.error(f"prefix must be a vector of UTF-8 bytes (u8[?]), got rank {len(shape)}")
+
+
+def _check_names(ctx, count: int, what: str) -> List[str]:
+    names = ctx.attr("tensor_names")
+    if len(names) != count:
+        raise ctx.error(f"{len(names)} tensor_names for {count} {what}")
+    seen = set()
+    for name in names:
+        if not name or name == "__metadata__":
+            raise ctx.error(f"{name!r} cannot name a checkpoint tensor")
+        if name in seen:
+            raise ctx.error(f"tensor name '{name}' appears twice")
+        seen.add(name)
+    return names
+
+
+def _check_dtypes(ctx, dtypes) -> None:
+    for name, dt in zip(ctx.attr("tensor_names"), dtypes):
+        if dt in _NO_CHECKPOINT_TYPES:
+            raise ctx.error(f"tensor '{name}' is {dt}; checkpoints hold f16, f32, f64, integer "
+                            "and bool tensors")
+
+
+def _save_shape(ctx):
+    _check_prefix(ctx)
+    n = len(ctx.input_types) - 1
+    _check_names(ctx, n, "tensors")
+    _check_dtypes(ctx, [t.dtype for t in ctx.input_types[1:]])
+    return []
+
+
+def _restore_shape(ctx):
+    _check_prefix(ctx)
+    dtypes, shapes = ctx.attr("dtypes"), ctx.attr("shapes")
+    if not dtypes:
+        raise ctx.error("RestoreV2 needs at least one tensor to restore")
+    if len(shapes) != len(dtypes):
+        raise ctx.error(f"{len(shapes)} shapes for {len(dtypes)} dtypes")
+    _check_names(ctx, len(dtypes), "dtypes")
+    _check_dtypes(ctx, dtypes)
+    return [TensorType(d, None if s is None else tuple(s)) for d, s in zip(dtypes, shapes)]
+
+
+# --- reference kernels ---------------------------------------------------------------------
+def _save_kernel(ctx, prefix, *tensors):
+    try:
+        write_checkpoint(prefix_from_bytes(prefix), dict(zip(ctx.attrs["tensor_names"], tensors)))
+    except CheckpointError as e:
+        raise CheckpointExecutionError(str(e), ctx.node) from None
+    return []
+
+
+def _restore_kernel(ctx, prefix):
+    try:
+        return read_checkpoint(prefix_from_bytes(prefix), ctx.attrs["tensor_names"],
+                               ctx.attrs["dtypes"], ctx.attrs["shapes"])
+    except CheckpointError as e:
+        raise CheckpointExecutionError(str(e), ctx.node) from None
+
+
+# --- C -------------------------------------------------------------------------------------
+def c_bytes_literal(text: str) -> str:
+    """A C string literal of ``text``'s UTF-8 bytes (octal escapes for anything unusual)."""
+    out = []
+    for b in text.encode("utf-8"):
+        ch = chr(b)
+        if ch in '"\\?':
+            out.append("\\" + ch)
+        elif 0x20 <= b < 0x7f:
+            out.append(ch)
+        else:
+            out.append(f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _attrs_literal(kc: KernelContext, restore: bool) -> str:
+    attrs = {"tensor_names": list(kc.attrs["tensor_names"])}
+    if restore:
+        attrs["dtypes"] = [d.ir_name for d in kc.attrs["dtypes"]]
+        attrs["shapes"] = [None if s is None else list(s) for s in kc.attrs["shapes"]]
+    return c_bytes_literal(json.dumps(attrs, separators=(",", ":")))
+
+
+def _save_c(kc: KernelContext) -> str:
+    return kc.render("io.c.j2", op="SaveV2", attrs_json=_attrs_literal(kc, False))
+
+
+def _restore_c(kc: KernelContext) -> str:
+    return kc.render("io.c.j2", op="RestoreV2", attrs_json=_attrs_literal(kc, True))
+
+
+def _restore_c_dims(kc: KernelContext) -> List[List[str]]:
+    """Static dims as literals; a dim the file decides is 0 here (the runtime allocates the
+    output and sets its dims)."""
+    return [[str(d) if d is not None else "0" for d in o.shape] for o in kc.outputs]
+
+
+# --- registrations ---------------------------------------------------------------------------
+register_op("SaveV2", inputs=["prefix: u8", "tensors: dtypes"],
+            attrs=["tensor_names: list(string)", "dtypes: list(type)"],
+            shape=_save_shape, kernel=_save_kernel, c_kernel=_save_c, stateful=True,
+            doc="Write ``tensors`` as checkpoint ``prefix`` (UTF-8 bytes), named "
+                "``tensor_names``; atomic: the previous checkpoint stays valid until the new "
+                "one is complete.")
+
+register_op("RestoreV2", inputs=["prefix: u8"], outputs=["tensors: dtypes"],
+            attrs=["tensor_names: list(string)", "dtypes: list(type)", "shapes: list(shape)"],
+            shape=_restore_shape, kernel=_restore_kernel, c_kernel=_restore_c,
+            c_output_dims=_restore_c_dims, stateful=True,
+            doc="The tensors ``tensor_names`` of checkpoint ``prefix``; refuses (naming every "
+                "tensor that does not match) a missing, truncated or corrupt checkpoint or one "
+                "whose tensors differ from ``dtypes``/``shapes``, before returning any.")

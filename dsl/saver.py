@@ -1,0 +1,406 @@
+"""``fl.train.Saver``: checkpoints as ordinary ops, and the policy around them (TF1 semantics).
+
+A ``Saver`` adds its ops once, at construction: under ``save/`` a ``filename`` placeholder
+(the checkpoint path as UTF-8 bytes, so saving to a new path compiles nothing), a
+``SaveV2`` of a read of every variable, and a ``RestoreV2`` whose outputs are assigned to
+the variables (``save/restore_all``). ``RestoreV2`` checks every tensor before returning any
+and every assignment depends on it, so a refused checkpoint leaves every variable as it was.
+
+Around the ops, in Python like TensorFlow's: checkpoint names (``model.ckpt-1000``), the
+``checkpoint`` state file of the folder (JSON, written atomically; it lists the latest and
+every kept checkpoint), deleting all but the ``max_to_keep`` most recent ones (one every
+``keep_checkpoint_every_n_hours`` is kept for good), and keep-best-by-metric::
+
+    saver = fl.train.Saver(max_to_keep=3, keep_best="min")     # keep the lowest metric
+    saver.save(sess, "runs/a/model.ckpt", global_step=step, metric=val_loss)
+    fl.train.best_checkpoint("runs/a")                          # path of the best one
+
+With ``keep_best``, each ``save(..., metric=m)`` is a candidate: the ``best_to_keep`` best
+checkpoints by metric (lowest for "min", highest for "max"; NaN is never best; ties keep the
+earlier) are not deleted however old, and the state file records them with their metrics
+(``get_checkpoint_state(dir).best_checkpoints``). Saves without a metric are only ever kept
+as recent ones.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from compiler.errors import ExecutionError
+from dsl.context import control_dependencies, get_default_graph, name_scope
+from dsl.control_ops import group
+from dsl.ops import apply_op, placeholder
+from dsl.tensor import Operation, Tensor
+from dsl.variables import Variable, global_variables
+from runtime.checkpoint import (CheckpointError, checkpoint_exists, delete_checkpoint,
+                                list_checkpoint, load_checkpoint, prefix_to_bytes,
+                                write_file_atomically)
+from runtime.dtypes import DType
+from runtime.errors import RuntimeExecutionError
+
+__all__ = ["Saver", "CheckpointState", "CheckpointError", "latest_checkpoint",
+           "get_checkpoint_state", "best_checkpoint", "checkpoint_exists", "list_variables",
+           "load_variable"]
+
+STATE_FILE = "checkpoint"
+STATE_FORMAT = "flowc-checkpoint-state"
+
+
+# --- the state file ----------------------------------------------------------------------------
+@dataclass
+class CheckpointState:
+    """What a folder's ``checkpoint`` file says (``tf.train.CheckpointState``); paths are
+    joined with the folder unless absolute."""
+    model_checkpoint_path: str
+    all_model_checkpoint_paths: List[str] = field(default_factory=list)
+    all_model_checkpoint_timestamps: List[float] = field(default_factory=list)
+    last_preserved_timestamp: Optional[float] = None
+    best_checkpoints: List[Tuple[str, float]] = field(default_factory=list)   # best first
+    keep_best: Optional[str] = None
+
+    @property
+    def best_model_checkpoint_path(self) -> Optional[str]:
+        return self.best_checkpoints[0][0] if self.best_checkpoints else None
+
+
+def _state_path(checkpoint_dir: str, latest_filename: Optional[str]) -> str:
+    return os.path.join(os.fspath(checkpoint_dir), latest_filename or STATE_FILE)
+
+
+def _relative(path: str, folder: str) -> str:
+    """``path`` as the state file stores it: relative to ``folder`` when inside it."""
+    if os.path.abspath(os.path.dirname(path) or ".") == os.path.abspath(folder or "."):
+        return os.path.basename(path)
+    return os.path.abspath(path)
+
+
+def get_checkpoint_state(checkpoint_dir: str,
+                         latest_filename: Optional[str] = None) -> Optional[CheckpointState]:
+    """The folder's checkpoint state, or None when it has no state file (a corrupt one is a
+    ``CheckpointError``: it is written atomically, so corruption is not a normal state)."""
+    path = _state_path(checkpoint_dir, latest_filename)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint state {path}: {e.strerror or e}") from None
+    try:
+        d = json.loads(raw.decode("utf-8"))
+        if not isinstance(d, dict) or d.get("format") != STATE_FORMAT:
+            raise ValueError
+        join = lambda p: p if os.path.isabs(p) else os.path.join(os.fspath(checkpoint_dir), p)
+        return CheckpointState(
+            model_checkpoint_path=join(d["model_checkpoint_path"]),
+            all_model_checkpoint_paths=[join(p) for p in d.get("all_model_checkpoint_paths", [])],
+            all_model_checkpoint_timestamps=[float(t) for t in
+                                             d.get("all_model_checkpoint_timestamps", [])],
+            last_preserved_timestamp=d.get("last_preserved_timestamp"),
+            best_checkpoints=[(join(b["path"]), float(b["metric"]))
+                              for b in d.get("best_checkpoints", [])],
+            keep_best=d.get("keep_best"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise CheckpointError(f"checkpoint state {path} is corrupt (not a {STATE_FORMAT} "
+                              "file)") from None
+
+
+def _write_state(checkpoint_dir: str, latest_filename: Optional[str], latest: str,
+                 kept: Sequence[Tuple[str, float]], last_preserved: float,
+                 best: Sequence[Tuple[str, float]], keep_best: Optional[str]) -> None:
+    folder = os.fspath(checkpoint_dir)
+    d = {"format": STATE_FORMAT, "version": 1,
+         "model_checkpoint_path": _relative(latest, folder),
+         "all_model_checkpoint_paths": [_relative(p, folder) for p, _ in kept],
+         "all_model_checkpoint_timestamps": [t for _, t in kept],
+         "last_preserved_timestamp": last_preserved}
+    if keep_best:
+        d["keep_best"] = keep_best
+        d["best_checkpoints"] = [{"path": _relative(p, folder), "metric": m} for p, m in best]
+    write_file_atomically(_state_path(folder, latest_filename),
+                          (json.dumps(d, indent=1) + "\n").encode(), what="checkpoint state")
+
+
+def latest_checkpoint(checkpoint_dir: str, latest_filename: Optional[str] = None) -> Optional[str]:
+    """The most recent complete checkpoint the folder's state file names, or None."""
+    state = get_checkpoint_state(checkpoint_dir, latest_filename)
+    if state is None or not checkpoint_exists(state.model_checkpoint_path):
+        return None
+    return state.model_checkpoint_path
+
+
+def best_checkpoint(checkpoint_dir: str, latest_filename: Optional[str] = None) -> Optional[str]:
+    """The best complete checkpoint by metric the folder's state file names (``keep_best``),
+    or None."""
+    state = get_checkpoint_state(checkpoint_dir, latest_filename)
+    if state is None:
+        return None
+    for path, _ in state.best_checkpoints:
+        if checkpoint_exists(path):
+            return path
+    return None
+
+
+def _resolve(ckpt_dir_or_file: str) -> str:
+    if os.path.isdir(ckpt_dir_or_file):
+        path = latest_checkpoint(ckpt_dir_or_file)
+        if path is None:
+            raise CheckpointError(f"no checkpoint in folder '{ckpt_dir_or_file}'")
+        return path
+    return os.fspath(ckpt_dir_or_file)
+
+
+def list_variables(ckpt_dir_or_file: str) -> List[Tuple[str, List[int]]]:
+    """``[(name, shape)]`` of a checkpoint (or of a folder's latest), sorted by name."""
+    entries = list_checkpoint(_resolve(ckpt_dir_or_file))
+    return [(name, list(shape)) for name, (_, shape) in sorted(entries.items())]
+
+
+def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray:
+    """The value of tensor ``name`` in a checkpoint (or in a folder's latest), verified."""
+    prefix = _resolve(ckpt_dir_or_file)
+    tensors = load_checkpoint(prefix)
+    if name not in tensors:
+        raise CheckpointError(f"checkpoint '{prefix}' has no tensor '{name}'")
+    return tensors[name]
+
+
+# --- the Saver ---------------------------------------------------------------------------------
+def _named_variables(var_list) -> Dict[str, Variable]:
+    if var_list is None:
+        var_list = global_variables()
+    if isinstance(var_list, dict):
+        items = list(var_list.items())
+    else:
+        items = []
+        for v in var_list:
+            if not isinstance(v, Variable):
+                raise TypeError(f"Saver var_list holds {v!r}; expected fl.Variable objects")
+            items.append((v.op.name, v))
+    named: Dict[str, Variable] = {}
+    seen: Dict[int, str] = {}
+    for name, v in items:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Saver var_list names must be non-empty strings, got {name!r}")
+        if not isinstance(v, Variable):
+            raise TypeError(f"Saver var_list['{name}'] is {v!r}; expected an fl.Variable")
+        if name in named:
+            raise ValueError(f"two variables are saved as '{name}'")
+        if id(v) in seen:
+            raise ValueError(f"variable '{v.op.name}' is saved twice (as '{seen[id(v)]}' and "
+                             f"'{name}')")
+        seen[id(v)] = name
+        named[name] = v
+    return named
+
+
+class Saver:
+    """Saves and restores variables (``tf.train.Saver``).
+
+    ``var_list``: variables (saved under their op names, e.g. ``dense1/weights``) or a dict
+    name -> variable; all global variables by default. ``max_to_keep``: how many recent
+    checkpoints to keep (None or 0: all). ``keep_checkpoint_every_n_hours``: besides those,
+    keep one checkpoint for good every so many hours. ``keep_best``: "min" or "max" to keep
+    the ``best_to_keep`` best checkpoints by the ``metric`` given to ``save``.
+    """
+
+    def __init__(self, var_list=None, max_to_keep: Optional[int] = 5,
+                 keep_checkpoint_every_n_hours: float = 10000.0, name: Optional[str] = None,
+                 allow_empty: bool = False, pad_step_number: bool = False,
+                 keep_best: Optional[str] = None, best_to_keep: int = 1):
+        if keep_best not in (None, "min", "max"):
+            raise ValueError(f"keep_best must be None, 'min' or 'max', got {keep_best!r}")
+        if keep_best is not None and (not isinstance(best_to_keep, int) or best_to_keep < 1):
+            raise ValueError(f"best_to_keep must be a positive int, got {best_to_keep!r}")
+        if max_to_keep is not None and max_to_keep < 0:
+            raise ValueError(f"max_to_keep must be >= 0 or None, got {max_to_keep}")
+        self._vars = _named_variables(var_list)
+        if not self._vars and not allow_empty:
+            raise ValueError("no variables to save")
+        self.max_to_keep = max_to_keep
+        self.keep_checkpoint_every_n_hours = float(keep_checkpoint_every_n_hours)
+        self.keep_best = keep_best
+        self.best_to_keep = best_to_keep
+        self._pad_step_number = pad_step_number
+        self._recent: List[Tuple[str, float]] = []          # (path, time), oldest first
+        self._best: List[Tuple[str, float, float]] = []     # (path, metric, time), best first
+        self._next_checkpoint_time = time.time() + self.keep_checkpoint_every_n_hours * 3600
+        self._lock = threading.Lock()
+        self.graph = get_default_graph()
+        self._filename = self._save_op = self._restore_op = None
+        if self._vars:
+            self._build(name or "save")
+
+    def _build(self, scope_name: str) -> None:
+        for name, v in self._vars.items():
+            if v.graph is not self.graph:
+                raise ValueError(f"variable '{name}' is from another graph than the default graph")
+        names = list(self._vars)
+        variables = list(self._vars.values())
+        with control_dependencies(None), name_scope(scope_name):
+            self._filename = placeholder(DType.u8, [None], name="filename")
+            values = [apply_op("ReadVariableOp", [v.handle], {"dtype": v.dtype}, name="read")
+                      for v in variables]
+            self._save_op = apply_op("SaveV2", [self._filename, values],
+                                     {"tensor_names": names}, name="SaveV2")
+            restored = apply_op("RestoreV2", [self._filename],
+                                {"tensor_names": names, "dtypes": [v.dtype for v in variables],
+                                 "shapes": [v.shape for v in variables]}, name="RestoreV2")
+            self._restore_tensors = restored
+            assigns = [apply_op("AssignVariableOp", [v.handle, t], {"dtype": v.dtype},
+                                name="Assign") for v, t in zip(variables, restored)]
+            self._restore_op = group(*assigns, name="restore_all")
+
+    # --- ops -------------------------------------------------------------------------------
+    @property
+    def filename_tensor(self) -> Optional[Tensor]:
+        """The u8 placeholder fed with a checkpoint path's UTF-8 bytes."""
+        return self._filename
+
+    @property
+    def save_op(self) -> Optional[Operation]:
+        return self._save_op
+
+    @property
+    def restore_op(self) -> Optional[Operation]:
+        return self._restore_op
+
+    @property
+    def var_names(self) -> List[str]:
+        return list(self._vars)
+
+    def _run(self, sess, op: Operation, path: str) -> None:
+        if sess.graph is not self.graph:
+            raise ValueError("the session runs another graph than the one this Saver was built in")
+        try:
+            sess.run(op, {self._filename: prefix_to_bytes(path)})
+        except CheckpointError:
+            raise
+        except (ExecutionError, RuntimeExecutionError) as e:
+            node = getattr(e, "node_name", None) or getattr(e, "node", None)
+            if node in (self._save_op.name, self._restore_tensors[0].op.name):
+                raise CheckpointError(str(e)) from None
+            raise
+
+    # --- saving ----------------------------------------------------------------------------
+    def save(self, sess, save_path: str, global_step=None, latest_filename: Optional[str] = None,
+             write_state: bool = True, metric: Optional[float] = None) -> Optional[str]:
+        """Save the variables to ``save_path`` (``-<global_step>`` appended when given: an
+        int, or a tensor/variable evaluated in ``sess``); returns the checkpoint path.
+
+        With ``write_state``, records it in the folder's ``checkpoint`` file and deletes
+        checkpoints beyond ``max_to_keep`` (except the best ones with ``keep_best``).
+        """
+        if metric is not None:
+            if self.keep_best is None:
+                raise ValueError("save(metric=...) needs a Saver built with keep_best='min' "
+                                 "or 'max'")
+            metric = float(metric)
+        if self._save_op is None:
+            return None                            # allow_empty, nothing to save
+        save_path = os.fspath(save_path)
+        if global_step is not None:
+            if not isinstance(global_step, (int, np.integer)):
+                global_step = sess.run(global_step)
+            step = int(global_step)
+            save_path = (f"{save_path}-{step:08d}" if self._pad_step_number
+                         else f"{save_path}-{step}")
+        folder = os.path.dirname(save_path)
+        if os.path.basename(save_path) == (latest_filename or STATE_FILE):
+            raise ValueError(f"checkpoint path '{save_path}' collides with the state file "
+                             f"'{latest_filename or STATE_FILE}'")
+        with self._lock:
+            self._run(sess, self._save_op, save_path)
+            if not write_state:
+                return save_path
+            doomed = self._record(save_path, metric, time.time())
+            kept = self._kept()
+            _write_state(folder, latest_filename, save_path, kept,
+                         self._next_checkpoint_time - self.keep_checkpoint_every_n_hours * 3600,
+                         [(p, m) for p, m, _ in self._best], self.keep_best)
+            # Deleted only once the state file no longer names them.
+            for path in doomed:
+                delete_checkpoint(path)
+        return save_path
+
+    def _kept(self) -> List[Tuple[str, float]]:
+        """Every checkpoint this saver keeps (recent and best), oldest first."""
+        times = dict(self._recent)
+        for p, _, t in self._best:
+            times.setdefault(p, t)
+        return sorted(times.items(), key=lambda pt: pt[1])
+
+    def _record(self, path: str, metric: Optional[float], now: float) -> List[str]:
+        """Add ``path`` to the books; returns the checkpoints to delete now."""
+        self._recent = [(p, t) for p, t in self._recent if p != path]
+        self._best = [b for b in self._best if b[0] != path]
+        self._recent.append((path, now))
+        dropped: List[Tuple[str, float]] = []
+        if self.keep_best is not None and metric is not None and not math.isnan(metric):
+            sign = 1.0 if self.keep_best == "min" else -1.0
+            self._best.append((path, metric, now))
+            self._best.sort(key=lambda b: (sign * b[1], b[2]))
+            for p, _, t in self._best[self.best_to_keep:]:
+                dropped.append((p, t))
+            del self._best[self.best_to_keep:]
+        if self.max_to_keep and len(self._recent) > self.max_to_keep:
+            dropped.extend(self._recent[:-self.max_to_keep])
+            del self._recent[:-self.max_to_keep]
+        keep = {p for p, _ in self._recent} | {p for p, _, _ in self._best}
+        doomed = []
+        for p, t in sorted(set(dropped), key=lambda pt: pt[1]):
+            if p in keep:
+                continue
+            if t > self._next_checkpoint_time:             # kept for good (n hours)
+                self._next_checkpoint_time += self.keep_checkpoint_every_n_hours * 3600
+                continue
+            doomed.append(p)
+        return doomed
+
+    # --- restoring -------------------------------------------------------------------------
+    def restore(self, sess, save_path: str) -> None:
+        """Set every variable from checkpoint ``save_path``, or none of them: a missing,
+        truncated or corrupt checkpoint, or one without a variable or with another shape or
+        dtype, is refused with a ``CheckpointError`` naming all that do not match."""
+        if save_path is None:
+            raise ValueError("cannot restore: save_path is None (no checkpoint found?)")
+        if self._restore_op is None:
+            return
+        self._run(sess, self._restore_op, os.fspath(save_path))
+
+    # --- bookkeeping -----------------------------------------------------------------------
+    @property
+    def last_checkpoints(self) -> List[str]:
+        """The checkpoints this saver has not deleted, oldest first."""
+        return [p for p, _ in self._kept()]
+
+    @property
+    def best_checkpoints(self) -> List[Tuple[str, float]]:
+        """``[(path, metric)]`` kept by ``keep_best``, best first."""
+        return [(p, m) for p, m, _ in self._best]
+
+    def recover_last_checkpoints(self, checkpoint_paths: Sequence[str],
+                                 best: Sequence[Tuple[str, float]] = ()) -> None:
+        """Take over checkpoints a previous run left (``get_checkpoint_state(dir)``'s
+        ``all_model_checkpoint_paths`` and ``best_checkpoints``), so they are rotated too."""
+        def mtime(p):
+            try:
+                return os.path.getmtime(p + ".index.json")
+            except OSError:
+                return time.time()
+        with self._lock:
+            self._recent = [(p, mtime(p)) for p in checkpoint_paths]
+            if self.max_to_keep:
+                self._recent = self._recent[-self.max_to_keep:]
+            if self.keep_best is not None:
+                sign = 1.0 if self.keep_best == "min" else -1.0
+                ranked = sorted(((p, float(m), mtime(p)) for p, m in best),
+                                key=lambda b: (sign * b[1], b[2]))
+                self._best = ranked[:self.best_to_keep]

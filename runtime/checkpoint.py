@@ -1,0 +1,414 @@
+"""Checkpoint files: tensors in safetensors format plus a small JSON index, written atomically.
+
+A checkpoint is named by a *prefix* (``/runs/a/model.ckpt-1000``) and is two files:
+
+- ``<prefix>.data-<hash16>.safetensors``: the tensors (safetensors, so any safetensors reader
+  can open it); ``hash16`` is the start of the file's SHA-256, so a new save to the same
+  prefix never overwrites the data an existing index points at;
+- ``<prefix>.index.json``: format version, the data file's name, size and SHA-256, and each
+  tensor's dtype and shape.
+
+Writing is crash-safe: the data goes to a temporary file in the same folder, is fsync'd and
+renamed; then the index is written the same way, last; then the folder is fsync'd. A
+checkpoint exists (``checkpoint_exists``) only once its index does, and the index names the
+exact bytes of its data, so a crash at any point leaves either the previous checkpoint or the
+new one complete, never a mix. Reading verifies the index, the data's size and hash, and the
+requested names, dtypes and shapes before returning anything, and refuses a checkpoint that
+does not match with one ``CheckpointError`` listing every tensor that does not.
+
+``SaveV2``/``RestoreV2`` kernels of both backends come here: the reference kernels directly,
+generated C through the host-call hook (registered below), so both write and read the same
+files.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import warnings
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from runtime.dtypes import DType
+from runtime.errors import FlowcError
+
+FORMAT = "flowc-checkpoint"
+FORMAT_VERSION = 1
+INDEX_SUFFIX = ".index.json"
+_DATA_RE = r"\.data-[0-9a-f]{16}\.safetensors"
+
+# Status codes of flowc_rt.h, carried to generated code by the host-call trampoline.
+_NOT_FOUND, _DATA_LOSS, _INVALID_ARGUMENT = 6, 7, 3
+
+
+class CheckpointError(FlowcError):
+    """A checkpoint cannot be written, is missing, truncated or corrupt, or does not match the
+    variables it should restore (the message names every tensor that does not)."""
+
+    status_code = _INVALID_ARGUMENT
+
+    def __init__(self, message: str, status_code: Optional[int] = None):
+        super().__init__(message)
+        if status_code is not None:
+            self.status_code = status_code
+
+
+# --- names -----------------------------------------------------------------------------------
+def index_path(prefix: str) -> str:
+    return prefix + INDEX_SUFFIX
+
+
+def prefix_from_bytes(data) -> str:
+    """The checkpoint prefix a ``SaveV2``/``RestoreV2`` gets as a u8 tensor (UTF-8 bytes)."""
+    raw = np.asarray(data, np.uint8).tobytes()
+    if not raw:
+        raise CheckpointError("the checkpoint path is empty")
+    if b"\0" in raw:
+        raise CheckpointError("the checkpoint path contains a NUL byte")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"the checkpoint path is not valid UTF-8: {e}") from None
+
+
+def prefix_to_bytes(prefix) -> np.ndarray:
+    """The u8 tensor that names checkpoint ``prefix`` (what a Saver feeds)."""
+    return np.frombuffer(os.fsencode(os.fspath(prefix)), dtype=np.uint8).copy()
+
+
+def _type_str(dtype: DType, shape) -> str:
+    if shape is None:
+        return f"{dtype.ir_name}[*]"
+    return dtype.ir_name + "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _data_files(prefix: str) -> List[str]:
+    """Data files belonging to ``prefix`` (current and stale), as paths."""
+    folder = os.path.dirname(prefix) or "."
+    base = os.path.basename(prefix)
+    pattern = re.compile(re.escape(base) + _DATA_RE + r"$")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(os.path.dirname(prefix), n) for n in sorted(names) if pattern.match(n)]
+
+
+# --- atomic files -----------------------------------------------------------------------------
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return                                   # platforms without directory fds
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _temp_in(folder: str, base: str):
+    """A new temporary file next to where ``base`` goes: (fd, path). Its mode follows the
+    umask, like any file the user creates (``mkstemp`` would make it private)."""
+    for _ in range(100):
+        path = os.path.join(folder, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                           0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"cannot create a temporary file in '{folder or '.'}'")
+
+
+def _unlink_quietly(path: Optional[str]) -> None:
+    if path is not None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _write_error(what: str, path: str, e: OSError) -> CheckpointError:
+    reason = e.strerror or str(e)
+    folder = os.path.dirname(os.path.abspath(path))
+    if isinstance(e, (PermissionError, NotADirectoryError, FileNotFoundError)) or \
+            e.errno in (13, 20, 30):
+        return CheckpointError(f"cannot write {what} '{path}': the folder '{folder}' is not "
+                               f"writable ({reason})")
+    return CheckpointError(f"cannot write {what} '{path}': {reason}")
+
+
+def write_file_atomically(path: str, data: bytes, what: str = "file") -> None:
+    """Replace ``path`` with ``data`` so that readers see the old or the new file, never a
+    part: temporary file in the same folder, flush, fsync, rename, fsync the folder."""
+    folder = os.path.dirname(path)
+    tmp = None
+    try:
+        fd, tmp = _temp_in(folder, os.path.basename(path))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_dir(folder)
+    except OSError as e:
+        raise _write_error(what, path, e) from None
+    finally:
+        _unlink_quietly(tmp)
+
+
+# --- writing -----------------------------------------------------------------------------------
+def write_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray]) -> str:
+    """Write ``tensors`` as checkpoint ``prefix`` (see the module doc for the files and the
+    order that makes it crash-safe); returns the index path. Creates missing folders."""
+    from safetensors.numpy import save
+    prefix = os.fspath(prefix)
+    if not prefix or prefix.endswith(os.sep):
+        raise CheckpointError(f"'{prefix}' is not a checkpoint path (it names a folder; add a "
+                              "file name prefix such as 'model.ckpt')")
+    arrays: Dict[str, np.ndarray] = {}
+    entries = {}
+    for name, value in tensors.items():
+        if not isinstance(name, str) or not name or name == "__metadata__":
+            raise CheckpointError(f"cannot save a tensor named {name!r}")
+        arr = np.asarray(value, order="C")      # (0-d stays 0-d)
+        try:
+            dtype = DType.from_numpy(arr.dtype)
+        except TypeError:
+            raise CheckpointError(f"cannot save tensor '{name}' of numpy dtype "
+                                  f"{arr.dtype}") from None
+        arrays[name] = arr
+        entries[name] = {"dtype": dtype.ir_name, "shape": list(arr.shape)}
+    folder = os.path.dirname(prefix)
+    base = os.path.basename(prefix)
+    tmp = None
+    try:
+        if folder and not os.path.isdir(folder):
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as e:
+                raise CheckpointError(f"cannot write checkpoint '{prefix}': cannot create the "
+                                      f"folder '{folder}' ({e.strerror or e})") from None
+        # One metadata key: safetensors orders them by hash, so more would make the bytes
+        # (and the hash) vary between runs; tensors are laid out in a fixed order.
+        data = save(arrays, metadata={"format": f"{FORMAT}/{FORMAT_VERSION}"})
+        digest = hashlib.sha256(data).hexdigest()
+        size = len(data)
+        fd, tmp = _temp_in(folder, base)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        del data
+        data_name = f"{base}.data-{digest[:16]}.safetensors"
+        os.replace(tmp, os.path.join(folder, data_name))
+        tmp = None
+        _fsync_dir(folder)
+    except OSError as e:
+        raise _write_error("checkpoint", prefix, e) from None
+    except CheckpointError:
+        raise
+    except Exception as e:                         # safetensors refused the tensors
+        raise CheckpointError(f"cannot write checkpoint '{prefix}': "
+                              f"{type(e).__name__}: {e}") from None
+    finally:
+        _unlink_quietly(tmp)
+    index = {"format": FORMAT, "version": FORMAT_VERSION, "data_file": data_name,
+             "data_size": size, "data_sha256": digest, "tensors": entries}
+    write_file_atomically(index_path(prefix), (json.dumps(index, indent=1) + "\n").encode(),
+                          what="checkpoint index")
+    # The new index is durable: data files it does not name (the previous save to this
+    # prefix, or one interrupted before its index) are garbage now.
+    for path in _data_files(prefix):
+        if os.path.basename(path) != data_name:
+            _unlink_quietly(path)
+    return index_path(prefix)
+
+
+# --- reading -----------------------------------------------------------------------------------
+def checkpoint_exists(prefix: str) -> bool:
+    """Whether a complete checkpoint (its index) exists at ``prefix``."""
+    return os.path.isfile(index_path(os.fspath(prefix)))
+
+
+def read_index(prefix: str) -> dict:
+    """The parsed, checked index of checkpoint ``prefix``."""
+    prefix = os.fspath(prefix)
+    path = index_path(prefix)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        if _data_files(prefix):
+            raise CheckpointError(f"checkpoint '{prefix}' is incomplete: its index {path} is "
+                                  "missing (a save was interrupted?)", _NOT_FOUND) from None
+        raise CheckpointError(f"no checkpoint at '{prefix}' (no file {path})", _NOT_FOUND) from None
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint index {path}: {e.strerror or e}",
+                              _NOT_FOUND) from None
+    try:
+        index = json.loads(raw.decode("utf-8"))
+        ok = (isinstance(index, dict) and index.get("format") == FORMAT
+              and isinstance(index.get("tensors"), dict) and isinstance(index.get("data_file"), str)
+              and isinstance(index.get("data_size"), int)
+              and isinstance(index.get("data_sha256"), str))
+    except (UnicodeDecodeError, ValueError):
+        ok = False
+    if not ok:
+        raise CheckpointError(f"checkpoint index {path} is corrupt (not a {FORMAT} index)",
+                              _DATA_LOSS)
+    if index.get("version") != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint index {path} has format version {index.get('version')}; "
+                              f"this runtime reads version {FORMAT_VERSION}", _DATA_LOSS)
+    if os.path.basename(index["data_file"]) != index["data_file"]:
+        raise CheckpointError(f"checkpoint index {path} is corrupt (data file "
+                              f"{index['data_file']!r} is not in its folder)", _DATA_LOSS)
+    return index
+
+
+def _load_verified(prefix: str, index: dict) -> Dict[str, np.ndarray]:
+    from safetensors.numpy import load
+    data_path = os.path.join(os.path.dirname(prefix), index["data_file"])
+    try:
+        with open(data_path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint '{prefix}': its data file {data_path} is missing",
+                              _DATA_LOSS) from None
+    except OSError as e:
+        raise CheckpointError(f"checkpoint '{prefix}': cannot read {data_path}: "
+                              f"{e.strerror or e}", _DATA_LOSS) from None
+    if len(data) != index["data_size"]:
+        what = "truncated" if len(data) < index["data_size"] else "longer than its index says"
+        raise CheckpointError(f"checkpoint '{prefix}': data file {data_path} is {what} "
+                              f"({len(data)} bytes, the index says {index['data_size']})",
+                              _DATA_LOSS)
+    if hashlib.sha256(data).hexdigest() != index["data_sha256"]:
+        raise CheckpointError(f"checkpoint '{prefix}': data file {data_path} is corrupt (its "
+                              "SHA-256 does not match the index)", _DATA_LOSS)
+    try:
+        tensors = load(data)
+    except Exception as e:
+        raise CheckpointError(f"checkpoint '{prefix}': data file {data_path} is not valid "
+                              f"safetensors ({e})", _DATA_LOSS) from None
+    # The hash ties the data to the index; still, the index must describe this data.
+    disagree = []
+    for name in sorted(set(tensors) | set(index["tensors"])):
+        entry = index["tensors"].get(name)
+        arr = tensors.get(name)
+        if not isinstance(entry, dict) or arr is None or entry.get("dtype") != _dtype_name(arr) \
+                or entry.get("shape") != list(arr.shape):
+            disagree.append(name)
+    if disagree:
+        raise CheckpointError(f"checkpoint '{prefix}': index and data disagree about "
+                              + ", ".join(f"'{n}'" for n in disagree), _DATA_LOSS)
+    return tensors
+
+
+def _dtype_name(arr: np.ndarray) -> str:
+    try:
+        return DType.from_numpy(arr.dtype).ir_name
+    except TypeError:
+        return str(arr.dtype)
+
+
+def read_checkpoint(prefix: str, names: Sequence[str], dtypes: Sequence[DType],
+                    shapes: Sequence[Optional[Sequence[Optional[int]]]]) -> List[np.ndarray]:
+    """The tensors ``names`` of checkpoint ``prefix``, each checked against its expected dtype
+    and shape (``None`` dims match any size; a ``None`` shape any shape).
+
+    Raises ``CheckpointError`` naming every tensor that is missing or does not match, before
+    returning anything: the caller assigns all or nothing.
+    """
+    prefix = os.fspath(prefix)
+    if not (len(names) == len(dtypes) == len(shapes)):
+        raise CheckpointError(f"{len(names)} names, {len(dtypes)} dtypes and {len(shapes)} "
+                              "shapes to restore; they must be as many")
+    index = read_index(prefix)
+    tensors = _load_verified(prefix, index)
+    missing, wrong_dtype, wrong_shape = [], [], []
+    out = []
+    for name, dtype, shape in zip(names, dtypes, shapes):
+        arr = tensors.get(name)
+        if arr is None:
+            missing.append(f"'{name}'")
+            continue
+        try:
+            have = DType.from_numpy(arr.dtype)
+        except TypeError:
+            wrong_dtype.append(f"'{name}' is {arr.dtype} in the checkpoint, {dtype.ir_name} here")
+            continue
+        if have is not dtype:
+            wrong_dtype.append(f"'{name}' is {have.ir_name} in the checkpoint, "
+                               f"{dtype.ir_name} here")
+        if shape is not None and (len(shape) != arr.ndim or any(
+                d is not None and d != s for d, s in zip(shape, arr.shape))):
+            wrong_shape.append(f"'{name}' is {_type_str(have, arr.shape)} in the checkpoint, "
+                               f"{_type_str(dtype, shape)} here")
+        out.append(arr)
+    problems = []
+    if missing:
+        problems.append("not in the checkpoint: " + ", ".join(missing))
+    if wrong_dtype:
+        problems.append("wrong dtype: " + "; ".join(wrong_dtype))
+    if wrong_shape:
+        problems.append("wrong shape: " + "; ".join(wrong_shape))
+    if problems:
+        raise CheckpointError(f"checkpoint '{prefix}' does not match what is restored from it "
+                              f"(nothing was restored): " + "; ".join(problems), _NOT_FOUND
+                              if missing and not wrong_dtype and not wrong_shape else
+                              _INVALID_ARGUMENT)
+    return [np.asarray(a, order="C") for a in out]
+
+
+def list_checkpoint(prefix: str) -> Dict[str, tuple]:
+    """``{name: (dtype, shape)}`` of the tensors in checkpoint ``prefix`` (from its index)."""
+    index = read_index(prefix)
+    return {name: (DType.parse(e["dtype"]), tuple(e["shape"]))
+            for name, e in index["tensors"].items()}
+
+
+def load_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
+    """Every tensor of checkpoint ``prefix``, verified (``tf.train.load_checkpoint`` as a dict)."""
+    prefix = os.fspath(prefix)
+    return _load_verified(prefix, read_index(prefix))
+
+
+def delete_checkpoint(prefix: str) -> None:
+    """Remove checkpoint ``prefix``: its index first (so it stops looking complete), then data."""
+    prefix = os.fspath(prefix)
+    for path in [index_path(prefix)] + _data_files(prefix):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            warnings.warn(f"could not delete old checkpoint file {path}: {e.strerror or e}",
+                          RuntimeWarning, stacklevel=2)
+
+
+# --- host ops: what generated SaveV2/RestoreV2 kernels call ------------------------------------
+def _save_host_op(store, node: str, attrs: dict, prefix, *tensors) -> list:
+    names = attrs["tensor_names"]
+    if len(names) != len(tensors):
+        raise CheckpointError(f"{len(names)} tensor names for {len(tensors)} tensors")
+    write_checkpoint(prefix_from_bytes(prefix), dict(zip(names, tensors)))
+    return []
+
+
+def _restore_host_op(store, node: str, attrs: dict, prefix) -> list:
+    shapes = [None if s is None else tuple(s) for s in attrs["shapes"]]
+    return read_checkpoint(prefix_from_bytes(prefix), attrs["tensor_names"],
+                           [DType.parse(d) for d in attrs["dtypes"]], shapes)
+
+
+def _register() -> None:
+    from runtime.resources import register_host_op
+    register_host_op("SaveV2", _save_host_op)
+    register_host_op("RestoreV2", _restore_host_op)
+
+
+_register()
