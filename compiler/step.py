@@ -150,7 +150,9 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
                 "fetches": [fetch_index[r.name] for r in retvals],
                 "variables": [TensorSpec(name, dtype, shape).to_json()
                               for name, dtype, shape in emitted.variables],
-                "random_streams": list(emitted.streams)})
+                "random_streams": list(emitted.streams),
+                "queues": [{"name": n, "components": c, "capacity": cap}
+                           for n, c, cap in emitted.queues]})
         manifest = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "abi_version": ABI_VERSION,
             "graph": step.graph.name, "signature": signature or modules[0][5].key,

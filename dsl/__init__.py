@@ -8,8 +8,7 @@ from runtime.dtypes import DType
 from compiler import ops as _ops  # noqa: F401  (registers the built-in ops)
 from compiler.ops.registry import register_op
 from dsl.context import (Graph, colocate_with, control_dependencies, device, get_default_graph,
-                         name_scope,
-                         reset_default_graph)
+                         name_scope, reset_default_graph)
 from dsl.tensor import Operation, Tensor
 from dsl.ops import (apply_op, constant, convert_to_tensor, placeholder, placeholder_with_default,
                      raw_ops)
@@ -23,9 +22,15 @@ from dsl.control_ops import *  # noqa: F401,F403
 from dsl.indexed_slices import IndexedSlices
 from dsl.variables import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
+from dsl.clip_ops import *  # noqa: F401,F403
 from dsl import nn
+from dsl import train
 from dsl.config import ConfigProto, RunOptions
+from dsl.queues import FIFOQueue
 from dsl.session import Session, get_default_session
+from runtime.checkpoint import CheckpointError
+from runtime.errors import (AbortedError, DeadlineExceededError, FlowcError, OutOfRangeError,
+                            RuntimeExecutionError)
 
 float16, float32, float64 = DType.f16, DType.f32, DType.f64
 int8, int16, int32, int64, uint8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8

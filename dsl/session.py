@@ -245,6 +245,9 @@ class Session:
         self.close()
 
     def close(self) -> None:
+        """Close the session: its queues close too, so steps blocked on them end."""
+        if not self._closed:
+            self.store.close_queues()
         self._closed = True
         self._steps.clear()
         self._plans.clear()
@@ -261,6 +264,7 @@ class Session:
             raise RuntimeError("this Session is closed")
         plan = self._plan(fetches)
         if self.backend == "interpreter":
+            self.store.set_step_timeout(options.timeout_in_ms if options is not None else 0)
             return self._run_interpreter(plan, feed_dict or {})
         if feed_dict:
             runner = plan.runners.get(tuple(map(id, feed_dict)))

@@ -137,7 +137,7 @@ def load_artifact(path: str) -> Artifact:
             exe = Executable(module, [feeds[i] for i in d["feeds"]],
                              [fetches[i] for i in d["fetches"]],
                              [TensorSpec.from_json(v) for v in d.get("variables", [])],
-                             list(d.get("random_streams", [])))
+                             list(d.get("random_streams", [])), list(d.get("queues", [])))
         except (IndexError, KeyError) as e:
             raise ArtifactError(f"{path}: the manifest entry of {d.get('device')} is malformed "
                                 f"({e})") from None

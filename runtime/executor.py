@@ -89,7 +89,7 @@ class MultiDeviceExecutable:
         def run_part(k: int, part: DevicePart) -> None:
             try:
                 values = part.executable.call([arrays[i] for i in part.feeds], scalars=scalars,
-                                              store=store, rendezvous=rv)
+                                              store=store, rendezvous=rv, timeout_ms=timeout_ms)
             except BaseException as e:                 # noqa: BLE001  (re-raised below)
                 errors.append((k, e))
                 self._rv_abort(rv)

@@ -22,7 +22,7 @@ from runtime.errors import (AbortedError, ArtifactError, DeadlineExceededError, 
                             OutOfRangeError, RuntimeExecutionError)
 from runtime.feeds import FeedCheck
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 MAX_RANK = 8
 
 ABI_CDEF = """
@@ -50,7 +50,9 @@ typedef struct flowc_var {
 typedef struct flowc_runtime {
     flowc_var **vars;
     uint64_t **streams;
+    void **queues;
     void *rendezvous;
+    int64_t timeout_ms;
     void *host;
     int (*host_call)(void *host, const char *op, const char *node, const char *attrs,
                      int32_t n_in, const flowc_tensor *in, int32_t n_out, flowc_tensor *out,
@@ -59,7 +61,12 @@ typedef struct flowc_runtime {
 int flowc_abi_version(void);
 void flowc_free(void *p);
 int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
-                void *rendezvous, flowc_status *st);
+                void *rendezvous, int64_t timeout_ms, flowc_status *st);
+size_t flowc_queue_struct_size(void);
+int flowc_queue_create(void *q, int32_t ncomponents, int64_t capacity, const char *name);
+void flowc_queue_free(void *q);
+void flowc_queue_shut(void *q, int32_t cancel);
+int64_t flowc_queue_length(void *q);
 size_t flowc_rendezvous_size(void);
 int flowc_rendezvous_init(void *rv, int32_t nslots, int64_t timeout_ms);
 void flowc_rendezvous_abort(void *rv);
@@ -173,12 +180,14 @@ class Executable:
     """
 
     def __init__(self, module: CModule, feeds: Sequence[TensorSpec], fetches: Sequence[TensorSpec],
-                 variables: Sequence[TensorSpec] = (), streams: Sequence[str] = ()):
+                 variables: Sequence[TensorSpec] = (), streams: Sequence[str] = (),
+                 queues: Sequence[dict] = ()):
         self.module = module
         self.feeds = list(feeds)
         self.fetches = list(fetches)
         self.variables = list(variables)
         self.streams = list(streams)
+        self.queues = [dict(q) for q in queues]
         self._bound = weakref.WeakKeyDictionary()    # store -> its flowc_runtime *
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
@@ -199,7 +208,8 @@ class Executable:
         """The ``flowc_runtime`` of this step in ``store`` (built once per store)."""
         rt = self._bound.get(store)
         if rt is None:
-            rt = self._bound[store] = store.runtime_struct(self.variables, self.streams)
+            rt = self._bound[store] = store.runtime_struct(self.variables, self.streams,
+                                                           self.queues, self.module.lib)
         return rt
 
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
@@ -229,7 +239,8 @@ class Executable:
             elif ndim:
                 t.dims[0:ndim] = arr.shape
         status = bufs.status
-        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, rendezvous, status) != 0:
+        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, rendezvous, int(timeout_ms or 0),
+                       status) != 0:
             raise _status_error(status)
         if scalars:
             return [r.scalar(t) if r.is_scalar else r.array(t)

@@ -89,7 +89,8 @@ class Variable:
         return np.frombuffer(ffi.buffer(c.value.data, n), dtype).reshape(shape).copy()
 
     def assign(self, value) -> None:
-        """Set the value (a copy of ``value``); checks dtype and the declared shape."""
+        """Set the value (a copy of ``value``); checks dtype and the declared shape. Not
+        locked against steps running at the same time (use an assign op for that)."""
         info = self.info
         arr = np.asarray(value, order="C")
         if arr.dtype != info.dtype.np:
@@ -152,6 +153,8 @@ class ResourceStore:
     def __init__(self):
         self._vars: Dict[str, Variable] = {}
         self._streams: Dict[str, object] = {}      # name -> its uint64_t counter
+        self._queues: Dict[str, object] = {}       # name -> CQueue or PyQueue
+        self._step = threading.local()             # the interpreter's per-step deadline
         self._lock = threading.Lock()
         self._host = ffi.new_handle(self)
         self._host_call = ffi.callback(
@@ -204,10 +207,55 @@ class ResourceStore:
         return offset
 
     # --- binding a step ----------------------------------------------------------------
-    def runtime_struct(self, variables: Sequence[TensorSpec], streams: Sequence[str]):
-        """A ``flowc_runtime`` giving a step the variables and streams it declares (the
-        store keeps it, and what it points to, alive)."""
+    # --- queues ----------------------------------------------------------------------------
+    def c_queue(self, name: str, components: int, capacity: int, lib):
+        """The C queue ``name``, created with ``lib`` (a step's module) when missing."""
+        from runtime.queues import CQueue
+        with self._lock:
+            q = self._queues.get(name)
+            if q is None:
+                q = self._queues[name] = CQueue(name, components, capacity, lib)
+        if not isinstance(q, CQueue) or q.components != components:
+            raise ResourceError(f"queue '{name}' exists with another kind or number of components")
+        return q
+
+    def py_queue(self, name: str, components: int, capacity: int):
+        """The interpreter's queue ``name`` (created when missing)."""
+        from runtime.queues import PyQueue
+        with self._lock:
+            q = self._queues.get(name)
+            if q is None:
+                q = self._queues[name] = PyQueue(name, components, capacity)
+        if not isinstance(q, PyQueue) or q.components != components:
+            raise ResourceError(f"queue '{name}' exists with another kind or number of components")
+        return q
+
+    def queues(self) -> dict:
+        return dict(self._queues)
+
+    def set_step_timeout(self, timeout_ms: int) -> None:
+        """The deadline of blocking ops in the interpreter's current step (this thread)."""
+        self._step.timeout_ms = int(timeout_ms or 0)
+
+    def step_timeout_ms(self) -> int:
+        return getattr(self._step, "timeout_ms", 0)
+
+    def close_queues(self, cancel_pending_enqueues: bool = True) -> None:
+        """Close every queue (a closing session: blocked steps end instead of hanging)."""
+        for q in list(self._queues.values()):
+            q.close(cancel_pending_enqueues)
+
+    # --- binding a step ----------------------------------------------------------------
+    def runtime_struct(self, variables: Sequence[TensorSpec], streams: Sequence[str],
+                       queues: Sequence[dict] = (), lib=None):
+        """A ``flowc_runtime`` giving a step the variables, streams and queues it declares
+        (the store keeps it, and what it points to, alive)."""
         rt = ffi.new("flowc_runtime *")
+        queues_arr = ffi.new("void *[]", max(len(queues), 1))
+        for i, q in enumerate(queues):
+            queues_arr[i] = self.c_queue(q["name"], int(q["components"]), int(q["capacity"]),
+                                         lib).c
+        rt.queues = queues_arr
         vars_arr = ffi.new("flowc_var *[]", max(len(variables), 1))
         for i, spec in enumerate(variables):
             vars_arr[i] = self.variable(spec.name, spec.dtype, spec.shape).c
@@ -219,7 +267,7 @@ class ResourceStore:
         rt.host = self._host
         rt.host_call = self._host_call
         with self._lock:
-            self._keep.append((rt, vars_arr, streams_arr))
+            self._keep.append((rt, vars_arr, streams_arr, queues_arr))
         return rt
 
     def __repr__(self) -> str:

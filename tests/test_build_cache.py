@@ -14,8 +14,8 @@ SOURCE = """
 #include "flowc_rt.h"
 int flowc_abi_version(void) { return %d; }
 void flowc_free(void *p) { free(p); }
-int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt, void *rv, flowc_status *st) {
-    (void)feeds; (void)fetches; (void)rt; (void)rv; (void)st; return 0;
+int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt, void *rv, int64_t timeout_ms, flowc_status *st) {
+    (void)feeds; (void)fetches; (void)rt; (void)rv; (void)timeout_ms; (void)st; return 0;
 }
 """ % ABI_VERSION
 

@@ -43,6 +43,7 @@ class EmittedModule:
     features: set = field(default_factory=set)
     variables: list = field(default_factory=list)     # (name, dtype, shape) in rt->vars order
     streams: list = field(default_factory=list)       # random-op stream names, rt->streams order
+    queues: list = field(default_factory=list)        # (name, components, capacity), rt->queues
 
 
 def _ident(name: str) -> str:
@@ -168,7 +169,8 @@ class _Emitter:
                 self.tail.append(f"/* fetch {k}: %{src.node.name} */")
                 self.tail.append(f"fetches[{k}] = {ref.var};")
         return EmittedModule(self._assemble(), set(self.module.features),
-                             list(self.module.variables), list(self.module.streams))
+                             list(self.module.variables), list(self.module.streams),
+                             list(self.module.queues))
 
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
@@ -381,12 +383,19 @@ class _Emitter:
                    "{ return flowc_rv_init((flowc_rendezvous *)rv, nslots, timeout_ms); }")
         out.append("void flowc_rendezvous_abort(void *rv) { flowc_rv_abort((flowc_rendezvous *)rv); }")
         out.append("void flowc_rendezvous_destroy(void *rv) { flowc_rv_destroy((flowc_rendezvous *)rv); }")
+        out.append("size_t flowc_queue_struct_size(void) { return sizeof(flowc_queue); }")
+        out.append("int flowc_queue_create(void *q, int32_t ncomponents, int64_t capacity, const char *name) "
+                   "{ return flowc_queue_init((flowc_queue *)q, ncomponents, capacity, name); }")
+        out.append("void flowc_queue_free(void *q) { flowc_queue_destroy((flowc_queue *)q); }")
+        out.append("void flowc_queue_shut(void *q, int32_t cancel) { flowc_queue_close((flowc_queue *)q, cancel); }")
+        out.append("int64_t flowc_queue_length(void *q) { return flowc_queue_count((flowc_queue *)q); }")
         out.append("")
         out.append("int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, "
-                   "const flowc_runtime *rt, void *rendezvous, flowc_status *st) {")
+                   "const flowc_runtime *rt, void *rendezvous, int64_t timeout_ms, flowc_status *st) {")
         out.append("    (void)feeds; (void)fetches;")
-        out.append("    flowc_runtime flowc_rt_call = *rt;          /* this call's view: its rendezvous */")
+        out.append("    flowc_runtime flowc_rt_call = *rt;   /* this call's view: rendezvous, deadline */")
         out.append("    flowc_rt_call.rendezvous = rendezvous;")
+        out.append("    flowc_rt_call.timeout_ms = timeout_ms;")
         out.append("    const flowc_runtime *flowc_rt = &flowc_rt_call;")
         out.append("    st->code = 0;")
         out.append(f"    flowc_tensor *flowc_T = (flowc_tensor *)calloc({max(len(self.decls), 1)}, sizeof(flowc_tensor));")

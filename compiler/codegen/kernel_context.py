@@ -183,6 +183,15 @@ class ModuleState:
         self._counts: Dict[str, int] = {}
         self.variables: list = []          # (name, dtype, shape): the step's rt->vars
         self.streams: List[str] = []       # random-op streams: the step's rt->streams
+        self.queues: list = []             # (name, components, capacity): the step's rt->queues
+
+    def queue_index(self, name: str, components: int, capacity: int) -> int:
+        """The index of queue ``name`` in ``rt->queues`` (added on first use)."""
+        for k, (n, c, cap) in enumerate(self.queues):
+            if n == name:
+                return k
+        self.queues.append((name, components, capacity))
+        return len(self.queues) - 1
 
     def variable_index(self, name: str, dtype: DType, shape) -> int:
         """The index of variable ``name`` in ``rt->vars`` (added on first use)."""

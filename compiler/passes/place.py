@@ -104,11 +104,13 @@ class _Groups:
                     self._join(n, i.node, f"'{n.name}' uses the resource '{i.node.name}'")
             for entry in n.attrs.get("_class") or ():
                 if isinstance(entry, str) and entry.startswith("loc:@"):
+                    # The name is a group key: nodes naming it go together, with the named
+                    # node when the step has it (a step may have pruned it away).
+                    self.uf.union(n, entry)
+                    self.why.setdefault(n, f"'{n.name}' is colocated with '{entry[5:]}'")
                     other = graph.get(entry[5:])
-                    if other is None:
-                        raise PlacementError(f"node '{n.name}' is colocated with '{entry[5:]}', "
-                                             f"which is not in the graph{_where(n)}")
-                    self._join(n, other, f"'{n.name}' is colocated with '{other.name}'")
+                    if other is not None:
+                        self._join(n, other, f"'{n.name}' is colocated with '{other.name}'")
 
     def _join(self, a: Node, b: Node, why: str) -> None:
         self.uf.union(a, b)
@@ -116,7 +118,7 @@ class _Groups:
 
     def sets(self, graph: Graph) -> List[List[Node]]:
         order = {n: k for k, n in enumerate(graph)}
-        groups: Dict[Node, List[Node]] = {}
+        groups: Dict[object, List[Node]] = {}
         for n in graph:
             groups.setdefault(self.uf[n], []).append(n)
         return sorted((sorted(g, key=order.__getitem__) for g in groups.values()),

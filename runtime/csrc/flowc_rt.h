@@ -1,8 +1,8 @@
 /* flowc C runtime ABI: what generated modules include and link against.
  *
  * A compiled device subgraph exports
- *   int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches,
- *                   const flowc_runtime *rt, void *rendezvous, flowc_status *st);
+ *   int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
+ *                   void *rendezvous, int64_t timeout_ms, flowc_status *st);
  * which runs the subgraph's kernels in a static order. Fetched tensors own their data, allocated
  * with flowc_alloc; the caller releases it with the module's exported flowc_free.
  *
@@ -71,7 +71,9 @@ static inline void flowc_var_unlock(flowc_var *v) {
 typedef struct flowc_runtime {
     flowc_var **vars;
     uint64_t **streams;
+    void **queues;               /* flowc_queue *: the step's queues (manifest order) */
     void *rendezvous;            /* set per call by flowc_entry */
+    int64_t timeout_ms;          /* set per call: the step's deadline for blocking ops (<= 0: none) */
     void *host;
     int (*host_call)(void *host, const char *op, const char *node, const char *attrs,
                      int32_t n_in, const flowc_tensor *in, int32_t n_out, flowc_tensor *out,
@@ -225,6 +227,177 @@ static inline int flowc_rv_recv(void *rendezvous, int32_t slot, flowc_tensor *ou
     s->taken = 1;
     pthread_mutex_unlock(&rv->mu);
     return 0;
+}
+
+/* --- queues: FIFO of elements (tuples of tensors), blocking with backpressure --------------
+ * A queue lives in the runtime's store, outside any step; every module carries this code and
+ * exports init/destroy, so the store creates a queue with the module of the first step that
+ * uses it. Elements are owned copies; a dequeue hands their buffers to the step. */
+#define FLOWC_QUEUE_MAX_COMPONENTS 16
+
+typedef struct flowc_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t changed;      /* an element came or went, or the queue closed */
+    int32_t ncomponents;
+    int32_t closed;
+    int32_t cancelled;           /* closed with cancel_pending_enqueues */
+    int32_t reserved;
+    int64_t capacity;            /* elements; <= 0: unbounded */
+    int64_t head, count, slots;  /* a ring of ``slots`` elements */
+    flowc_tensor *items;         /* slots * ncomponents */
+    char name[128];
+} flowc_queue;
+
+static inline int flowc_queue_init(flowc_queue *q, int32_t ncomponents, int64_t capacity,
+                                   const char *name) {
+    memset(q, 0, sizeof *q);
+    if (ncomponents < 1 || ncomponents > FLOWC_QUEUE_MAX_COMPONENTS) return 1;
+    if (pthread_mutex_init(&q->mu, NULL) || pthread_cond_init(&q->changed, NULL)) return 1;
+    q->ncomponents = ncomponents;
+    q->capacity = capacity;
+    snprintf(q->name, sizeof q->name, "%s", name);
+    return 0;
+}
+
+static inline void flowc_queue_destroy(flowc_queue *q) {
+    for (int64_t i = 0; i < q->count; i++) {
+        const int64_t s = (q->head + i) % q->slots;
+        for (int32_t c = 0; c < q->ncomponents; c++) free(q->items[s * q->ncomponents + c].data);
+    }
+    free(q->items);
+    q->items = NULL;
+    pthread_cond_destroy(&q->changed);
+    pthread_mutex_destroy(&q->mu);
+}
+
+static inline void flowc_deadline(struct timespec *deadline, int64_t timeout_ms) {
+    clock_gettime(CLOCK_REALTIME, deadline);
+    deadline->tv_sec += timeout_ms / 1000;
+    deadline->tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (deadline->tv_nsec >= 1000000000L) { deadline->tv_sec += 1; deadline->tv_nsec -= 1000000000L; }
+}
+
+/* Wait on the queue's condition (lock held); 1 when the deadline passed. */
+static inline int flowc_queue_wait(flowc_queue *q, int64_t timeout_ms, const struct timespec *deadline) {
+    if (timeout_ms > 0)
+        return pthread_cond_timedwait(&q->changed, &q->mu, deadline) == ETIMEDOUT;
+    pthread_cond_wait(&q->changed, &q->mu);
+    return 0;
+}
+
+/* Enqueue one element: components[c] sliced at ``row`` of its leading dim when ``row >= 0``
+   (enqueue_many), whole otherwise. Blocks while the queue is full. */
+static inline int flowc_queue_put(flowc_queue *q, const flowc_tensor *components,
+                                  const size_t *itemsize, int64_t row, int64_t timeout_ms,
+                                  const char *node, const char *loc, flowc_status *st) {
+    flowc_tensor elem[FLOWC_QUEUE_MAX_COMPONENTS];
+    for (int32_t c = 0; c < q->ncomponents; c++) {
+        const flowc_tensor *t = &components[c];
+        elem[c] = *t;
+        int64_t nbytes = flowc_tensor_nbytes(t, itemsize[c]);
+        const char *src = (const char *)t->data;
+        if (row >= 0) {
+            nbytes = t->dims[0] ? nbytes / t->dims[0] : 0;
+            src += row * nbytes;
+            elem[c].rank = t->rank - 1;
+            for (int32_t d = 0; d + 1 < t->rank; d++) elem[c].dims[d] = t->dims[d + 1];
+        }
+        elem[c].data = flowc_alloc((size_t)nbytes);
+        if (!elem[c].data) {
+            for (int32_t k = 0; k < c; k++) free(elem[k].data);
+            return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, node, loc, "out of memory enqueueing");
+        }
+        if (nbytes) memcpy(elem[c].data, src, (size_t)nbytes);
+    }
+    struct timespec deadline;
+    if (timeout_ms > 0) flowc_deadline(&deadline, timeout_ms);
+    pthread_mutex_lock(&q->mu);
+    int timed_out = 0;
+    while (!q->closed && q->capacity > 0 && q->count >= q->capacity && !timed_out)
+        timed_out = flowc_queue_wait(q, timeout_ms, &deadline);
+    if (q->closed || timed_out || (q->capacity > 0 && q->count >= q->capacity)) {
+        const int closed = q->closed;
+        pthread_mutex_unlock(&q->mu);
+        for (int32_t c = 0; c < q->ncomponents; c++) free(elem[c].data);
+        if (closed)
+            return flowc_fail(st, FLOWC_ABORTED, node, loc, "queue '%s' is closed", q->name);
+        return flowc_fail(st, FLOWC_DEADLINE_EXCEEDED, node, loc,
+                          "timed out after %lld ms: queue '%s' is full", (long long)timeout_ms, q->name);
+    }
+    if (q->count == q->slots) {                 /* grow the ring */
+        const int64_t slots = q->slots ? 2 * q->slots : 16;
+        flowc_tensor *items = (flowc_tensor *)calloc((size_t)(slots * q->ncomponents), sizeof(flowc_tensor));
+        if (!items) {
+            pthread_mutex_unlock(&q->mu);
+            for (int32_t c = 0; c < q->ncomponents; c++) free(elem[c].data);
+            return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, node, loc, "out of memory growing queue '%s'", q->name);
+        }
+        for (int64_t i = 0; i < q->count; i++)
+            memcpy(&items[i * q->ncomponents], &q->items[((q->head + i) % q->slots) * q->ncomponents],
+                   sizeof(flowc_tensor) * (size_t)q->ncomponents);
+        free(q->items);
+        q->items = items;
+        q->slots = slots;
+        q->head = 0;
+    }
+    const int64_t s = (q->head + q->count) % q->slots;
+    memcpy(&q->items[s * q->ncomponents], elem, sizeof(flowc_tensor) * (size_t)q->ncomponents);
+    q->count++;
+    pthread_cond_broadcast(&q->changed);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+/* Wait until ``want`` elements are there (or, with ``allow_fewer``, the queue is closed with
+   at least one); take ``*got`` of them into ``out[k * ncomponents + c]`` (buffers handed
+   over). Lock released on return. */
+static inline int flowc_queue_take(flowc_queue *q, int64_t want, int allow_fewer, flowc_tensor *out,
+                                   int64_t *got, int64_t timeout_ms, const char *node,
+                                   const char *loc, flowc_status *st) {
+    struct timespec deadline;
+    if (timeout_ms > 0) flowc_deadline(&deadline, timeout_ms);
+    pthread_mutex_lock(&q->mu);
+    int timed_out = 0;
+    while (q->count < want && !q->closed && !timed_out)
+        timed_out = flowc_queue_wait(q, timeout_ms, &deadline);
+    int64_t n = q->count < want ? q->count : want;
+    if (n < want && !(q->closed && allow_fewer && n > 0)) {
+        const int64_t have = q->count;
+        const int closed = q->closed;
+        pthread_mutex_unlock(&q->mu);
+        if (closed)
+            return flowc_fail(st, FLOWC_OUT_OF_RANGE, node, loc,
+                              "queue '%s' is closed and has insufficient elements (requested %lld, "
+                              "current size %lld)", q->name, (long long)want, (long long)have);
+        return flowc_fail(st, FLOWC_DEADLINE_EXCEEDED, node, loc,
+                          "timed out after %lld ms waiting for %lld element(s) of queue '%s' (size %lld)",
+                          (long long)timeout_ms, (long long)want, q->name, (long long)have);
+    }
+    for (int64_t k = 0; k < n; k++) {
+        memcpy(&out[k * q->ncomponents], &q->items[q->head * q->ncomponents],
+               sizeof(flowc_tensor) * (size_t)q->ncomponents);
+        q->head = (q->head + 1) % q->slots;
+        q->count--;
+    }
+    *got = n;
+    pthread_cond_broadcast(&q->changed);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+static inline void flowc_queue_close(flowc_queue *q, int cancel_pending_enqueues) {
+    pthread_mutex_lock(&q->mu);
+    q->closed = 1;
+    if (cancel_pending_enqueues) q->cancelled = 1;
+    pthread_cond_broadcast(&q->changed);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static inline int64_t flowc_queue_count(flowc_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    const int64_t n = q->count;
+    pthread_mutex_unlock(&q->mu);
+    return n;
 }
 
 #endif /* FLOWC_RT_H */

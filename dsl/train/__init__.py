@@ -1,0 +1,53 @@
+"""``fl.train``: optimizers and the global step, as TensorFlow 1.x's ``tf.train``.
+
+All of it is user-level: it adds variable reads, arithmetic and ``Assign*`` /
+``ResourceScatter*`` ops to the graph (see ``dsl/train/optimizer.py`` for the protocol and
+each optimizer's module for its update formulas).
+"""
+from __future__ import annotations
+
+from typing import Dict, Type
+
+from dsl.train.adagrad import AdagradOptimizer
+from dsl.train.adam import AdamOptimizer
+from dsl.train.global_step import (assert_global_step, create_global_step, get_global_step,
+                                   get_or_create_global_step, global_step)
+from dsl.train.gradient_descent import GradientDescentOptimizer
+from dsl.train.momentum import MomentumOptimizer
+from dsl.train.optimizer import Optimizer
+from dsl.train.rmsprop import RMSPropOptimizer
+from dsl.queues import Coordinator, QueueRunner
+from dsl.saver import (CheckpointState, Saver, best_checkpoint, checkpoint_exists,
+                       get_checkpoint_state, latest_checkpoint, list_variables, load_variable)
+
+__all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
+           "RMSPropOptimizer", "AdamOptimizer", "get_global_step", "create_global_step",
+           "get_or_create_global_step", "global_step", "assert_global_step",
+           "optimizer_by_name", "OPTIMIZERS", "Saver", "CheckpointState", "latest_checkpoint",
+           "get_checkpoint_state", "best_checkpoint", "checkpoint_exists", "list_variables",
+           "load_variable", "Coordinator", "QueueRunner"]
+
+OPTIMIZERS: Dict[str, Type[Optimizer]] = {
+    "sgd": GradientDescentOptimizer,
+    "gradient_descent": GradientDescentOptimizer,
+    "momentum": MomentumOptimizer,
+    "adagrad": AdagradOptimizer,
+    "rmsprop": RMSPropOptimizer,
+    "adam": AdamOptimizer,
+}
+
+
+def optimizer_by_name(name: str, **kwargs) -> Optimizer:
+    """An optimizer from a short name (``"sgd"``/``"gradient_descent"``, ``"momentum"``,
+    ``"adagrad"``, ``"rmsprop"``, ``"adam"``; case and ``-`` are ignored, and the class names
+    work too), constructed with ``kwargs``."""
+    if not isinstance(name, str):
+        raise TypeError(f"optimizer_by_name takes a string, got {type(name).__name__}")
+    key = name.strip().lower().replace("-", "_")
+    cls = OPTIMIZERS.get(key)
+    if cls is None:
+        by_class = {c.__name__.lower(): c for c in OPTIMIZERS.values()}
+        cls = by_class.get(key) or by_class.get(key + "optimizer")
+    if cls is None:
+        raise ValueError(f"unknown optimizer {name!r}; known: {', '.join(sorted(OPTIMIZERS))}")
+    return cls(**kwargs)
