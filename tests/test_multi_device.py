@@ -173,3 +173,38 @@ def test_concurrent_steps_add_up_exactly(graph):
         assert not errors and not any(t.is_alive() for t in pool)
         assert s.compile_count == compiled                   # a cached signature: no compile
         np.testing.assert_array_equal(s.run(counter), np.full([64], 1 + threads * steps))
+
+
+TWO_DEVICES = """\
+input x: f32[2, 3]
+device "/cpu:1" {
+  let h = nn.relu(x * 2.0)
+}
+device "/cpu:0" {
+  output y = reduce_sum(h, axis=1)
+}
+"""
+
+
+def test_cli_shows_placement_and_one_graph_per_device(tmp_path, capsys):
+    from cli_runner import flowc
+    model = tmp_path / "two.flow"
+    model.write_text(TWO_DEVICES)
+    rc, out, err = flowc(capsys, "ir", model, "--after", "place", "--cpu-devices", "2",
+                         "--log-device-placement")
+    assert rc == 0, err
+    assert "placement on 2 device(s)" in err and "requested /device:CPU:1" in err
+    assert "on /job:localhost/replica:0/task:0/device:CPU:1" in out
+    rc, out, err = flowc(capsys, "ir", model, "--after", "partition", "--cpu-devices", "2")
+    assert rc == 0, err
+    graphs = [line for line in out.splitlines() if line.startswith("graph @")]
+    assert len(graphs) == 2 and "_Send(" in out and "_Recv()" in out
+    rc, out, err = flowc(capsys, "compile", model, "-o", tmp_path / "art", "--cpu-devices", "2")
+    assert rc == 0, err
+    import numpy as np
+    np.save(tmp_path / "x.npy", np.array([[1, -2, 3], [-4, 5, 6]], np.float32))
+    rc, out, err = flowc(capsys, "run", tmp_path / "art", "--feed", f"x={tmp_path / 'x.npy'}")
+    assert rc == 0, err
+    assert "8" in out and "22" in out                       # relu(2x) summed per row
+    rc, out, err = flowc(capsys, "ir", model, "--after", "place")
+    assert rc == 1 and "cannot place /device:CPU:1" in err

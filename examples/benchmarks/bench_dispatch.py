@@ -39,6 +39,24 @@ def chain_graph(n: int):
     return graph, x, y
 
 
+def parallel_chains_graph(n: int, devices: int):
+    """``devices`` chains of ``n // devices`` AddV2 ops, chain k on ``/cpu:k``, summed on
+    ``/cpu:0``: each device runs its chain concurrently, joined by _Send/_Recv pairs."""
+    graph = fl.Graph(f"dispatch_{devices}_devices")
+    with graph.as_default():
+        x = fl.placeholder(fl.float32, [], name="x")
+        ends = []
+        for k in range(devices):
+            with fl.device(f"/cpu:{k}"):
+                y = x
+                for _ in range(n // devices):
+                    y = fl.add(y, x)
+                ends.append(y)
+        with fl.device("/cpu:0"):
+            total = fl.add_n(ends)
+    return graph, x, total
+
+
 def empty_graph():
     """One feed and one fetch, nothing in between (the Identity is simplified away)."""
     graph = fl.Graph("dispatch_empty")
@@ -72,6 +90,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=10_000, help="length of the chain")
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per row")
+    parser.add_argument("--devices", type=int, default=4,
+                        help="CPU devices for the multi-device run (default 4)")
     add_threads_argument(parser)
     args = parser.parse_args()
     apply_threads(args.threads)
@@ -132,6 +152,21 @@ def main() -> None:
                 median_seconds(lambda: empty_i.run(ey, {ex: one}), repeats * 50)),
         ]
 
+        devices = args.devices
+        print(f"compiling {devices} chains on {devices} devices ...", file=sys.stderr, flush=True)
+        pg, px, py = parallel_chains_graph(n, devices)
+        config = fl.ConfigProto(device_count={"CPU": devices})
+        per_device = fl.Session(graph=pg, config=config)
+        got = per_device.run(py, {px: one})
+        if got != np.float32(devices * (n // devices + 1)):
+            raise SystemExit(f"{devices}-device chains computed {got}")
+        executable = next(iter(per_device._steps.values()))
+        multi_rows = [
+            Row(f"flowc compiled C, {devices} devices (Session.run)",
+                median_seconds(lambda: per_device.run(py, {px: one}), repeats)),
+            Row("flowc compiled C, 1 device (Session.run, the chain above)", rows[0].seconds),
+        ]
+
     print(environment_line(torch))
     print_table(f"{n} chained scalar AddV2 ops in one step ({nodes} nodes after passes; "
                 f"median of {repeats} steps)", rows, baseline="numpy float32 scalars (Python loop)",
@@ -139,6 +174,12 @@ def main() -> None:
     print()
     print_table("empty step: one scalar feed, one fetch, no ops", empty_rows,
                 baseline="flowc compiled C (Session.run)", unit="us")
+    print()
+    print_table(f"{n} AddV2 ops as {devices} chains on {devices} CPU devices "
+                f"({len(getattr(executable, 'parts', [executable]))} device modules, "
+                f"{devices - 1} Send/Recv pairs; median of {repeats} steps)", multi_rows,
+                baseline=f"flowc compiled C, 1 device (Session.run, the chain above)", unit="ms",
+                work=n, work_unit="ops")
     print()
     print(f"compile time of the {n}-op graph (cold cache): passes {pass_s:.2f} s, "
           f"C codegen + cc + artifact {build_s:.2f} s, total {pass_s + build_s:.2f} s")
