@@ -220,44 +220,32 @@ class Place(Pass):
     def _feasible(group, dev: Device) -> bool:
         return all(dev.type in kernel_device_types(n) for n in group)
 
-    def _follow_inputs(self, pending, assigned, reason):
+    def _follow(self, groups, neighbours, what: str, assigned, reason):
+        """Place each group on the device of its first placed neighbour; returns the rest."""
         left = []
-        for group in pending:
-            dev = None
+        for group in groups:
+            found = None
             for n in group:
-                # data inputs first, then control inputs (a _Sink goes with what it waits for)
-                for src_node in [i.node for i in n.inputs] + list(n.control_inputs):
-                    d = assigned.get(src_node)
-                    if d is not None and self._feasible(group, d):
-                        dev, src = d, src_node
-                        break
-                if dev is not None:
+                found = next(((assigned[m], m) for m in neighbours(n)
+                              if m in assigned and self._feasible(group, assigned[m])), None)
+                if found is not None:
                     break
-            if dev is None:
+            if found is None:
                 left.append(group)
                 continue
             for n in group:
-                assigned[n] = dev
-                reason[n] = f"with its input '{src.name}'"
+                assigned[n] = found[0]
+                reason[n] = f"with its {what} '{found[1].name}'"
         return left
 
+    def _follow_inputs(self, pending, assigned, reason):
+        # data inputs first, then control inputs (a _Sink goes with what it waits for)
+        return self._follow(pending, lambda n: [i.node for i in n.inputs] + list(n.control_inputs),
+                            "input", assigned, reason)
+
     def _follow_consumers(self, graph, pending, assigned, reason):
-        left = []
         order = {n: k for k, n in enumerate(graph)}
-        for group in reversed(pending):
-            dev = None
-            for n in group:
-                for u in sorted(n.users, key=order.__getitem__):
-                    d = assigned.get(u)
-                    if d is not None and self._feasible(group, d):
-                        dev, dst = d, u
-                        break
-                if dev is not None:
-                    break
-            if dev is None:
-                left.append(group)
-                continue
-            for n in group:
-                assigned[n] = dev
-                reason[n] = f"with its consumer '{dst.name}'"
+        left = self._follow(list(reversed(pending)),
+                            lambda n: sorted(n.users, key=order.__getitem__), "consumer",
+                            assigned, reason)
         return list(reversed(left))
