@@ -244,3 +244,53 @@ def test_mutated_mlp_raises_only_flow_errors(edits):
     except FlowError as e:
         assert re.match(r"^.*mutated\.flow:\d+:\d+: error: |^.*layers\.flow:\d+:\d+: error: ",
                         str(e)), str(e)
+
+
+VARIABLES = '''
+input x: f32[?, 2]
+def scaled(v) {
+  var s: f32 = constant(2.0)
+  return v * s
+}
+name_scope "layer" {
+  var w: f32[2, 3] = glorot_uniform(seed=1)
+  var b: f32[3] = constant(0.5)
+  var c: f32[3]
+  var d: f32[3] = init.normal([3], seed=2) * 0.0 + [1.0, 2.0, 3.0]
+  var n: i64 = 0
+}
+let loss = 1.0
+let data = scaled(scaled(x))
+output y = data @ w + b + d
+output w
+'''
+
+
+def test_var_declarations_make_initialised_variables():
+    program = build_flow(VARIABLES, "vars.flow")
+    g = program.graph
+    names = [v.name for v in g.get_collection(fl.GraphKeys.GLOBAL_VARIABLES)]
+    assert names == ["layer/w:0", "layer/b:0", "layer/c:0", "layer/d:0", "layer/n:0", "s:0",
+                     "s_1:0"]
+    handles = {n.name: n for n in g if n.op == "VarHandleOp"}
+    assert handles["layer/w"].attrs["shape"] == (2, 3) and str(handles["layer/w"].location) == \
+        "vars.flow:8:3"
+    assert handles["layer/n"].attrs["dtype"] == fl.int64
+    with g.as_default():
+        init = fl.global_variables_initializer()
+    with fl.Session(graph=g, backend="interpreter") as sess:
+        sess.run(init)
+        x = np.ones([1, 2], np.float32)
+        y, w = sess.run([program.outputs["y"], program.outputs["w"]], {"x:0": x})
+        values = sess.run({k: f"{k}/Read/ReadVariableOp:0" for k in ("layer/c", "layer/d")})
+    np.testing.assert_allclose(y, (4 * x) @ w + 0.5 + [1.0, 2.0, 3.0], rtol=1e-6)
+    assert np.all(np.abs(w) <= np.sqrt(6 / 5)) and np.all(np.abs(values["layer/c"]) <= 1.0)
+    np.testing.assert_array_equal(values["layer/d"], [1.0, 2.0, 3.0])
+
+
+def test_training_keywords_are_still_names_elsewhere():
+    program = build_flow("input x: f32[?, 2]\nlet loss = reduce_sum(x)\nlet train = loss * 2.0\n"
+                         "metric loss2 = train\nloss = train + 1.0\n", "names.flow")
+    decl = program.training
+    assert decl.loss.value.op.type == "AddV2" and list(decl.metrics) == ["loss2"]
+    assert decl.optimizer is None and decl.data is None and decl.setting("steps") == 1000

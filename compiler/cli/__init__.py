@@ -1,4 +1,5 @@
-"""The ``flowc`` command line: ``compile``, ``check``, ``ir``, ``opt`` and ``run``.
+"""The ``flowc`` command line: ``compile``, ``check``, ``ir``, ``opt`` and ``run``, plus the
+commands other packages add through the ``flowc.commands`` entry-point group (``train``).
 
 User errors (a missing file, IR that does not parse, an unknown pass or fetch, a tampered
 artifact) print ``flowc: error: ...`` to stderr and exit with status 1; a malformed command
@@ -104,7 +105,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", metavar="N", type=int, default=1000,
                    help="print arrays with more than N elements summarised (numpy's threshold)")
     p.set_defaults(handler="run")
+    _add_plugin_commands(sub)
     return parser
+
+
+COMMANDS_GROUP = "flowc.commands"
+
+
+def _add_plugin_commands(sub) -> None:
+    """Subcommands other packages declare in the ``flowc.commands`` entry-point group (the
+    text DSL's ``train``): each entry point is a function that takes the subparsers object,
+    adds its parser and sets ``handler`` to a function of the parsed arguments returning the
+    exit status. The compiler never imports those packages itself."""
+    from importlib.metadata import entry_points
+    taken = set(sub.choices)
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        if ep.name in taken:
+            continue
+        taken.add(ep.name)
+        try:
+            ep.load()(sub)
+        except Exception as e:  # noqa: BLE001  (a broken plugin must not break flowc)
+            p = sub.add_parser(ep.name, help=f"(unavailable: {ep.value} failed to load)")
+            p.add_argument("args", nargs=argparse.REMAINDER)
+            p.set_defaults(handler=_unavailable(ep.name, ep.value, e))
+
+
+def _unavailable(name: str, value: str, err: Exception):
+    def handler(args: argparse.Namespace) -> int:
+        raise FlowcError(f"command '{name}' is unavailable: loading {value} failed: "
+                         f"{type(err).__name__}: {err}")
+    return handler
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
@@ -116,6 +147,8 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if callable(args.handler):                   # a command from the flowc.commands group
+        return args.handler(args)
     if args.handler == "run":
         from compiler.cli.run_artifact import cmd_run
         return cmd_run(args)

@@ -21,6 +21,8 @@ from compiler.ir.location import SourceLocation, location_override
 from dsl.flow.errors import FlowError, Source
 from dsl.flow.names import DTYPES, Missing, builtin_names, describe_value, resolve_builtin
 from dsl.flow.parser import parse_text
+from dsl.flow.training import INITIALIZERS, TRAIN_SETTINGS, Declared, TrainingDecl, optimizers
+from dsl.init_ops import Initializer, glorot_uniform_initializer, zeros_initializer
 from dsl.tensor import Tensor
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
@@ -148,8 +150,10 @@ _BINARY: Dict[str, Tuple[str, Callable]] = {
 class Evaluator:
     """Runs one model: the main file and what it imports, into the default graph."""
 
-    def __init__(self):
+    def __init__(self, check_data: bool = True):
         self.outputs: Dict[str, Tuple[Tensor, str]] = {}
+        self.training = TrainingDecl()
+        self.check_data = check_data             # a missing ``data`` file is an error
         self.imported: Dict[str, Dict[str, Binding]] = {}
         self.import_stack: List[str] = []
         self.depth = 0
@@ -220,8 +224,170 @@ class Evaluator:
         self.define(scope, name_tok, self.eval(expr, scope))
 
     def var_stmt(self, tree, scope: Scope) -> None:
-        raise scope.file.error("variables are not supported yet (they come with training); "
-                               "use a constant (init.* functions) or an input", tree)
+        _, name_tok, type_tree, expr = tree.children
+        name = str(name_tok)
+        dtype, shape = self.type(type_tree, scope)
+        if any(d is None for d in shape):
+            raise scope.file.error(f"variable '{name}' needs a fully known shape, not "
+                                   f"[{', '.join('?' if d is None else str(d) for d in shape)}]",
+                                   type_tree)
+        if name in scope.names:
+            self.define(scope, name_tok, None)           # the "already defined" error
+        initial = self.initial_value(expr, scope, dtype, shape)
+        with self.building(scope, tree):
+            variable = dsl.Variable(initial, shape=shape, dtype=dtype, name=name)
+        self.define(scope, name_tok, variable)
+
+    def initial_value(self, expr, scope: Scope, dtype: DType, shape: List[int]) -> Any:
+        """What ``fl.Variable`` gets for ``var NAME: TYPE [= expr]``: an initializer (the default
+        is glorot_uniform for floating types, zeros otherwise, as ``tf.get_variable``), or a
+        function building the value under the variable's ``Initializer`` scope."""
+        if expr is None:
+            return glorot_uniform_initializer() if dtype.is_floating else zeros_initializer()
+        node = _unparen(expr)
+        if isinstance(node, lark.Tree) and node.data == "call":
+            dotted, args_tree = node.children
+            parts = [str(t) for t in dotted.children]
+            if len(parts) == 1 and parts[0] in INITIALIZERS and scope.lookup(parts[0]) is None:
+                cls = INITIALIZERS[parts[0]]
+                args, kwargs = self.arguments(args_tree, scope)
+                self.check_keywords(cls, parts[0], kwargs, args_tree, scope)
+                self.check_signature(cls, parts[0], args, kwargs, node, scope)
+                with self.building(scope, node, f"{parts[0]}: "):
+                    return cls(*args, **kwargs)
+
+        def build_value():
+            value = self.eval(expr, scope)
+            if isinstance(value, Initializer):
+                with self.building(scope, expr):
+                    return value(list(shape), dtype=dtype)
+            if not isinstance(value, (Tensor, int, float, list)) and \
+                    not hasattr(value, "_as_graph_tensor"):
+                raise scope.file.error(f"a variable's initial value must be a tensor or an "
+                                       f"initializer, not {describe_value(value)}", expr)
+            return value
+        return build_value
+
+    # --- training declarations ---------------------------------------------------------------
+    def _top_level(self, scope: Scope, tree, what: str) -> None:
+        if scope.function is not None:
+            raise scope.file.error(f"'{what}' belongs at the top level of a file, not inside "
+                                   f"function '{scope.function}'", tree)
+
+    def _scalar(self, value: Any, what: str, tree, scope: Scope) -> Tensor:
+        """``value`` as a scalar number tensor, or an error saying what it is instead."""
+        if hasattr(value, "_as_graph_tensor"):
+            value = value._as_graph_tensor()
+        if not isinstance(value, Tensor):
+            raise scope.file.error(f"{what} must be a scalar tensor, not {describe_value(value)}",
+                                   tree)
+        if value.shape is None or len(value.shape) != 0:
+            raise scope.file.error(f"{what} must be a scalar, but it is {value.output.type}; "
+                                   "reduce it (reduce_mean, reduce_sum)", tree)
+        if value.dtype is DType.bool or value.dtype is DType.resource:
+            raise scope.file.error(f"{what} must be a number, but it is {value.output.type}; "
+                                   "cast it (cast(..., f32))", tree)
+        return value
+
+    def loss_stmt(self, tree, scope: Scope) -> None:
+        _, expr = tree.children
+        self._top_level(scope, tree, "loss")
+        if self.training.loss is not None:
+            raise scope.file.error(f"the loss is already declared at {self.training.loss.where}",
+                                   tree)
+        value = self._scalar(self.eval(expr, scope, default_name="loss"), "the loss", expr,
+                             scope)
+        if not value.dtype.is_floating:
+            raise scope.file.error(f"the loss must be floating-point, but it is "
+                                   f"{value.output.type}; cast it (cast(..., f32))", expr)
+        self.training.loss = Declared(value, scope.file.where(tree))
+
+    def metric_stmt(self, tree, scope: Scope) -> None:
+        _, name_tok, expr = tree.children
+        name = str(name_tok)
+        self._top_level(scope, tree, "metric")
+        if name in self.training.metrics:
+            raise scope.file.error(f"metric '{name}' is already declared at "
+                                   f"{self.training.metrics[name].where}", name_tok)
+        if name == "loss":
+            raise scope.file.error("a metric cannot be called 'loss': the loss is reported "
+                                   "under that name", name_tok)
+        if expr is None:
+            binding = scope.lookup(name)
+            if binding is None:
+                raise scope.file.error(f"unknown name '{name}'{_closest(name, scope.visible())}",
+                                       name_tok)
+            value = binding.value
+        else:
+            value = self.eval(expr, scope, default_name=name)
+            self.define(scope, name_tok, value)
+        value = self._scalar(value, f"metric '{name}'", expr if expr is not None else name_tok,
+                             scope)
+        self.training.metrics[name] = Declared(value, scope.file.where(name_tok))
+
+    def optimizer_stmt(self, tree, scope: Scope) -> None:
+        _, name_tok, args_tree = tree.children
+        name = str(name_tok)
+        self._top_level(scope, tree, "optimizer")
+        if self.training.optimizer is not None:
+            raise scope.file.error("the optimizer is already declared at "
+                                   f"{self.training.optimizer.where}", tree)
+        try:
+            known = optimizers()
+        except LookupError as e:
+            raise scope.file.error(str(e), name_tok) from None
+        cls = known.get(name)
+        if cls is None:
+            raise scope.file.error(f"unknown optimizer '{name}'{_closest(name, list(known))} "
+                                   f"(optimizers: {', '.join(known)})", name_tok)
+        args, kwargs = self.arguments(args_tree, scope)
+        self.check_keywords(cls, name, kwargs, args_tree, scope)
+        self.check_signature(cls, name, args, kwargs, tree, scope)
+        with self.building(scope, tree, f"{name}: "):
+            optimizer = cls(*args, **kwargs)
+        self.training.optimizer = Declared(optimizer, scope.file.where(tree))
+        self.training.optimizer_name = name
+
+    def data_stmt(self, tree, scope: Scope) -> None:
+        _, string_tok = tree.children
+        self._top_level(scope, tree, "data")
+        if self.training.data is not None:
+            raise scope.file.error(f"the data is already declared at {self.training.data.where}",
+                                   tree)
+        rel = self.string(string_tok, scope)
+        target = os.path.normpath(os.path.join(os.path.dirname(scope.file.path), rel))
+        shown = os.path.normpath(os.path.join(os.path.dirname(scope.file.source.filename), rel))
+        if self.check_data and not os.path.isfile(target):
+            raise scope.file.error(f"data file '{rel}' not found (no file {shown})", string_tok)
+        self.training.data = Declared(target, scope.file.where(string_tok))
+        self.training.data_shown = shown
+
+    def train_stmt(self, tree, scope: Scope) -> None:
+        _, args_tree = tree.children
+        self._top_level(scope, tree, "train")
+        if self.training.settings:
+            first = next(iter(self.training.settings.values()))
+            raise scope.file.error(f"train(...) is already declared at {first.where}", tree)
+        for arg in (args_tree.children if args_tree is not None else []):
+            if not (isinstance(arg, lark.Tree) and arg.data == "kwarg"):
+                raise scope.file.error("train(...) takes settings by name: "
+                                       f"{', '.join(k + '=...' for k in TRAIN_SETTINGS)}", arg)
+            key_tok, value_tree = arg.children
+            key = str(key_tok)
+            if key not in TRAIN_SETTINGS:
+                raise scope.file.error(f"unknown train setting '{key}'"
+                                       f"{_closest(key, list(TRAIN_SETTINGS))} (settings: "
+                                       f"{', '.join(TRAIN_SETTINGS)})", key_tok)
+            if key in self.training.settings:
+                raise scope.file.error(f"argument '{key}' is given twice", key_tok)
+            value = self.eval(value_tree, scope)
+            low = 0 if key == "seed" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise scope.file.error(f"train setting '{key}' must be an integer >= {low}, not "
+                                       f"{value!r}" if isinstance(value, (int, float)) else
+                                       f"train setting '{key}' must be an integer >= {low}, not "
+                                       f"{describe_value(value)}", value_tree)
+            self.training.settings[key] = Declared(value, scope.file.where(key_tok))
 
     def output_stmt(self, tree, scope: Scope) -> None:
         _, name_tok, expr = tree.children
@@ -241,6 +407,8 @@ class Evaluator:
         else:
             value = self.eval(expr, scope, default_name=name)
             self.define(scope, name_tok, value)
+        if hasattr(value, "_as_graph_tensor"):             # a variable: its value
+            value = value._as_graph_tensor()
         if not isinstance(value, Tensor):
             raise scope.file.error(f"output '{name}' must be a tensor, not "
                                    f"{describe_value(value)}", tree)
@@ -457,6 +625,8 @@ class Evaluator:
             else:
                 items.append(self.eval(sub, scope))
         key = items[0] if len(items) == 1 else tuple(items)
+        if hasattr(value, "_as_graph_tensor"):             # a variable: its value
+            value = value._as_graph_tensor()
         if not isinstance(value, (Tensor, list)):
             raise scope.file.error(f"cannot index {describe_value(value)}", tree)
         with self.building(scope, tree, "bad index: "):
@@ -505,6 +675,20 @@ class Evaluator:
                                            "argument", arg)
                 args.append(self.eval(arg, scope))
         return args, kwargs
+
+    def check_keywords(self, fn: Callable, name: str, kwargs: dict, args_tree,
+                       scope: Scope) -> None:
+        """An unknown keyword argument, at the argument, with "did you mean"."""
+        sig = _signature(fn)
+        if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            return
+        for arg in (args_tree.children if args_tree is not None else []):
+            if isinstance(arg, lark.Tree) and arg.data == "kwarg":
+                key = str(arg.children[0])
+                if key not in sig.parameters:
+                    raise scope.file.error(
+                        f"{name}() has no argument '{key}'{_closest(key, list(sig.parameters))} "
+                        f"(it takes {', '.join(sig.parameters)})", arg.children[0])
 
     def check_signature(self, fn: Callable, name: str, args: list, kwargs: dict, tree,
                         scope: Scope) -> None:

@@ -3,21 +3,25 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Optional
 
 from compiler.model_loader import Model, sink_outputs, tensor_name
 from dsl.context import Graph
 from dsl.flow.errors import FlowError
 from dsl.flow.evaluator import Evaluator
+from dsl.flow.training import TrainingDecl
 from dsl.tensor import Tensor
 
 
 @dataclass
 class FlowProgram:
-    """What a ``*.flow`` file built: its graph and its ``output`` declarations, in order."""
+    """What a ``*.flow`` file built: its graph, its ``output`` declarations in order, and its
+    training declarations (``loss``, ``metric``, ``optimizer``, ``data``, ``train(...)``)."""
     graph: Graph
     outputs: Dict[str, Tensor]
+    training: TrainingDecl = field(default_factory=TrainingDecl)
+    path: str = "<flow>"
 
 
 def graph_name(path: str) -> str:
@@ -27,19 +31,22 @@ def graph_name(path: str) -> str:
     return name if re.match(r"^[A-Za-z_]", name) else "flow_" + name
 
 
-def build_flow(text: str, filename: str = "<flow>", graph: Optional[Graph] = None) -> FlowProgram:
-    """Run the DSL ``text`` (imports relative to ``filename``'s folder) into ``graph``."""
+def build_flow(text: str, filename: str = "<flow>", graph: Optional[Graph] = None,
+               check_data: bool = True) -> FlowProgram:
+    """Run the DSL ``text`` (imports relative to ``filename``'s folder) into ``graph``.
+    ``check_data``: a ``data`` declaration naming a missing file is an error."""
     graph = graph if graph is not None else Graph(graph_name(filename))
-    evaluator = Evaluator()
+    evaluator = Evaluator(check_data=check_data)
     with graph.as_default():
         try:
             evaluator.run_text(text, filename, filename)
         except RecursionError:
             raise FlowError("the program is nested too deeply", filename, 1, 1) from None
-    return FlowProgram(graph, {name: t for name, (t, _) in evaluator.outputs.items()})
+    return FlowProgram(graph, {name: t for name, (t, _) in evaluator.outputs.items()},
+                       evaluator.training, filename)
 
 
-def load_flow(path: str, graph: Optional[Graph] = None) -> FlowProgram:
+def load_flow(path: str, graph: Optional[Graph] = None, check_data: bool = True) -> FlowProgram:
     """Read and run the ``*.flow`` file at ``path``."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -50,7 +57,7 @@ def load_flow(path: str, graph: Optional[Graph] = None) -> FlowProgram:
         raise FlowError("cannot read: not UTF-8 text", path, 1, 1) from None
     except OSError as e:
         raise FlowError(f"cannot read: {e.strerror or e}", path, 1, 1) from None
-    return build_flow(text, path, graph)
+    return build_flow(text, path, graph, check_data)
 
 
 def load_flow_model(path: str) -> Model:

@@ -47,13 +47,21 @@ def _root(name: str) -> Any:
     return value
 
 
+def _exported(module: types.ModuleType) -> Optional[frozenset]:
+    """The names a namespace module exports (None: no ``__all__``, every public name)."""
+    names = getattr(module, "__all__", None)
+    if names is None:
+        return None
+    return frozenset(names)
+
+
 def resolve_builtin(parts: Sequence[str]) -> Any:
     """The builder value named by ``parts`` (``["nn", "relu"]``); raises ``Missing``."""
     value = _root(parts[0])
     for part in parts[1:]:
         if not isinstance(value, types.ModuleType) or part.startswith("_"):
             raise Missing(part)
-        exported = getattr(value, "__all__", None)
+        exported = _exported(value)
         if exported is not None and part not in exported:
             raise Missing(part)
         value = getattr(value, part, None)
@@ -68,7 +76,7 @@ def builtin_names() -> List[str]:
     from dsl.flow import initializers
     names = [n for n in dir(dsl) if not n.startswith("_") and n not in _HIDDEN
              and not isinstance(getattr(dsl, n), types.ModuleType)]
-    names += [f"nn.{n}" for n in getattr(dsl.nn, "__all__", [])]
+    names += [f"nn.{n}" for n in sorted(_exported(dsl.nn) or ())]
     names += [f"init.{n}" for n in initializers.__all__]
     names += [n for n in all_ops() if n[:1].isupper() and not n.startswith("_")]
     return names + list(DTYPES)
@@ -79,6 +87,8 @@ def describe_value(value: Any) -> Optional[str]:
     from dsl.tensor import Tensor
     if isinstance(value, Tensor):
         return f"a tensor {value.output.type}"
+    if hasattr(value, "_as_graph_tensor"):
+        return f"a variable {value._as_graph_tensor().output.type}"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):

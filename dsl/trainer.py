@@ -1,0 +1,545 @@
+"""``flowc train``: the training loop of a model that declares its loss, optimizer, metrics and
+data (see docs/training.md).
+
+The loop is a user-level library like the optimizers it drives: it adds
+``optimizer.minimize(loss, global_step)`` to the model's graph, feeds shuffled batches of the
+data set's training split to a ``Session``, evaluates the loss and the metrics on the held-out
+split, and checkpoints with ``train.Saver``. The ``flowc`` command line finds the ``train``
+subcommand through the ``flowc.commands`` entry-point group (``register_command``), so the
+compiler never imports this module.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from compiler.interpreter import needed_nodes
+from dsl.context import Graph
+from dsl.session import BACKENDS, Session
+from dsl.tensor import Tensor
+from runtime.dtypes import DType
+from runtime.errors import FlowcError
+
+__all__ = ["TrainSpec", "TrainResult", "TrainError", "DataSet", "load_data", "load_spec",
+           "train", "register_command"]
+
+MASK = "is_test"                 # the data file's held-out mask (docs/training.md)
+HOLD_OUT = 0.2                   # held out when a data file has no mask
+EVAL_CHUNK = 1024                # held-out examples per evaluation step
+CHECKPOINT_PREFIX = "model.ckpt"
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+class TrainError(FlowcError):
+    """A model cannot be trained as asked: no loss or optimizer, bad data, bad options."""
+
+
+@dataclass
+class TrainSpec:
+    """What training needs: the graph, a scalar ``loss``, an optimizer, scalar ``metrics``
+    (means over a batch), the data file and the default settings of ``flowc train``."""
+    graph: Graph
+    loss: Tensor
+    optimizer: Any
+    metrics: Dict[str, Tensor] = field(default_factory=dict)
+    data: Optional[str] = None
+    steps: int = 1000
+    batch_size: int = 32
+    eval_every: Optional[int] = None               # None: a fifth of the steps
+    seed: int = 0
+    name: str = "<model>"                          # the model file, for messages
+
+
+@dataclass
+class TrainResult:
+    """How a run ended: the global step reached, the held-out loss and metrics, the speed."""
+    step: int
+    start_step: int
+    loss: float
+    metrics: Dict[str, float]
+    examples: int                                  # held-out examples evaluated
+    steps_per_second: float
+    status: int = 0                                # 0, or 128 + the signal that stopped it
+    checkpoint: Optional[str] = None               # the last checkpoint written
+
+
+# --- models -------------------------------------------------------------------------------------
+def spec_from_flow(path: str, check_data: bool = True) -> TrainSpec:
+    """The ``TrainSpec`` a ``*.flow`` file declares (``loss``, ``optimizer``, ``metric``,
+    ``data``, ``train(...)``)."""
+    from dsl.flow import load_flow
+    program = load_flow(path, check_data=check_data)
+    decl = program.training
+    if decl.loss is None:
+        raise TrainError(f"{path}: the model declares no loss; add 'loss = ...' (a scalar)")
+    if decl.optimizer is None:
+        raise TrainError(f"{path}: the model declares no optimizer; add e.g. "
+                         "'optimizer = adam(learning_rate=0.001)'")
+    return TrainSpec(program.graph, decl.loss.value, decl.optimizer.value,
+                     {k: d.value for k, d in decl.metrics.items()},
+                     decl.data.value if decl.data is not None else None,
+                     decl.setting("steps"), decl.setting("batch_size"),
+                     decl.setting("eval_every"), decl.setting("seed"), path)
+
+
+def spec_from_python(path: str) -> TrainSpec:
+    """The ``TrainSpec`` a Python model file's ``train_spec()`` returns."""
+    name = "flowc_train_" + "".join(c if c.isalnum() else "_" for c in
+                                    os.path.splitext(os.path.basename(path))[0])
+    module_spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+        make = getattr(module, "train_spec", None)
+        if not callable(make):
+            raise TrainError(f"{path} defines no train_spec() function; a Python model for "
+                             "'flowc train' returns a dsl.trainer.TrainSpec from train_spec()")
+        spec = make()
+    except FlowcError:
+        raise
+    except Exception as e:
+        raise TrainError(f"{path}: {type(e).__name__}: {e}") from e
+    if not isinstance(spec, TrainSpec):
+        raise TrainError(f"{path}: train_spec() returned {type(spec).__name__}, not a TrainSpec")
+    spec.name = path
+    return spec
+
+
+def load_spec(path: str, check_data: bool = True) -> TrainSpec:
+    """The ``TrainSpec`` of a model file: ``*.flow`` or ``*.py`` (``train_spec()``)."""
+    if not os.path.exists(path):
+        raise TrainError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise TrainError(f"{path} is a directory; expected a model file (*.flow or *.py)")
+    suffix = os.path.splitext(path)[1]
+    if suffix == ".flow":
+        return spec_from_flow(path, check_data)
+    if suffix == ".py":
+        return spec_from_python(path)
+    raise TrainError(f"{path}: cannot train a '{suffix or '(none)'}' file; expected a *.flow "
+                     "model that declares its loss and optimizer, or a *.py with train_spec()")
+
+
+# --- data ---------------------------------------------------------------------------------------
+@dataclass
+class DataSet:
+    """Arrays for each fed input (by placeholder), split into training and held-out rows."""
+    inputs: List[Tensor]
+    train: List[np.ndarray]
+    test: List[np.ndarray]
+    note: Optional[str] = None                    # how the split was made, when not by the file
+
+    @property
+    def train_size(self) -> int:
+        return len(self.train[0]) if self.train else 0
+
+    @property
+    def test_size(self) -> int:
+        return len(self.test[0]) if self.test else 0
+
+
+def fed_inputs(graph: Graph, tensors: List[Tensor]) -> List[Tensor]:
+    """The placeholders ``tensors`` need, in graph order."""
+    need = needed_nodes([t.output for t in tensors], [], set())
+    return [Tensor(n.output(0)) for n in graph if n in need and n.op == "Placeholder"]
+
+
+def _fit(name: str, array: np.ndarray, tensor: Tensor, path: str) -> np.ndarray:
+    """``array`` checked against placeholder ``tensor`` and converted to its dtype."""
+    want = tensor.output.type
+    shape = tensor.shape
+    if shape is not None:
+        if len(shape) == 0 or shape[0] is not None:
+            raise TrainError(f"{path}: input '{name}' is {want}; to be fed batches of examples "
+                             "its first dim must be '?'")
+        if array.ndim != len(shape) or any(d is not None and d != a
+                                           for d, a in zip(shape[1:], array.shape[1:])):
+            got = "[" + ", ".join(str(d) for d in array.shape) + "]"
+            raise TrainError(f"{path}: array '{name}' has shape {got}; input '{name}' is {want} "
+                             f"(one row per example)")
+    dt: DType = tensor.dtype
+    if array.dtype == dt.np:
+        return array
+    if dt is DType.bool:
+        ok = array.dtype == np.bool_
+    elif dt.is_floating:
+        ok = np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+    else:
+        ok = np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_
+        if ok and array.size and np.issubdtype(array.dtype, np.integer):
+            info = np.iinfo(dt.np)
+            ok = info.min <= array.min() and array.max() <= info.max
+    if not ok:
+        raise TrainError(f"{path}: array '{name}' is {array.dtype}; input '{name}' is {want}, and "
+                         f"{array.dtype} values do not convert to {dt.name} exactly")
+    return array.astype(dt.np)
+
+
+def load_data(path: str, inputs: List[Tensor], seed: int = 0) -> DataSet:
+    """Read the npz at ``path``: one array per input (named as the input's placeholder),
+    rows are examples; the bool array ``is_test`` marks the held-out rows. Without it a seeded
+    ``HOLD_OUT`` fraction is held out."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise TrainError(f"{path}: no such data file") from None
+    except (OSError, ValueError) as e:
+        raise TrainError(f"{path}: cannot read the data file (expected a .npz written by "
+                         f"numpy.savez): {e}") from None
+    have = ", ".join(sorted(arrays)) or "no arrays"
+    fitted = []
+    for t in inputs:
+        name = t.op.name
+        if name not in arrays:
+            raise TrainError(f"{path}: no array '{name}' for input '{name}' {t.output.type} "
+                             f"(the file has: {have})")
+        fitted.append(_fit(name, arrays[name], t, path))
+    sizes = {t.op.name: len(a) for t, a in zip(inputs, fitted)}
+    if len(set(sizes.values())) > 1:
+        raise TrainError(f"{path}: the arrays have different numbers of rows: "
+                         + ", ".join(f"'{k}' {v}" for k, v in sizes.items()))
+    n = next(iter(sizes.values()), 0)
+    note = None
+    if MASK in arrays and MASK not in sizes:
+        mask = arrays[MASK]
+        if mask.shape != (n,) or not (mask.dtype == np.bool_ or
+                                      np.issubdtype(mask.dtype, np.integer)):
+            raise TrainError(f"{path}: array '{MASK}' must be a bool vector of {n} rows (one per "
+                             f"example), not {mask.dtype} {list(mask.shape)}")
+        mask = mask.astype(bool)
+    else:
+        mask = np.zeros(n, bool)
+        mask[np.random.default_rng(seed).permutation(n)[:int(round(HOLD_OUT * n))]] = True
+        note = (f"{path} has no '{MASK}' array: holding out {int(mask.sum())} of {n} examples "
+                f"chosen with seed {seed}")
+    if n and mask.all():
+        raise TrainError(f"{path}: '{MASK}' marks every example as held out; none is left to "
+                         "train on")
+    if n == 0:
+        raise TrainError(f"{path}: the data set has no examples")
+    return DataSet(list(inputs), [a[~mask] for a in fitted], [a[mask] for a in fitted], note)
+
+
+# --- the loop ------------------------------------------------------------------------------------
+class _Signals:
+    """SIGINT/SIGTERM set ``received`` (the loop stops after its step and checkpoints); a
+    second SIGINT interrupts at once."""
+
+    def __init__(self):
+        self.received: Optional[int] = None
+        self._previous: Dict[int, Any] = {}
+
+    def _handle(self, signum, frame):
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signum
+
+    def __enter__(self):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[s] = signal.signal(s, self._handle)
+            except ValueError:                      # not the main thread: no handlers
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for s, h in self._previous.items():
+            signal.signal(s, h)
+        return False
+
+
+def _global_step(graph: Graph):
+    """``train.get_or_create_global_step()`` of ``graph``."""
+    from dsl import train as train_lib
+    with graph.as_default():
+        return train_lib.get_or_create_global_step()
+
+
+def _saver_lib():
+    try:
+        from dsl.saver import Saver, latest_checkpoint
+    except ImportError as e:
+        raise TrainError(f"checkpoints are not available ({e})") from None
+    return Saver, latest_checkpoint
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) and abs(value) >= 1e-3 else f"{value:.3g}"
+
+
+def _summary(step: int, loss: float, metrics: Dict[str, float], examples: int) -> str:
+    parts = [f"loss {_fmt(loss)}"] + [f"{k} {_fmt(v)}" for k, v in metrics.items()]
+    return f"step {step}: {', '.join(parts)} (held-out, {examples} examples)"
+
+
+class Trainer:
+    """One training run of a ``TrainSpec`` (see ``train``)."""
+
+    def __init__(self, spec: TrainSpec, data: DataSet, backend: str = "c",
+                 checkpoint_dir: Optional[str] = None, max_to_keep: int = 5):
+        self.spec = spec
+        self.data = data
+        self.checkpoint_dir = checkpoint_dir
+        graph = spec.graph
+        try:
+            self.global_step = _global_step(graph)
+            with graph.as_default():
+                self.train_op = spec.optimizer.minimize(spec.loss, global_step=self.global_step)
+                from dsl.variables import global_variables_initializer
+                self.init_op = global_variables_initializer()
+        except FlowcError:
+            raise
+        except (ValueError, TypeError, NotImplementedError) as e:
+            raise TrainError(f"{spec.name}: cannot build the training step: {e}") from None
+        self.saver = None
+        if checkpoint_dir is not None:
+            Saver, self._latest = _saver_lib()
+            with graph.as_default():
+                self.saver = Saver(max_to_keep=max_to_keep)
+        self.session = Session(graph=graph, backend=backend)
+        self.eval_fetches = [spec.loss] + list(spec.metrics.values())
+        needed = {t.output for t in fed_inputs(graph, [spec.loss])}
+        # (placeholder, training rows) of the inputs a training step needs
+        self.train_feeds = [(t, a) for t, a in zip(data.inputs, data.train) if t.output in needed]
+
+    # --- state --------------------------------------------------------------------------
+    def start(self, resume: bool) -> Tuple[int, Optional[str]]:
+        """Initialise the variables, or restore the latest checkpoint; (step, checkpoint)."""
+        if resume:
+            path = self._latest(self.checkpoint_dir) if os.path.isdir(self.checkpoint_dir) \
+                else None
+            if path is not None:
+                self.saver.restore(self.session, path)
+                return int(self.session.run(self.global_step)), path
+        self.session.run(self.init_op)
+        return 0, None
+
+    def save(self, step: int) -> Optional[str]:
+        if self.saver is None:
+            return None
+        os.makedirs(self.checkpoint_dir, exist_ok=True)
+        return self.saver.save(self.session, os.path.join(self.checkpoint_dir,
+                                                          CHECKPOINT_PREFIX), global_step=step)
+
+    # --- steps --------------------------------------------------------------------------
+    def evaluate(self) -> Tuple[float, Dict[str, float]]:
+        """The loss and metrics on the held-out split, averaged over its examples."""
+        n = self.data.test_size
+        totals = np.zeros(len(self.eval_fetches))
+        for lo in range(0, n, EVAL_CHUNK):
+            feed = {t: a[lo:lo + EVAL_CHUNK] for t, a in zip(self.data.inputs, self.data.test)}
+            values = self.session.run(self.eval_fetches, feed)
+            totals += np.asarray(values, np.float64) * min(EVAL_CHUNK, n - lo)
+        means = totals / max(n, 1)
+        return float(means[0]), {k: float(v) for k, v in zip(self.spec.metrics, means[1:])}
+
+    def batches(self, start: int, batch_size: int, seed: int):
+        """(step, rows) from ``start`` on: each epoch a new permutation of the training rows,
+        drawn from ``(seed, epoch)``, so a resumed run sees the batches it would have."""
+        n = self.data.train_size
+        size = min(batch_size, n)
+        per_epoch = max(n // size, 1)
+        step, epoch, order = start, -1, None
+        while True:
+            e, i = divmod(step, per_epoch)
+            if e != epoch:
+                epoch, order = e, np.random.default_rng([seed, e]).permutation(n)
+            yield step, order[i * size:(i + 1) * size]
+            step += 1
+
+
+def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[int] = None,
+          eval_every: Optional[int] = None, data: Optional[str] = None,
+          seed: Optional[int] = None, checkpoint_dir: Optional[str] = None,
+          resume: bool = False, backend: str = "c", progress: Optional[bool] = None,
+          out=None, err=None) -> TrainResult:
+    """Train ``spec``'s model; arguments given override the spec's settings.
+
+    Prints one line per evaluation and a final summary to ``out`` (stdout), a progress bar and
+    notes to ``err`` (stderr; the bar only on a terminal, or when ``progress`` is True).
+    SIGINT and SIGTERM stop the run after the current step, with a checkpoint when
+    ``checkpoint_dir`` is given; the result's ``status`` is then 128 + the signal number.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    steps = spec.steps if steps is None else steps
+    batch_size = spec.batch_size if batch_size is None else batch_size
+    seed = spec.seed if seed is None else seed
+    eval_every = spec.eval_every if eval_every is None else eval_every
+    if eval_every is None:
+        eval_every = max(steps // 5, 1)
+    for what, value, low in (("steps", steps, 0), ("batch size", batch_size, 1),
+                             ("eval every", eval_every, 1), ("seed", seed, 0)):
+        if value < low:
+            raise TrainError(f"{what} must be at least {low}, got {value}")
+    if backend not in BACKENDS:
+        raise TrainError(f"unknown backend '{backend}'; choose one of {', '.join(BACKENDS)}")
+    if resume and checkpoint_dir is None:
+        raise TrainError("--resume needs --checkpoint-dir (where the checkpoints are)")
+    for what, t in [("the loss", spec.loss)] + [(f"metric '{k}'", v)
+                                                 for k, v in spec.metrics.items()]:
+        if t.shape is None or len(t.shape) != 0:
+            raise TrainError(f"{spec.name}: {what} must be a scalar, but {t.name} is "
+                             f"{t.output.type}")
+    path = data if data is not None else spec.data
+    if path is None:
+        raise TrainError(f"{spec.name}: no data: declare 'data = \"file.npz\"' in the model or "
+                         "give --data FILE.npz")
+    fetched = [spec.loss] + list(spec.metrics.values())
+    dataset = load_data(path, fed_inputs(spec.graph, fetched), seed)
+    if dataset.note:
+        print(f"flowc: note: {dataset.note}", file=err)
+    trainer = Trainer(spec, dataset, backend, checkpoint_dir)
+    start, restored = trainer.start(resume)
+    if restored:
+        print(f"flowc: resuming from {restored} (step {start})", file=err)
+    elif resume:
+        print(f"flowc: note: no checkpoint in {checkpoint_dir}: starting from step 0", file=err)
+    return _loop(trainer, start, steps, batch_size, eval_every, seed, progress, out, err)
+
+
+def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every: int, seed: int,
+          progress: Optional[bool], out, err) -> TrainResult:
+    from tqdm import tqdm
+    spec, dataset = trainer.spec, trainer.data
+    show = progress if progress is not None else err.isatty()
+    bar = tqdm(total=steps, initial=min(start, steps), unit="step", file=err, disable=not show,
+               dynamic_ncols=True, leave=False, smoothing=0.1)
+
+    def say(line: str) -> None:
+        if show:
+            bar.write(line, file=out)
+        else:
+            print(line, file=out, flush=True)
+
+    checkpoint = None
+    step = timed_from = start
+    loss_avg = None
+    train_seconds = 0.0
+    train_feeds = trainer.train_feeds
+    fetches = [spec.loss, trainer.train_op]
+    run = trainer.session.run
+    last_postfix = 0.0
+    with _Signals() as signals, contextlib.closing(bar):
+        t0 = time.perf_counter()
+        if step < steps:
+            for step, rows in trainer.batches(start, batch_size, seed):
+                loss_value = run(fetches, {t: a[rows] for t, a in train_feeds})[0]
+                step += 1
+                if not math.isfinite(loss_value):
+                    raise TrainError(f"{spec.name}: the loss is {loss_value} at step {step}; "
+                                     "try a smaller learning rate")
+                loss_avg = loss_value if loss_avg is None else 0.95 * loss_avg + 0.05 * loss_value
+                if step == start + 1:                # the first step compiled it: not timed
+                    t0, timed_from = time.perf_counter(), step
+                bar.update(1)
+                now = time.perf_counter()
+                if show and now - last_postfix > 0.2:
+                    bar.set_postfix_str(f"loss {loss_avg:.4f}", refresh=False)
+                    last_postfix = now
+                if signals.received is not None or step >= steps:
+                    break
+                if step % eval_every == 0:
+                    train_seconds += time.perf_counter() - t0      # evaluation: not timed
+                    say(_summary(step, *trainer.evaluate(), dataset.test_size))
+                    checkpoint = trainer.save(step) or checkpoint
+                    t0 = time.perf_counter()
+        train_seconds += time.perf_counter() - t0
+        if signals.received is not None:
+            bar.close()
+            checkpoint = trainer.save(step) or checkpoint
+            name = signal.Signals(signals.received).name
+            saved = f"saved {checkpoint}" if checkpoint and trainer.saver else \
+                "no --checkpoint-dir, nothing saved"
+            print(f"flowc: {name} at step {step}: stopped ({saved})", file=err)
+            return TrainResult(step, start, float("nan"), {}, 0,
+                               (step - timed_from) / train_seconds if train_seconds else 0.0,
+                               128 + signals.received, checkpoint)
+        loss, metrics = trainer.evaluate()
+        checkpoint = trainer.save(step) or checkpoint
+    rate = (step - timed_from) / train_seconds if train_seconds > 0 else 0.0
+    line = _summary(step, loss, metrics, dataset.test_size)
+    print(f"{line}, {rate:.0f} steps/s" if step > timed_from else line, file=out, flush=True)
+    if checkpoint:
+        print(f"flowc: saved {checkpoint}", file=err)
+    return TrainResult(step, start, loss, metrics, dataset.test_size, rate, 0, checkpoint)
+
+
+# --- the command line ----------------------------------------------------------------------------
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _natural(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def register_command(subparsers) -> None:
+    """Add ``flowc train`` to the ``flowc`` command line (the ``flowc.commands`` entry point)."""
+    p = subparsers.add_parser(
+        "train", help="train a model that declares its loss, optimizer and data",
+        description="Train a *.flow model that declares its loss, optimizer, metrics and data "
+        "(or a *.py model with train_spec()): shuffled batches of the training split, a "
+        "progress bar, the loss and metrics on the held-out split every K steps and at the end, "
+        "and checkpoints. See docs/training.md.")
+    p.add_argument("model", metavar="MODEL", help="model file (*.flow, or *.py with train_spec())")
+    p.add_argument("--steps", type=_natural, metavar="N",
+                   help="train until the global step is N (default: the model's train(steps=))")
+    p.add_argument("--batch-size", type=_positive, metavar="B",
+                   help="examples per step (default: the model's train(batch_size=))")
+    p.add_argument("--eval-every", type=_positive, metavar="K",
+                   help="evaluate on the held-out split (and checkpoint) every K steps")
+    p.add_argument("--data", metavar="FILE.npz",
+                   help="data file instead of the model's 'data' (arrays named as the inputs, "
+                        "bool 'is_test' marks the held-out rows)")
+    p.add_argument("--seed", type=_natural, metavar="S",
+                   help="seed of the batch shuffling (default: the model's train(seed=), or 0)")
+    p.add_argument("--checkpoint-dir", metavar="D",
+                   help="write checkpoints to D at every evaluation, at the end, and when "
+                        "interrupted")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the latest checkpoint in --checkpoint-dir")
+    p.add_argument("--backend", choices=BACKENDS, default="c",
+                   help="run steps as compiled C (default) or on the numpy interpreter")
+    p.add_argument("--threads", type=_positive, metavar="T",
+                   help="threads of the BLAS library (OPENBLAS_NUM_THREADS; 1 is often fastest "
+                        "for small models on a busy machine)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``flowc train``: the exit status is 0, or 128 + the signal that interrupted it."""
+    if args.threads is not None:                 # read by OpenBLAS when a step first loads it
+        for var in BLAS_THREAD_VARIABLES:
+            os.environ[var] = str(args.threads)
+    spec = load_spec(args.model, check_data=args.data is None)
+    result = train(spec, steps=args.steps, batch_size=args.batch_size,
+                   eval_every=args.eval_every, data=args.data, seed=args.seed,
+                   checkpoint_dir=args.checkpoint_dir, resume=args.resume, backend=args.backend,
+                   progress=False if args.quiet else None)
+    return result.status
