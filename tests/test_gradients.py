@@ -161,6 +161,15 @@ CASES: Dict[str, Builder] = {
     "AvgPoolGrad": lambda p: fl.raw_ops.AvgPoolGrad(
         orig_input_shape=fl.constant([1, 5, 4, 2]), grad=p.n(1, 3, 2, 2), ksize=[1, 3, 3, 1],
         strides=[1, 2, 2, 1], padding="SAME"),
+    # distinct inputs 0.1 apart: the finite differences do not move any window's maximum
+    "MaxPoolGrad": lambda p: (lambda x: fl.raw_ops.MaxPoolGrad(
+        orig_input=x, orig_output=fl.nn.max_pool(x, 3, 2, "SAME"), grad=p.n(1, 3, 2, 2),
+        ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"))(
+        p(np.random.default_rng(6).permutation(40).reshape(1, 5, 4, 2) * 0.1)),
+    "MaxPoolGradGrad": lambda p: (lambda x: fl.raw_ops.MaxPoolGradGrad(
+        orig_input=x, orig_output=fl.nn.max_pool(x, 3, 2, "SAME"), grad=p.n(1, 5, 4, 2),
+        ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"))(
+        p(np.random.default_rng(7).permutation(40).reshape(1, 5, 4, 2) * 0.1)),
 }
 
 EPS = {"Cast": 1e-2}       # the float32 round trip needs a larger step

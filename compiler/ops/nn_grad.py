@@ -1,6 +1,6 @@
 """Training ops: the losses (softmax cross-entropy, sparse and dense; L2Loss), the elementwise
-gradient ops of the activations and unary math, BiasAddGrad, UnsortedSegmentSum and
-BroadcastGradientArgs.
+gradient ops of the activations and unary math, BiasAddGrad, UnsortedSegmentSum,
+BroadcastGradientArgs and MaxPoolGradGrad.
 
 Semantics follow TensorFlow's CPU kernels:
 - The elementwise gradient ops take two tensors of one shape (no broadcasting), with TF's
@@ -16,6 +16,11 @@ Semantics follow TensorFlow's CPU kernels:
 - UnsortedSegmentSum drops negative segment ids and fails on ids ``>= num_segments``.
 - BroadcastGradientArgs gives, per input, the output axes along which its (left-padded)
   shape has a 1, i.e. the axes to sum its gradient over (TF's BCast grad_reduce_idx).
+- MaxPoolGradGrad (the gradient of MaxPoolGrad w.r.t. its grad input) gives, per MaxPool
+  output element, ``grad`` at the element of ``orig_input`` that MaxPool chose: the first
+  maximum of the window, the element MaxPoolGrad routes to, so the two ops are exact adjoints.
+  (TF's CPU kernel picks the first element equal to ``orig_output``, the same element whenever
+  orig_output is MaxPool(orig_input).)
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from compiler.codegen.elementwise import broadcast_dim, emit_elementwise, input_
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, merge_shapes, shape_str
+from compiler.ops import conv
 from compiler.ops.array import _check_alloc
 from compiler.ops.math import unsigned_ctype
 from compiler.ops.registry import register_op
@@ -427,3 +433,77 @@ register_op("BroadcastGradientArgs", inputs=["s0: T", "s1: T"], outputs=["r0: T"
             attrs=["T: {i32, i64} = i32"], shape=_bga_shape, kernel=_bga_ref, c_kernel=_bga_c,
             c_output_dims=_bga_dims, group="other",
             doc="The axes to sum each input's gradient over for a broadcast of shapes s0, s1.")
+
+
+# --- MaxPoolGradGrad -------------------------------------------------------------------------
+def _max_pool_grad_grad_shape(ctx) -> list:
+    g = conv._geometry(ctx.attrs, ctx.error, ksize=True)
+    names = ("orig_input", "orig_output", "grad")
+    x, y, gx = (conv._rank4(ctx, i, name) for i, name in enumerate(names))
+    conv._expect(ctx, "grad", gx, x)
+    x = tuple(conv._merge(a, b) for a, b in zip(x, gx))
+    k = ctx.attr("ksize")
+    n, oh, ow = conv._check_out(ctx, g, x, k[1], k[2])
+    out = (n, oh, ow, x[3])
+    conv._expect(ctx, "orig_output", y, out)
+    return [tuple(conv._merge(a, b) for a, b in zip(out, y))]
+
+
+def _max_pool_grad_grad_ref(ctx, x: np.ndarray, y: np.ndarray, gx: np.ndarray) -> np.ndarray:
+    best, idx = conv.max_pool_argmax(ctx, x)
+    conv._check_grad(ctx, y.shape, best.shape, "orig_output")
+    conv._check_grad(ctx, gx.shape, x.shape, "grad")
+    n, h, w, c = x.shape
+    if best.size == 0:
+        return np.zeros(best.shape, gx.dtype)
+    picked = np.take_along_axis(gx.reshape(n, h * w, c), idx.reshape(n, -1, c), axis=1)
+    return picked.reshape(best.shape)
+
+
+def _max_pool_grad_grad_geometry(kc: KernelContext) -> "conv.CGeometry":
+    """The window geometry in C; the first call adds the run-time checks of the input shapes."""
+    cached = getattr(kc, "_pool_grad_grad_geometry", None)
+    if cached is not None:
+        return cached
+    g = conv._geometry(kc.attrs, kc.error, ksize=True)
+    x, y, gx = kc.inputs
+    sfx = conv._helpers(kc, kc.out.dtype)          # the window and pooling helpers first
+    kc.module.add_global(kc.render("pool_grad_grad.c.j2", sfx=sfx, T=kc.out.ctype))
+    k = kc.attr("ksize")
+    geo = conv.CGeometry(x.dims, str(k[1]), str(k[2]), x.dim(3), g)
+    for axis in (0, 1):
+        out = geo.out(axis)
+        if out.lstrip("-").isdigit():
+            if int(out) < 0:
+                raise kc.error("computed output size would be negative")
+        else:
+            kc.check(f"{out} >= 0", "computed output size would be negative (or is too large)")
+    want = geo.out_dims()
+    for d in range(4):
+        kc.check_dims_equal(gx.dim(d), x.dim(d), f"grad dim {d} differs from orig_input")
+        kc.check_dims_equal(y.dim(d), want[d],
+                            f"orig_output dim {d} differs from the window output")
+    kc._pool_grad_grad_geometry = geo
+    return geo
+
+
+def _max_pool_grad_grad_dims(kc: KernelContext) -> List[List[str]]:
+    dims = _max_pool_grad_grad_geometry(kc).out_dims()
+    kc.check(f"flowc_conv_dims_ok({', '.join(dims)}, {kc.out.dtype.itemsize})",
+             "the output shape is too large (its byte size overflows int64)")
+    return [dims]
+
+
+def _max_pool_grad_grad_c(kc: KernelContext) -> str:
+    geo = _max_pool_grad_grad_geometry(kc)
+    x, _, gx = kc.inputs
+    return (f"flowc_max_pool_grad_grad_{kc.out.dtype.ir_name}({x.data}, {gx.data}, "
+            f"{kc.out.data}, {geo.call_args()});")
+
+
+conv._register("MaxPoolGradGrad", ["orig_input: T", "orig_output: T", "grad: T"],
+               _max_pool_grad_grad_shape, _max_pool_grad_grad_ref, outputs=["output: T"],
+               attrs=conv._POOL_ATTRS, c_kernel=_max_pool_grad_grad_c,
+               c_output_dims=_max_pool_grad_grad_dims, group="other",
+               doc="Per MaxPool output element, grad at the first maximum of its window in "
+                   "orig_input (the gradient of MaxPoolGrad w.r.t. grad).")

@@ -1,4 +1,5 @@
-"""Gradients of MatMul, BatchMatMulV2, BiasAdd, Softmax and LogSoftmax."""
+"""Gradients of MatMul, BatchMatMulV2, BiasAdd, Softmax, LogSoftmax, the losses, convolution
+and pooling, and of their gradient ops (second derivatives)."""
 from __future__ import annotations
 
 from typing import List, Optional
@@ -232,3 +233,19 @@ def _conv2d_backprop_filter_grad(op: Operation, g: Tensor) -> Grads:
 @RegisterGradient("AvgPoolGrad")
 def _avg_pool_grad_grad(op: Operation, g: Tensor) -> Grads:
     return [None, apply_op("AvgPool", [g], _attrs_for(op, "AvgPool"))]
+
+
+@RegisterGradient("MaxPoolGrad")
+def _max_pool_grad_grad(op: Operation, g: Tensor) -> Grads:
+    """As TF: MaxPoolGrad is piecewise linear in grad and piecewise constant in the rest."""
+    x, y, _ = op.inputs
+    return [_op("ZerosLike", x), _op("ZerosLike", y),
+            apply_op("MaxPoolGradGrad", [x, y, g], _attrs_for(op, "MaxPoolGradGrad"))]
+
+
+@RegisterGradient("MaxPoolGradGrad")
+def _max_pool_grad_grad_grad(op: Operation, g: Tensor) -> Grads:
+    """As TF: the adjoint of MaxPoolGradGrad in its grad input is MaxPoolGrad."""
+    x, y, _ = op.inputs
+    return [_op("ZerosLike", x), _op("ZerosLike", y),
+            apply_op("MaxPoolGrad", [x, y, g], _attrs_for(op, "MaxPoolGrad"))]

@@ -307,3 +307,144 @@ def test_dropout(graph, rng):
         fl.nn.dropout(x, rate=1.0)
     with pytest.raises(ValueError, match="exactly one"):
         fl.nn.dropout(x)
+
+
+# --- MaxPoolGradGrad -----------------------------------------------------------------------
+# (input HW, window, strides, padding)
+POOL_CASES = [((5, 5), (2, 2), (2, 2), "VALID"), ((5, 6), (3, 3), (2, 2), "SAME"),
+              ((4, 7), (3, 2), (1, 3), "SAME"), ((6, 6), (1, 1), (2, 2), "VALID"),
+              ((3, 3), (5, 5), (1, 1), "SAME"), ((5, 5), (2, 3), (3, 2), "VALID")]
+
+
+def _pool_kw(k, s, pad):
+    return dict(ksize=[1, *k, 1], strides=[1, *s, 1], padding=pad)
+
+
+def _pool_out(size, k, s, pad):
+    return -(-size // s) if pad == "SAME" else (size - k + s) // s
+
+
+def _loop_max_pool_grad_grad(x, gx, k, s, pad):
+    """Per output element, gx at the first strict maximum of the window, by plain loops."""
+    n, h, w, c = x.shape
+    oh, ow = _pool_out(h, k[0], s[0], pad), _pool_out(w, k[1], s[1], pad)
+    pt = max((oh - 1) * s[0] + k[0] - h, 0) // 2 if pad == "SAME" else 0
+    pl = max((ow - 1) * s[1] + k[1] - w, 0) // 2 if pad == "SAME" else 0
+    out = np.zeros((n, oh, ow, c), gx.dtype)
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for ch in range(c):
+                    best = None
+                    for r in range(max(i * s[0] - pt, 0), min(i * s[0] - pt + k[0], h)):
+                        for q in range(max(j * s[1] - pl, 0), min(j * s[1] - pl + k[1], w)):
+                            if best is None or x[b, r, q, ch] > x[b, best[0], best[1], ch]:
+                                best = (r, q)
+                    out[b, i, j, ch] = gx[b, best[0], best[1], ch]
+    return out
+
+
+def test_max_pool_grad_grad_reference_is_the_adjoint_of_max_pool_grad(graph, rng):
+    """<MaxPoolGrad(x, y, dy), gx> == <dy, MaxPoolGradGrad(x, y, gx)>, and direct loops."""
+    x = fl.placeholder(fl.float64, [None, None, None, 3], name="x")
+    gx = fl.placeholder(fl.float64, [None, None, None, 3], name="gx")
+    fetches, specs = {}, []
+    for i, (hw, k, s, pad) in enumerate(POOL_CASES):
+        y = fl.nn.max_pool(x, [1, *k, 1], [1, *s, 1], pad)
+        dy = fl.placeholder(fl.float64, [None, None, None, 3], name=f"dy{i}")
+        fetches[f"dx{i}"] = fl.raw_ops.MaxPoolGrad(orig_input=x, orig_output=y, grad=dy,
+                                                   **_pool_kw(k, s, pad))
+        fetches[f"gg{i}"] = fl.raw_ops.MaxPoolGradGrad(orig_input=x, orig_output=y, grad=gx,
+                                                       **_pool_kw(k, s, pad))
+        specs.append((dy, hw, k, s, pad))
+    with fl.Session(graph=graph, backend="interpreter") as sess:
+        for i, (dy, hw, k, s, pad) in enumerate(specs):
+            xv = rng.integers(-2, 3, size=(2, *hw, 3)).astype(np.float64)    # many ties
+            gv = rng.standard_normal((2, *hw, 3))
+            oh, ow = _pool_out(hw[0], k[0], s[0], pad), _pool_out(hw[1], k[1], s[1], pad)
+            dv = rng.standard_normal((2, oh, ow, 3))
+            got = sess.run({"dx": fetches[f"dx{i}"], "gg": fetches[f"gg{i}"]},
+                           {x: xv, gx: gv, dy: dv})
+            assert got["gg"].shape == (2, oh, ow, 3)
+            np.testing.assert_allclose(np.sum(got["dx"] * gv), np.sum(dv * got["gg"]),
+                                       rtol=1e-12, err_msg=str((hw, k, s, pad)))
+            np.testing.assert_array_equal(got["gg"], _loop_max_pool_grad_grad(xv, gv, k, s, pad))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_max_pool_grad_grad_against_interpreter(graph, rng, dt):
+    """Static and dynamic dims, ties, NaN and -inf, batch 2, 1 and 0."""
+    fetches, specs = {}, []
+    for i, (hw, k, s, pad) in enumerate(POOL_CASES):
+        x = fl.placeholder(dt, [None, *hw, 3] if i % 2 else [None, None, None, 3], name=f"x{i}")
+        y = fl.nn.max_pool(x, [1, *k, 1], [1, *s, 1], pad)
+        gx = fl.placeholder(dt, [None, *hw, 3], name=f"gx{i}")
+        fetches[f"gg{i}"] = fl.raw_ops.MaxPoolGradGrad(orig_input=x, orig_output=y, grad=gx,
+                                                       **_pool_kw(k, s, pad))
+        specs.append((x, gx, hw))
+    static = fl.placeholder(dt, [2, 6, 5, 2], name="static")
+    sg = fl.placeholder(dt, [2, 6, 5, 2], name="static_g")
+    fetches["static"] = fl.raw_ops.MaxPoolGradGrad(
+        orig_input=static, orig_output=fl.nn.max_pool(static, 3, 2, "SAME"), grad=sg,
+        **_pool_kw((3, 3), (2, 2), "SAME"))
+    assert fetches["static"].shape == (2, 3, 3, 2)
+    for n in (2, 1, 0):
+        feed = {static: rng.standard_normal((2, 6, 5, 2)).astype(dt),
+                sg: rng.standard_normal((2, 6, 5, 2)).astype(dt)}
+        for x, gx, hw in specs:
+            xv = rng.integers(-3, 4, size=(n, *hw, 3)).astype(dt)
+            if n:
+                xv[0, 0, 0, 0] = np.nan
+                xv[-1, -1, -1, -1] = -np.inf
+            feed[x], feed[gx] = xv, rng.standard_normal((n, *hw, 3)).astype(dt)
+        got = check_against_interpreter(graph, fetches, feed)
+        assert got["gg1"].shape == (n, 3, 3, 3)
+
+
+def test_max_pool_grad_grad_picks_the_first_maximum():
+    x = fl.constant(np.array([[1, 3, 3], [3, 0, 2], [1, 1, 1]], np.float32).reshape(1, 3, 3, 1))
+    gx = fl.constant(np.arange(9, dtype=np.float32).reshape(1, 3, 3, 1))
+    gg = fl.raw_ops.MaxPoolGradGrad(orig_input=x, orig_output=fl.nn.max_pool(x, 2, 1, "VALID"),
+                                    grad=gx, **_pool_kw((2, 2), (1, 1), "VALID"))
+    for backend in ("interpreter", "c"):
+        with fl.Session(graph=gx.graph, backend=backend) as s:
+            assert s.run(gg).reshape(-1).tolist() == [1, 1, 3, 5]
+
+
+def test_max_pool_grad_grad_shape_errors(graph):
+    x = fl.placeholder(fl.float32, [None, None, None, 2], name="x")
+    y = fl.nn.max_pool(x, 2, 2, "VALID")
+    with pytest.raises(ShapeError, match="grad"):
+        fl.raw_ops.MaxPoolGradGrad(orig_input=fl.placeholder(fl.float32, [1, 4, 4, 2]),
+                                   orig_output=y, grad=fl.placeholder(fl.float32, [1, 4, 5, 2]),
+                                   **_pool_kw((2, 2), (2, 2), "VALID"))
+    with pytest.raises(ShapeError, match="orig_output"):
+        fl.raw_ops.MaxPoolGradGrad(orig_input=fl.placeholder(fl.float32, [1, 4, 4, 2]),
+                                   orig_output=fl.placeholder(fl.float32, [1, 3, 2, 2]),
+                                   grad=fl.placeholder(fl.float32, [1, 4, 4, 2]),
+                                   **_pool_kw((2, 2), (2, 2), "VALID"))
+    gx = fl.placeholder(fl.float32, [None, None, None, 2], name="gx")
+    yy = fl.placeholder(fl.float32, [None, None, None, 2], name="yy")
+    gg = fl.raw_ops.MaxPoolGradGrad(orig_input=x, orig_output=yy, grad=gx, name="the_gg",
+                                    **_pool_kw((2, 2), (2, 2), "VALID"))
+    xv = np.zeros((1, 4, 4, 2), np.float32)
+    run_both_fail(graph, gg, {x: xv, yy: np.zeros((1, 2, 2, 2), np.float32),
+                              gx: np.zeros((1, 4, 3, 2), np.float32)}, "the_gg.*grad")
+    run_both_fail(graph, gg, {x: xv, yy: np.zeros((1, 3, 2, 2), np.float32),
+                              gx: xv}, "the_gg.*orig_output")
+
+
+def test_second_derivative_of_max_pool_compiled_equals_interpreter(graph, rng):
+    """d/d dy of <MaxPoolGrad(x, y, dy), w>: MaxPoolGradGrad in the graph, run both ways."""
+    x = fl.placeholder(fl.float32, [None, 6, 6, 2], name="x")
+    dy = fl.placeholder(fl.float32, [None, 3, 3, 2], name="dy")
+    w = fl.placeholder(fl.float32, [None, 6, 6, 2], name="w")
+    y = fl.nn.max_pool(x, 3, 2, "SAME")
+    dx = fl.gradients(y, x, grad_ys=dy)[0]
+    gx, gdy = fl.gradients(fl.reduce_sum(dx * w), [x, dy])
+    assert "MaxPoolGradGrad" in {n.op for n in graph}
+    feed = {x: rng.standard_normal((2, 6, 6, 2)).astype(np.float32),
+            dy: rng.standard_normal((2, 3, 3, 2)).astype(np.float32),
+            w: rng.standard_normal((2, 6, 6, 2)).astype(np.float32)}
+    got = check_against_interpreter(graph, {"gx": gx, "gdy": gdy}, feed)
+    assert not got["gx"].any() and got["gdy"].any()

@@ -1,0 +1,214 @@
+"""One SGD training step of a small CNN on 8x8x1 digit-sized images (float32, NHWC):
+conv 3x3x1x16 SAME + bias, ReLU, 2x2 max pool, conv 3x3x16x32 SAME + bias, ReLU, flatten,
+dense 512x10, mean sparse softmax cross-entropy, learning rate 0.01. flowc's compiled C and
+interpreter beside, when installed, PyTorch and TensorFlow.
+
+    python3 examples/benchmarks/bench_train_cnn.py [--batch B] [--repeats N] [--threads T]
+
+Every framework starts from the same weights (drawn with numpy) and trains on the same batch;
+the losses of the first --check-steps steps must agree with flowc's interpreter (the
+reference) before anything is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Callable, Dict, List, Tuple
+
+import numpy as np
+
+from bench_common import (Row, add_threads_argument, apply_threads, environment_line,
+                          optional_import, print_table)
+from bench_train_mlp import interleaved_medians
+
+import dsl as fl  # noqa: E402
+
+LEARNING_RATE = 0.01
+IMAGE = (8, 8, 1)
+CLASSES = 10
+REFERENCE = "flowc interpreter (Session.run)"
+BASELINE = "flowc compiled C (Session.run)"
+Params = Dict[str, np.ndarray]
+
+
+def init_params(seed: int = 0) -> Params:
+    """Glorot-uniform filters and weights (HWIO filters, [in, out] weights), small biases."""
+    rng = np.random.default_rng(seed)
+
+    def glorot(shape, fan_in, fan_out):
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        return rng.uniform(-limit, limit, shape).astype(np.float32)
+
+    def bias(n):
+        return rng.uniform(-0.1, 0.1, n).astype(np.float32)
+    return {"f1": glorot((3, 3, 1, 16), 9, 9 * 16), "b1": bias(16),
+            "f2": glorot((3, 3, 16, 32), 9 * 16, 9 * 32), "b2": bias(32),
+            "w3": glorot((4 * 4 * 32, CLASSES), 512, CLASSES), "b3": bias(CLASSES)}
+
+
+ORDER = ("f1", "b1", "f2", "b2", "w3", "b3")
+
+
+def sample_batch(batch: int, seed: int = 1) -> Tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.0, 1.0, (batch, *IMAGE)).astype(np.float32)
+    return x, rng.integers(0, CLASSES, batch).astype(np.int64)
+
+
+# --- flowc ---------------------------------------------------------------------------------
+def flowc_model(params: Params):
+    """(graph, x, labels, loss, train_op, init, how the SGD step is built)."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, *IMAGE], name="x")
+        labels = fl.placeholder(fl.int64, [None], name="labels")
+        v = {k: fl.Variable(params[k], name=k) for k in ORDER}
+        h = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(x, v["f1"], 1, "SAME"), v["b1"]))
+        h = fl.nn.max_pool(h, 2, 2, "VALID")
+        h = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(h, v["f2"], 1, "SAME"), v["b2"]))
+        logits = fl.matmul(fl.reshape(h, [-1, 4 * 4 * 32]), v["w3"]) + v["b3"]
+        loss = fl.reduce_mean(fl.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits), name="loss")
+        var_list = [v[k] for k in ORDER]
+        if hasattr(fl, "train") and hasattr(fl.train, "GradientDescentOptimizer"):
+            train_op = fl.train.GradientDescentOptimizer(LEARNING_RATE).minimize(
+                loss, var_list=var_list)
+            how = "fl.train.GradientDescentOptimizer"
+        else:
+            grads = fl.gradients(loss, var_list)
+            train_op = fl.group(*[w.assign_sub(LEARNING_RATE * gw, read_value=False)
+                                  for gw, w in zip(grads, var_list)])
+            how = "assign_sub(lr * fl.gradients)"
+        init = fl.global_variables_initializer()
+    return g, x, labels, loss, train_op, init, how
+
+
+def flowc_trainer(model, backend: str, xv, lv):
+    g, x, labels, loss, train_op, init, _ = model
+    sess = fl.Session(graph=g, backend=backend)
+    sess.run(init)
+    feed = {x: xv, labels: lv}
+    return (lambda: float(sess.run([loss, train_op], feed)[0]),
+            lambda: sess.run(train_op, feed))
+
+
+# --- PyTorch -------------------------------------------------------------------------------
+def torch_trainer(torch, params: Params, xv, lv):
+    """NCHW convolutions (PyTorch's layout; the input is converted once, outside the timing);
+    the activations go back to NHWC before the flatten so the dense weights are the same."""
+    nn, F = torch.nn, torch.nn.functional
+    conv1, conv2 = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(16, 32, 3, padding=1)
+    dense = nn.Linear(512, CLASSES)
+    with torch.no_grad():
+        conv1.weight.copy_(torch.from_numpy(params["f1"].transpose(3, 2, 0, 1).copy()))
+        conv1.bias.copy_(torch.from_numpy(params["b1"]))
+        conv2.weight.copy_(torch.from_numpy(params["f2"].transpose(3, 2, 0, 1).copy()))
+        conv2.bias.copy_(torch.from_numpy(params["b2"]))
+        dense.weight.copy_(torch.from_numpy(params["w3"].T.copy()))
+        dense.bias.copy_(torch.from_numpy(params["b3"]))
+    modules = nn.ModuleList([conv1, conv2, dense])
+    opt = torch.optim.SGD(modules.parameters(), lr=LEARNING_RATE)
+    xt = torch.from_numpy(xv).permute(0, 3, 1, 2).contiguous()
+    lt = torch.from_numpy(lv)
+
+    def step():
+        opt.zero_grad()
+        h = F.max_pool2d(F.relu(conv1(xt)), 2)
+        h = F.relu(conv2(h)).permute(0, 2, 3, 1).reshape(h.shape[0], -1)
+        loss = F.cross_entropy(dense(h), lt)
+        loss.backward()
+        opt.step()
+        return loss
+    return lambda: float(step().detach()), step
+
+
+# --- TensorFlow ----------------------------------------------------------------------------
+def tensorflow_trainer(tf, params: Params, xv, lv, jit: bool = False):
+    v = {k: tf.Variable(params[k]) for k in ORDER}
+    flat = [v[k] for k in ORDER]
+    xt, lt = tf.constant(xv), tf.constant(lv)
+
+    @tf.function(jit_compile=jit)
+    def step():
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(xt, v["f1"], 1, "SAME"), v["b1"]))
+            h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+            h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, v["f2"], 1, "SAME"), v["b2"]))
+            logits = tf.matmul(tf.reshape(h, [-1, 512]), v["w3"]) + v["b3"]
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=lt, logits=logits))
+        for var, g in zip(flat, tape.gradient(loss, flat)):
+            var.assign_sub(LEARNING_RATE * g)
+        return loss
+    return lambda: float(step().numpy()), step
+
+
+# --- the benchmark -------------------------------------------------------------------------
+def check_losses(trainers: Dict[str, Tuple[Callable, Callable, int]], steps: int) -> None:
+    losses = {name: [check() for _ in range(steps)] for name, (check, _, _) in trainers.items()}
+    want = np.array(losses[REFERENCE])
+    worst = 0.0
+    for name, got in losses.items():
+        diff = float(np.max(np.abs(np.array(got) - want) / np.abs(want)))
+        worst = max(worst, diff)
+        if diff > 1e-4:
+            raise SystemExit(f"{name} disagrees with the interpreter: losses {got} vs "
+                             f"{want.tolist()}")
+    print(f"check: the losses of {steps} steps agree in all {len(losses)} frameworks "
+          f"(max relative difference {worst:.1e}); interpreter: "
+          + ", ".join(f"{v:.6f}" for v in want))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=50, help="timed steps per framework")
+    parser.add_argument("--check-steps", type=int, default=3,
+                        help="steps whose losses must agree before timing")
+    parser.add_argument("--no-xla", dest="xla", action="store_false",
+                        help="leave out TensorFlow's jit_compile=True row")
+    add_threads_argument(parser)
+    args = parser.parse_args()
+    apply_threads(args.threads)
+
+    torch, tf = optional_import("torch"), optional_import("tensorflow")
+    if torch is not None and args.threads:
+        torch.set_num_threads(args.threads)
+    if tf is not None and args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    params = init_params()
+    xv, lv = sample_batch(args.batch)
+    model = flowc_model(params)
+    few = max(args.repeats // 10, 3)
+    trainers: Dict[str, Tuple[Callable, Callable, int]] = {
+        BASELINE: (*flowc_trainer(model, "c", xv, lv), args.repeats),
+        REFERENCE: (*flowc_trainer(model, "interpreter", xv, lv), few),
+    }
+    if torch is not None:
+        trainers["PyTorch (eager, optim.SGD)"] = (*torch_trainer(torch, params, xv, lv),
+                                                  args.repeats)
+    if tf is not None:
+        trainers["TensorFlow (tf.function)"] = (*tensorflow_trainer(tf, params, xv, lv),
+                                                args.repeats)
+        if args.xla:
+            trainers["TensorFlow (tf.function, XLA)"] = (
+                *tensorflow_trainer(tf, params, xv, lv, jit=True), args.repeats)
+    print(environment_line(torch, tf))
+    check_losses(trainers, args.check_steps)
+    medians = interleaved_medians({name: (step, repeats)
+                                   for name, (_, step, repeats) in trainers.items()})
+    rows: List[Row] = [Row(name, seconds) for name, seconds in medians.items()]
+    if torch is None:
+        rows.append(Row("PyTorch", None, "not installed"))
+    if tf is None:
+        rows.append(Row("TensorFlow", None, "not installed"))
+    title = (f"CNN training step (8x8x1 -> conv3x3x16 -> pool -> conv3x3x32 -> dense 10), "
+             f"batch {args.batch}, SGD (flowc: {model[-1]}; median of {args.repeats} steps in 5 "
+             f"interleaved rounds, interpreter: {few})")
+    print_table(title, rows, baseline=BASELINE, unit="ms", work=args.batch, work_unit="examples")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    main()
