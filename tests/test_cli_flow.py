@@ -183,3 +183,22 @@ def test_check_reports_each_bad_model_at_its_expected_line(capsys, name):
     assert rc == 1 and out == ""
     first = err.splitlines()[0].replace(ERRORS + os.sep, "")
     assert first == "flowc: error: " + expected.replace(": error: ", ": ", 1)
+
+
+def test_check_reports_every_error_of_a_model_without_cascades(tmp_path, capsys):
+    model = tmp_path / "many.flow"
+    model.write_text(textwrap.dedent("""\
+        input x: f32[?, 4]
+        let a = x @ undefined_w
+        let b = a + 1.0
+        input z: f99[3]
+        output y = reduce_sum(x, axis=5)
+        output ok = x * 2.0
+        """))
+    rc, out, err = flowc(capsys, "check", model)
+    assert rc == 1
+    import re
+    where = re.findall(r"many\.flow:(\d+):(\d+): ", err)
+    assert where == [("2", "13"), ("4", "10"), ("5", "12")]
+    assert "unknown name 'undefined_w'" in err and "'b'" not in err   # b: no cascade
+    assert err.rstrip().endswith("3 errors")

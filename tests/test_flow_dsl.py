@@ -44,6 +44,31 @@ def mlp_twin() -> fl.Graph:
     return g
 
 
+def cnn_twin() -> fl.Graph:
+    """examples/cnn_forward.flow written with the Python builder."""
+    g = fl.Graph("cnn_forward")
+    with g.as_default():
+        x = fl.placeholder(fl.f32, [None, 28, 28, 1], name="images")
+        for i, (c_in, c_out) in enumerate(((1, 32), (32, 64)), start=1):
+            with fl.name_scope(f"conv{i}"):
+                k = init.he_normal([5, 5, c_in, c_out], seed=2 * i - 1, name="kernel")
+                b = init.normal([c_out], stddev=0.01, seed=2 * i, name="bias")
+                c = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(x, k, strides=1, padding="SAME"), b))
+                x = fl.nn.max_pool(c, ksize=2, strides=2, padding="VALID")
+        with fl.name_scope("dense1"):
+            flat = fl.reshape(x, [-1, 3136])
+            w = init.he_normal([3136, 128], seed=5, name="weights")
+            b = init.normal([128], stddev=0.01, seed=6, name="bias")
+            h = fl.nn.relu(fl.nn.bias_add(fl.matmul(flat, w), b))
+        with fl.name_scope("dense2"):
+            w = init.he_normal([128, 10], seed=7, name="weights")
+            b = init.normal([10], stddev=0.01, seed=8, name="bias")
+            logits = fl.nn.bias_add(fl.matmul(h, w), b)
+        probs = fl.nn.softmax(logits, name="probs")
+        fl.argmax(probs, axis=1, name="predictions")
+    return g
+
+
 def without_locations(text: str) -> str:
     return re.sub(r"  # [^\n]*", "", text)
 
@@ -69,6 +94,22 @@ def test_mlp_flow_compiles_and_runs_like_the_twin(tmp_path, capsys):
     twin = mlp_twin()
     with fl.Session(graph=twin, backend="interpreter") as sess:
         want_probs, want_pred = sess.run(["probs:0", "predictions:0"], {"x:0": batch})
+    np.testing.assert_allclose(probs, want_probs, rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(predictions, want_pred)
+
+
+def test_cnn_flow_builds_the_same_ir_as_its_twin_and_runs_like_it(tmp_path, capsys):
+    path = os.path.join(EXAMPLES, "cnn_forward.flow")
+    flow_ir = print_graph(load_flow(path).graph, elide_constants=True)
+    assert without_locations(flow_ir) == without_locations(print_graph(cnn_twin(),
+                                                                       elide_constants=True))
+    out = str(tmp_path / "cnn")
+    assert main(["compile", path, "-o", out]) == 0
+    assert "fetches: probs f32[?,10], predictions i64[?]" in capsys.readouterr().out
+    batch = np.random.default_rng(3).random((3, 28, 28, 1), dtype=np.float32)
+    probs, predictions = runtime.load_artifact(out).run({"images": batch})
+    with fl.Session(graph=cnn_twin(), backend="interpreter") as sess:
+        want_probs, want_pred = sess.run(["probs:0", "predictions:0"], {"images:0": batch})
     np.testing.assert_allclose(probs, want_probs, rtol=1e-4, atol=1e-6)
     np.testing.assert_array_equal(predictions, want_pred)
 

@@ -9,6 +9,17 @@ class FlowError(SourceError):
     then the source line and a caret under the column."""
 
 
+class FlowErrors(FlowError):
+    """Several errors in one model (``flowc check`` reports every one): the message lists
+    them in order; ``file``/``line``/``col`` are the first one's; ``errors`` has them all."""
+
+    def __init__(self, errors):
+        first = errors[0]
+        super().__init__(first.detail, first.file, first.line, first.col)
+        self.errors = list(errors)
+        self.args = ("\n".join(str(e) for e in self.errors) + f"\n{len(self.errors)} errors",)
+
+
 class Source:
     """One ``*.flow`` file's text, for positions in error messages."""
 

@@ -37,6 +37,26 @@ class Binding:
     where: str
 
 
+class _Poisoned:
+    """The value of a name whose definition failed (its error is already reported)."""
+
+    def __repr__(self) -> str:
+        return "<poisoned>"
+
+
+POISONED = _Poisoned()
+
+# Statements that define the name in their second child.
+_DEFINING = {"input_stmt", "let_stmt", "var_stmt", "output_stmt", "def_stmt", "metric_stmt"}
+
+
+class _Cascade(FlowError):
+    """A statement used a poisoned name: it fails without an error message of its own."""
+
+    def __init__(self, name: str):
+        super().__init__(f"'{name}' is not defined (see the error that defines it)")
+
+
 @dataclass
 class Function:
     """A user function (``def``), expanded at each call site."""
@@ -155,6 +175,7 @@ class Evaluator:
         self.training = TrainingDecl()
         self.check_data = check_data             # a missing ``data`` file is an error
         self.imported: Dict[str, Dict[str, Binding]] = {}
+        self.errors: List[FlowError] = []        # every error of the model, in order
         self.import_stack: List[str] = []
         self.depth = 0
 
@@ -178,7 +199,25 @@ class Evaluator:
                 raise scope.file.error("unreachable code after 'return'", stmt)
             if stmt.data == "return_stmt":
                 returned = stmt
-            getattr(self, stmt.data)(stmt, scope)
+            if scope.function is not None:          # a function body: its call reports
+                getattr(self, stmt.data)(stmt, scope)
+                continue
+            # Top level: record the error and go on with the next statement, so one run
+            # reports every error; names the statement should have defined are poisoned, and
+            # statements that use them fail silently (no cascade of follow-on errors).
+            try:
+                getattr(self, stmt.data)(stmt, scope)
+            except _Cascade:
+                self._poison(stmt, scope)
+            except FlowError as e:
+                self.errors.append(e)
+                self._poison(stmt, scope)
+
+    def _poison(self, stmt, scope: Scope) -> None:
+        if stmt.data in _DEFINING and len(stmt.children) > 1:
+            tok = stmt.children[1]
+            if isinstance(tok, lark.Token) and str(tok) not in scope.names:
+                scope.names[str(tok)] = Binding(POISONED, scope.file.where(tok))
 
     def define(self, scope: Scope, name_tok: lark.Token, value: Any) -> None:
         name = str(name_tok)
@@ -548,6 +587,8 @@ class Evaluator:
         parts = [str(t) for t in tree.children[0].children]
         binding = scope.lookup(parts[0])
         if binding is not None:
+            if binding.value is POISONED:
+                raise _Cascade(parts[0])
             if len(parts) > 1:
                 raise scope.file.error(f"'{parts[0]}' has no member '{parts[1]}'", tree)
             if isinstance(binding.value, Function):

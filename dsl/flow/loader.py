@@ -8,7 +8,7 @@ from typing import Dict, Optional
 
 from compiler.model_loader import Model, sink_outputs, tensor_name
 from dsl.context import Graph
-from dsl.flow.errors import FlowError
+from dsl.flow.errors import FlowError, FlowErrors
 from dsl.flow.evaluator import Evaluator
 from dsl.flow.training import TrainingDecl
 from dsl.tensor import Tensor
@@ -42,6 +42,10 @@ def build_flow(text: str, filename: str = "<flow>", graph: Optional[Graph] = Non
             evaluator.run_text(text, filename, filename)
         except RecursionError:
             raise FlowError("the program is nested too deeply", filename, 1, 1) from None
+    if len(evaluator.errors) == 1:
+        raise evaluator.errors[0]
+    if evaluator.errors:
+        raise FlowErrors(evaluator.errors)
     return FlowProgram(graph, {name: t for name, (t, _) in evaluator.outputs.items()},
                        evaluator.training, filename)
 
