@@ -30,12 +30,10 @@ occurrence of an index writes the same recomputed row) and subtract the variable
 ``ResourceScatterSub`` at first occurrences only (the other occurrences subtract exact zeros),
 which reproduces the arithmetic of TF1's ``ResourceSparseApply*`` kernels row for row.
 
-Placement: slot and non-slot variables are created with the device string of their variable,
-and each variable's update ops under a ``device`` block of it (so the place pass puts a
-variable, its slots and its updates on one device whenever the variable names one). TF1 uses
-``colocate_with`` instead; flowc's place pass refuses a ``loc:@w`` colocation whose target a
-step has pruned (fetching a slot alone would fail), so ``_colocated`` switches to
-``fl.colocate_with`` once that pass treats ``loc:@`` entries as group keys, as TF's placer does.
+Placement: slot variables and each variable's update ops are created under
+``fl.colocate_with(var)``, as in TF1, so the place pass puts a variable, its slots and its
+updates on one device (a ``loc:@var`` tag is a group key, so a step that fetches a slot alone
+still places it with the others).
 """
 from __future__ import annotations
 
@@ -47,7 +45,8 @@ import numpy as np
 from dsl.array_ops import (concat, expand_dims, gather, identity, ones_like, reshape, shape,
                            size, zeros_like)
 from dsl.array_ops import range as range_
-from dsl.context import control_dependencies, device, get_default_graph, name_scope
+from dsl.context import (colocate_with, control_dependencies, device, get_default_graph,
+                         name_scope)
 from dsl.control_ops import group
 from dsl.gradients import gradients
 from dsl.indexed_slices import IndexedSlices
@@ -389,9 +388,8 @@ def _init_scope():
 
 @contextlib.contextmanager
 def _colocated(var: Variable, ignore_existing: bool = False):
-    """Ops created inside request ``var``'s device: a ``device`` block of its device string
-    (TF1 uses ``colocate_with(var)``; see the module docstring for why not yet)."""
-    with device(var.device or ""):
+    """Ops created inside are placed with ``var`` (``fl.colocate_with``, as in TF1)."""
+    with colocate_with(var, ignore_existing=ignore_existing):
         yield
 
 
