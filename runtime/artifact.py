@@ -42,6 +42,38 @@ class Artifact:
     def fetches(self) -> List[TensorSpec]:
         return self.executable.fetches
 
+    @property
+    def store(self):
+        """The ``ResourceStore`` the artifact's runs use by default (variables, streams,
+        queues), kept across runs."""
+        exe = self.executable
+        first = exe.parts[0].executable if hasattr(exe, "parts") else exe
+        return first._own_store()
+
+    @property
+    def variables(self) -> List[TensorSpec]:
+        """Every variable the artifact's devices use, once each."""
+        seen: Dict[str, TensorSpec] = {}
+        for d in self.manifest.get("devices", []):
+            for v in d.get("variables", []):
+                spec = TensorSpec.from_json(v)
+                seen.setdefault(spec.name, spec)
+        return list(seen.values())
+
+    def restore(self, prefix: str, store=None) -> List[str]:
+        """Set the artifact's variables from checkpoint ``prefix`` (written by a Saver whose
+        names are the variables' names, the default). All or nothing: a checkpoint that lacks
+        a variable or does not match it is refused and no variable changes. Returns the
+        names restored."""
+        from runtime.checkpoint import read_checkpoint
+        specs = self.variables
+        values = read_checkpoint(prefix, [s.name for s in specs], [s.dtype for s in specs],
+                                 [s.shape for s in specs])
+        store = store if store is not None else self.store
+        for spec, value in zip(specs, values):
+            store.variable(spec.name, spec.dtype, spec.shape).assign(value)
+        return [s.name for s in specs]
+
     def run(self, feeds: Dict[str, object] | Sequence = (), store=None) -> list:
         """Run one step. ``feeds`` maps feed names to values (or is a list in feed order).
         Variables and random streams come from ``store`` (a ``ResourceStore``; by default

@@ -134,6 +134,19 @@ def test_flowc_train_mlp_reaches_95_percent(capsys, tmp_path):
     assert lines[-1].endswith("steps/s")
     assert os.path.exists(tmp_path / "ckpt" / "checkpoint")
     assert f"flowc: saved {tmp_path / 'ckpt' / 'model.ckpt-600'}" in err
+    # The trained model as an artifact, run by the runtime alone with the checkpoint's weights.
+    rc, out, err = flowc(capsys, "compile", MLP, "-o", tmp_path / "art", "--fetch", "predictions")
+    assert rc == 0, err
+    data = np.load(os.path.join(EXAMPLES, "data", "digits.npz"))
+    np.save(tmp_path / "x.npy", data["x"][data["is_test"]])
+    rc, out, err = flowc(capsys, "run", tmp_path / "art", "--feed", f"x={tmp_path / 'x.npy'}",
+                         "--checkpoint", tmp_path / "ckpt" / "model.ckpt-600",
+                         "--save", tmp_path / "pred.npy")
+    assert rc == 0, err
+    predicted = np.load(tmp_path / "pred.npy")
+    assert (predicted == data["y"][data["is_test"]]).mean() == pytest.approx(accuracy, abs=1e-3)
+    rc, out, err = flowc(capsys, "run", tmp_path / "art", "--feed", f"x={tmp_path / 'x.npy'}")
+    assert rc == 1 and "is not initialized" in err                    # no checkpoint: no weights
 
 
 def test_flowc_train_cnn_reaches_97_percent(capsys):

@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the fetched values instead: .npy for one fetch, .npz for several")
     p.add_argument("--threshold", metavar="N", type=int, default=1000,
                    help="print arrays with more than N elements summarised (numpy's threshold)")
+    p.add_argument("--checkpoint", metavar="PREFIX",
+                   help="set the artifact's variables from this checkpoint first (e.g. one "
+                        "`flowc train --checkpoint-dir` wrote)")
     p.set_defaults(handler="run")
     _add_plugin_commands(sub)
     return parser

@@ -100,6 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.artifact):
         raise CommandLineError(f"{args.artifact}: no such artifact folder")
     artifact = load_artifact(args.artifact)
+    if getattr(args, "checkpoint", None):
+        artifact.restore(args.checkpoint)
     feeds = parse_feeds(args.feed)
     indices = select_fetches(artifact, args.fetch)
     _check_feeds(artifact, feeds)
