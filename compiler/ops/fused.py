@@ -1,0 +1,145 @@
+"""``Fused``: a chain of elementwise ops as one kernel (made by the ``fuse`` pass).
+
+Its ``expr`` attr is the chain as nested op calls over the node's inputs ``$0``, ``$1``...,
+e.g. ``Relu(AddV2(Mul($0, $1), $2))``; ``fused_from`` lists the nodes it replaced (their
+names; the IR keeps the last one's source location). Elementwise ops commute with
+broadcasting, so the fused kernel evaluates the whole expression once per output element,
+reading every input broadcast to the output's shape: one loop, no intermediate buffers.
+
+The numpy reference runs each op's own reference kernel; the C kernel substitutes each op's
+scalar C expression (``op.extra["c_expr"]``) into its consumer's and emits one elementwise
+loop (``codegen/elementwise.py``).
+"""
+from __future__ import annotations
+
+import re
+from typing import List, Tuple, Union
+
+import numpy as np
+
+from compiler.codegen.elementwise import broadcast_output_dims, emit_elementwise
+from compiler.codegen.kernel_context import KernelContext, TensorRef
+from compiler.errors import ExecutionError, OpError
+from compiler.ir.types import TensorType
+from compiler.ops.registry import KernelContext as RefContext
+from compiler.ops.registry import get_op, register_op
+
+Expr = Union[int, Tuple[str, list]]        # an input index, or (op name, argument exprs)
+
+_TOKEN = re.compile(r"\s*(?:(\$\d+)|([A-Za-z_][A-Za-z0-9_]*)|([(),]))")
+
+
+def parse_expr(text: str) -> Expr:
+    """``Relu(AddV2($0, $1))`` -> ("Relu", [("AddV2", [0, 1])])."""
+    tokens = []
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise OpError(f"bad fused expression at {pos}: {text!r}")
+        tokens.append(m.group(1) or m.group(2) or m.group(3))
+        pos = m.end()
+    k = 0
+
+    def node() -> Expr:
+        nonlocal k
+        tok = tokens[k]
+        k += 1
+        if tok.startswith("$"):
+            return int(tok[1:])
+        if k >= len(tokens) or tokens[k] != "(":
+            raise OpError(f"bad fused expression: '{tok}' without arguments in {text!r}")
+        k += 1
+        args = []
+        while tokens[k] != ")":
+            args.append(node())
+            if tokens[k] == ",":
+                k += 1
+        k += 1
+        return (tok, args)
+
+    try:
+        tree = node()
+    except IndexError:
+        raise OpError(f"bad fused expression (unexpected end): {text!r}") from None
+    if k != len(tokens):
+        raise OpError(f"bad fused expression (trailing text): {text!r}")
+    return tree
+
+
+def format_expr(expr: Expr) -> str:
+    if isinstance(expr, int):
+        return f"${expr}"
+    op, args = expr
+    return f"{op}({', '.join(format_expr(a) for a in args)})"
+
+
+def _ops(expr: Expr) -> List[str]:
+    if isinstance(expr, int):
+        return []
+    return [expr[0]] + [o for a in expr[1] for o in _ops(a)]
+
+
+# --- shape and reference -------------------------------------------------------------------
+def _shape(ctx):
+    from compiler.ops.math import _broadcast_shape
+    tree = parse_expr(ctx.attr("expr"))
+    for op in _ops(tree):
+        get_op(op, ctx.node)
+    return _broadcast_shape(ctx)
+
+
+def _kernel(ctx, *xs):
+    T = ctx.attrs["T"]
+    types = [TensorType(T, None)]
+
+    def run(expr):
+        if isinstance(expr, int):
+            return xs[expr]
+        op, args = expr
+        vals = [run(a) for a in args]
+        out = get_op(op).kernel(RefContext(ctx.node, {"T": T}, types, ctx.state), *vals)
+        return np.asarray(out, T.np)
+
+    try:
+        result = run(parse_expr(ctx.attrs["expr"]))
+    except OpError as e:
+        raise ExecutionError(str(e), ctx.node) from None
+    return [np.broadcast_to(result, np.broadcast_shapes(*[x.shape for x in xs])).astype(
+        T.np, copy=True)]
+
+
+# --- C -----------------------------------------------------------------------------------------
+_ARG = re.compile(r"\ba(\d+)\b")
+
+
+def _c_expr(kc: KernelContext, expr: Expr) -> str:
+    """The scalar C expression of ``expr`` over the kernel's inputs ``a0``, ``a1``, ..."""
+    if isinstance(expr, int):
+        return f"a{expr}"
+    op_name, args = expr
+    op = get_op(op_name, kc.node)
+    c_expr = op.extra.get("c_expr")
+    if c_expr is None:
+        raise kc.error(f"op {op_name} in a fused expression has no scalar C expression")
+    parts = [_c_expr(kc, a) for a in args]
+    if callable(c_expr):
+        T = kc.out.dtype
+        scalar = TensorType(T, ())
+        sub = KernelContext(kc.node, [TensorRef(f"a{i}", scalar, kc.target) for i in range(len(args))],
+                            [TensorRef("o", scalar, kc.target)], kc.target, kc.module)
+        c_expr = c_expr(sub)
+    return "(" + _ARG.sub(lambda m: f"({parts[int(m.group(1))]})", c_expr) + ")"
+
+
+def _c_kernel(kc: KernelContext) -> str:
+    return emit_elementwise(kc, _c_expr(kc, parse_expr(kc.attr("expr"))))
+
+
+register_op("Fused", inputs=["inputs: N * T"], outputs=["output: T"],
+            attrs=["expr: string", "fused_from: list(string) = []", "N: int >= 1",
+                   "T: {f32, f64}"],
+            shape=_shape, kernel=_kernel, c_kernel=_c_kernel, c_output_dims=broadcast_output_dims,
+            group="fused",
+            doc="A chain of elementwise ops evaluated in one loop (made by the fuse pass).")

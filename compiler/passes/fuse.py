@@ -1,0 +1,138 @@
+"""fuse: merge chains of elementwise ops on one device into single ``Fused`` nodes.
+
+A node is fusable when its op is elementwise, floating-point, without attrs other than ``T``,
+with a scalar C expression and no data error to report (integer division by zero and the
+like stay separate kernels). A fusable node whose only use is one input of a fusable
+consumer on the same device is folded into that consumer; the chain becomes one ``Fused``
+node whose inputs are the chain's external operands (each read once per output element,
+broadcast to the output's shape) and whose ``fused_from`` lists the nodes it replaced.
+Fetched, stateful, control-flow and communication nodes are never fused; nodes with control
+inputs or control users keep their own kernels.
+
+``--disable-passes=fuse`` compiles the unfused program, for comparison.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from compiler.errors import GraphError
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ops.fused import Expr, format_expr
+from compiler.ops.registry import get_op, has_op
+from compiler.passes.manager import Pass, PassContext, register_pass
+from compiler.passes.prune import erase_if_unused
+from runtime.dtypes import DType
+
+_FLOATS = (DType.f32, DType.f64)
+
+
+def fusable(node: Node) -> bool:
+    if node.op == "Fused":
+        return True
+    if not has_op(node.op) or node.num_outputs != 1:
+        return False
+    op = get_op(node.op)
+    if op.group != "elementwise" or op.stateful or op.extra.get("c_expr") is None:
+        return False
+    if op.extra.get("data_error") is not None:
+        return False
+    if set(node.attrs) - {"T"} or node.control_inputs:
+        return False
+    t = node.output_types[0]
+    if t.dtype not in _FLOATS or any(i.dtype is not t.dtype for i in node.inputs):
+        return False
+    return True
+
+
+def _single_use(out: Output) -> Optional[Node]:
+    """The one node that reads ``out`` once, as data (None if there are more or fewer)."""
+    users = [u for u in out.node.users if any(i == out for i in u.inputs)]
+    if len(users) != 1 or any(c is out.node for c in users[0].control_inputs):
+        return None
+    user = users[0]
+    if sum(1 for i in user.inputs if i == out) != 1:
+        return None
+    if any(out.node in u.control_inputs for u in out.node.users):
+        return None
+    return user
+
+
+def _expr_of(node: Node):
+    """(expression, operands) of a fusable node: its own op over its inputs, or its Fused expr."""
+    from compiler.ops.fused import parse_expr
+    if node.op == "Fused":
+        return parse_expr(node.attrs["expr"]), list(node.inputs), list(node.attrs["fused_from"])
+    return (node.op, list(range(len(node.inputs)))), list(node.inputs), [node.name]
+
+
+def _substitute(expr: Expr, mapping: Dict[int, Expr]) -> Expr:
+    if isinstance(expr, int):
+        return mapping[expr]
+    op, args = expr
+    return (op, [_substitute(a, mapping) for a in args])
+
+
+@register_pass("fuse")
+class Fuse(Pass):
+    def run(self, graph: Graph, ctx: PassContext) -> bool:
+        changed = False
+        progress = True
+        while progress:
+            progress = False
+            for node in list(graph):
+                if node not in graph or not fusable(node):
+                    continue
+                user = _single_use(node.output(0))
+                if user is None or not fusable(user) or user.op == "_Retval":
+                    continue
+                if user.assigned_device != node.assigned_device:
+                    continue
+                self._merge(graph, node, user)
+                changed = progress = True
+        return changed
+
+    @staticmethod
+    def _merge(graph: Graph, producer: Node, consumer: Node) -> None:
+        """Replace ``consumer`` by a Fused node computing it with ``producer`` inlined."""
+        p_expr, p_operands, p_from = _expr_of(producer)
+        c_expr, c_operands, c_from = _expr_of(consumer)
+        operands: List[Output] = []
+        index: Dict[Output, int] = {}
+
+        def operand(out: Output) -> int:
+            if out not in index:
+                index[out] = len(operands)
+                operands.append(out)
+            return index[out]
+
+        produced = producer.output(0)
+        p_map = {k: operand(o) for k, o in enumerate(p_operands)}
+        inlined = _substitute(p_expr, p_map)
+        c_map = {}
+        for k, o in enumerate(c_operands):
+            c_map[k] = inlined if o == produced else operand(o)
+        expr = _substitute(c_expr, c_map)
+        t = consumer.output_types[0]
+        with graph.inserting_before(consumer):
+            fused = graph.add_node(
+                "Fused", operands,
+                {"expr": format_expr(expr), "fused_from": p_from + c_from, "N": len(operands),
+                 "T": t.dtype},
+                name=f"{consumer.name}/fused", output_types=[t], location=consumer.location,
+                device=consumer.device)
+        fused.assigned_device = consumer.assigned_device
+        graph.replace_all_uses_with(consumer.output(0), fused.output(0))
+        for c in list(consumer.control_inputs):
+            fused.add_control_input(c)
+        for u in list(consumer.users):                 # control uses move too
+            if consumer in u.control_inputs:
+                u.remove_control_input(consumer)
+                u.add_control_input(fused)
+        name = consumer.name
+        erase_if_unused(graph, [consumer])
+        erase_if_unused(graph, [producer])
+        if consumer in graph or producer in graph:
+            raise GraphError(f"fuse: '{consumer.name}' or '{producer.name}' is still used after "
+                             "fusing them", consumer)
+        if graph.get(name) is None:
+            graph.rename(fused, name)                # the chain keeps its last node's name

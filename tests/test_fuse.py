@@ -1,0 +1,98 @@
+"""The fuse pass and the Fused kernel: chains become one node, compiled results equal the
+interpreter's (broadcasting, dynamic dims, f32 and f64), and what must not fuse does not."""
+import numpy as np
+import pytest
+
+import dsl as fl
+from compiler.passes.manager import PipelineOptions
+from compiler.step import make_step_graph, optimize
+from oracle import check_against_interpreter
+
+UNFUSED = PipelineOptions(disable=("fuse",))
+
+
+def optimized(fetches, feeds=(), **options):
+    step = make_step_graph(fl.get_default_graph(), [f.output for f in feeds],
+                           [f.output for f in fetches])
+    optimize(step, PipelineOptions(**options))
+    return step.graph
+
+
+@pytest.mark.parametrize("dtype", [fl.float32, fl.float64])
+def test_chains_fuse_and_match_the_interpreter(graph, dtype):
+    x = fl.placeholder(dtype, [None, 5], name="x")
+    row = fl.placeholder(dtype, [5], name="row")
+    col = fl.placeholder(dtype, [None, 1], name="col")
+    chain = fl.nn.relu(x * 1.5 + 0.5) * fl.sigmoid(x)               # the issue's benchmark chain
+    broadcast = fl.tanh(col - row) / (fl.exp(row) + 1.0)           # [?,1] against [5]
+    long = x
+    for k in range(12):
+        long = fl.square(long * 0.5) - fl.abs(long) + float(k)
+    g = optimized([chain, broadcast, long], [x, row, col])
+    ops = [n.op for n in g]
+    assert ops.count("Fused") == 3 and not {"Relu", "Sigmoid", "Tanh", "Square"} & set(ops)
+    rng = np.random.default_rng(0)
+    for rows in (4, 1, 0):
+        feeds = {x: rng.normal(size=(rows, 5)).astype(dtype.np),
+                 row: rng.normal(size=5).astype(dtype.np),
+                 col: rng.normal(size=(rows, 1)).astype(dtype.np)}
+        check_against_interpreter(graph, {"chain": chain, "broadcast": broadcast, "long": long},
+                                  feeds)
+
+
+def test_fused_nodes_list_their_sources_and_keep_the_chain_name(graph):
+    x = fl.placeholder(fl.float32, [3], name="x")
+    y = fl.exp(fl.negative(x, name="neg"), name="out")
+    (fused,) = [n for n in optimized([y], [x]) if n.op == "Fused"]
+    assert fused.name == "out" and fused.attrs["fused_from"] == ["neg", "out"]
+    assert fused.attrs["expr"] == "Exp(Neg($0))"
+    assert fused.location is not None and "test_fuse.py" in str(fused.location)
+
+
+def test_what_must_not_fuse_does_not(graph):
+    x = fl.placeholder(fl.float32, [4], name="x")
+    shared = fl.exp(x, name="shared")                 # two users: materialized once
+    a = fl.negative(shared, name="a")
+    b = fl.square(shared, name="b")
+    fetched = fl.sqrt(fl.abs(x), name="fetched")      # fetched: kept as a value
+    after = fl.tanh(fetched, name="after")
+    i = fl.placeholder(fl.int32, [4], name="i")
+    idiv = fl.floordiv(i, i + 1, name="idiv")         # integer division: a data error to report
+    with fl.device("/cpu:1"):
+        other = fl.sigmoid(a, name="other")           # another device
+    g = optimized([b, other, fetched, after, idiv], [x, i], cpu_devices=2)
+    names = {n.name for n in g}
+    assert {"shared", "fetched", "after", "idiv", "other"} <= names
+    assert all(n.op != "Fused" or n.assigned_device == g.node("shared").assigned_device
+               for n in g)
+    g2 = optimized([b], [x], disable=("fuse",))
+    assert not any(n.op == "Fused" for n in g2)
+
+
+def test_training_fused_and_unfused_agree(graph):
+    rng = np.random.default_rng(2)
+    x = fl.placeholder(fl.float32, [None, 6], name="x")
+    w = fl.Variable(rng.normal(size=(6, 3)).astype(np.float32), name="w")
+    h = fl.tanh(x @ w) * 2.0 - fl.sigmoid(x @ w)
+    loss = fl.reduce_mean(fl.square(h - 0.5))
+    step = fl.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+    init = fl.global_variables_initializer()
+    xv = rng.normal(size=(8, 6)).astype(np.float32)
+    runs = []
+    for options in (PipelineOptions(), UNFUSED):
+        with fl.Session(options=options) as s:
+            s.run(init)
+            runs.append([s.run([loss, step], {x: xv})[0] for _ in range(5)] + [s.run(w)])
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_control_uses_of_a_fused_chain_move_to_the_fused_node(graph):
+    x = fl.placeholder(fl.float32, [3], name="x")
+    y = fl.exp(fl.negative(x, name="neg"), name="out")
+    with fl.control_dependencies([y]):
+        z = fl.identity(fl.constant([1.0, 2.0, 3.0]), name="z")
+    g = optimized([z, y], [x])
+    fused = [n for n in g if n.op == "Fused"]
+    assert len(fused) == 1
+    check_against_interpreter(graph, {"y": y, "z": z}, {x: np.array([0.5, -1, 2], np.float32)})
