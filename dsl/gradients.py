@@ -14,7 +14,8 @@ they pass through ``Identity``/``ReadVariableOp`` as they are, and any other gra
 function gets them densified. ``gradients`` returns an ``IndexedSlices`` for an x whose
 gradient stayed sparse; optimizers apply it with scatter updates that touch only those rows.
 
-Not here yet: gradients through control flow.
+Control flow: ``cond`` is differentiated op by op (Switch <-> Merge); a ``while_loop`` as a
+whole when its first Exit is reached (``dsl/grad/control_flow_grad.py``).
 """
 from __future__ import annotations
 
@@ -223,8 +224,13 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients",
             grads.setdefault(y.output, []).append(gy)
         order = {n: k for k, n in enumerate(g)}
         x_nodes = {x.node for x in xs_o}
+        done: Set[Node] = set()
         for node in sorted(between, key=order.__getitem__, reverse=True):
-            if node in stop:
+            if node in stop or node in done:
+                continue
+            if node.op == "Exit":            # a while_loop: differentiated as a whole
+                from dsl.grad.control_flow_grad import while_loop_grad
+                done |= while_loop_grad(node, grads, between, _sum)
                 continue
             out_grads = [grads.get(o) for o in node.outputs]
             if not any(out_grads):

@@ -142,6 +142,11 @@ CASES: Dict[str, Builder] = {
     "MaxPool": lambda p: fl.nn.max_pool(p(np.random.default_rng(5).permutation(32).reshape(
         1, 4, 4, 2) * 0.1), ksize=2, strides=1, padding="SAME"),
     "AvgPool": lambda p: fl.nn.avg_pool(p.n(1, 5, 4, 2), ksize=3, strides=2, padding="SAME"),
+    # control flow (fl.cond): the taken branch's gradient flows, the other input gets zeros
+    "Switch": lambda p: (lambda x, y: fl.cond(fl.constant(True), lambda: fl.tanh(x * y),
+                                              lambda: x + 1.0))(p.n(2, 3), p.n(2, 3)),
+    "Merge": lambda p: (lambda x, y: fl.cond(fl.constant(False), lambda: x * y,
+                                             lambda: fl.square(x)))(p.n(2, 3), p.n(3)),
     # gradient ops (second derivatives)
     "ReluGrad": lambda p: fl.raw_ops.ReluGrad(gradients=p.n(2, 3), features=p.n(2, 3)),
     "Relu6Grad": lambda p: fl.raw_ops.Relu6Grad(gradients=p.n(2, 3),

@@ -13,6 +13,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from compiler.codegen.control_flow import StructuredEmitter, has_control_flow
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
 from compiler.codegen.target import C, CTarget
 from compiler.errors import CodegenError
@@ -122,6 +123,9 @@ class _Emitter:
                     self.root[out] = self.root[n.inputs[op.c_alias]]
                 else:
                     self.root[out] = out
+        structured = StructuredEmitter(self, order) if has_control_flow(order) else None
+        if structured is not None:
+            structured.fix_roots()
         last_use: Dict[Output, int] = {}
         for n in order:
             for i in n.inputs:
@@ -146,6 +150,11 @@ class _Emitter:
                     pos = last_use.get(root, position[n])
                     frees_after.setdefault(pos, []).append(root)
 
+        if structured is not None:
+            # Loops and conditionals are C blocks of one function (flags and loop state are
+            # its locals): no splitting into parts.
+            structured.emit()
+            order = []
         for i, n in enumerate(order):
             if i and i % NODES_PER_PART == 0:
                 self.part_starts.append(len(self.body))

@@ -352,13 +352,23 @@ class Graph:
         """A deep copy of the structure; returns (graph, mapping old node -> new node)."""
         g = Graph(name or self.name)
         mapping: Dict[Node, Node] = {}
+        back_edges = []                 # (new node, input index, old input): NextIteration
         for n in self._nodes:
-            m = g.add_node(n.op, [Output(mapping[i.node], i.index) for i in n._inputs],
+            inputs = [Output(mapping[i.node], i.index) if i.node in mapping else None
+                      for i in n._inputs]
+            late = [k for k, i in enumerate(inputs) if i is None]
+            if late:                    # a back edge: wire a stand-in now, the real one below
+                stand_in = next(i for i in inputs if i is not None)
+                inputs = [stand_in if i is None else i for i in inputs]
+            m = g.add_node(n.op, inputs,
                            _copy_attrs(n.attrs), name=n.name, exact_name=True,
                            output_types=n.output_types, device=n.device, location=n.location,
                            control_inputs=[mapping[c] for c in n._control_inputs])
             m.assigned_device = n.assigned_device
             mapping[n] = m
+            back_edges.extend((m, k, n._inputs[k]) for k in late)
+        for m, k, src in back_edges:
+            m.set_input(k, Output(mapping[src.node], src.index))
         g._name_counts = Counter(self._name_counts)
         return g, mapping
 

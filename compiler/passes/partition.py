@@ -49,6 +49,8 @@ class Partition(Pass):
                              unplaced)
         if len(devices) <= 1:
             return False
+        from compiler.codegen.control_flow import check_loops_on_one_device
+        check_loops_on_one_device(list(graph))
         slot = 0
         received: Dict[Tuple[Output, str], Output] = {}
         controls: Dict[Tuple[Node, str], Node] = {}

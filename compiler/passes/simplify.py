@@ -174,6 +174,8 @@ def identity(node: Node) -> Optional[Rewrite]:
     src = node.inputs[0].node
     if node.device and node.device != src.device:
         return None
+    if src.op == "Switch":             # a branch's pivot: control edges from it mean "taken"
+        return None
     return Replace(node.inputs[0])
 
 

@@ -1,0 +1,433 @@
+"""Structured C control flow recovered from the dataflow primitives (DESIGN §3 Codegen).
+
+A conditional is a set of ``Switch`` nodes on one predicate and the ``Merge`` nodes that join
+its branches; a loop is a frame: ``Enter`` .. ``Merge`` .. ``LoopCond`` .. ``Switch`` ..
+``NextIteration``/``Exit``. The emitter gives every node a *guard* (the conjunction of
+branch conditions under which its value is live) and every node a loop frame, then emits
+each frame as a C ``for (;;)`` loop and each guarded node inside ``if`` blocks:
+
+* cond ``Switch``: records its predicate in a flag ``cf_pK`` and forwards its data (both
+  outputs alias it; only users on the taken side run);
+* cond ``Merge``: copies the input whose guard holds;
+* loop: ``Enter`` aliases, each loop ``Merge`` owns a copy of its variable, the loop tests
+  ``LoopCond`` after the condition's nodes (``Exit`` copies the variables out and breaks),
+  runs the body, and ``NextIteration`` replaces the variable. Buffers allocated inside an
+  iteration are freed at its end.
+
+Patterns outside what ``fl.cond``/``fl.while_loop`` build raise a ``CodegenError`` naming the
+node.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Set, Tuple
+
+from compiler.errors import CodegenError, FlowcError
+from compiler.ir.graph import Node, Output
+from compiler.codegen.kernel_context import c_string
+from compiler.ops.registry import get_op
+
+Literal = Tuple[Output, int]
+Guard = Tuple[Literal, ...]
+
+CONTROL_FLOW_OPS = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"})
+
+_COPY_HELPER = """\
+/* Control flow: copy a tensor into a buffer of its own (loop variables, cond results). */
+static int flowc_cf_copy(flowc_tensor *dst, const flowc_tensor *src, size_t itemsize) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < src->rank; d++) n *= src->dims[d];
+    void *data = flowc_alloc((size_t)(n > 0 ? n : 1) * itemsize);
+    if (!data) return -1;
+    if (n > 0) memcpy(data, src->data, (size_t)n * itemsize);
+    *dst = *src;
+    dst->data = data;
+    return 0;
+}"""
+
+
+def has_control_flow(nodes) -> bool:
+    return any(n.op in CONTROL_FLOW_OPS for n in nodes)
+
+
+def _is_loop_switch(n: Node) -> bool:
+    return n.op == "Switch" and n.inputs[1].node.op == "LoopCond"
+
+
+def _is_loop_merge(n: Node) -> bool:
+    return n.op == "Merge" and any(i.node.op == "NextIteration" for i in n.inputs)
+
+
+def _union(*guards: Guard) -> Guard:
+    out: List[Literal] = []
+    for g in guards:
+        for lit in g:
+            if lit not in out:
+                out.append(lit)
+    return tuple(out)
+
+
+def check_loops_on_one_device(order: List[Node]) -> None:
+    """Raise a CodegenError naming the loop and its devices if a loop frame's nodes are placed
+    on more than one device (frames and dead values on the wire are a later step)."""
+    from compiler.interpreter import static_frames
+    try:
+        run_in, out_in = static_frames(order)
+    except FlowcError as e:
+        raise CodegenError(str(e), getattr(e, "node", None)) from None
+    devices: Dict[Tuple[str, ...], Dict[str, Node]] = {}
+    for n in order:
+        home = out_in[n] if n.op == "Enter" else run_in[n]
+        for k in range(1, len(home) + 1):
+            devices.setdefault(home[:k], {}).setdefault(n.assigned_device, n)
+    for frame, devs in devices.items():
+        if len(devs) > 1:
+            names = sorted(devs)
+            first = devs[names[0]]
+            raise CodegenError(
+                f"control flow across devices is not supported yet: loop frame "
+                f"'{'/'.join(frame)}' has nodes on " + " and ".join(
+                    f"{d} ('{devs[d].name}')" for d in names)
+                + "; place the whole loop on one device", first)
+
+
+def cond_guards(order: List[Node]) -> Tuple[Dict[Node, Guard], Dict[Output, Guard]]:
+    """For each node (and output), the branch conditions under which it is live: the
+    (predicate, branch) literals of the cond Switches above it, minus those a Merge joined.
+    Loop Switches add no literal (the loop structure decides). ``order``: graph order."""
+    guard: Dict[Node, Guard] = {}
+    out_guard: Dict[Output, Guard] = {}
+    for n in order:
+        if n.op == "Merge" and not _is_loop_merge(n):
+            gs = [out_guard[i] for i in n.inputs]
+            g = tuple(l for l in gs[0] if all(l in h for h in gs[1:]))
+        elif n.op == "Merge":
+            g = _union(*[out_guard[i] for i in n.inputs if i.node.op != "NextIteration"])
+        else:
+            g = _union(*[out_guard[i] for i in n.inputs], *[guard[c] for c in n.control_inputs])
+        guard[n] = g
+        for out in n.outputs:
+            if n.op == "Switch" and not _is_loop_switch(n):
+                out_guard[out] = _union(g, ((n.inputs[1], out.index),))
+            else:
+                out_guard[out] = g
+    return guard, out_guard
+
+
+class StructuredEmitter:
+    """Emits the body of a step graph with control flow into ``em.body`` (one part)."""
+
+    def __init__(self, em, order: List[Node]):
+        from compiler.interpreter import static_frames
+        self.em = em
+        self.order = order
+        self.position = {n: i for i, n in enumerate(order)}
+        try:
+            self.run_in, self.out_in = static_frames(order)
+        except FlowcError as e:
+            raise CodegenError(str(e), getattr(e, "node", None)) from None
+        self.home: Dict[Node, Tuple[str, ...]] = {
+            n: (self.out_in[n] if n.op == "Enter" else self.run_in[n]) for n in order}
+        self.guard: Dict[Node, Guard] = {}
+        self.out_guard: Dict[Output, Guard] = {}
+        self.flags: Dict[Output, str] = {}
+        self._compute_guards()
+        self._check_single_device()
+
+    def _check_single_device(self) -> None:
+        """A loop or cond whose nodes span devices needs dead values and frames on the wire:
+        not built yet, so say which."""
+        for n in self.order:
+            if not get_op(n.op, n).is_communication:
+                continue
+            where = (f"loop frame '{'/'.join(self.home[n])}'" if self.home[n] else
+                     "a branch of a cond" if self.guard[n] else None)
+            if where is None:
+                continue
+            raise CodegenError(
+                f"control flow across devices is not supported yet: {where} has nodes on "
+                f"{n.attrs.get('send_device', '?')} and {n.attrs.get('recv_device', '?')} "
+                f"(edge {n.op} '{n.name}'); place the whole loop or cond on one device", n)
+
+    # --- analysis ---------------------------------------------------------------------
+    def _compute_guards(self) -> None:
+        self.guard, self.out_guard = cond_guards(self.order)
+        for g in list(self.out_guard.values()):
+            for pred, _ in g:
+                if pred not in self.flags:
+                    self.flags[pred] = f"cf_p{len(self.flags)}"
+
+    def _cond(self, guard: Guard) -> str:
+        return " && ".join(("" if k else "!") + self.flags[p] for p, k in guard)
+
+    # --- structure --------------------------------------------------------------------
+    def _members(self, frame: Tuple[str, ...]) -> List[Node]:
+        return [n for n in self.order if self.home[n][:len(frame)] == frame]
+
+    def _item_of(self, n: Node, frame: Tuple[str, ...]):
+        h = self.home[n]
+        return n if h == frame else ("frame", h[:len(frame) + 1])
+
+    def _items(self, frame: Tuple[str, ...], members: List[Node]) -> list:
+        """The level's nodes and child frames, in a dependency order close to graph order."""
+        member_set = set(members)
+        items, first = [], {}
+        for n in members:
+            it = self._item_of(n, frame)
+            if it not in first:
+                first[it] = self.position[n]
+                items.append(it)
+        deps: Dict[object, Set[object]] = {it: set() for it in items}
+        for n in members:
+            it = self._item_of(n, frame)
+            srcs = [i.node for i in n.inputs if not (n.op == "Merge" and i.node.op == "NextIteration")]
+            for p in srcs + list(n.control_inputs):
+                if p in member_set:
+                    pit = self._item_of(p, frame)
+                    if pit != it:
+                        deps[it].add(pit)
+        import heapq
+        users: Dict[object, List[object]] = {it: [] for it in items}
+        for it, ds in deps.items():
+            for d in ds:
+                users[d].append(it)
+        count = {it: len(ds) for it, ds in deps.items()}
+        key = {it: k for k, it in enumerate(sorted(items, key=lambda i: first[i]))}
+        ready = [(key[it], it) for it in items if count[it] == 0]
+        heapq.heapify(ready)
+        out = []
+        while ready:
+            _, it = heapq.heappop(ready)
+            out.append(it)
+            for u in users[it]:
+                count[u] -= 1
+                if count[u] == 0:
+                    heapq.heappush(ready, (key[u], u))
+        if len(out) != len(items):
+            stuck = next(it for it in items if count[it] > 0)
+            node = stuck if isinstance(stuck, Node) else None
+            raise CodegenError(f"cannot order the control flow of frame "
+                               f"{'/'.join(frame) or 'top level'} (a cycle outside NextIteration)", node)
+        return out
+
+    # --- emission ---------------------------------------------------------------------
+    def emit(self) -> None:
+        em = self.em
+        em.module.add_global(_COPY_HELPER)
+        for r in em.retvals:
+            if self.home[r]:
+                raise CodegenError("a fetch inside a loop frame", r)
+        for flag in self.flags.values():
+            em.body.append(f"int {flag} = 0; (void){flag};")
+        items = self._items((), self._members(()))
+        index_of = {}
+        for k, it in enumerate(items):
+            for n in (self._members(it[1]) if isinstance(it, tuple) else [it]):
+                index_of[n] = k
+        last: Dict[Output, int] = {}
+        for n in self.order:
+            for i in n.inputs:
+                root = em.root[i]
+                last[root] = max(last.get(root, -1), index_of[n])
+        frees: Dict[int, List[Output]] = {}
+        for n in self.order:
+            if self.out_in[n] != ():
+                continue
+            for out in n.outputs:
+                if em.root[out] == out and out not in em.transferred:
+                    frees.setdefault(last.get(out, index_of[n]), []).append(out)
+        for k, it in enumerate(items):
+            self._emit_item(it, ())
+            for root in frees.get(k, []):
+                self._free(root)
+        self._dead_fetch_checks()
+
+    def fix_roots(self) -> None:
+        """Control-flow nodes that forward a value share its storage (Merge/Exit copy)."""
+        em = self.em
+        for n in self.order:
+            if n.op in ("Switch", "Enter", "LoopCond", "NextIteration"):
+                for out in n.outputs:
+                    em.root[out] = em.root[n.inputs[0]]
+
+    def _free(self, root: Output) -> None:
+        em = self.em
+        if root in em.owned:
+            ref = em.refs[root]
+            em.body.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
+
+    def _emit_item(self, it, frame) -> None:
+        if isinstance(it, tuple):
+            self._emit_loop(it[1])
+        else:
+            self._emit_guarded(it)
+
+    def _emit_guarded(self, n: Node) -> None:
+        g = self.guard[n]
+        if g:
+            self.em.body.append(f"if ({self._cond(g)}) {{")
+        self._emit_node(n)
+        if g:
+            self.em.body.append("}")
+
+    def _alias(self, out: Output, src: Output) -> None:
+        em = self.em
+        a, b = em._ref(out), em._ref(src)
+        em.body.append(f"{a.var} = {b.var};")
+
+    def _copy(self, n: Node, dst: Output, src: Output) -> List[str]:
+        em = self.em
+        a, b = em._ref(dst), em._ref(src)
+        loc = str(n.location) if n.location else ""
+        if dst not in em.owned:
+            em.owned.append(dst)
+        return [f"if (flowc_cf_copy(&{a.var}, &{b.var}, sizeof({a.ctype}))) {{ "
+                f"flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, {c_string(n.name)}, {c_string(loc)}, "
+                f"\"out of memory\"); goto fail; }}"]
+
+    def _emit_node(self, n: Node) -> None:
+        em = self.em
+        op = n.op
+        if op not in CONTROL_FLOW_OPS:
+            em._emit_node(n)
+            return
+        em.body.append(f"/* {n.op} %{n.name} */")
+        if op == "Switch":
+            if not _is_loop_switch(n):
+                pred = em._ref(n.inputs[1])
+                em.body.append(f"{self.flags[n.inputs[1]]} = ({pred.data}[0] != 0);")
+            for out in n.outputs:
+                self._alias(out, n.inputs[0])
+            return
+        if op in ("Enter", "LoopCond", "NextIteration"):
+            self._alias(n.output(0), n.inputs[0])
+            return
+        if op == "Merge":
+            g = self.guard[n]
+            first = True
+            for k, i in enumerate(n.inputs):
+                extra = tuple(l for l in self.out_guard[i] if l not in g)
+                if not extra and len(n.inputs) > 1:
+                    raise CodegenError("cannot tell which input of this Merge is live: it is not "
+                                       "the join of a cond built like fl.cond", n)
+                lines = [f"free({em._ref(n.output(0)).var}.data);"] + self._copy(n, n.output(0), i)
+                if n.output_users(1):
+                    vi = em._ref(n.output(1))
+                    if n.output(1) not in em.owned:
+                        em.owned.append(n.output(1))
+                    lines.append(f"free({vi.var}.data); {vi.var}.rank = 0; "
+                                 f"{vi.var}.dtype = {vi.dtype.code}; "
+                                 f"{vi.var}.data = flowc_alloc(sizeof(int32_t));")
+                    lines.append(f"if (!{vi.var}.data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
+                                 f"{c_string(n.name)}, \"\", \"out of memory\"); goto fail; }}")
+                    lines.append(f"((int32_t *){vi.var}.data)[0] = {k};")
+                em.body.append(("if" if first else "else if") + f" ({self._cond(extra)}) {{")
+                em.body.extend("    " + l for l in lines)
+                em.body.append("}")
+                first = False
+            return
+        raise CodegenError(f"{op} outside the loop structure fl.while_loop builds", n)
+
+    def _emit_loop(self, frame: Tuple[str, ...]) -> None:
+        em = self.em
+        members = self._members(frame)
+        enters = [n for n in members if n.op == "Enter" and self.home[n] == frame]
+        exits = [n for n in members if n.op == "Exit" and self.run_in[n] == frame]
+        merges = [n for n in members if self.home[n] == frame and _is_loop_merge(n)]
+        switches = [n for n in members if self.home[n] == frame and _is_loop_switch(n)]
+        conds = {s.inputs[1].node for s in switches}
+        name = "/".join(frame)
+        if len(conds) != 1 or not merges:
+            raise CodegenError(f"loop frame '{name}' does not have the structure fl.while_loop "
+                               "builds (one LoopCond, Merge nodes with a NextIteration input)",
+                               enters[0] if enters else None)
+        lc = next(iter(conds))
+        for m in merges:
+            if m.output_users(1):
+                raise CodegenError("the value_index of a loop Merge cannot be used", m)
+            if len(m.inputs) != 2:
+                raise CodegenError("a loop Merge must have two inputs (Enter, NextIteration)", m)
+        guard = _union(*[self.guard[e] for e in enters])
+        em.body.append(f"/* loop frame {name} */")
+        em.body.append(f"if ({self._cond(guard)}) {{" if guard else "{")
+        for e in enters:
+            self._emit_node(e)
+        for m in merges:
+            init = next(i for i in m.inputs if i.node.op != "NextIteration")
+            em.body.extend(self._copy(m, m.output(0), init))
+        em.body.append("while (1) {")
+        inner = [n for n in members if n not in enters and n not in exits and n not in merges]
+        items = self._items(frame, inner)
+        # the condition part: items that do not depend on the loop's Switches
+        after: Set[object] = set(switches)
+        deps_after: List[object] = []
+        for it in items:
+            if it in switches:
+                continue
+            nodes = self._members(it[1]) if isinstance(it, tuple) else [it]
+            if any(p.node in after or self._item_of(p.node, frame) in after
+                   for n in nodes for p in n.inputs) or any(
+                    c in after for n in nodes for c in n.control_inputs):
+                after.add(it)
+        pre = [it for it in items if it not in after]
+        post = [it for it in items if it in after and it not in switches]
+        level_roots: List[Output] = []
+        for it in pre:
+            self._emit_item(it, frame)
+        for s in switches:
+            self._emit_node(s)
+        lcv = em._ref(lc.output(0))
+        em.body.append(f"if (!({lcv.data}[0])) {{")
+        for x in exits:
+            em.body.extend("    " + l for l in self._copy(x, x.output(0), x.inputs[0]))
+        self._free_level(frame, members, exits)
+        em.body.append("    break;")
+        em.body.append("}")
+        for it in post:
+            self._emit_item(it, frame)
+        stolen: Set[Output] = set()
+        for m in merges:
+            nxt = next(i for i in m.inputs if i.node.op == "NextIteration")
+            v = em._ref(m.output(0)).var
+            root = em.root[nxt]
+            em.body.append("{")
+            em.body.append(f"    flowc_tensor cf_old = {v};")
+            if (root in em.owned and root not in stolen and self.out_in[root.node] == frame
+                    and not _is_loop_merge(root.node) and root.node.op != "Exit"):
+                # the next value's buffer was allocated by this iteration: take it over
+                stolen.add(root)
+                em.body.append(f"    {v} = {em._ref(nxt).var};")
+                em.body.append(f"    {em.refs[root].var}.data = NULL;")
+            else:
+                em.body.extend("    " + l for l in self._copy(m, m.output(0), nxt))
+            em.body.append("    free(cf_old.data);")
+            em.body.append("}")
+        self._free_level(frame, members, exits)
+        em.body.append("}")
+        for m in merges:
+            v = em._ref(m.output(0)).var
+            em.body.append(f"free({v}.data); {v}.data = NULL;")
+        em.body.append("}")
+
+    def _free_level(self, frame, members, exits) -> None:
+        """Free the buffers this iteration allocated at this frame's level."""
+        em = self.em
+        for n in members:
+            if self.out_in[n] != frame or _is_loop_merge(n):
+                continue
+            for out in n.outputs:
+                if em.root.get(out) == out and out in em.owned:
+                    ref = em.refs[out]
+                    em.body.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
+
+    def _dead_fetch_checks(self) -> None:
+        em = self.em
+        for r in em.retvals:
+            src = r.inputs[0]
+            g = self.out_guard[src]
+            if g:
+                loc = str(r.location) if r.location else ""
+                msg = (f"fetched tensor '{src.name}' is dead: it is on a branch of a cond "
+                       "that was not taken")
+                em.body.append(f"if (!({self._cond(g)})) {{ flowc_fail(st, FLOWC_INVALID_ARGUMENT, "
+                               f"{c_string(src.node.name)}, {c_string(loc)}, {c_string(msg)}); "
+                               "goto fail; }")

@@ -1,0 +1,261 @@
+"""Gradients of the conditional primitives (TensorFlow 1.x's rule): the gradient of a
+``Switch`` is a ``Merge`` of the gradients of its two outputs, and the gradient of a
+``Merge`` is a ``Switch`` of its output gradient on the same predicate. Only one branch is
+live at run time, so only its gradient flows.
+
+Gradients through ``while_loop`` need saved forward values and a backward loop; they are not
+built yet: differentiating through a loop is an error naming the loop's nodes.
+"""
+from __future__ import annotations
+
+from dsl.gradients import MissingGradientError, RegisterGradient
+from dsl.ops import apply_op
+
+
+def _loop_error(op):
+    return MissingGradientError(
+        f"gradients through while_loop are not supported yet (node '{op.name}', {op.type}, "
+        f"frame of a loop{', at ' + str(op.node.location) if op.node.location else ''})")
+
+
+@RegisterGradient("Switch")
+def _switch_grad(op, grad_false, grad_true):
+    pred = op.inputs[1]
+    if pred.op.type == "LoopCond":
+        raise _loop_error(op)
+    if grad_false is None and grad_true is None:
+        return [None, None]
+    # A zero for the branch that got no gradient, live only when that branch is (a Switch of
+    # the forward input on the same predicate), so exactly one input of the Merge is live.
+    if grad_false is None or grad_true is None:
+        gate = apply_op("Switch", [op.inputs[0], pred], name="cond_grad_gate")
+        if grad_false is None:
+            grad_false = apply_op("ZerosLike", [gate[0]], name="cond_grad_zeros")
+        if grad_true is None:
+            grad_true = apply_op("ZerosLike", [gate[1]], name="cond_grad_zeros")
+    merged = apply_op("Merge", [[grad_false, grad_true]], name="cond_grad")
+    return [merged[0], None]
+
+
+@RegisterGradient("Merge")
+def _merge_grad(op, grad, grad_index=None):
+    if any(i.op.type == "NextIteration" for i in op.inputs):
+        raise _loop_error(op)
+    preds = getattr(op.graph, "_cond_preds", {})
+    pred = preds.get(op.node)
+    if pred is None:
+        raise MissingGradientError(f"the gradient of Merge '{op.name}' needs the predicate of "
+                                   "its cond; build conditionals with fl.cond")
+    from dsl.tensor import Tensor
+    if grad is None:
+        return [None] * len(op.inputs)
+    if len(op.inputs) != 2:
+        raise MissingGradientError(f"the gradient of Merge '{op.name}' with "
+                                   f"{len(op.inputs)} inputs is not supported")
+    sw = apply_op("Switch", [grad, Tensor(pred)], name="cond_grad")
+    return [sw[0], sw[1]]
+
+
+# --- while_loop --------------------------------------------------------------------------------
+class _Loop:
+    """The structure fl.while_loop built, found from one of its Exit nodes."""
+
+    def __init__(self, exit_node):
+        from compiler.interpreter import static_frames
+        sw = exit_node.inputs[0].node
+        if sw.op != "Switch" or sw.inputs[1].node.op != "LoopCond":
+            raise MissingGradientError(f"Exit '{exit_node.name}' is not the exit of a loop built "
+                                       "by fl.while_loop")
+        g = exit_node.graph
+        self.graph = g
+        self.loop_cond = sw.inputs[1].node
+        nodes = list(g)
+        self.position = {n: k for k, n in enumerate(nodes)}
+        self.run_in, self.out_in = static_frames(nodes)
+        self.frame = self.run_in[sw]
+        self.name = self.frame[-1]
+        self.switches = [n for n in nodes if n.op == "Switch" and n.inputs[1].node is self.loop_cond]
+        self.vars = []          # (enter, merge, switch, body_in, next_value, exit or None)
+        for s in self.switches:
+            merge = s.inputs[0].node
+            enter = next(i.node for i in merge.inputs if i.node.op == "Enter")
+            nxt = next(i.node for i in merge.inputs if i.node.op == "NextIteration")
+            body_in = next((u for u in s.users if u.op == "Identity" and u.inputs[0] == s.output(1)),
+                           None)
+            ex = next((u for u in s.users if u.op == "Exit"), None)
+            self.vars.append((enter, merge, s, body_in, nxt.inputs[0], ex))
+        self.invariants = [n for n in nodes if n.op == "Enter" and n.attrs.get("is_constant")
+                           and self.out_in[n] == self.frame]
+        self.members = {n for n in nodes if (self.out_in[n] if n.op == "Enter" else self.run_in[n])
+                        [:len(self.frame)] == self.frame}
+        inner = {self.run_in[n] for n in self.members if len(self.run_in[n]) > len(self.frame)}
+        if inner:
+            raise MissingGradientError(
+                f"gradients through nested while_loops are not supported yet (loop "
+                f"'{self.name}' contains loop '{sorted(inner)[0][-1]}')")
+        self.parallel_iterations = self.vars[0][0].attrs.get("parallel_iterations", 10)
+
+    def add_var(self, init_fn, update_fn, value=None, dynamic_first_dim=False):
+        """Add a loop variable after the fact: ``init_fn()`` before the loop, ``update_fn(v)``
+        in the body (placed after ``value``'s node when given); returns its Exit tensor."""
+        from dsl.array_ops import identity
+        from dsl.tensor import Tensor
+        from compiler.ir.types import TensorType
+        g = self.graph
+        with g.inserting_before(self.loop_cond):
+            init = init_fn()
+            enter = apply_op("Enter", [init], {"frame_name": self.name,
+                                               "parallel_iterations": self.parallel_iterations},
+                             name=f"{self.name}/Enter")
+            merge = apply_op("Merge", [[enter, enter]], name=f"{self.name}/Merge")[0]
+            if dynamic_first_dim:
+                t = merge.output.type
+                merge.output.node.output_types[0] = TensorType(t.dtype, (None,) + tuple(t.shape[1:]))
+        lc = Tensor(self.loop_cond.output(0))
+        with g.inserting_after(self.loop_cond):
+            sw = apply_op("Switch", [merge, lc], name=f"{self.name}/Switch")
+            body_in = identity(sw[1], name=f"{self.name}/Identity")
+        anchor = body_in.output.node
+        if value is not None and self.position.get(value.node, -1) > self.position[self.loop_cond]:
+            anchor = value.node
+        with g.inserting_after(anchor):
+            new = update_fn(body_in)
+            nxt = apply_op("NextIteration", [new], name=f"{self.name}/NextIteration")
+        merge.output.node.set_input(1, nxt.output)
+        return sw
+
+    def counter(self):
+        """A loop variable counting the iterations; returns its Exit."""
+        from dsl.ops import constant
+        sw = self.add_var(lambda: constant(0, name=f"{self.name}/grad_count_init"),
+                          lambda v: v + 1)
+        return apply_op("Exit", [sw[0]], name=f"{self.name}/Exit")
+
+
+def _live(loop, t, shape):
+    """``t``, or zeros in iterations where it is dead (it is on an untaken branch of a cond in
+    the loop body), so the accumulator saving it gets a value every iteration.
+
+    With the conds' literals (p1, k1) .. (pm, km) above ``t``: Merge(t, Z1, .., Zm), where Zj
+    is live iff p1..p(j-1) held and pj did not (a zeros Const gated by a Switch chain)."""
+    from compiler.codegen.control_flow import cond_guards
+    from dsl.array_ops import identity
+    from dsl.context import control_dependencies
+    from dsl.ops import constant
+    from dsl.tensor import Tensor
+    import numpy as np
+    nodes = list(loop.graph)
+    _, out_guard = cond_guards(nodes)
+    lits = [(p, k) for p, k in out_guard[t.output]
+            if p.node in loop.members and loop.out_in[p.node] == loop.frame]
+    if not lits:
+        return t
+    zs = []
+    gate = Tensor(lits[0][0])                 # live whenever the body runs
+    for p, k in lits:
+        sw = apply_op("Switch", [gate, Tensor(p)], name="live_gate")
+        with control_dependencies([identity(sw[1 - k], name="live_not")]):
+            zs.append(constant(np.zeros(shape, dtype=t.dtype.np), name="live_zeros"))
+        gate = sw[k]
+    return apply_op("Merge", [[t] + zs], name="live")[0]
+
+
+def _static_shape(t, what):
+    s = t.shape
+    if s is None or any(d is None for d in s):
+        raise MissingGradientError(
+            f"the gradient of while_loop needs the static shape of {what} '{t.name}', "
+            f"got {s if s is None else list(s)}")
+    return list(s)
+
+
+def while_loop_grad(exit_node, grads, between, sum_fn):
+    """Differentiate a whole while_loop at once (called by ``gradients`` at the first Exit it
+    meets): a backward loop runs the body's gradient as many times as the forward loop ran,
+    reading each iteration's forward values from accumulators the forward loop fills (a loop
+    variable ``acc = concat(acc, [value])`` per saved value). Adds the gradients of the loop's
+    initial values and loop-invariant inputs to ``grads``; returns the loop's nodes (done)."""
+    from dsl.array_ops import concat, expand_dims, gather, zeros_like
+    from dsl.context import control_dependencies, name_scope
+    from dsl.control_flow_ops import while_loop
+    from dsl.gradients import _is_differentiable, gradients
+    from dsl.tensor import Tensor
+    loop = _Loop(exit_node)
+    g = loop.graph
+    float_vars = [v for v in loop.vars if _is_differentiable(v[2].output(0))]
+    inv = [e for e in loop.invariants if _is_differentiable(e.output(0)) and e in between]
+    exit_grads = []
+    for enter, merge, s, body_in, nxt, ex in float_vars:
+        gl = grads.get(ex.output(0)) if ex is not None else None
+        exit_grads.append(sum_fn(gl, f"{ex.name}_sum") if gl else None)
+    if all(x is None for x in exit_grads) or not float_vars:
+        return loop.members
+    scope = f"{loop.name}_grad"
+    n_iter = loop.counter()
+    anchor = n_iter.output.node
+    saved = {}
+    state = {}
+
+    def saved_value(out):
+        """The tensor ``out`` of the forward frame, per iteration: an accumulator."""
+        if out in saved:
+            return saved[out]
+        t = Tensor(out)
+        shape = _static_shape(t, "a value saved by the forward loop")
+        from dsl.ops import constant
+        import numpy as np
+        sw = loop.add_var(lambda: constant(np.zeros([0] + shape, dtype=t.dtype.np),
+                                           name=f"{loop.name}/acc_init"),
+                          lambda acc: concat([acc, expand_dims(_live(loop, t, shape), 0)], 0),
+                          value=out, dynamic_first_dim=True)
+        with g.inserting_before(anchor):
+            ex = apply_op("Exit", [sw[0]], name=f"{loop.name}/acc_exit")
+        saved[out] = ex
+        return ex
+
+    def external(out, invariant):
+        node = out.node
+        if node in loop.invariants:
+            return invariant(node.inputs[0])
+        if node in loop.members and loop.out_in[node] == loop.frame:
+            acc = invariant(saved_value(out).output)
+            idx = state["idx"]
+            with g.inserting_after(idx.output.node):
+                with control_dependencies([idx]):
+                    v = gather(Tensor(acc), idx, name="saved")
+            return v.output
+        return None
+
+    def cond(j, *rest):
+        return j < n_iter
+
+    def body(j, *gs):
+        idx = n_iter - 1 - j
+        state["idx"] = idx
+        g_vars = list(gs[:len(float_vars)])
+        g_inv = list(gs[len(float_vars):])
+        xs = [Tensor(v[3].output(0)) for v in float_vars] + [Tensor(e.output(0)) for e in inv]
+        ys = [Tensor(v[4]) for v in float_vars]
+        d = gradients(ys, xs, grad_ys=g_vars, stop_gradients=xs)
+        d = [x.to_dense() if hasattr(x, "to_dense") else x for x in d]
+        new_vars = [dk if dk is not None else zeros_like(gk) for dk, gk in zip(d, g_vars)]
+        new_inv = [gi + dk if dk is not None else gi
+                   for gi, dk in zip(g_inv, d[len(float_vars):])]
+        return [j + 1] + new_vars + new_inv
+
+    with name_scope(scope):
+        init = [eg if eg is not None else zeros_like(Tensor(v[5].output(0)) if v[5] is not None
+                                                     else Tensor(v[0].inputs[0]))
+                for eg, v in zip(exit_grads, float_vars)]
+        init += [zeros_like(Tensor(e.inputs[0])) for e in inv]
+        out = while_loop(cond, body, [0] + init, parallel_iterations=loop.parallel_iterations,
+                         _external=external, name="while")
+    for v, gv in zip(float_vars, out[1:1 + len(float_vars)]):
+        src = v[0].inputs[0]
+        if src.node in between:
+            grads.setdefault(src, []).append(gv)
+    for e, gi in zip(inv, out[1 + len(float_vars):]):
+        src = e.inputs[0]
+        if src.node in between:
+            grads.setdefault(src, []).append(gi)
+    return loop.members
