@@ -209,6 +209,12 @@ class Session:
     which persist across ``run`` calls and are dropped with the session.
     """
 
+    def __new__(cls, target: str = "", *args, **kwargs):
+        if cls is Session and isinstance(target, str) and target.startswith("grpc://"):
+            from dsl.distributed import DistributedSession   # steps run on a cluster
+            cls = DistributedSession
+        return super().__new__(cls)
+
     def __init__(self, target: str = "", graph: Optional[Graph] = None, config=None,
                  backend: str = "c", options: Optional[PipelineOptions] = None):
         if backend not in BACKENDS:

@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="set the artifact's variables from this checkpoint first (e.g. one "
                         "`flowc train --checkpoint-dir` wrote)")
     p.set_defaults(handler="run")
+    from compiler.cli.serve import add_serve_command
+    add_serve_command(sub)
     _add_plugin_commands(sub)
     return parser
 

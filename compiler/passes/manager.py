@@ -139,6 +139,7 @@ class PipelineOptions:
     cpu_devices: int = 1                           # the process's devices: CPU:0..N-1
     allow_soft_placement: bool = False             # an unsatisfiable request: any device
     devices: tuple = ()                            # or explicit full device names
+    default_device: str = ""                       # unconstrained ops (default: the first CPU)
 
     def pipeline(self) -> List[str]:
         """The pass names that run, in order: the chosen (or default) passes minus disabled ones."""

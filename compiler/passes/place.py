@@ -198,6 +198,9 @@ class Place(Pass):
             if len(pending) == before:
                 break
         fallback = default_device(devices)
+        if ctx.options.default_device:           # a distributed session: the target's task
+            fallback = next((d for d in devices if d.matches(ctx.options.default_device)),
+                            fallback)
         for group in pending:
             feasible = [d for d in devices if all(d.type in kernel_device_types(n) for n in group)]
             dev = fallback if fallback in feasible else feasible[0]

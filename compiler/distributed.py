@@ -1,0 +1,315 @@
+"""The master of a distributed session, and the task side of registering a partition.
+
+The master (in the client) compiles a step signature for the cluster: the devices are the
+cluster's (one CPU per task), unconstrained ops go to the target task, the graph is cut into
+one partition per task (``_Send``/``_Recv`` pairs between tasks go through the transport),
+and each partition's IR text is registered with its task once. A step is then one
+``RunStep`` per participating task, sent concurrently; the fetches are merged in fetch order.
+A failing task aborts the step on the others, and the first real cause is raised: a task that
+cannot be reached is an ``UnavailableError`` naming it and its address.
+
+``build_partition`` is what ``flowc serve`` gives the runtime's task server: IR text in, a
+loaded module for this task's CPU out, cached on disk by content.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import threading
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from compiler.build_cache import artifact_cache_dir
+from compiler.errors import CompileError
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.parser import parse_graph
+from compiler.ir.printer import print_graph
+from compiler.ops.comm import is_cross_task
+from compiler.passes.manager import PipelineOptions
+from compiler.passes.partition import split_by_device
+from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint, write_artifact
+from runtime.artifact import load_artifact
+from runtime.cluster import ClusterSpec, task_device, task_of_device
+from runtime.errors import AbortedError, FeedError, FlowcError
+from runtime.feeds import FeedCheck
+from runtime.module import TensorSpec
+from runtime.transport import (CONTROL_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES,
+                               StepNotRegisteredError, TaskClient, TransportError,
+                               UnauthenticatedError, UnavailableError, task_name)
+
+DEFAULT_STEP_TIMEOUT_S = 300.0          # a step without RunOptions(timeout_in_ms=...)
+REGISTER_TIMEOUT_S = 600.0              # building a partition runs the C compiler
+RPC_SLACK_S = 5.0                       # the RPC outlives the step's own deadline by this
+
+
+# --- the task side -----------------------------------------------------------------------------
+def build_partition(ir_text: str, feeds: List[str], fetches: List[str]):
+    """Build one task's partition (IR text from the master) into a loaded module.
+
+    ``feeds`` name its Placeholder nodes and ``fetches`` its ``_Retval`` nodes, in the order
+    the master sends and expects them. Pairs between devices of this task are renumbered as
+    slots of this task's rendezvous; pairs with other tasks go through the transport."""
+    graph = parse_graph(ir_text, filename="<partition>")
+    feed_nodes = [_node(graph, n, "Placeholder") for n in feeds]
+    retvals = [_node(graph, n, "_Retval") for n in fetches]
+    slots: Dict[int, int] = {}
+    for n in graph:
+        if n.op in ("_Send", "_Recv") and not is_cross_task(n.attrs):
+            n.attrs["slot"] = slots.setdefault(n.attrs["slot"], len(slots))
+    step = StepGraph(graph, feed_nodes, list(feeds), retvals, list(fetches))
+    h = hashlib.sha256(ir_text.encode())
+    h.update(json.dumps([feeds, fetches]).encode())
+    h.update(toolchain_fingerprint().encode())
+    key = h.hexdigest()
+    path = os.path.join(artifact_cache_dir(), key[:2], key)
+    artifact = None
+    if os.path.isdir(path):
+        try:
+            artifact = load_artifact(path)
+        except Exception:                        # noqa: BLE001  (stale or corrupt: rebuild)
+            artifact = None
+    if artifact is None:
+        write_artifact(step, path, signature=key)
+        artifact = load_artifact(path)
+    return artifact.executable
+
+
+def _node(graph: Graph, name: str, op: str) -> Node:
+    n = graph.get(name)
+    if n is None or n.op != op:
+        raise CompileError(f"the partition has no {op} node '{name}'")
+    return n
+
+
+# --- the master side ---------------------------------------------------------------------------
+@dataclass
+class TaskPartition:
+    job: str
+    task: int
+    ir: str
+    feeds: List[str]             # Placeholder node names
+    feed_index: List[int]        # their positions in the step's feeds
+    fetches: List[str]           # _Retval node names
+    fetch_index: List[int]       # their positions in the step's fetches
+    key: str
+
+    @property
+    def name(self) -> str:
+        return task_name(self.job, self.task)
+
+
+@dataclass
+class ClusterStep:
+    feeds: List[TensorSpec]
+    fetches: List[TensorSpec]
+    partitions: List[TaskPartition]
+
+
+def compile_for_cluster(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Output],
+                        targets: Sequence[Node], cluster: ClusterSpec,
+                        default_task: Tuple[str, int],
+                        options: Optional[PipelineOptions] = None) -> ClusterStep:
+    """Optimize the step for the cluster's devices and cut it into one partition per task."""
+    step = make_step_graph(graph, feeds, fetches, targets)
+    opts = dataclasses.replace(options or PipelineOptions(), devices=tuple(cluster.devices()),
+                               default_device=task_device(*default_task))
+    optimize(step, opts)
+    feed_specs = [TensorSpec(name, n.output_types[0].dtype, n.output_types[0].shape)
+                  for n, name in zip(step.feeds, step.feed_names)]
+    fetch_specs = [TensorSpec(name, r.inputs[0].type.dtype, r.inputs[0].type.shape)
+                   for r, name in zip(step.retvals, step.fetch_names)]
+    feed_pos = {n.name: i for i, n in enumerate(step.feeds)}
+    fetch_pos = {r.name: i for i, r in enumerate(step.retvals)}
+    by_task: Dict[Tuple[str, int], Graph] = {}
+    for device, part in split_by_device(step.graph).items():
+        where = task_of_device(device)
+        if where is None or where in by_task:
+            raise CompileError(f"cannot run {device} on the cluster: a task hosts one CPU device")
+        by_task[where] = part
+    partitions = []
+    for (job, task), part in by_task.items():
+        ph = sorted((n.name for n in part if n.op == "Placeholder"), key=lambda s: feed_pos[s])
+        rv = sorted((n.name for n in part if n.op == "_Retval"), key=lambda s: fetch_pos[s])
+        ir = print_graph(part)
+        h = hashlib.sha256(ir.encode())
+        h.update(json.dumps([ph, rv]).encode())
+        partitions.append(TaskPartition(job, task, ir, ph, [feed_pos[s] for s in ph], rv,
+                                        [fetch_pos[s] for s in rv], h.hexdigest()))
+    return ClusterStep(feed_specs, fetch_specs, partitions)
+
+
+class Master:
+    """Talks to the tasks of the cluster ``target`` belongs to (``grpc://host:port``)."""
+
+    def __init__(self, target: str, token: Optional[str] = None,
+                 step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+        if not target.startswith("grpc://"):
+            raise ValueError(f"a distributed session's target is grpc://host:port, not {target!r}")
+        address = target[len("grpc://"):]
+        self.token = token
+        self.step_timeout_s = step_timeout_s
+        first = TaskClient(address, address, token, max_message_bytes)
+        try:
+            status, _ = first.call("Status", {}, timeout=CONTROL_TIMEOUT_S)
+        finally:
+            first.close()
+        self.cluster = ClusterSpec.from_json(status.get("cluster"), f"{target}'s cluster")
+        self.target_task = (status["job"], int(status["task"]))
+        self.clients: Dict[Tuple[str, int], TaskClient] = {
+            (job, k): TaskClient(addr, task_name(job, k), token, max_message_bytes)
+            for job, k, addr in self.cluster.tasks()}
+        self._registered: Dict[Tuple[str, int], set] = {t: set() for t in self.clients}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        for c in self.clients.values():
+            c.close()
+
+    def status(self, job: str, task: int) -> dict:
+        return self.clients[(job, task)].call("Status", {})[0]
+
+    # --- compiling and registering ----------------------------------------------------
+    def compile(self, graph: Graph, feeds, fetches, targets,
+                options: Optional[PipelineOptions] = None) -> "RemoteStep":
+        step = compile_for_cluster(graph, feeds, fetches, targets, self.cluster, self.target_task,
+                                   options)
+        self._check_alive([(p.job, p.task) for p in step.partitions])
+        futures = [(p, self._register_future(p)) for p in step.partitions]
+        errors = []
+        for p, f in futures:
+            try:
+                self.clients[(p.job, p.task)].result(f, "RegisterPartition")
+                with self._lock:
+                    self._registered[(p.job, p.task)].add(p.key)
+            except FlowcError as e:
+                errors.append(e)
+        if errors:
+            raise _first_cause(errors)
+        return RemoteStep(self, step)
+
+    def _check_alive(self, tasks: List[Tuple[str, int]]) -> None:
+        """``Status`` of each task, with a short deadline: registering runs the C compiler and
+        has a long one, so a task that is gone or hung is found here, by name."""
+        futures = [(self.clients[t], self.clients[t].future("Status", {})) for t in tasks]
+        errors = []
+        for client, f in futures:
+            try:
+                client.result(f, "Status")
+            except FlowcError as e:
+                errors.append(e)
+        if errors:
+            raise _first_cause(errors)
+
+    def _register_future(self, p: TaskPartition):
+        return self.clients[(p.job, p.task)].future(
+            "RegisterPartition", {"key": p.key, "ir": p.ir, "feeds": p.feeds,
+                                  "fetches": p.fetches}, timeout=REGISTER_TIMEOUT_S)
+
+    def _register(self, p: TaskPartition) -> None:
+        self.clients[(p.job, p.task)].result(self._register_future(p), "RegisterPartition")
+
+    # --- running ------------------------------------------------------------------------
+    def run(self, step: ClusterStep, arrays: Sequence[np.ndarray], timeout_ms: int = 0,
+            scalars: bool = True) -> list:
+        try:
+            return self._run(step, arrays, timeout_ms, scalars)
+        except StepNotRegisteredError:
+            for p in step.partitions:            # a task restarted: register again, once
+                self._register(p)
+            return self._run(step, arrays, timeout_ms, scalars)
+
+    def _run(self, step: ClusterStep, arrays, timeout_ms: int, scalars: bool) -> list:
+        step_id = random.getrandbits(62)
+        limit_s = timeout_ms / 1000.0 if timeout_ms and timeout_ms > 0 else self.step_timeout_s
+        header = {"step_id": step_id, "timeout_ms": int(limit_s * 1000)}
+        done = threading.Condition()
+        state = {"left": len(step.partitions), "failed": False}
+        calls = []
+
+        def finished(f):
+            with done:
+                state["left"] -= 1
+                if f.exception() is not None:
+                    state["failed"] = True
+                done.notify_all()
+
+        for p in step.partitions:
+            client = self.clients[(p.job, p.task)]
+            f = client.future("RunStep", dict(header, key=p.key, feeds=p.feeds),
+                              [arrays[i] for i in p.feed_index], timeout=limit_s + RPC_SLACK_S)
+            calls.append((p, client, f))
+            f.add_done_callback(finished)
+        with done:
+            done.wait_for(lambda: state["left"] == 0 or state["failed"],
+                          timeout=limit_s + 2 * RPC_SLACK_S)
+            failed = state["failed"]
+        if failed:
+            self._abort(step_id, [c for p, c, f in calls if not f.done()])
+        results: List[object] = [None] * len(step.fetches)
+        errors: List[FlowcError] = []
+        for p, client, f in calls:
+            try:
+                header, tensors = client.result(f, "RunStep")
+            except FlowcError as e:
+                errors.append(e)
+                continue
+            if len(tensors) != len(p.fetch_index):
+                errors.append(TransportError(f"{p.name} returned {len(tensors)} fetches, "
+                                             f"expected {len(p.fetch_index)}"))
+                continue
+            for i, t in zip(p.fetch_index, tensors):
+                results[i] = t[()] if scalars and t.ndim == 0 else t
+        if errors:
+            raise _first_cause(errors)
+        return results
+
+    def _abort(self, step_id: int, clients: List[TaskClient]) -> None:
+        futures = [c.future("AbortStep", {"step_id": step_id}, timeout=2.0) for c in clients]
+        for f in futures:
+            try:
+                f.result()
+            except Exception:                    # noqa: BLE001  (best effort: it may be dead)
+                pass
+
+
+def _first_cause(errors: List[FlowcError]) -> FlowcError:
+    """The error that explains the failure: an unreachable or refusing task first, then any
+    error that is not an abort another task's failure caused."""
+    for e in errors:
+        if isinstance(e, (UnavailableError, UnauthenticatedError)):
+            return e
+    for e in errors:
+        if not isinstance(e, AbortedError):
+            return e
+    return errors[0]
+
+
+class RemoteStep:
+    """A compiled step on the cluster, with the interface of a local ``Executable``."""
+
+    def __init__(self, master: Master, step: ClusterStep):
+        self.master = master
+        self.step = step
+        self.feeds = step.feeds
+        self.fetches = step.fetches
+        self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in step.feeds]
+
+    @property
+    def tasks(self) -> List[str]:
+        return [p.name for p in self.step.partitions]
+
+    def run(self, feed_values: Sequence, store=None, timeout_ms: int = 0) -> list:
+        if len(feed_values) != len(self.feeds):
+            raise FeedError(f"expected {len(self.feeds)} feeds, got {len(feed_values)}")
+        arrays = [check(v) for check, v in zip(self.feed_checks, feed_values)]
+        return self.master.run(self.step, arrays, timeout_ms, scalars=False)
+
+    def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
+             timeout_ms: int = 0) -> list:
+        return self.master.run(self.step, arrays, timeout_ms, scalars)

@@ -1,0 +1,291 @@
+"""A task server: one task of a cluster, hosting its CPU device, its variables and its queues.
+
+The master registers partitions with it (IR text, built for this task's hardware by the
+``build`` function the server was started with: ``flowc serve`` passes the compiler's; the
+runtime never imports the compiler) and then runs steps, one ``RunStep`` per step. State (a
+``ResourceStore``) lives as long as the server, so variables persist across client sessions.
+Cross-task ``_Send``s leave their tensors in the server's ``Outbox``; ``_Recv``s fetch them
+from the sending task (``RecvTensor``), bounded by the step's deadline.
+
+Every handler parses its frame itself: a malformed or unauthenticated request gets an error
+response and the server keeps serving.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hmac
+import os
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import grpc
+import numpy as np
+
+from runtime.cluster import ClusterSpec, split_address, task_device, task_of_device
+from runtime.errors import (AbortedError, DeadlineExceededError, FeedError, FlowcError,
+                            RuntimeExecutionError)
+from runtime.module import Executable, ffi
+from runtime.resources import ResourceStore
+from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, ERROR_METADATA, METHODS, SERVICE,
+                               TOKEN_METADATA, Outbox, StepContext, StepNotRegisteredError,
+                               TaskClient, TransportError, UnauthenticatedError, WireFormatError,
+                               activate, channel_options, deactivate, decode_frame, encode_frame,
+                               grpc_code_of, header_field, task_name)
+
+# build(ir_text, feed_names, fetch_names) -> an Executable for this task's device(s).
+BuildFn = Callable[[str, List[str], List[str]], Executable]
+
+DEFAULT_STEP_TIMEOUT_S = 600.0          # a RunStep without a deadline of its own
+MAX_REGISTERED_STEPS = 1024             # beyond this, the oldest registration is dropped
+                                        # (its master registers it again on NOT_FOUND)
+
+
+class RegisteredStep:
+    def __init__(self, key: str, executable: Executable, feeds: Sequence[str],
+                 fetches: Sequence[str]):
+        self.key = key
+        self.executable = executable
+        self.feeds = list(feeds)
+        self.fetches = list(fetches)
+        self.checks = dict(zip(self.feeds, executable.feed_checks))
+        lib = executable.module.lib
+        self.rv_size = lib.flowc_rendezvous_size()
+        self.rv_init = lib.flowc_rendezvous_init
+        self.rv_destroy = lib.flowc_rendezvous_destroy
+
+
+class TaskServer:
+    """Serves the ``flowc.Task`` service for task ``task`` of job ``job`` of ``cluster``."""
+
+    def __init__(self, cluster: ClusterSpec, job: str, task: int, build: Optional[BuildFn] = None,
+                 host: str = "127.0.0.1", port: Optional[int] = None, token: Optional[str] = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, workers: int = 64):
+        self.cluster = cluster
+        self.job = job
+        self.task = task
+        self.address = cluster.address(job, task)
+        self.name = task_name(job, task)
+        self.build = build
+        self.token = token or None
+        self.max_message_bytes = max_message_bytes
+        self.store = ResourceStore()
+        self.outbox = Outbox()
+        self.devices = [task_device(job, task)]
+        self._steps: Dict[str, RegisteredStep] = {}
+        self._building: Dict[str, threading.Lock] = {}
+        self._running: Dict[int, List[StepContext]] = {}
+        self._peers: Dict[tuple, TaskClient] = {}
+        self._lock = threading.Lock()
+        self._server = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="flowc-rpc"),
+            options=channel_options(max_message_bytes) + [("grpc.so_reuseport", 0)])
+        handlers = {m: grpc.unary_unary_rpc_method_handler(
+                        self._handler(m, getattr(self, "_" + m)),
+                        request_deserializer=_identity, response_serializer=_identity)
+                    for m in METHODS}
+        self._server.add_generic_rpc_handlers(
+            [grpc.method_handlers_generic_handler(SERVICE, handlers)])
+        bind_port = split_address(self.address)[1] if port is None else port
+        try:
+            self.port = self._server.add_insecure_port(f"{host}:{bind_port}")
+        except RuntimeError:                     # grpcio raises when the port is taken
+            self.port = 0
+        if self.port == 0:
+            raise TransportError(f"{self.name} cannot listen on {host}:{bind_port} (is the "
+                                 "port in use?)")
+        self.bound = f"{host}:{self.port}"
+
+    # --- life ---------------------------------------------------------------------------
+    def start(self) -> "TaskServer":
+        self._server.start()
+        return self
+
+    def wait(self) -> None:
+        self._server.wait_for_termination()
+
+    def stop(self, grace: float = 1.0) -> None:
+        self.store.close_queues()
+        self._server.stop(grace).wait(grace + 1)
+        for c in self._peers.values():
+            c.close()
+
+    # --- the RPC plumbing ---------------------------------------------------------------
+    def _handler(self, method: str, fn):
+        def handle(request, context):
+            try:
+                self._check_token(context)
+                header, tensors = decode_frame(request)
+                rheader, rtensors = fn(header, tensors, context)
+                return encode_frame(rheader, rtensors)
+            except FlowcError as e:
+                err, code, text = type(e).__name__, grpc_code_of(e), str(e)
+            except Exception as e:                 # noqa: BLE001  (a bug: report, keep serving)
+                err, code, text = "TransportError", grpc.StatusCode.INTERNAL, \
+                    f"{self.name}: {method} failed: {type(e).__name__}: {e}"
+            context.set_trailing_metadata(((ERROR_METADATA, err),))
+            context.abort(code, text)
+        return handle
+
+    def _check_token(self, context) -> None:
+        if self.token is None:
+            return
+        given = ""
+        for k, v in context.invocation_metadata() or ():
+            if k == TOKEN_METADATA:
+                given = v if isinstance(v, str) else v.decode(errors="replace")
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            raise UnauthenticatedError(f"{self.name} at {self.address} refused the call: "
+                                       + ("wrong token" if given else "no token (this task "
+                                          "requires --token)"))
+
+    @staticmethod
+    def _deadline_s(context, asked_ms: int = 0) -> float:
+        left = context.time_remaining()
+        limit = DEFAULT_STEP_TIMEOUT_S if left is None else left
+        if asked_ms and asked_ms > 0:
+            limit = min(limit, asked_ms / 1000.0)
+        return max(limit, 0.0)
+
+    # --- methods ------------------------------------------------------------------------
+    def _Status(self, header, tensors, context):
+        with self._lock:
+            steps = len(self._steps)
+        return {"job": self.job, "task": self.task, "name": self.name, "address": self.address,
+                "devices": self.devices, "cluster": self.cluster.to_json(), "pid": os.getpid(),
+                "steps": steps, "can_build": self.build is not None,
+                "variables": sorted(self.store.variables())}, []
+
+    def _RegisterPartition(self, header, tensors, context):
+        key = header_field(header, "key", str, "RegisterPartition")
+        ir = header_field(header, "ir", str, "RegisterPartition")
+        feeds = header_field(header, "feeds", list, "RegisterPartition")
+        fetches = header_field(header, "fetches", list, "RegisterPartition")
+        if key in self._steps:
+            return {"key": key, "cached": True}, []
+        if self.build is None:
+            raise RuntimeExecutionError(f"{self.name} was started without a compiler; it cannot "
+                                        "build partitions (start it with `flowc serve`)")
+        with self._lock:
+            lock = self._building.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._steps:
+                exe = self.build(ir, list(feeds), list(fetches))
+                if not isinstance(exe, Executable):
+                    raise RuntimeExecutionError(f"{self.name}: the partition built into several "
+                                                "modules; a task hosts one device")
+                if len(exe.feeds) != len(feeds) or len(exe.fetches) != len(fetches):
+                    raise RuntimeExecutionError(f"{self.name}: the built partition has "
+                                                f"{len(exe.feeds)} feeds and {len(exe.fetches)} "
+                                                f"fetches; the master asked for {len(feeds)} and "
+                                                f"{len(fetches)}")
+                with self._lock:
+                    while len(self._steps) >= MAX_REGISTERED_STEPS:    # the oldest goes
+                        self._steps.pop(next(iter(self._steps)))
+                    self._steps[key] = RegisteredStep(key, exe, feeds, fetches)
+                    self._building.pop(key, None)
+        return {"key": key, "cached": False}, []
+
+    def _Deregister(self, header, tensors, context):
+        key = header_field(header, "key", str, "Deregister")
+        with self._lock:
+            found = self._steps.pop(key, None) is not None
+        return {"key": key, "found": found}, []
+
+    def _RunStep(self, header, tensors, context):
+        key = header_field(header, "key", str, "RunStep")
+        step_id = header_field(header, "step_id", int, "RunStep")
+        feeds = header_field(header, "feeds", list, "RunStep")
+        asked = header.get("timeout_ms", 0)
+        if not isinstance(asked, int):
+            raise WireFormatError("RunStep 'timeout_ms' must be an integer")
+        step = self._steps.get(key)
+        if step is None:
+            raise StepNotRegisteredError(f"{self.name} has no step {key[:16]}… (it was "
+                                         "restarted or the step was deregistered)")
+        if len(feeds) != len(tensors):
+            raise WireFormatError(f"RunStep names {len(feeds)} feeds but carries "
+                                  f"{len(tensors)} tensors")
+        given = dict(zip(feeds, tensors))
+        missing = [f for f in step.feeds if f not in given]
+        if missing or len(given) != len(step.feeds):
+            raise FeedError(f"{self.name}: step feeds are {step.feeds}; got {feeds}")
+        arrays = [step.checks[f](given[f]) for f in step.feeds]
+        timeout_s = self._deadline_s(context, asked)
+        ctx = StepContext(self, step_id, time.monotonic() + timeout_s)
+        with self._lock:
+            self._running.setdefault(step_id, []).append(ctx)
+        rv = ffi.new("char[]", step.rv_size)
+        if step.rv_init(rv, 0, int(timeout_s * 1000)) != 0:
+            raise MemoryError("cannot create the step's rendezvous")
+        ref = int(ffi.cast("intptr_t", rv))
+        activate(ref, ctx)
+        try:
+            values = step.executable.call(arrays, scalars=False, store=self.store, rendezvous=rv,
+                                          timeout_ms=max(1, int(timeout_s * 1000)))
+        except BaseException:
+            self.outbox.abort(step_id)
+            raise
+        finally:
+            deactivate(ref)
+            step.rv_destroy(rv)
+            with self._lock:
+                running = self._running.get(step_id, [])
+                if ctx in running:
+                    running.remove(ctx)
+                if not running:
+                    self._running.pop(step_id, None)
+        return {"fetches": step.fetches}, values
+
+    def _RecvTensor(self, header, tensors, context):
+        step_id = header_field(header, "step_id", int, "RecvTensor")
+        key = header_field(header, "key", str, "RecvTensor")
+        return {}, [self.outbox.take(step_id, key, self._deadline_s(context))]
+
+    def _AbortStep(self, header, tensors, context):
+        step_id = header_field(header, "step_id", int, "AbortStep")
+        self.outbox.abort(step_id)
+        with self._lock:
+            running = list(self._running.get(step_id, []))
+        for ctx in running:
+            ctx.abort()
+        return {"aborted": len(running)}, []
+
+    # --- cross-task receives ------------------------------------------------------------
+    def peer(self, job: str, task: int) -> TaskClient:
+        with self._lock:
+            c = self._peers.get((job, task))
+            if c is None:
+                c = self._peers[(job, task)] = TaskClient(
+                    self.cluster.address(job, task), task_name(job, task), self.token,
+                    self.max_message_bytes)
+        return c
+
+    def fetch_remote(self, ctx: StepContext, send_device: str, key: str, node: str) -> np.ndarray:
+        """The tensor ``key`` of step ``ctx`` from the task of ``send_device`` (blocks until it
+        is sent, the step's deadline passes, or the step is aborted)."""
+        where = task_of_device(send_device)
+        if where is None:
+            raise RuntimeExecutionError(f"'{send_device}' names no task of the cluster", node)
+        client = self.peer(*where)
+        left = ctx.remaining_s()
+        try:
+            if left <= 0 or ctx.aborted:
+                raise DeadlineExceededError(f"the step's deadline passed before receiving {key}")
+            future = client.future("RecvTensor", {"step_id": ctx.step_id, "key": key},
+                                   timeout=left)
+            ctx.track(future)
+            _, tensors = client.result(future, "RecvTensor")
+        except FlowcError as e:
+            if ctx.aborted:
+                e = AbortedError(f"step aborted while receiving {key} from {client.name}")
+            e.status_code = (8 if isinstance(e, DeadlineExceededError) else
+                             9 if isinstance(e, AbortedError) else 1)
+            raise e from None
+        if len(tensors) != 1:
+            raise TransportError(f"{client.name} sent {len(tensors)} tensors for {key}")
+        return tensors[0]
+
+
+def _identity(b):
+    return b

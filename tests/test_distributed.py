@@ -1,0 +1,386 @@
+"""Distributed runtime: real task processes (``flowc serve``) on loopback, a master in the
+client (``fl.Session(target="grpc://...")``), tensors between tasks over gRPC.
+
+Every task process is killed in fixture teardown and every wait is bounded."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import dsl as fl
+from runtime.cluster import ClusterSpec, ClusterSpecError, parse_tf_config
+from runtime.transport import (TaskClient, TransportError, UnauthenticatedError,
+                               UnavailableError, WireFormatError, decode_frame, encode_frame)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+START_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """Task processes of one cluster spec, started with ``python3 -m compiler.cli serve``."""
+
+    def __init__(self, tmp_path, jobs, token=None, extra_args=()):
+        self.spec = {job: [f"localhost:{free_port()}" for _ in range(n)] for job, n in jobs.items()}
+        self.path = str(tmp_path / "cluster.json")
+        with open(self.path, "w") as f:
+            json.dump(self.spec, f)
+        self.token = token
+        self.extra_args = list(extra_args)
+        self.tmp_path = tmp_path
+        self.procs = {}
+        for job, addrs in self.spec.items():
+            for k in range(len(addrs)):
+                self.start(job, k, tf_config=(job == "ps"))
+        for job, addrs in self.spec.items():
+            for k in range(len(addrs)):
+                self.wait_ready(job, k)
+
+    def address(self, job, task=0):
+        return self.spec[job][task]
+
+    def target(self, job="worker", task=0):
+        return f"grpc://{self.address(job, task)}"
+
+    def start(self, job, task, tf_config=False):
+        env = dict(os.environ)
+        env.pop("FLOWC_TOKEN", None)
+        cmd = [sys.executable, "-m", "compiler.cli", "serve"]
+        if tf_config:             # the TF_CONFIG convention instead of --cluster/--job/--task
+            env["TF_CONFIG"] = json.dumps({"cluster": self.spec,
+                                           "task": {"type": job, "index": task}})
+        else:
+            cmd += ["--cluster", self.path, "--job", job, "--task", str(task)]
+        if self.token:
+            cmd += ["--token", self.token]
+        log = open(self.tmp_path / f"{job}_{task}.log", "w")
+        self.procs[(job, task)] = subprocess.Popen(cmd + self.extra_args, cwd=ROOT, env=env,
+                                                   stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def client(self, job, task=0, token=None):
+        return TaskClient(self.address(job, task), f"/job:{job}/task:{task}",
+                          token if token is not None else self.token)
+
+    def wait_ready(self, job, task):
+        deadline = time.monotonic() + START_TIMEOUT_S
+        c = self.client(job, task)
+        try:
+            while True:
+                proc = self.procs[(job, task)]
+                if proc.poll() is not None:
+                    raise RuntimeError(f"task {job}:{task} exited: {self.log(job, task)}")
+                try:
+                    return c.call("Status", {}, timeout=2.0)[0]
+                except UnavailableError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        finally:
+            c.close()
+
+    def log(self, job, task):
+        with open(self.tmp_path / f"{job}_{task}.log") as f:
+            return f.read()
+
+    def kill(self, job, task=0):
+        proc = self.procs[(job, task)]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, {"ps": 1, "worker": 1})
+    yield c
+    c.stop()
+
+
+def _model():
+    """A variable on the PS task, the computation on the worker task."""
+    x = fl.placeholder(fl.float32, [None, 3], name="x")
+    with fl.device("/job:ps/task:0"):
+        w = fl.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), name="w")
+        b = fl.Variable(np.full([4], 0.25, np.float32), name="b")
+    with fl.device("/job:worker/task:0"):
+        h = fl.nn.relu(fl.matmul(x, w) + b)
+        total = fl.reduce_sum(h)
+    return x, w, b, h, total
+
+
+def test_ps_variable_and_worker_computation_equal_a_local_session(cluster, graph):
+    x, w, b, h, total = _model()
+    step = fl.train.GradientDescentOptimizer(0.1).minimize(total)
+    feed = {x: np.arange(6, dtype=np.float32).reshape(2, 3) / 5}
+    with fl.Session(config=fl.ConfigProto(allow_soft_placement=True)) as local:
+        local.run([w.initializer, b.initializer])
+        expected = local.run([h, total], feed)
+        local.run(step, feed)
+        expected_w = local.run(w)
+    with fl.Session(cluster.target()) as sess:
+        sess.run([w.initializer, b.initializer])
+        got = sess.run([h, total], feed)
+        sess.run(step, feed)
+        np.testing.assert_allclose(sess.run(w), expected_w, rtol=1e-6)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+    assert np.ndim(got[1]) == 0 and np.isclose(got[1], expected[1])
+    ps = cluster.wait_ready("ps", 0)
+    worker = cluster.wait_ready("worker", 0)
+    assert {"w", "b"} <= set(ps["variables"]) and not {"w", "b"} & set(worker["variables"])
+
+
+def test_variables_persist_across_client_sessions(cluster, graph):
+    x, w, b, h, total = _model()
+    bump = w.assign_add(np.ones([3, 4], np.float32))
+    with fl.Session(cluster.target()) as first:
+        first.run(w.initializer)
+        first.run(bump)
+        after = first.run(w)
+    other = fl.Graph()                    # a second client: its own graph and session
+    with other.as_default():
+        with fl.device("/job:ps/task:0"):
+            w2 = fl.Variable(np.zeros([3, 4], np.float32), name="w")
+        with fl.Session(cluster.target()) as second:
+            np.testing.assert_array_equal(second.run(w2), after)
+    np.testing.assert_allclose(after, np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4) + 1)
+
+
+def test_killed_task_is_reported_by_name_not_a_hang(cluster, graph):
+    x, w, b, h, total = _model()
+    with fl.Session(cluster.target()) as sess:
+        sess.run([w.initializer, b.initializer])
+        sess.run(total, {x: np.ones([1, 3], np.float32)})
+        cluster.kill("ps", 0)
+        start = time.monotonic()
+        with pytest.raises(UnavailableError) as e:
+            sess.run(total, {x: np.ones([1, 3], np.float32)},
+                     options=fl.RunOptions(timeout_in_ms=20000))
+        assert time.monotonic() - start < 20
+    assert "/job:ps/task:0" in str(e.value) and cluster.address("ps") in str(e.value)
+    with pytest.raises(UnavailableError, match=cluster.address("ps")):
+        fl.Session(f"grpc://{cluster.address('ps')}")     # a dead target: named at once
+
+
+def test_hung_task_ends_the_step_at_its_deadline(cluster, graph):
+    x, w, b, h, total = _model()
+    with fl.Session(cluster.target()) as sess:
+        sess.run([w.initializer, b.initializer])
+        sess.run(total, {x: np.ones([1, 3], np.float32)})
+        os.kill(cluster.procs[("ps", 0)].pid, signal.SIGSTOP)     # alive, but never answers
+        start = time.monotonic()
+        with pytest.raises(fl.DeadlineExceededError, match="/job:ps/task:0"):
+            sess.run(total, {x: np.ones([1, 3], np.float32)},
+                     options=fl.RunOptions(timeout_in_ms=1000))
+        assert time.monotonic() - start < 15
+        start = time.monotonic()                # a new step: the task is checked before
+        with pytest.raises(fl.DeadlineExceededError, match="/job:ps/task:0"):   # registering
+            sess.run(h, {x: np.ones([1, 3], np.float32)})
+        assert time.monotonic() - start < 15
+
+
+def test_restarted_worker_gets_its_partition_again_and_ps_state_survives(cluster, graph):
+    x, w, b, h, total = _model()
+    feed = {x: np.ones([2, 3], np.float32)}
+    with fl.Session(cluster.target()) as sess:
+        sess.run([w.initializer, b.initializer])
+        before = sess.run(total, feed)
+        cluster.kill("worker", 0)
+        cluster.start("worker", 0)
+        cluster.wait_ready("worker", 0)
+        assert sess.run(total, feed) == before          # registered again, same variables
+        assert sess.compile_count == 2
+
+
+def test_wrong_or_missing_token_is_refused(tmp_path, graph):
+    c = Cluster(tmp_path, {"ps": 1, "worker": 1}, token="s3cret")
+    try:
+        x, w, b, h, total = _model()
+        with pytest.raises(UnauthenticatedError, match="wrong token"):
+            fl.Session(c.target(), token="guess")
+        with pytest.raises(UnauthenticatedError, match="no token"):
+            c.client("worker", token="").call("Status", {})
+        with fl.Session(c.target(), token="s3cret") as sess:
+            sess.run([w.initializer, b.initializer])
+            assert sess.run(total, {x: np.ones([2, 3], np.float32)}) > 0
+    finally:
+        c.stop()
+
+
+def test_garbage_truncated_and_oversized_requests_leave_the_server_serving(tmp_path, graph):
+    c = Cluster(tmp_path, {"worker": 1}, extra_args=["--max-message-mb", "1"])
+    try:
+        host, port = c.address("worker").split(":")
+        for junk in (b"\x00" * 64, os.urandom(4096), b"GET / HTTP/1.1\r\n\r\n"):
+            with socket.create_connection((host, int(port)), timeout=5) as s:
+                s.sendall(junk)
+        client = c.client("worker")
+        raw = client._calls["Status"]
+        good = encode_frame({"x": 1}, [np.ones(4, np.float32)])
+        for bad in (b"", b"garbage!", good[:-3], good + b"xx", b"FLW1\xff\xff\xff\xff{}"):
+            with pytest.raises(Exception) as e:
+                raw(bad, timeout=5)
+            assert client.error(e.value, "Status").__class__ is WireFormatError
+        with pytest.raises(TransportError, match="size limit"):
+            client.call("RunStep", {"key": "k"}, [np.zeros(600_000, np.float32)])
+        with pytest.raises(WireFormatError, match="step_id"):
+            client.call("RunStep", {"key": "k"})
+        assert client.call("Status", {})[0]["job"] == "worker"
+        with fl.device("/job:worker/task:0"):
+            y = fl.constant(2.0) * fl.placeholder(fl.float32, [], name="z")
+        with fl.Session(c.target()) as sess:
+            assert sess.run(y, {"z:0": 3.0}) == 6.0
+        client.close()
+    finally:
+        c.stop()
+
+
+# --- without processes ---------------------------------------------------------------------------
+def test_frames_round_trip_and_bad_frames_are_named():
+    tensors = [np.float32(1.5), np.arange(6, dtype=np.int64).reshape(2, 3), np.zeros((0, 4)),
+               np.array([True, False]), np.arange(5, dtype=np.uint8)[::2]]
+    header, back = decode_frame(encode_frame({"a": [1, "b"]}, tensors))
+    assert header["a"] == [1, "b"]
+    for t, u in zip(tensors, back):
+        assert np.asarray(t).dtype == u.dtype and np.asarray(t).shape == u.shape
+        np.testing.assert_array_equal(np.asarray(t), u)
+    frame = encode_frame({}, [np.ones(3, np.float32)])
+    with pytest.raises(WireFormatError, match="bad magic"):
+        decode_frame(b"XXXX" + frame[4:])
+    with pytest.raises(WireFormatError, match="truncated"):
+        decode_frame(frame[:-1])
+    with pytest.raises(WireFormatError, match="stray"):
+        decode_frame(frame + b"\0")
+    bad_dtype = bytearray(frame)
+    bad_dtype[frame.index(b"}") + 1] = 99
+    with pytest.raises(WireFormatError, match="dtype code 99"):
+        decode_frame(bytes(bad_dtype))
+
+
+def test_cluster_spec_and_tf_config():
+    spec = ClusterSpec.from_json({"ps": ["localhost:2222"], "worker": ["h:1", "h:2"]})
+    assert spec.devices() == ["/job:ps/replica:0/task:0/device:CPU:0",
+                              "/job:worker/replica:0/task:0/device:CPU:0",
+                              "/job:worker/replica:0/task:1/device:CPU:0"]
+    assert spec.address("worker", 1) == "h:2"
+    with pytest.raises(ClusterSpecError, match="no task 2"):
+        spec.address("worker", 2)
+    with pytest.raises(ClusterSpecError, match="host:port"):
+        ClusterSpec.from_json({"ps": ["nohost"]})
+    cluster, job, task = parse_tf_config(json.dumps(
+        {"cluster": {"worker": ["a:1", "a:2"]}, "task": {"type": "worker", "index": 1}}))
+    assert (cluster.address(job, task), job, task) == ("a:2", "worker", 1)
+    with pytest.raises(ClusterSpecError, match="TF_CONFIG"):
+        parse_tf_config("{")
+
+
+def test_cross_task_pairs_go_through_the_transport(graph):
+    from compiler.distributed import compile_for_cluster
+    x, w, b, h, total = _model()
+    spec = ClusterSpec.from_json({"ps": ["localhost:1"], "worker": ["localhost:2"]})
+    step = compile_for_cluster(graph, [x.output], [total.output], [], spec, ("worker", 0))
+    ir = {p.name: p.ir for p in step.partitions}
+    assert set(ir) == {"/job:ps/task:0", "/job:worker/task:0"}
+    assert "_Send(" in ir["/job:ps/task:0"] and "_Recv()" in ir["/job:worker/task:0"]
+    assert "MatMul" in ir["/job:worker/task:0"] and "MatMul" not in ir["/job:ps/task:0"]
+    from compiler.codegen.emitter import emit_c
+    from compiler.ir.parser import parse_graph
+    g = parse_graph(ir["/job:ps/task:0"])
+    assert '"_RemoteSend"' in emit_c(g, [], []).source
+
+
+def _replica(worker: int, lr: float):
+    """One worker's copy of a linear model whose parameters live on the PS task (between-graph
+    replication: each worker's client builds its own graph over the same shared variables)."""
+    with fl.device("/job:ps/task:0"):
+        w = fl.Variable(np.zeros([3, 1], np.float32), name="w")
+        b = fl.Variable(np.zeros([1], np.float32), name="b")
+    with fl.device(f"/job:worker/task:{worker}"):
+        x = fl.placeholder(fl.float32, [None, 3], name="x")
+        y = fl.placeholder(fl.float32, [None, 1], name="y")
+        loss = fl.reduce_mean(fl.square(fl.matmul(x, w) + b - y))
+        train = fl.train.GradientDescentOptimizer(lr).minimize(loss)
+    return w, b, x, y, loss, train
+
+
+def test_async_data_parallel_training_two_workers_one_ps(tmp_path):
+    import threading
+    c = Cluster(tmp_path, {"ps": 1, "worker": 2})
+    try:
+        rng = np.random.default_rng(7)
+        true_w = np.array([[2.0], [-3.0], [0.5]], np.float32)
+        data = rng.normal(size=(256, 3)).astype(np.float32)
+        labels = data @ true_w + 1.0
+        replicas, sessions = [], []
+        for k in range(2):
+            g = fl.Graph()
+            with g.as_default():
+                replicas.append(_replica(k, 0.05))
+                sessions.append(fl.Session(c.target("worker", k), graph=g))
+        w, b = replicas[0][:2]
+        sessions[0].run([w.initializer, b.initializer])
+        errors, losses = [], [None, None]
+
+        def work(k):
+            try:
+                _, _, x, y, loss, train = replicas[k]
+                shard = slice(k * 128, (k + 1) * 128)
+                for step in range(150):
+                    rows = slice(step % 4 * 32, step % 4 * 32 + 32)
+                    sessions[k].run(train, {x: data[shard][rows], y: labels[shard][rows]})
+                losses[k] = sessions[k].run(loss, {x: data[shard], y: labels[shard]})
+            except BaseException as e:                    # noqa: BLE001  (re-raised below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=240)
+        assert not any(t.is_alive() for t in threads) and not errors, errors
+        final_w, final_b = sessions[1].run([replicas[1][0], replicas[1][1]])
+        np.testing.assert_allclose(final_w, true_w, atol=0.02)
+        np.testing.assert_allclose(final_b, [1.0], atol=0.02)
+        assert max(losses) < 1e-3
+        for s in sessions:
+            s.close()
+    finally:
+        c.stop()
+
+
+def test_serve_command_errors_are_plain(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "compiler.cli", "serve", *a], cwd=ROOT,
+                                    env=env, capture_output=True, text=True, timeout=60)
+    r = run()
+    assert r.returncode == 1 and "flowc: error: no cluster" in r.stderr
+    spec = tmp_path / "c.json"
+    spec.write_text(json.dumps({"worker": ["localhost:1"]}))
+    r = run("--cluster", str(spec), "--job", "ps")
+    assert r.returncode == 1 and "no job 'ps'" in r.stderr
+    with socket.socket() as s:                      # the task's port is taken
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        spec.write_text(json.dumps({"worker": [f"localhost:{s.getsockname()[1]}"]}))
+        r = run("--cluster", str(spec), "--job", "worker")
+    assert r.returncode == 1 and "cannot listen" in r.stderr and "Traceback" not in r.stderr
