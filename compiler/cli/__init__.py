@@ -34,8 +34,9 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The argument parser of every subcommand (plugin commands fully only for ``command``,
+    the one about to run; None: all of them)."""
     from compiler.flags import add_pipeline_arguments
 
     parser = _Parser(prog=PROG, description="flowc: compile TensorFlow-style dataflow graphs to C "
@@ -110,24 +111,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="run")
     from compiler.cli.serve import add_serve_command
     add_serve_command(sub)
-    _add_plugin_commands(sub)
+    _add_plugin_commands(sub, command)
     return parser
 
 
 COMMANDS_GROUP = "flowc.commands"
 
 
-def _add_plugin_commands(sub) -> None:
+def _add_plugin_commands(sub, command: Optional[str] = None) -> None:
     """Subcommands other packages declare in the ``flowc.commands`` entry-point group (the
     text DSL's ``train``): each entry point is a function that takes the subparsers object,
     adds its parser and sets ``handler`` to a function of the parsed arguments returning the
-    exit status. The compiler never imports those packages itself."""
+    exit status. The compiler never imports those packages itself, and loads a plugin only
+    when its command runs (``command``, or every plugin when None): other commands do not
+    pay for importing it; ``flowc --help`` lists it by name."""
     from importlib.metadata import entry_points
     taken = set(sub.choices)
     for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
         if ep.name in taken:
             continue
         taken.add(ep.name)
+        if command is not None and ep.name != command:
+            p = sub.add_parser(ep.name, help=f"see `flowc {ep.name} --help` "
+                               f"(from {ep.value.split(':')[0]})", add_help=False)
+            p.add_argument("args", nargs=argparse.REMAINDER)
+            continue
         try:
             ep.load()(sub)
         except Exception as e:  # noqa: BLE001  (a broken plugin must not break flowc)
@@ -180,7 +188,9 @@ def _message(err: FlowcError) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``flowc`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), "")
+    args = build_parser(command).parse_args(argv)
     try:
         return _dispatch(args)
     except FlowcError as e:
