@@ -321,13 +321,7 @@ class _Emitter:
         kc = KernelContext(n, [], [ref], self.target, self.module)
         loc = str(n.location) if n.location else ""
         self.body.append(f"{ref.var} = feeds[{k}];")
-        checks = [f"if ({ref.var}.rank != {ref.rank} || {ref.var}.dtype != {ref.dtype.code}) "
-                  + kc.fail(f"feed has the wrong rank or dtype (expected {n.output_types[0]})")]
-        for d, dim in enumerate(ref.shape):
-            if dim is not None:
-                checks.append(f"if ({ref.var}.dims[{d}] != {dim}) "
-                              + kc.fail(f"feed dim {d} is %lld, expected {dim}",
-                                        f"(long long){ref.var}.dims[{d}]"))
+        checks = kc.type_checks(ref, "feed")
         self.body.append(f"{{ const char *flowc_node = {c_string(n.name)}, *flowc_loc = {c_string(loc)};")
         self.body.extend("    " + c for c in checks)
         self.body.append("}")

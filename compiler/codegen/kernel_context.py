@@ -152,6 +152,19 @@ class KernelContext:
             return
         self.checks.append(f"if (!({condition})) {self.fail(fmt, *args)}")
 
+    def type_checks(self, ref: TensorRef, what: str) -> List[str]:
+        """C statements that fail unless the tensor ``ref.var`` (filled at run time: a feed, a
+        received tensor) has ``ref``'s rank, dtype and static dims; ``what`` names it."""
+        var = ref.var
+        checks = [f"if ({var}.rank != {ref.rank} || {var}.dtype != {ref.dtype.code}) "
+                  + self.fail(f"{what} has the wrong rank or dtype (expected {ref.type})")]
+        for d, dim in enumerate(ref.shape):
+            if dim is not None:
+                checks.append(f"if ({var}.dims[{d}] != {dim}) "
+                              + self.fail(f"{what} dim {d} is %lld, expected {dim}",
+                                          f"(long long){var}.dims[{d}]"))
+        return checks
+
     def check_dims_equal(self, a: str, b: str, what: str) -> None:
         """Dims must match; checked here if both are literals, else at run time."""
         if a.isdigit() and b.isdigit():

@@ -135,14 +135,7 @@ def _recv_c(kc: KernelContext) -> str:
     receive = (_remote_recv_c(kc) if is_cross_task(kc.node.attrs) else
                f"if (flowc_rv_recv(flowc_rt->rendezvous, {kc.attr('slot')}, &{out.var}, "
                f"{key}, flowc_node, flowc_loc, st)) goto fail;")
-    checks = [f"if ({out.var}.rank != {out.rank} || {out.var}.dtype != {out.dtype.code}) "
-              + kc.fail(f"received a tensor of the wrong rank or dtype (expected {out.type})")]
-    for d, dim in enumerate(out.shape):
-        if dim is not None:
-            checks.append(f"if ({out.var}.dims[{d}] != {dim}) "
-                          + kc.fail(f"received dim {d} = %lld, expected {dim}",
-                                    f"(long long){out.var}.dims[{d}]"))
-    return "\n".join([receive] + checks)
+    return "\n".join([receive] + kc.type_checks(out, "the received tensor"))
 
 
 register_op("_Send", inputs=["tensor: T"], attrs=_COMM_ATTRS + ["T: type"],

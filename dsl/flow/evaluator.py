@@ -351,15 +351,7 @@ class Evaluator:
         if name == "loss":
             raise scope.file.error("a metric cannot be called 'loss': the loss is reported "
                                    "under that name", name_tok)
-        if expr is None:
-            binding = scope.lookup(name)
-            if binding is None:
-                raise scope.file.error(f"unknown name '{name}'{_closest(name, scope.visible())}",
-                                       name_tok)
-            value = binding.value
-        else:
-            value = self.eval(expr, scope, default_name=name)
-            self.define(scope, name_tok, value)
+        value = self._declared_value(name_tok, expr, scope)
         value = self._scalar(value, f"metric '{name}'", expr if expr is not None else name_tok,
                              scope)
         self.training.metrics[name] = Declared(value, scope.file.where(name_tok))
@@ -428,6 +420,22 @@ class Evaluator:
                                        f"{describe_value(value)}", value_tree)
             self.training.settings[key] = Declared(value, scope.file.where(key_tok))
 
+    def _declared_value(self, name_tok, expr, scope: Scope) -> Any:
+        """What ``output NAME [= expr]`` (or ``metric``) declares: the expression, bound to
+        NAME, or the value NAME already has."""
+        name = str(name_tok)
+        if expr is not None:
+            value = self.eval(expr, scope, default_name=name)
+            self.define(scope, name_tok, value)
+            return value
+        binding = scope.lookup(name)
+        if binding is None:
+            raise scope.file.error(f"unknown name '{name}'{_closest(name, scope.visible())}",
+                                   name_tok)
+        if binding.value is POISONED:
+            raise _Cascade(name)
+        return binding.value
+
     def output_stmt(self, tree, scope: Scope) -> None:
         _, name_tok, expr = tree.children
         name = str(name_tok)
@@ -437,15 +445,7 @@ class Evaluator:
         if name in self.outputs:
             raise scope.file.error(f"output '{name}' is already declared at "
                                    f"{self.outputs[name][1]}", name_tok)
-        if expr is None:
-            binding = scope.lookup(name)
-            if binding is None:
-                raise scope.file.error(f"unknown name '{name}'{_closest(name, scope.visible())}",
-                                       name_tok)
-            value = binding.value
-        else:
-            value = self.eval(expr, scope, default_name=name)
-            self.define(scope, name_tok, value)
+        value = self._declared_value(name_tok, expr, scope)
         if hasattr(value, "_as_graph_tensor"):             # a variable: its value
             value = value._as_graph_tensor()
         if not isinstance(value, Tensor):
