@@ -114,6 +114,42 @@ def test_cnn_flow_builds_the_same_ir_as_its_twin_and_runs_like_it(tmp_path, caps
     np.testing.assert_array_equal(predictions, want_pred)
 
 
+CONTROL_FLOW = """\
+input x: f32[3]
+input n: i32[]
+input p: bool[]
+let y = if (p) {
+  let doubled = x * 2.0
+  return doubled + 1.0
+} else {
+  return x - 1.0
+}
+while (i < n) carry (i = 0, acc = x) {
+  return [i + 1, acc * 1.5]
+}
+output a = y
+output b = acc
+output steps = i
+"""
+
+
+def test_if_and_while_build_cond_and_while_loop_and_run_in_both_backends(tmp_path):
+    path = tmp_path / "cf.flow"
+    path.write_text(CONTROL_FLOW)
+    program = load_flow(str(path))
+    ops = {n.op for n in program.graph}
+    assert {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"} <= ops
+    xv = np.array([1.0, 2.0, 3.0], np.float32)
+    fetches = list(program.outputs.values())
+    for p, n, want_a, want_b in ((True, 3, 2 * xv + 1, xv * 1.5 ** 3), (False, 0, xv - 1, xv)):
+        for backend in ("interpreter", "c"):
+            with fl.Session(graph=program.graph, backend=backend) as sess:
+                a, b, steps = sess.run(fetches, {"x:0": xv, "n:0": np.int32(n), "p:0": p})
+            np.testing.assert_allclose(a, want_a, rtol=1e-6)
+            np.testing.assert_allclose(b, want_b, rtol=1e-6)
+            assert steps == n
+
+
 def test_cli_loads_flow_files_in_a_fresh_process():
     proc = subprocess.run([sys.executable, "-m", "compiler.cli", "ir", "examples/mlp.flow",
                            "--elide-constants"], cwd=ROOT, capture_output=True, text=True)
@@ -225,8 +261,6 @@ def test_imports_run_each_file_once_relative_to_the_importer(tmp_path):
 
 @pytest.mark.parametrize("name", ERROR_CASES)
 def test_bad_model_reports_its_first_error(name):
-    if name == "colocate_not_supported.flow" and hasattr(fl, "colocate_with"):
-        pytest.skip("fl.colocate_with exists now: colocate_with blocks are supported")
     path = os.path.join(ERRORS, name)
     with open(path, encoding="utf-8") as f:
         header = f.readline()

@@ -214,6 +214,13 @@ class Evaluator:
                 self._poison(stmt, scope)
 
     def _poison(self, stmt, scope: Scope) -> None:
+        if stmt.data == "while_stmt":
+            for carry in stmt.children:
+                if isinstance(carry, lark.Tree) and carry.data == "carry":
+                    name = str(carry.children[0])
+                    if name not in scope.names:
+                        scope.names[name] = Binding(POISONED, scope.file.where(carry.children[0]))
+            return
         if stmt.data in _DEFINING and len(stmt.children) > 1:
             tok = stmt.children[1]
             if isinstance(tok, lark.Token) and str(tok) not in scope.names:
@@ -502,6 +509,62 @@ class Evaluator:
                 raise scope.file.error("unreachable code after 'return'", stmt)
             returned = stmt.data == "return_stmt"
         self.define(scope, name_tok, Function(str(name_tok), params, body, scope, name_tok))
+
+    # --- control flow ----------------------------------------------------------------------
+    def _block_value(self, block, scope: Scope, what: str, token) -> Any:
+        """Run ``block`` in a scope of its own; its value is what its ``return`` gives."""
+        local = Scope(scope.file, parent=scope, function=what)
+        try:
+            self.run_statements(block.children, local)
+        except _Return as r:
+            return r.value
+        raise scope.file.error(f"the {what} block ends without 'return' (its value)", token)
+
+    def e_if_expr(self, tree, scope: Scope) -> Any:
+        """``if (p) { ... return a } else { ... return b }``: ``fl.cond``; ops written in a
+        branch run only when it is taken."""
+        if_tok, pred_tree, then_block, _else, else_block = tree.children
+        pred = self.eval(pred_tree, scope)
+        with self.building(scope, if_tok, "if: "):
+            return dsl.cond(pred, lambda: self._block_value(then_block, scope, "if", if_tok),
+                            lambda: self._block_value(else_block, scope, "else", if_tok))
+
+    def while_stmt(self, tree, scope: Scope) -> None:
+        """``while (cond) carry (i = 0, acc = x) { ... return [i + 1, acc * 2] }``: an
+        ``fl.while_loop`` over the carried names, which hold their final values after it."""
+        while_tok, cond_tree, _carry_tok, *carries, body = tree.children
+        names = [c.children[0] for c in carries]
+        seen = set()
+        for tok in names:
+            if str(tok) in seen:
+                raise scope.file.error(f"'{tok}' is carried twice", tok)
+            seen.add(str(tok))
+        inits = [self.eval(c.children[1], scope) for c in carries]
+
+        def local(values) -> Scope:
+            inner = Scope(scope.file, parent=scope, function="while")
+            for tok, value in zip(names, values):
+                inner.names[str(tok)] = Binding(value, scope.file.where(tok))
+            return inner
+
+        def cond(*values):
+            return self.eval(cond_tree, local(values))
+
+        def step(*values):
+            inner = local(values)
+            value = self._block_value(body, inner, "while", while_tok)
+            if len(names) == 1:
+                return [value]
+            if not isinstance(value, (list, tuple)) or len(value) != len(names):
+                raise scope.file.error(
+                    f"the while body must return the {len(names)} carried values "
+                    f"[{', '.join(map(str, names))}] in a list", while_tok)
+            return list(value)
+
+        with self.building(scope, while_tok, "while: "):
+            results = dsl.while_loop(cond, step, inits)
+        for tok, value in zip(names, results if isinstance(results, (list, tuple)) else [results]):
+            self.define(scope, tok, value)
 
     def return_stmt(self, tree, scope: Scope) -> None:
         if scope.function is None:

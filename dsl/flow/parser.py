@@ -19,7 +19,7 @@ _WORDS = {
 _OPENERS = {"LPAR": "RPAR", "LSQB": "RSQB"}
 _CLOSERS = {"LPAR": "RPAR", "LSQB": "RSQB", "LBRACE": "RBRACE"}
 _STATEMENT_KEYWORDS = ("let", "input", "output", "var", "def", "return", "import", "device",
-                       "name_scope", "colocate_with")
+                       "name_scope", "colocate_with", "while")
 _EXPRESSION_STARTS = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "LSQB", "TRUE", "FALSE"}
 _UNARY = {"NOT", "MINUS", "PLUS"}
 _OPERATORS = {"+", "-", "*", "/", "@", "**", "==", "!=", "<", "<=", ">", ">=", "and", "or", "[",
