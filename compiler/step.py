@@ -7,6 +7,7 @@ targets control inputs of one ``_Sink``.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import json
@@ -125,8 +126,13 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
         emitted = emit_c(g, feeds, retvals)
         for r in retvals:
             r.attrs["index"] = fetch_index[r.name]
-        built = build_shared_object(emitted.source, sorted(emitted.features))
-        modules.append((device, g, feeds, retvals, emitted, built))
+        modules.append((device, g, feeds, retvals, emitted))
+    # Each device's module is compiled by its own cc process, at the same time.
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(len(modules), os.cpu_count() or 1))) \
+            as pool:
+        builds = list(pool.map(lambda m: build_shared_object(m[4].source, sorted(m[4].features)),
+                               modules))
+    modules = [m + (b,) for m, b in zip(modules, builds)]
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".flowc-artifact-", dir=parent)

@@ -96,3 +96,17 @@ def test_control_uses_of_a_fused_chain_move_to_the_fused_node(graph):
     fused = [n for n in g if n.op == "Fused"]
     assert len(fused) == 1
     check_against_interpreter(graph, {"y": y, "z": z}, {x: np.array([0.5, -1, 2], np.float32)})
+
+
+def test_a_very_long_chain_becomes_several_bounded_kernels(graph):
+    from compiler.passes.fuse import MAX_FUSED_OPS
+    x = fl.placeholder(fl.float32, [], name="x")
+    y = x
+    for _ in range(1000):
+        y = fl.add(y, x)
+    g = optimized([y], [x])
+    fused = [n for n in g if n.op == "Fused"]
+    assert len(fused) >= 1000 // MAX_FUSED_OPS
+    assert all(len(n.attrs["fused_from"]) <= MAX_FUSED_OPS for n in fused)
+    with fl.Session() as s:
+        assert s.run(y, {x: np.float32(1.0)}) == 1001.0

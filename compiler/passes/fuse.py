@@ -9,6 +9,7 @@ broadcast to the output's shape) and whose ``fused_from`` lists the nodes it rep
 Fetched, stateful, control-flow and communication nodes are never fused; nodes with control
 inputs or control users keep their own kernels.
 
+A Fused node holds at most ``MAX_FUSED_OPS`` ops; longer chains become several kernels.
 ``--disable-passes=fuse`` compiles the unfused program, for comparison.
 """
 from __future__ import annotations
@@ -24,6 +25,10 @@ from compiler.passes.prune import erase_if_unused
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
+
+# Ops in one Fused node at most: a longer chain becomes several kernels (its expression would
+# nest too deep for the compiler, and a loop body that long gains nothing more).
+MAX_FUSED_OPS = 64
 
 
 def fusable(node: Node) -> bool:
@@ -57,6 +62,10 @@ def _single_use(out: Output) -> Optional[Node]:
     return user
 
 
+def _op_count(node: Node) -> int:
+    return len(node.attrs["fused_from"]) if node.op == "Fused" else 1
+
+
 def _expr_of(node: Node):
     """(expression, operands) of a fusable node: its own op over its inputs, or its Fused expr."""
     from compiler.ops.fused import parse_expr
@@ -86,6 +95,8 @@ class Fuse(Pass):
                 if user is None or not fusable(user) or user.op == "_Retval":
                     continue
                 if user.assigned_device != node.assigned_device:
+                    continue
+                if _op_count(node) + _op_count(user) > MAX_FUSED_OPS:
                     continue
                 self._merge(graph, node, user)
                 changed = progress = True

@@ -4,7 +4,7 @@
 
 The graph is a chain ``y = y + x`` of N ``AddV2`` nodes on one fed scalar ``x``: constant
 folding cannot remove them (``x`` is fed), CSE cannot merge them (each reads a different ``y``)
-and no algebraic identity applies. flowc runs the chain as one compiled step (no per-op dispatch
+and no algebraic identity applies; the fuse pass is off (it would merge the chain). flowc runs the chain as one compiled step (no per-op dispatch
 at run time) or node by node in the interpreter; numpy and PyTorch run the same adds from a
 Python loop. The paper's executor dispatched about 2,000,000 null ops per second.
 """
@@ -22,10 +22,14 @@ from bench_common import (Row, add_threads_argument, apply_threads, environment_
                           median_seconds, optional_import, print_table)
 
 import dsl as fl  # noqa: E402
+from compiler.passes.manager import PipelineOptions  # noqa: E402
 from compiler.step import make_step_graph, optimize, write_artifact  # noqa: E402
 from runtime import load_artifact  # noqa: E402
 
 PAPER_NULL_OPS_PER_SECOND = 2_000_000
+
+# Dispatch is measured with fusion off: fused, the chain would be a few long kernels.
+NO_FUSION = PipelineOptions(disable=("fuse",))
 
 
 def chain_graph(n: int):
@@ -70,7 +74,7 @@ def compile_step(graph, x, y, folder: str):
     """Compile with the step API, timing passes and codegen + cc separately."""
     t0 = time.perf_counter()
     step = make_step_graph(graph, [x.output], [y.output])
-    optimize(step)
+    optimize(step, NO_FUSION)
     t1 = time.perf_counter()
     path = write_artifact(step, os.path.join(folder, graph.name))
     t2 = time.perf_counter()
@@ -108,7 +112,7 @@ def main() -> None:
         artifact, nodes, pass_s, build_s = compile_step(graph, x, y, tmp)
         want = np.float32(n + 1)
 
-        compiled = fl.Session(graph=graph, backend="c")
+        compiled = fl.Session(graph=graph, backend="c", options=NO_FUSION)
         interpreted = fl.Session(graph=graph, backend="interpreter")
         results = {"compiled": compiled.run(y, {x: one}), "interpreter": interpreted.run(y, {x: one}),
                    "runtime": artifact.run({"x": one})[0]}
@@ -156,7 +160,7 @@ def main() -> None:
         print(f"compiling {devices} chains on {devices} devices ...", file=sys.stderr, flush=True)
         pg, px, py = parallel_chains_graph(n, devices)
         config = fl.ConfigProto(device_count={"CPU": devices})
-        per_device = fl.Session(graph=pg, config=config)
+        per_device = fl.Session(graph=pg, config=config, options=NO_FUSION)
         got = per_device.run(py, {px: one})
         if got != np.float32(devices * (n // devices + 1)):
             raise SystemExit(f"{devices}-device chains computed {got}")
