@@ -157,13 +157,21 @@ def name_scope(name: Optional[str]):
 
 # --- devices -----------------------------------------------------------------------------------
 class PendingOp:
-    """What a device function sees of an op about to be created (``type`` and ``name``)."""
+    """What a device function sees of an op about to be created: ``type``, ``name`` and the
+    attrs it was given (``get_attr``; a variable's ``dtype`` and ``shape``, for instance)."""
 
-    __slots__ = ("type", "name")
+    __slots__ = ("type", "name", "attrs")
 
-    def __init__(self, op_type: str, name: str):
+    def __init__(self, op_type: str, name: str, attrs: Optional[dict] = None):
         self.type = op_type
         self.name = name
+        self.attrs = dict(attrs or {})
+
+    def get_attr(self, name: str):
+        try:
+            return self.attrs[name]
+        except KeyError:
+            raise ValueError(f"op '{self.name}' ({self.type}) has no attr '{name}'") from None
 
 
 def device_for(g: Graph, op: Optional[PendingOp]) -> str:

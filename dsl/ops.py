@@ -221,7 +221,7 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
     input_nodes = [o.node for group in flat_inputs
                    for o in (group if isinstance(group, list) else [group])]
     control = g.current_control_inputs(input_nodes)
-    dev = device_for(g, PendingOp(op_name, full_name))
+    dev = device_for(g, PendingOp(op_name, full_name, attrs))
     if exact and g.get(full_name) is not None:
         raise OpError(f"an op named '{full_name}' already exists", None, loc)
     node = make_node(g, op_name, flat_inputs, attrs, name=full_name, exact_name=exact,

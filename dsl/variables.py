@@ -6,6 +6,10 @@ A variable is a ``VarHandleOp`` (named like the variable) plus the ops that use 
 and whatever assignments the program adds. The value itself lives in the session's runtime
 state, outside any step, and persists across ``Session.run`` calls.
 
+The variable's own ops (its initializer, reads, assignments, gathers, scatters) are created
+under ``fl.colocate_with`` its handle, as in TensorFlow, so a device function such as
+``fl.train.replica_device_setter`` places only the handle and everything else follows it.
+
 Reads and updates run in graph order within a step: a read created before an assignment
 sees the value before it (so a training step's forward pass reads the weights the optimizer
 then updates). Use ``control_dependencies`` or the tensors ``assign*`` return to order them
@@ -17,7 +21,7 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from dsl.context import get_default_graph, name_scope
+from dsl.context import colocate_with, get_default_graph, name_scope
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import DType, as_dtype
@@ -94,11 +98,12 @@ class Variable:
             self._shape = declared
             attrs = {"dtype": self._dtype, "shape": declared, "shared_name": var_name}
             self._handle = apply_op("VarHandleOp", [], attrs, name=scope)
-            self._initializer_op = apply_op("AssignVariableOp", [self._handle, init],
-                                            {"dtype": self._dtype}, name="Assign")
-            with name_scope("Read"):
-                self._graph_element = apply_op("ReadVariableOp", [self._handle],
-                                               {"dtype": self._dtype})
+            with colocate_with(self._handle):
+                self._initializer_op = apply_op("AssignVariableOp", [self._handle, init],
+                                                {"dtype": self._dtype}, name="Assign")
+                with name_scope("Read"):
+                    self._graph_element = apply_op("ReadVariableOp", [self._handle],
+                                                   {"dtype": self._dtype})
         self._name = var_name
         if collections is None:
             collections = [GraphKeys.GLOBAL_VARIABLES]
@@ -159,13 +164,15 @@ class Variable:
 
     def read_value(self) -> Tensor:
         """A new read (ordered after the control dependencies in effect)."""
-        with name_scope(f"{self._name}/Read/"):
+        with name_scope(f"{self._name}/Read/"), colocate_with(self._handle):
             return apply_op("ReadVariableOp", [self._handle], {"dtype": self._dtype})
 
     def sparse_read(self, indices, name: Optional[str] = None) -> Tensor:
         """Rows ``indices`` of the variable (``ResourceGather``); its gradient is sparse."""
-        return apply_op("ResourceGather", [self._handle, indices], {"dtype": self._dtype},
-                        name=name or "Gather")
+        indices = convert_to_tensor(indices)
+        with colocate_with(self._handle):
+            return apply_op("ResourceGather", [self._handle, indices], {"dtype": self._dtype},
+                            name=name or "Gather")
 
     def _as_graph_tensor(self, dtype=None) -> Tensor:
         t = self.value()
@@ -188,7 +195,8 @@ class Variable:
     # --- updating ------------------------------------------------------------------------
     def _update(self, op: str, value, name, read_value: bool):
         value = convert_to_tensor(value, dtype=self._dtype)
-        update = apply_op(op, [self._handle, value], {"dtype": self._dtype}, name=name or op)
+        with colocate_with(self._handle):
+            update = apply_op(op, [self._handle, value], {"dtype": self._dtype}, name=name or op)
         if not read_value:
             return update
         from dsl.context import control_dependencies
@@ -209,8 +217,9 @@ class Variable:
         if not isinstance(sparse_delta, IndexedSlices):
             raise TypeError(f"{op} takes an fl.IndexedSlices, got {type(sparse_delta).__name__}")
         values = convert_to_tensor(sparse_delta.values, dtype=self._dtype)
-        return apply_op(op, [self._handle, sparse_delta.indices, values], {"dtype": self._dtype},
-                        name=name or op)
+        with colocate_with(self._handle):
+            return apply_op(op, [self._handle, sparse_delta.indices, values],
+                            {"dtype": self._dtype}, name=name or op)
 
     def scatter_add(self, sparse_delta, use_locking: bool = False, name=None) -> Operation:
         return self._scatter("ResourceScatterAdd", sparse_delta, name)
@@ -222,7 +231,8 @@ class Variable:
         return self._scatter("ResourceScatterUpdate", sparse_delta, name)
 
     def is_initialized(self) -> Tensor:
-        return apply_op("VarIsInitializedOp", [self._handle], {}, name="IsInitialized")
+        with colocate_with(self._handle):
+            return apply_op("VarIsInitializedOp", [self._handle], {}, name="IsInitialized")
 
 
 def _install_operators() -> None:

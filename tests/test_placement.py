@@ -76,8 +76,8 @@ def test_unconstrained_sources_go_with_their_consumers(graph):
 def test_conflicting_constraints_name_both_nodes_and_the_chain(graph):
     with fl.device("/cpu:1"):
         w = fl.Variable(1.0, name="w")
-    with fl.device("/cpu:2"):
-        r = w.read_value()
+    with fl.device("/cpu:2"):          # a raw read (w.read_value() would colocate with w)
+        r = fl.raw_ops.ReadVariableOp(resource=w.handle, dtype=fl.float32)
     with pytest.raises(PlacementError) as e:
         place([r])
     text = str(e.value)

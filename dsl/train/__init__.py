@@ -17,6 +17,8 @@ from dsl.train.momentum import MomentumOptimizer
 from dsl.train.optimizer import Optimizer
 from dsl.train.rmsprop import RMSPropOptimizer
 from dsl.queues import Coordinator, QueueRunner
+from dsl.train.device_setter import (GreedyLoadBalancingStrategy, RoundRobinStrategy,
+                                     byte_size_load_fn, replica_device_setter)
 from dsl.saver import (CheckpointState, Saver, best_checkpoint, checkpoint_exists,
                        get_checkpoint_state, latest_checkpoint, list_variables, load_variable)
 
@@ -25,7 +27,8 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "get_or_create_global_step", "global_step", "assert_global_step",
            "optimizer_by_name", "OPTIMIZERS", "Saver", "CheckpointState", "latest_checkpoint",
            "get_checkpoint_state", "best_checkpoint", "checkpoint_exists", "list_variables",
-           "load_variable", "Coordinator", "QueueRunner"]
+           "load_variable", "Coordinator", "QueueRunner", "replica_device_setter",
+           "RoundRobinStrategy", "GreedyLoadBalancingStrategy", "byte_size_load_fn"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,
