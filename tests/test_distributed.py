@@ -380,3 +380,30 @@ def test_serve_command_errors_are_plain(tmp_path):
         spec.write_text(json.dumps({"worker": [f"localhost:{s.getsockname()[1]}"]}))
         r = run("--cluster", str(spec), "--job", "worker")
     assert r.returncode == 1 and "cannot listen" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cluster_up_starts_every_task_and_stops_them_together(tmp_path, graph):
+    spec = {"ps": [f"localhost:{free_port()}"], "worker": [f"localhost:{free_port()}"]}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(spec))
+    proc = subprocess.Popen([sys.executable, "-m", "compiler.cli", "cluster", "up", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    try:
+        line = proc.stdout.readline()                 # blocks until every task answers
+        assert "cluster up: 2 tasks" in line and f"grpc://{spec['worker'][0]}" in line, \
+            line + proc.stderr.read() if proc.poll() is not None else line
+        with fl.device("/job:ps/task:0"):
+            v = fl.Variable(np.array([1.0, 2.0], np.float32), name="v")
+        y = v.value() * 3.0
+        with fl.Session(f"grpc://{spec['worker'][0]}") as sess:
+            sess.run(v.initializer)
+            np.testing.assert_array_equal(sess.run(y), [3.0, 6.0])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    assert rc == 0
+    for address in spec.values():                     # every task is down
+        host, port = address[0].split(":")
+        with pytest.raises(OSError):
+            socket.create_connection((host, int(port)), timeout=2).close()

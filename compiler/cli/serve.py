@@ -1,6 +1,8 @@
-"""``flowc serve``: start one task of a cluster and serve until interrupted.
+"""``flowc serve``: start one task of a cluster and serve until interrupted; ``flowc cluster
+up``: start every task of a cluster spec on this machine, for development.
 
     flowc serve --cluster cluster.json --job worker --task 0 [--token T] [--bind HOST]
+    flowc cluster up cluster.json [--token T]
 
 Without ``--cluster`` the cluster and the task come from ``TF_CONFIG`` (TensorFlow's
 convention: ``{"cluster": {...}, "task": {"type": "worker", "index": 0}}``), so tasks start
@@ -35,6 +37,83 @@ def add_serve_command(sub) -> None:
     p.add_argument("--max-message-mb", metavar="MB", type=int, default=256,
                    help="largest request or response accepted (default: 256)")
     p.set_defaults(handler=cmd_serve)
+
+    p = sub.add_parser("cluster", help="start every task of a cluster on this machine",
+                       description="'flowc cluster up FILE.json' starts one 'flowc serve' process "
+                       "per task of the cluster spec, waits until each answers, prints the "
+                       "targets, and stops them all on Ctrl-C or SIGTERM (or when one dies).")
+    p.add_argument("action", choices=("up",), help="'up': start the cluster")
+    p.add_argument("cluster", metavar="FILE.json", help="cluster spec")
+    p.add_argument("--token", metavar="T", default=None,
+                   help="shared token every task requires (default: FLOWC_TOKEN, if set)")
+    p.add_argument("--start-timeout", metavar="S", type=float, default=60.0,
+                   help="seconds to wait for each task to answer (default: 60)")
+    p.set_defaults(handler=cmd_cluster)
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """Start every task of the cluster as a child process; tear them all down together."""
+    import subprocess
+    import time
+    from runtime.cluster import ClusterSpec
+    from runtime.transport import TaskClient
+
+    cluster = ClusterSpec.load(args.cluster)
+    token = args.token if args.token is not None else os.environ.get("FLOWC_TOKEN") or None
+    procs = {}
+
+    def stop_all() -> None:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        for job, addresses in sorted(cluster.jobs.items()):
+            for task in range(len(addresses)):
+                cmd = [sys.executable, "-m", "compiler.cli", "serve", "--cluster", args.cluster,
+                       "--job", job, "--task", str(task)]
+                if token:
+                    cmd += ["--token", token]
+                procs[(job, task)] = subprocess.Popen(cmd)
+        for (job, task), proc in procs.items():
+            address = cluster.jobs[job][task]
+            deadline = time.monotonic() + args.start_timeout
+            while True:
+                if proc.poll() is not None:
+                    raise FlowcError(f"/job:{job}/task:{task} at {address} exited with status "
+                                     f"{proc.returncode} while starting")
+                client = TaskClient(address, token=token)
+                try:
+                    client.call("Status", {}, timeout=2)
+                    client.close()
+                    break
+                except FlowcError:
+                    client.close()
+                    if time.monotonic() > deadline:
+                        raise FlowcError(f"/job:{job}/task:{task} at {address} did not answer "
+                                         f"within {args.start_timeout:g} s") from None
+                    time.sleep(0.2)
+        targets = ", ".join(f"grpc://{a}" for a in cluster.jobs.get("worker", ())) or \
+            ", ".join(f"grpc://{a}" for addrs in cluster.jobs.values() for a in addrs)
+        print(f"flowc: cluster up: {len(procs)} tasks; targets: {targets}", flush=True)
+        while all(proc.poll() is None for proc in procs.values()):
+            time.sleep(0.5)
+        dead = [f"/job:{j}/task:{t}" for (j, t), proc in procs.items() if proc.poll() is not None]
+        raise FlowcError(f"task {', '.join(dead)} exited; stopping the cluster")
+    except KeyboardInterrupt:
+        print("flowc: stopping the cluster", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        stop_all()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -71,4 +150,4 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_serve_command", "cmd_serve", "FlowcError"]
+__all__ = ["add_serve_command", "cmd_serve", "cmd_cluster", "FlowcError"]
