@@ -387,6 +387,18 @@ def _sizes_c(kc: CKernelContext, i: int) -> List[str]:
     return vals
 
 
+def check_output_sizes(kc: CKernelContext, geo: "CGeometry") -> None:
+    """The window's output height and width must not be negative: checked now when they are
+    known, at run time otherwise."""
+    for axis in (0, 1):
+        out = geo.out(axis)
+        if out.lstrip("-").isdigit():
+            if int(out) < 0:
+                raise kc.error("computed output size would be negative")
+        else:
+            kc.check(f"{out} >= 0", "computed output size would be negative (or is too large)")
+
+
 @dataclass
 class CGeometry:
     """C expressions of one convolution/pooling problem (NHWC input x, KHxKWxCxO filter)."""
@@ -461,13 +473,7 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
         x = _sizes_c(kc, 0) if op == "AvgPoolGrad" else ins[0].dims
         geo = CGeometry(x, str(k[1]), str(k[2]), x[3], g)
         has_grad = op.endswith("Grad")
-    for axis in (0, 1):
-        out = geo.out(axis)
-        if out.lstrip("-").isdigit():
-            if int(out) < 0:
-                raise kc.error("computed output size would be negative")
-        else:
-            kc.check(f"{out} >= 0", "computed output size would be negative (or is too large)")
+    check_output_sizes(kc, geo)
     want = geo.out_dims()
     checked = ([len(ins) - 1] if has_grad else []) + ([1] if op == "MaxPoolGrad" else [])
     for i in checked:

@@ -471,13 +471,7 @@ def _max_pool_grad_grad_geometry(kc: KernelContext) -> "conv.CGeometry":
     kc.module.add_global(kc.render("pool_grad_grad.c.j2", sfx=sfx, T=kc.out.ctype))
     k = kc.attr("ksize")
     geo = conv.CGeometry(x.dims, str(k[1]), str(k[2]), x.dim(3), g)
-    for axis in (0, 1):
-        out = geo.out(axis)
-        if out.lstrip("-").isdigit():
-            if int(out) < 0:
-                raise kc.error("computed output size would be negative")
-        else:
-            kc.check(f"{out} >= 0", "computed output size would be negative (or is too large)")
+    conv.check_output_sizes(kc, geo)
     want = geo.out_dims()
     for d in range(4):
         kc.check_dims_equal(gx.dim(d), x.dim(d), f"grad dim {d} differs from orig_input")

@@ -42,6 +42,17 @@ def apply_threads(threads: Optional[int]) -> None:
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
 
+def apply_framework_threads(torch, tf, threads: Optional[int]) -> None:
+    """Give PyTorch and TensorFlow (when imported) the same thread count as BLAS."""
+    if not threads:
+        return
+    if torch is not None:
+        torch.set_num_threads(threads)
+    if tf is not None:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
 def optional_import(name: str):
     """The module, or None when it is not installed (or fails to import)."""
     try:

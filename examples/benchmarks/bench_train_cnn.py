@@ -17,8 +17,8 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
-from bench_common import (Row, add_threads_argument, apply_threads, environment_line,
-                          optional_import, print_table)
+from bench_common import (Row, add_threads_argument, apply_framework_threads, apply_threads,
+                          environment_line, optional_import, print_table)
 from bench_train_mlp import interleaved_medians
 
 import dsl as fl  # noqa: E402
@@ -172,11 +172,7 @@ def main() -> None:
     apply_threads(args.threads)
 
     torch, tf = optional_import("torch"), optional_import("tensorflow")
-    if torch is not None and args.threads:
-        torch.set_num_threads(args.threads)
-    if tf is not None and args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    apply_framework_threads(torch, tf, args.threads)
     params = init_params()
     xv, lv = sample_batch(args.batch)
     model = flowc_model(params)

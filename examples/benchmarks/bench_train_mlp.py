@@ -24,8 +24,8 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
-from bench_common import (Row, add_threads_argument, apply_threads, environment_line,
-                          median_seconds, optional_import, print_table)
+from bench_common import (Row, add_threads_argument, apply_framework_threads, apply_threads,
+                          environment_line, median_seconds, optional_import, print_table)
 
 import dsl as fl  # noqa: E402
 
@@ -386,11 +386,7 @@ def main() -> None:
     apply_threads(args.threads)
 
     torch, tf = optional_import("torch"), optional_import("tensorflow")
-    if torch is not None and args.threads:
-        torch.set_num_threads(args.threads)
-    if tf is not None and args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    apply_framework_threads(torch, tf, args.threads)
     print(environment_line(torch, tf))
     if args.profile:
         profile(args.batch or 128, args.repeats)
