@@ -120,7 +120,12 @@ def read_ir_file(path: str) -> Graph:
 
 
 def _load_ir(path: str) -> Model:
-    parsed = read_ir_file(path)
+    return model_of_graph(path, read_ir_file(path))
+
+
+def model_of_graph(path: str, parsed: Graph) -> Model:
+    """The model of a whole graph read from a file: its ``_Retval``s are the fetches (a step
+    graph written out), or else every output nothing reads."""
     retvals = sorted((n for n in parsed if n.op == "_Retval"), key=lambda n: n.attrs.get("index", 0))
     if not retvals:
         fetches = sink_outputs(parsed)

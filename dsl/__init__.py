@@ -25,6 +25,7 @@ from dsl.variables import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl.clip_ops import *  # noqa: F401,F403
 from dsl import nn
+from dsl import summary
 from dsl import train
 from dsl.config import ConfigProto, RunOptions
 from dsl.queues import FIFOQueue

@@ -124,6 +124,10 @@ class _Plan:
             return lambda values: IndexedSlicesValue(*[b(values) for b in parts])
         if hasattr(f, "_as_graph_tensor"):             # a variable: its value
             return self._builder(f._as_graph_tensor())
+        if hasattr(f, "_session_fetch"):               # a fetch conversion (fl.summary): what
+            parts, convert = f._session_fetch()        # to fetch, and what to make of it
+            build = self._builder(parts)
+            return lambda values: convert(build(values))
         if isinstance(f, dict):
             items = [(k, self._builder(v)) for k, v in f.items()]
             cls = type(f)

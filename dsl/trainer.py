@@ -364,13 +364,15 @@ def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[
           eval_every: Optional[int] = None, data: Optional[str] = None,
           seed: Optional[int] = None, checkpoint_dir: Optional[str] = None,
           resume: bool = False, backend: str = "c", progress: Optional[bool] = None,
-          out=None, err=None) -> TrainResult:
+          logdir: Optional[str] = None, out=None, err=None) -> TrainResult:
     """Train ``spec``'s model; arguments given override the spec's settings.
 
     Prints one line per evaluation and a final summary to ``out`` (stdout), a progress bar and
     notes to ``err`` (stderr; the bar only on a terminal, or when ``progress`` is True).
     SIGINT and SIGTERM stop the run after the current step, with a checkpoint when
     ``checkpoint_dir`` is given; the result's ``status`` is then 128 + the signal number.
+    With ``logdir``, TensorBoard scalars go there: ``train/loss`` every step, ``eval/loss``,
+    ``eval/<metric>`` and ``train/steps_per_sec`` at every evaluation, and the graph.
     """
     out = out or sys.stdout
     err = err or sys.stderr
@@ -407,11 +409,41 @@ def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[
         print(f"flowc: resuming from {restored} (step {start})", file=err)
     elif resume:
         print(f"flowc: note: no checkpoint in {checkpoint_dir}: starting from step 0", file=err)
-    return _loop(trainer, start, steps, batch_size, eval_every, seed, progress, out, err)
+    log = _ScalarLog(logdir, spec.graph)
+    try:
+        return _loop(trainer, start, steps, batch_size, eval_every, seed, progress, out, err, log)
+    finally:
+        log.close()
+
+
+class _ScalarLog:
+    """TensorBoard scalars of a run (nothing when there is no logdir)."""
+
+    def __init__(self, logdir: Optional[str], graph: Graph):
+        self.writer = None
+        if logdir:
+            from dsl.summary import FileWriter
+            self.writer = FileWriter(logdir, graph=graph, flush_secs=10)
+
+    def scalars(self, step: int, values: Dict[str, float]) -> None:
+        if self.writer is not None:
+            for tag, value in values.items():
+                self.writer.add_scalar(tag, value, step)
+
+    def evaluation(self, step: int, loss: float, metrics: Dict[str, float], rate: float) -> None:
+        values = {"eval/loss": loss}
+        values.update({f"eval/{k}": v for k, v in metrics.items()})
+        if rate > 0:
+            values["train/steps_per_sec"] = rate
+        self.scalars(step, values)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every: int, seed: int,
-          progress: Optional[bool], out, err) -> TrainResult:
+          progress: Optional[bool], out, err, log: _ScalarLog) -> TrainResult:
     from tqdm import tqdm
     spec, dataset = trainer.spec, trainer.data
     show = progress if progress is not None else err.isatty()
@@ -442,6 +474,7 @@ def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every:
                     raise TrainError(f"{spec.name}: the loss is {loss_value} at step {step}; "
                                      "try a smaller learning rate")
                 loss_avg = loss_value if loss_avg is None else 0.95 * loss_avg + 0.05 * loss_value
+                log.scalars(step, {"train/loss": float(loss_value)})
                 if step == start + 1:                # the first step compiled it: not timed
                     t0, timed_from = time.perf_counter(), step
                 bar.update(1)
@@ -453,7 +486,10 @@ def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every:
                     break
                 if step % eval_every == 0:
                     train_seconds += time.perf_counter() - t0      # evaluation: not timed
-                    say(_summary(step, *trainer.evaluate(), dataset.test_size))
+                    loss, metrics = trainer.evaluate()
+                    say(_summary(step, loss, metrics, dataset.test_size))
+                    log.evaluation(step, loss, metrics, (step - timed_from) / train_seconds
+                                   if train_seconds > 0 and step > timed_from else 0.0)
                     checkpoint = trainer.save(step) or checkpoint
                     t0 = time.perf_counter()
         train_seconds += time.perf_counter() - t0
@@ -470,6 +506,7 @@ def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every:
         loss, metrics = trainer.evaluate()
         checkpoint = trainer.save(step) or checkpoint
     rate = (step - timed_from) / train_seconds if train_seconds > 0 else 0.0
+    log.evaluation(step, loss, metrics, rate if step > timed_from else 0.0)
     line = _summary(step, loss, metrics, dataset.test_size)
     print(f"{line}, {rate:.0f} steps/s" if step > timed_from else line, file=out, flush=True)
     if checkpoint:
@@ -525,6 +562,10 @@ def register_command(subparsers) -> None:
     p.add_argument("--threads", type=_positive, metavar="T",
                    help="threads of the BLAS library (OPENBLAS_NUM_THREADS; 1 is often fastest "
                         "for small models on a busy machine)")
+    p.add_argument("--logdir", metavar="DIR",
+                   help="write TensorBoard scalars (train/loss, eval/loss, eval/<metric>, "
+                        "train/steps_per_sec) and the graph to DIR (needs tensorboardX: the "
+                        "tensorboard extra)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_train)
 
@@ -538,5 +579,5 @@ def cmd_train(args: argparse.Namespace) -> int:
     result = train(spec, steps=args.steps, batch_size=args.batch_size,
                    eval_every=args.eval_every, data=args.data, seed=args.seed,
                    checkpoint_dir=args.checkpoint_dir, resume=args.resume, backend=args.backend,
-                   progress=False if args.quiet else None)
+                   progress=False if args.quiet else None, logdir=args.logdir)
     return result.status

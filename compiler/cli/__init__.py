@@ -1,4 +1,4 @@
-"""The ``flowc`` command line: ``compile``, ``check``, ``ir``, ``opt`` and ``run``, plus the
+"""The ``flowc`` command line: ``compile``, ``check``, ``ir``, ``export``, ``opt`` and ``run``, plus the
 commands other packages add through the ``flowc.commands`` entry-point group (``train``).
 
 User errors (a missing file, IR that does not parse, an unknown pass or fetch, a tampered
@@ -72,17 +72,35 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--after", metavar="PASS",
                    help="run the pipeline up to and including PASS and print the result")
-    p.add_argument("--format", choices=("text", "dot", "json"), default="text",
-                   help="output format: IR text, Graphviz DOT, or JSON (see docs/dsl.md)")
+    p.add_argument("--format", choices=("text", "dot", "json", "tensorboard"), default="text",
+                   help="output format: IR text, Graphviz DOT, JSON (see docs/dsl.md), or an "
+                        "event file for TensorBoard's graph view (needs --logdir)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="write to FILE instead of stdout; with --format dot, a .svg, .png or "
                         ".pdf FILE is rendered by Graphviz's dot program")
+    p.add_argument("--logdir", metavar="DIR",
+                   help="with --format tensorboard: the folder to write the event file to")
     p.add_argument("--elide-constants", action="store_true",
                    help="summarize constants of more than 16 elements (type, size, digest); "
                         "easier to read, but the output no longer parses as IR")
     _add_selection(p)
     add_pipeline_arguments(p)
     p.set_defaults(handler="ir")
+
+    p = sub.add_parser("export", help="write a model as another system's format",
+                       description="Write a model's graph (as built, or after --after PASS) as a "
+                       "TensorFlow GraphDef: binary for FILE.pb, text for FILE.pbtxt. Node names, "
+                       "ops, attrs, devices and control inputs map one to one; source locations "
+                       "travel in the _flowc_location attr.")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--format", choices=("graphdef",), default="graphdef", help="output format")
+    p.add_argument("-o", "--output", metavar="FILE", required=True,
+                   help="file to write (.pb: binary, .pbtxt: text)")
+    p.add_argument("--after", metavar="PASS",
+                   help="export the step graph after this pass instead of the graph as built")
+    _add_selection(p)
+    add_pipeline_arguments(p)
+    p.set_defaults(handler="export")
 
     p = sub.add_parser("opt", help="run passes on IR text and print the result",
                        description="Run passes on an IR text file and print the IR; with no "
@@ -167,7 +185,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return cmd_run(args)
     from compiler.cli import commands
     return {"compile": commands.cmd_compile, "check": commands.cmd_check, "ir": commands.cmd_ir,
-            "opt": commands.cmd_opt}[args.handler](args)
+            "opt": commands.cmd_opt, "export": commands.cmd_export}[args.handler](args)
 
 
 def report(err: FlowcError) -> None:

@@ -1,5 +1,6 @@
 """The compiler's subcommands: ``compile`` (model -> artifact), ``check`` (build and infer
-shapes), ``ir`` (inspect the IR after a pass) and ``opt`` (run passes on IR text)."""
+shapes), ``ir`` (inspect the IR after a pass), ``export`` (write a GraphDef) and ``opt`` (run
+passes on IR text)."""
 from __future__ import annotations
 
 import argparse
@@ -101,6 +102,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _tensorboard(graph: Graph, logdir: Optional[str]) -> None:
+    """Write ``graph`` to an event file in ``logdir`` for TensorBoard's graph view."""
+    if not logdir:
+        raise ModelError("--format tensorboard needs --logdir DIR (the folder TensorBoard reads)")
+    from compiler.interop.tensorboard import write_graph_event
+    path = write_graph_event(graph, logdir)
+    print(f"wrote {path} (view it with: tensorboard --logdir {logdir})")
+
+
 def _format(graph: Graph, fmt: str, elide_constants: bool = False) -> str:
     if fmt == "dot":
         return graph_to_dot(graph)
@@ -132,10 +142,16 @@ def cmd_ir(args: argparse.Namespace) -> int:
         if pipeline_flags_given(args):
             print("flowc: note: no passes run without --after; pipeline flags ignored",
                   file=sys.stderr)
+        if args.format == "tensorboard":
+            _tensorboard(model.as_built, args.logdir)
+            return 0
         _emit(model.as_built, args.format, args.elide_constants, args.output)
         return 0
     step = step_for(model)
     PassManager(_pipeline_until(options, args.after)).run(step.graph)
+    if args.format == "tensorboard":
+        _tensorboard(step.graph, args.logdir)
+        return 0
     if args.format == "text" and any(n.op == "_Send" for n in step.graph):
         # a partitioned step: one graph per device, as each device compiles it
         text = "\n".join(_format(g, "text", args.elide_constants)
@@ -147,6 +163,21 @@ def cmd_ir(args: argparse.Namespace) -> int:
                 f.write(text)
         return 0
     _emit(step.graph, args.format, args.elide_constants, args.output)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a model (as built, or its step graph after a pass) as a TensorFlow GraphDef."""
+    from compiler.interop.graphdef import write_graphdef
+    options = options_from_args(args)
+    model = select(load_model(args.model), args.fetch, args.feed)
+    graph = model.as_built
+    if args.after is not None:
+        step = step_for(model)
+        PassManager(_pipeline_until(options, args.after)).run(step.graph)
+        graph = step.graph
+    write_graphdef(graph, args.output)
+    print(f"wrote {args.output} ({len(graph)} nodes)")
     return 0
 
 

@@ -1,0 +1,1 @@
+"""Formats of other systems: TensorFlow GraphDefs and TensorBoard event files."""
