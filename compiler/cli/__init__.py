@@ -89,13 +89,16 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write a model as another system's format",
                        description="Write a model's graph (as built, or after --after PASS) as a "
-                       "TensorFlow GraphDef: binary for FILE.pb, text for FILE.pbtxt. Node names, "
+                       "TensorFlow GraphDef: binary for FILE.pb, text for FILE.pbtxt (node names, "
                        "ops, attrs, devices and control inputs map one to one; source locations "
-                       "travel in the _flowc_location attr.")
+                       "travel in the _flowc_location attr); or its step graph as an ONNX model "
+                       "(opset 17) for the ops that map back. See docs/interop.md.")
     p.add_argument("model", metavar="MODEL", help=model_help)
-    p.add_argument("--format", choices=("graphdef",), default="graphdef", help="output format")
+    p.add_argument("--format", choices=("graphdef", "onnx"), default=None,
+                   help="output format (default: from FILE's suffix: .pb/.pbtxt GraphDef, "
+                        ".onnx ONNX)")
     p.add_argument("-o", "--output", metavar="FILE", required=True,
-                   help="file to write (.pb: binary, .pbtxt: text)")
+                   help="file to write (.pb: binary GraphDef, .pbtxt: text GraphDef, .onnx)")
     p.add_argument("--after", metavar="PASS",
                    help="export the step graph after this pass instead of the graph as built")
     _add_selection(p)

@@ -167,10 +167,20 @@ def cmd_ir(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write a model (as built, or its step graph after a pass) as a TensorFlow GraphDef."""
+    """Write a model as a TensorFlow GraphDef (as built, or its step graph after a pass) or
+    as ONNX (its step graph, the ops that map back)."""
     from compiler.interop.graphdef import write_graphdef
+    fmt = args.format or ("onnx" if args.output.endswith(".onnx") else "graphdef")
     options = options_from_args(args)
     model = select(load_model(args.model), args.fetch, args.feed)
+    if fmt == "onnx":
+        if args.after is not None:
+            raise ModelError("--after applies to GraphDef exports; ONNX exports the step graph "
+                             "after prune, infer-shapes and fold-constants")
+        from compiler.interop.onnx_export import export_model_onnx
+        count = export_model_onnx(model, args.output)
+        print(f"wrote {args.output} ({count} ONNX nodes)")
+        return 0
     graph = model.as_built
     if args.after is not None:
         step = step_for(model)
