@@ -24,6 +24,7 @@ from dsl.indexed_slices import IndexedSlices
 from dsl.variables import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl.clip_ops import *  # noqa: F401,F403
+from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl import nn
 from dsl import summary
 from dsl import train

@@ -59,7 +59,8 @@ def bias_add(value, bias, data_format: Optional[str] = None, name: Optional[str]
     return apply_op("BiasAdd", [value, bias], {"data_format": fmt}, name=name or "BiasAdd")
 
 from dsl import nn_conv as _nn_conv, nn_losses as _nn_losses  # noqa: E402
+from dsl.embedding_ops import embedding_lookup  # noqa: E402,F401
 from dsl.nn_conv import *  # noqa: E402,F401,F403  (conv2d, max_pool, ...)
 from dsl.nn_losses import *  # noqa: E402,F401,F403  (softmax_cross_entropy_with_logits, ...)
 
-__all__ += _nn_conv.__all__ + _nn_losses.__all__
+__all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
