@@ -407,3 +407,37 @@ def test_cluster_up_starts_every_task_and_stops_them_together(tmp_path, graph):
         host, port = address[0].split(":")
         with pytest.raises(OSError):
             socket.create_connection((host, int(port)), timeout=2).close()
+
+
+def test_sharded_embedding_over_two_ps_tasks_trains_like_one_table(tmp_path, graph):
+    """An embedding table split over two PS tasks: each shard's rows are gathered on its own
+    task, the sparse SGD update runs there, and the result equals one local table."""
+    c = Cluster(tmp_path, {"ps": 2, "worker": 1})
+    try:
+        r = np.random.RandomState(11)
+        table = r.randn(10, 4).astype(np.float32)
+        ids = np.array([[1, 8], [3, 3], [0, 9]], np.int64)
+        target = r.randn(3, 2, 4).astype(np.float32)
+        shards = []
+        for k in range(2):
+            with fl.device(f"/job:ps/task:{k}"):
+                shards.append(fl.Variable(table[k::2], name=f"emb_shard{k}"))
+        x = fl.placeholder(fl.int64, [None, 2], name="ids")
+        with fl.device("/job:worker/task:0"):
+            rows = fl.nn.embedding_lookup(shards, x, partition_strategy="mod")
+            loss = fl.reduce_sum(fl.square(rows - target))
+            step = fl.train.GradientDescentOptimizer(0.05).minimize(loss)
+        with fl.Session(c.target()) as sess:
+            sess.run([s.initializer for s in shards])
+            before = sess.run(rows, {x: ids})
+            sess.run(step, {x: ids})
+            after = sess.run(shards)
+        np.testing.assert_array_equal(before, table[ids])
+        expected = table.copy()
+        np.add.at(expected, ids.reshape(-1), -0.05 * 2 * (table[ids] - target).reshape(-1, 4))
+        np.testing.assert_allclose(after[0], expected[0::2], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(after[1], expected[1::2], rtol=1e-5, atol=1e-6)
+        for k in range(2):
+            assert f"emb_shard{k}" in c.wait_ready("ps", k)["variables"]
+    finally:
+        c.stop()
