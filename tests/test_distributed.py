@@ -441,3 +441,41 @@ def test_sharded_embedding_over_two_ps_tasks_trains_like_one_table(tmp_path, gra
             assert f"emb_shard{k}" in c.wait_ready("ps", k)["variables"]
     finally:
         c.stop()
+
+
+def test_a_killed_ps_task_recovers_from_the_checkpoint_its_saver_wrote(tmp_path, cluster, graph):
+    """Train, checkpoint (written by the PS task that holds the variables), SIGKILL the PS:
+    the next step names the dead task; a restarted PS has lost its variables (a clear error
+    naming them), and restoring the checkpoint brings back exactly the saved values, from
+    which training goes on as it would have."""
+    x, w, b, h, total = _model()
+    with fl.device("/job:ps/task:0"):
+        gstep = fl.train.get_or_create_global_step()
+    step = fl.train.GradientDescentOptimizer(0.1).minimize(total, global_step=gstep)
+    saver = fl.train.Saver(max_to_keep=2)
+    feed = {x: np.arange(6, dtype=np.float32).reshape(2, 3) / 5}
+    prefix = str(tmp_path / "ckpt" / "model")
+    with fl.Session(cluster.target()) as sess:
+        sess.run(fl.global_variables_initializer())
+        for _ in range(3):
+            sess.run(step, feed)
+        saved = saver.save(sess, prefix, global_step=sess.run(gstep))
+        saved_values = sess.run([w, b, gstep])
+        sess.run(step, feed)                                 # progress after the checkpoint
+        expected_next = sess.run([w, b])
+        cluster.kill("ps", 0)
+        with pytest.raises(UnavailableError, match="/job:ps/task:0"):
+            sess.run(step, feed, options=fl.RunOptions(timeout_in_ms=20000))
+    cluster.start("ps", 0, tf_config=True)
+    cluster.wait_ready("ps", 0)
+    with fl.Session(cluster.target()) as sess:
+        with pytest.raises(fl.FlowcError, match="w"):
+            sess.run(w)                                      # the new PS has no value for w
+        assert fl.train.latest_checkpoint(str(tmp_path / "ckpt")) == saved
+        saver.restore(sess, saved)
+        for got, want in zip(sess.run([w, b, gstep]), saved_values):
+            np.testing.assert_array_equal(got, want)
+        sess.run(step, feed)
+        for got, want in zip(sess.run([w, b]), expected_next):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+        assert sess.run(gstep) == saved_values[2] + 1

@@ -73,6 +73,22 @@ def test_unconstrained_sources_go_with_their_consumers(graph):
     assert "consumer" in report.placements["x"].reason
 
 
+def test_unplaced_state_stays_on_the_default_device_whatever_the_step(graph):
+    """A variable nobody placed does not follow its data: the step that initializes it (from
+    a value on CPU:2) and the step that reads it (for CPU:3) both find it on CPU:0."""
+    with fl.device("/cpu:2"):
+        start = fl.constant([1.0, 2.0], name="start") * 2.0
+    v = fl.Variable(start, name="v")
+    with fl.device("/cpu:3"):
+        doubled = v.value() * 2.0
+    q = fl.FIFOQueue(4, [fl.float32], shapes=[[2]], name="q")
+    init_where, report = place([], targets=[v.initializer])
+    read_where, _ = place([doubled], targets=[q.enqueue([doubled])])
+    assert init_where["v"] == read_where["v"] == CPU(0)
+    assert init_where["v/Assign"] == CPU(0) and read_where["q"] == CPU(0)
+    assert "state without a device request" in report.placements["v"].reason
+
+
 def test_conflicting_constraints_name_both_nodes_and_the_chain(graph):
     with fl.device("/cpu:1"):
         w = fl.Variable(1.0, name="w")

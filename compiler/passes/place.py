@@ -12,7 +12,9 @@ The rules, in order (TensorFlow's placer, simplified and deterministic):
    that ask for different values of one field are an error naming both, where each was written,
    and the chain of colocations that binds them. The group gets the first device (in a fixed
    order) that matches the merged spec and that every member has kernels for.
-4. **Unconstrained groups** go with their data: in graph order, a group takes the device of
+4. **Unconstrained state** (a group holding a variable or queue handle nobody placed) goes to
+   the default device, so every step finds it in the same place.
+5. **Unconstrained groups** go with their data: in graph order, a group takes the device of
    its first input already placed; groups still unplaced (sources such as constants, and what
    only they feed) then take, in reverse graph order, the device of their first placed
    consumer; whatever is left goes to the default device (the first CPU).
@@ -153,6 +155,12 @@ def _compatible(key: str, a: str, b: str) -> bool:
     return ta == tb and ("*" in (ia, ib))
 
 
+def _makes_state(n: Node) -> bool:
+    """A node that creates runtime state: a resource handle not taken from another node."""
+    return (any(t.dtype is DType.resource for t in n.output_types)
+            and not any(i.dtype is DType.resource for i in n.inputs))
+
+
 @register_pass("place")
 class Place(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> bool:
@@ -191,16 +199,27 @@ class Place(Pass):
                                  f"{requester.device}")
             else:
                 pending.append(group)
+        fallback = default_device(devices)
+        if ctx.options.default_device:           # a distributed session: the target's task
+            fallback = next((d for d in devices if d.matches(ctx.options.default_device)),
+                            fallback)
+        # State (a variable, a queue) nobody placed stays on the default device: following
+        # its data would put it where each step's graph happens to lead, and a later step
+        # would look for it on another device (or task) than the step that created it.
+        stateful = [g for g in pending if any(_makes_state(n) for n in g)]
+        for group in stateful:
+            feasible = [d for d in devices if all(d.type in kernel_device_types(n) for n in group)]
+            dev = fallback if fallback in feasible else feasible[0]
+            for n in group:
+                assigned[n] = dev
+                reason[n] = "default device (state without a device request stays there)"
+        pending = [g for g in pending if not any(_makes_state(n) for n in g)]
         while pending:
             before = len(pending)
             pending = self._follow_inputs(pending, assigned, reason)
             pending = self._follow_consumers(graph, pending, assigned, reason)
             if len(pending) == before:
                 break
-        fallback = default_device(devices)
-        if ctx.options.default_device:           # a distributed session: the target's task
-            fallback = next((d for d in devices if d.matches(ctx.options.default_device)),
-                            fallback)
         for group in pending:
             feasible = [d for d in devices if all(d.type in kernel_device_types(n) for n in group)]
             dev = fallback if fallback in feasible else feasible[0]

@@ -3,13 +3,15 @@
 
 It is named ``global_step``, is not trainable, starts at 0, and lives in the GLOBAL_STEP and
 GLOBAL_VARIABLES collections. ``Optimizer.apply_gradients(..., global_step=step)`` adds one
-to it after the updates of each step.
+to it after the updates of each step. As in TensorFlow, it is created under the enclosing
+device scope (``replica_device_setter`` puts it on a parameter server); with none, placement
+keeps it on the default device.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from dsl.context import Graph, control_dependencies, device, get_default_graph, name_scope
+from dsl.context import Graph, control_dependencies, get_default_graph, name_scope
 from dsl.init_ops import zeros_initializer
 from dsl.variables import GraphKeys, Variable
 from runtime.dtypes import DType
@@ -34,7 +36,7 @@ def create_global_step(graph: Optional[Graph] = None) -> Variable:
     g = graph or get_default_graph()
     if get_global_step(g) is not None:
         raise ValueError("global_step already exists.")
-    with g.as_default(), control_dependencies(None), name_scope(None), device(None):
+    with g.as_default(), control_dependencies(None), name_scope(None):
         return Variable(zeros_initializer(), shape=[], dtype=DType.i64, trainable=False,
                         name="global_step",
                         collections=[GraphKeys.GLOBAL_VARIABLES, GraphKeys.GLOBAL_STEP])
