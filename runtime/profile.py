@@ -155,7 +155,12 @@ def _ms(ns: int) -> str:
 
 
 def _us(ns: int) -> str:
-    return f"{ns / 1e3:.1f}us"
+    """A duration in the unit that reads best: 850ns, 12.3us, 4.567ms."""
+    if ns < 1000:
+        return f"{ns}ns"
+    if ns < 1000000:
+        return f"{ns / 1e3:.1f}us"
+    return f"{ns / 1e6:.3f}ms"
 
 
 def _pct(part: int, whole: int) -> str:
