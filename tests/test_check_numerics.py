@@ -124,3 +124,13 @@ def test_checked_build_matches_the_interpreter_and_has_one_check_per_float_outpu
         want = sess.run({"a": a, "b": b, "c": c}, {x: feeds["x"], i: feeds["i"]})
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+
+
+def test_flowc_flags_environment_turns_the_checks_on(graph, monkeypatch):
+    x = fl.placeholder(fl.float32, [2], name="x")
+    y = fl.log(x, name="y")
+    monkeypatch.setenv("FLOWC_FLAGS", "--check-numerics")
+    with fl.Session() as sess:
+        with pytest.raises(fl.InvalidArgumentError, match=r"node 'y': CheckNumerics: Log: "
+                                                          r"Tensor had NaN values"):
+            sess.run(y, {x: np.array([1.0, -1.0], np.float32)})
