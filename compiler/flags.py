@@ -52,6 +52,10 @@ FLAGS: List[Flag] = [
     Flag("cpu-devices", "int", "cpu_devices", "number of CPU devices of the process (default 1)"),
     Flag("allow-soft-placement", "bool", "allow_soft_placement",
          "place a node whose requested device does not exist on another device"),
+    Flag("profile", "bool", "profile",
+         "time every kernel (flowc run --profile, RunOptions FULL_TRACE); off: no timer code"),
+    Flag("check-numerics", "bool", "check_numerics",
+         "stop a step at the first op whose floating-point output has NaN or Inf"),
 ]
 _BY_NAME: Dict[str, Flag] = {f.name: f for f in FLAGS}
 _DEFAULTS = PipelineOptions()

@@ -14,11 +14,12 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from compiler.codegen.build import build_shared_object, compiler_identity, compiler_command
 from compiler.codegen.emitter import emit_c
+from compiler.codegen.instrument import Instrumentation, origins_of
 from compiler.errors import CompileError, ShapeError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import print_graph
@@ -40,6 +41,7 @@ class StepGraph:
     feed_names: List[str]       # the tensor names the user fed
     retvals: List[Node]         # _Retval nodes, in fetch order
     fetch_names: List[str]
+    origins: dict = field(default_factory=dict)   # name -> (op, location) before optimizing
 
 
 def tensor_name(out: Output) -> str:
@@ -78,6 +80,7 @@ def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Out
 
 def optimize(step: StepGraph, options: Optional[PipelineOptions] = None) -> PassManager:
     pm = PassManager(options or PipelineOptions())
+    step.origins = origins_of(step.graph)       # what Fused kernels replaced, for profiles
     pm.run(step.graph)
     _check_unfed(step)
     return pm
@@ -91,12 +94,14 @@ def _check_unfed(step: StepGraph) -> None:
                             f"({n.output_types[0]}){where}")
 
 
-def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
+def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
+                   instrumentation: Instrumentation = Instrumentation()) -> str:
     """Emit C for each device of the optimized step graph, build it, and write an artifact.
 
     One module per device (``cpu_0.c``/``cpu_0.so``, ...); the manifest says which of the
     step's feeds and fetches each device takes, its variables and random streams, and how many
-    rendezvous slots the step's ``_Send``/``_Recv`` pairs use.
+    rendezvous slots the step's ``_Send``/``_Recv`` pairs use. ``instrumentation`` adds
+    kernel timers and numerics checks (``compiler/codegen/instrument.py``).
     """
     feed_specs = []
     for n, name in zip(step.feeds, step.feed_names):
@@ -123,7 +128,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
         retvals = sorted((n for n in g if n.op == "_Retval"), key=lambda n: fetch_index[n.name])
         for local, r in enumerate(retvals):
             r.attrs["index"] = local             # the module's own fetch numbering
-        emitted = emit_c(g, feeds, retvals)
+        emitted = emit_c(g, feeds, retvals, instrumentation=instrumentation,
+                         origins=step.origins)
         for r in retvals:
             r.attrs["index"] = fetch_index[r.name]
         modules.append((device, g, feeds, retvals, emitted))
@@ -158,7 +164,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
                               for name, dtype, shape in emitted.variables],
                 "random_streams": list(emitted.streams),
                 "queues": [{"name": n, "components": c, "capacity": cap}
-                           for n, c, cap in emitted.queues]})
+                           for n, c, cap in emitted.queues],
+                **emitted.instrumentation})
         manifest = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "abi_version": ABI_VERSION,
             "graph": step.graph.name, "signature": signature or modules[0][5].key,
@@ -201,9 +208,12 @@ def toolchain_fingerprint() -> str:
     return h.hexdigest()
 
 
-def step_key(step: StepGraph) -> str:
-    """Content hash of an optimized step graph, its feed/fetch names and the toolchain."""
+def step_key(step: StepGraph, instrumentation: Instrumentation = Instrumentation()) -> str:
+    """Content hash of an optimized step graph, its feed/fetch names, the instrumentation
+    asked for and the toolchain."""
     h = hashlib.sha256(print_graph(step.graph).encode())
     h.update(json.dumps([step.feed_names, step.fetch_names]).encode())
+    if instrumentation:
+        h.update(instrumentation.tag.encode())
     h.update(toolchain_fingerprint().encode())
     return h.hexdigest()

@@ -28,12 +28,12 @@ from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl import nn
 from dsl import summary
 from dsl import train
-from dsl.config import ConfigProto, RunOptions
+from dsl.config import ConfigProto, RunMetadata, RunOptions
 from dsl.queues import FIFOQueue
 from dsl.session import Session, get_default_session
 from runtime.checkpoint import CheckpointError
-from runtime.errors import (AbortedError, DeadlineExceededError, FlowcError, OutOfRangeError,
-                            RuntimeExecutionError)
+from runtime.errors import (AbortedError, DeadlineExceededError, FlowcError, InvalidArgumentError,
+                            OutOfRangeError, RuntimeExecutionError)
 
 float16, float32, float64 = DType.f16, DType.f32, DType.f64
 int8, int16, int32, int64, uint8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8

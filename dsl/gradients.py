@@ -14,6 +14,9 @@ they pass through ``Identity``/``ReadVariableOp`` as they are, and any other gra
 function gets them densified. ``gradients`` returns an ``IndexedSlices`` for an x whose
 gradient stayed sparse; optimizers apply it with scatter updates that touch only those rows.
 
+Source locations: the ops a gradient function adds carry the location of the forward op
+they differentiate (errors and profiles of the backward pass point at that line).
+
 Control flow: ``cond`` is differentiated op by op (Switch <-> Merge); a ``while_loop`` as a
 whole when its first Exit is reached (``dsl/grad/control_flow_grad.py``).
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from compiler.ir.graph import Node, Output
+from compiler.ir.location import location_override
 from dsl.context import get_default_graph, name_scope
 from dsl.indexed_slices import IndexedSlices
 from dsl.tensor import Operation, Tensor
@@ -253,7 +257,9 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients",
                           for o, gl in zip(node.outputs, out_grads)]
                 if node.op not in _SPARSE_THROUGH:
                     summed = [_dense(gs) for gs in summed]
-                in_grads = list(fn(op, *summed))
+                # the gradient's ops point at the forward op they differentiate
+                with location_override(node.location):
+                    in_grads = list(fn(op, *summed))
             if len(in_grads) != len(node.inputs):
                 raise ValueError(f"the gradient function of {node.op} returned {len(in_grads)} "
                                  f"gradients for node '{node.name}' with {len(node.inputs)} inputs")

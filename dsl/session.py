@@ -13,11 +13,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from compiler.build_cache import artifact_cache_dir
+from compiler.codegen.instrument import Instrumentation
+from compiler.flags import resolve_options
 from compiler.errors import GraphError
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
@@ -29,6 +32,7 @@ from dsl.tensor import Operation, Tensor
 from runtime.artifact import load_artifact
 from runtime.errors import FeedError
 from runtime.feeds import FeedCheck
+from runtime import profile
 from runtime.module import Executable
 from runtime.resources import ResourceStore
 
@@ -231,7 +235,8 @@ class Session:
                 self.options, cpu_devices=config.cpu_devices,
                 allow_soft_placement=config.allow_soft_placement,
                 log_device_placement=config.log_device_placement or
-                self.options.log_device_placement)
+                self.options.log_device_placement,
+                check_numerics=config.check_numerics or self.options.check_numerics)
         self.config = config
         self.store = ResourceStore()             # variables and random streams: the state
         self._steps: Dict[Tuple, Executable] = {}
@@ -269,6 +274,9 @@ class Session:
         Tensors come back as numpy arrays of exactly their dtype (rank 0: numpy scalars),
         operations as None. ``options=fl.RunOptions(timeout_in_ms=...)`` bounds a step that
         blocks (raising ``DeadlineExceededError``; the session stays usable).
+        ``options=fl.RunOptions(trace_level=fl.RunOptions.FULL_TRACE)`` with
+        ``run_metadata=fl.RunMetadata()`` runs a profiled build of the step and sets
+        ``run_metadata.step_stats`` to its per-kernel profile (``runtime/profile.py``).
         """
         if self._closed:
             raise RuntimeError("this Session is closed")
@@ -276,6 +284,9 @@ class Session:
         if self.backend == "interpreter":
             self.store.set_step_timeout(options.timeout_in_ms if options is not None else 0)
             return self._run_interpreter(plan, feed_dict or {})
+        if (run_metadata is not None and getattr(options, "trace_level", 0)
+                and type(self)._compile is Session._compile):    # steps compiled here
+            return self._run_traced(plan, feed_dict or {}, options, run_metadata)
         if feed_dict:
             runner = plan.runners.get(tuple(map(id, feed_dict)))
             if runner is None:
@@ -295,6 +306,29 @@ class Session:
             return plan.rebuild([])
         timeout = options.timeout_in_ms if options is not None else 0
         return plan.rebuild(runner.executable.call(arrays, store=self.store, timeout_ms=timeout))
+
+    def _run_traced(self, plan: _Plan, feed_dict: Dict, options, run_metadata):
+        """Run a profiled build of the step (compiled once, cached apart from the plain one)
+        and put its kernel profile in ``run_metadata.step_stats``."""
+        keys = tuple(feed_dict)
+        runner = plan.runners.get(tuple(map(id, keys))) or self._runner(plan, keys)
+        values = list(feed_dict.values())
+        try:
+            arrays = [check(values[i]) for check, i in runner.checks]
+        except FeedError:
+            _check_not_symbolic(keys, values)
+            raise
+        if runner.executable is None:
+            run_metadata.step_stats = profile.Profile([])
+            return plan.rebuild([])
+        outs = self._feeds(keys)
+        exe = self._compiled([outs[i] for i in runner.order], plan.outputs, plan.targets,
+                             traced=True)
+        profile.reset(exe)
+        t0 = time.perf_counter_ns()
+        results = exe.call(arrays, store=self.store, timeout_ms=options.timeout_in_ms)
+        run_metadata.step_stats = profile.read(exe, 1, time.perf_counter_ns() - t0)
+        return plan.rebuild(results)
 
     def make_callable(self, fetches, feed_list: Sequence = ()) -> Callable:
         """A function running ``fetches`` with values for ``feed_list`` given positionally."""
@@ -359,30 +393,42 @@ class Session:
         results = Interpreter(self.graph, self.store).run(plan.outputs, feeds, plan.targets)
         return plan.rebuild([r[()] if r.ndim == 0 else r for r in map(np.asarray, results)])
 
-    def _compiled(self, feeds: List[Output], fetches: List[Output], targets: List[Node]) -> Executable:
+    def _compiled(self, feeds: List[Output], fetches: List[Output], targets: List[Node],
+                  traced: bool = False) -> Executable:
+        """The step's executable; ``traced``: its profiled build (a step of its own)."""
         key = (self.graph.version, tuple(feeds), tuple(fetches),
-               tuple(sorted(targets, key=lambda n: n.name)))
+               tuple(sorted(targets, key=lambda n: n.name)), traced)
         step = self._steps.get(key)
         if step is not None:
             return step
         with self._lock:
             step = self._steps.get(key)
             if step is None:
-                step = self._compile(feeds, fetches, list(key[3]))
+                step = (self._compile_profiled(feeds, fetches, list(key[3])) if traced
+                        else self._compile(feeds, fetches, list(key[3])))
                 self._steps[key] = step
         return step
 
     def _compile(self, feeds, fetches, targets) -> Executable:
+        return self._build(feeds, fetches, targets, profiled=False)
+
+    def _compile_profiled(self, feeds, fetches, targets) -> Executable:
+        return self._build(feeds, fetches, targets, profiled=True)
+
+    def _build(self, feeds, fetches, targets, profiled: bool) -> Executable:
         sg = make_step_graph(self.graph, feeds, fetches, targets)
         optimize(sg, self.options)
-        key = step_key(sg)
+        instrumentation = Instrumentation.from_options(resolve_options(self.options))
+        if profiled:
+            instrumentation = dataclasses.replace(instrumentation, profile=True)
+        key = step_key(sg, instrumentation)
         path = os.path.join(artifact_cache_dir(), key[:2], key)
         try:
             artifact = load_artifact(path) if os.path.isdir(path) else None
         except Exception:
             artifact = None                      # stale or corrupt: rebuild
         if artifact is None:
-            write_artifact(sg, path, signature=key)
+            write_artifact(sg, path, signature=key, instrumentation=instrumentation)
             artifact = load_artifact(path)
         self.compile_count += 1
         return artifact.executable

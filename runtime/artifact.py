@@ -51,6 +51,13 @@ class Artifact:
         return first._own_store()
 
     @property
+    def instrumentation(self) -> dict:
+        """What the artifact was compiled with: ``{"profile": ..., "check_numerics": ...}``."""
+        devices = self.manifest.get("devices") or [{}]
+        return dict(devices[0].get("instrumentation") or
+                    {"profile": False, "check_numerics": False})
+
+    @property
     def variables(self) -> List[TensorSpec]:
         """Every variable the artifact's devices use, once each."""
         seen: Dict[str, TensorSpec] = {}
@@ -173,6 +180,8 @@ def load_artifact(path: str) -> Artifact:
         except (IndexError, KeyError) as e:
             raise ArtifactError(f"{path}: the manifest entry of {d.get('device')} is malformed "
                                 f"({e})") from None
+        if "kernels" in d:                        # a --profile build: its kernel table
+            exe.kernel_table = {"device": d["device"], "kernels": list(d["kernels"])}
         parts.append(DevicePart(d["device"], exe, d["feeds"], d["fetches"]))
     if len(parts) == 1 and parts[0].feeds == list(range(len(feeds))) \
             and parts[0].fetches == list(range(len(fetches))):

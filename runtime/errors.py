@@ -33,5 +33,9 @@ class AbortedError(RuntimeExecutionError):
     """A step was stopped because another part of it failed."""
 
 
+class InvalidArgumentError(RuntimeExecutionError):
+    """A kernel got a value it cannot use, or (``--check-numerics``) an op produced NaN or Inf."""
+
+
 class OutOfRangeError(RuntimeExecutionError):
     """An input is exhausted (a closed, empty queue) or an index is out of range."""

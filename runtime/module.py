@@ -19,7 +19,7 @@ import numpy as np
 
 from runtime.dtypes import DType
 from runtime.errors import (AbortedError, ArtifactError, DeadlineExceededError, FeedError,
-                            OutOfRangeError, RuntimeExecutionError)
+                            InvalidArgumentError, OutOfRangeError, RuntimeExecutionError)
 from runtime.feeds import FeedCheck
 
 ABI_VERSION = 4
@@ -71,6 +71,10 @@ size_t flowc_rendezvous_size(void);
 int flowc_rendezvous_init(void *rv, int32_t nslots, int64_t timeout_ms);
 void flowc_rendezvous_abort(void *rv);
 void flowc_rendezvous_destroy(void *rv);
+int32_t flowc_profile_size(void);
+const int64_t *flowc_profile_ns(void);
+const int64_t *flowc_profile_calls(void);
+void flowc_profile_reset(void);
 """
 
 ffi = cffi.FFI()
@@ -188,6 +192,7 @@ class Executable:
         self.variables = list(variables)
         self.streams = list(streams)
         self.queues = [dict(q) for q in queues]
+        self.kernel_table: Optional[dict] = None     # --profile builds: runtime/profile.py
         self._bound = weakref.WeakKeyDictionary()    # store -> its flowc_runtime *
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
@@ -266,4 +271,5 @@ def _status_error(status) -> RuntimeExecutionError:
 
 
 # flowc_status codes with an error type of their own (flowc_rt.h).
-_ERROR_CLASSES = {2: OutOfRangeError, 8: DeadlineExceededError, 9: AbortedError}
+_ERROR_CLASSES = {2: OutOfRangeError, 3: InvalidArgumentError, 8: DeadlineExceededError,
+                  9: AbortedError}

@@ -129,6 +129,9 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", metavar="PREFIX",
                    help="set the artifact's variables from this checkpoint first (e.g. one "
                         "`flowc train --checkpoint-dir` wrote)")
+    p.add_argument("--profile", metavar="STEPS", nargs="?", type=int, const=1,
+                   help="run STEPS steps (default 1) of an artifact compiled with --profile "
+                   "and print the time of each kernel (docs/profiling.md)")
     p.set_defaults(handler="run")
     from compiler.cli.serve import add_serve_command
     add_serve_command(sub)

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 from compiler.cli.graph_dot import graph_to_dot, render_dot, render_format
 from compiler.cli.graph_json import graph_to_json
+from compiler.codegen.instrument import Instrumentation
 from compiler.flags import options_from_args, pipeline_flags_given, resolve_options
 from compiler.ir.graph import Graph
 from compiler.ir.printer import print_graph
@@ -53,7 +54,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     model = select(load_model(args.model), args.fetch, args.feed)
     step = step_for(model)
     optimize(step, options)
-    write_artifact(step, args.output, signature=step_key(step))
+    instrumentation = Instrumentation.from_options(resolve_options(options))  # --profile ...
+    write_artifact(step, args.output, step_key(step, instrumentation), instrumentation)
     feeds = ", ".join(_spec_text(n, p.output(0)) for n, p in zip(step.feed_names, step.feeds))
     fetches = ", ".join(_spec_text(n, r.inputs[0]) for n, r in zip(step.fetch_names, step.retvals))
     print(f"wrote {args.output}")

@@ -1,5 +1,6 @@
 """``flowc run``: load an artifact with the runtime alone, feed ``.npy`` files, print or save
-the fetched values."""
+the fetched values; with ``--profile`` (an artifact compiled with ``--profile``), also the time
+of each kernel (``runtime/profile.py``)."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from runtime import profile
 from runtime.artifact import Artifact, load_artifact
 from runtime.errors import FeedError, FlowcError
 
@@ -105,13 +107,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     feeds = parse_feeds(args.feed)
     indices = select_fetches(artifact, args.fetch)
     _check_feeds(artifact, feeds)
-    results = artifact.run(feeds)
+    steps = getattr(args, "profile", None)
+    report = None
+    if steps is None:
+        results = artifact.run(feeds)
+    else:
+        results, report = _profiled_run(artifact, feeds, steps, args.artifact)
     values = {artifact.fetches[i].name: results[i] for i in indices}
     if args.save:
         written = save_values(args.save, values)
         print(f"wrote {written} ({', '.join(values)})")
-        return 0
-    with np.printoptions(threshold=args.threshold):
-        for name, value in values.items():
-            sys.stdout.write(format_value(name, value) + "\n")
+    else:
+        with np.printoptions(threshold=args.threshold):
+            for name, value in values.items():
+                sys.stdout.write(format_value(name, value) + "\n")
+    if report is not None:
+        sys.stdout.write("\n" + report.format())
     return 0
+
+
+def _profiled_run(artifact: Artifact, feeds: Dict[str, np.ndarray], steps: int, path: str):
+    """Run ``steps`` steps with fresh kernel counters: the last step's fetches, the Profile."""
+    if steps < 1:
+        raise CommandLineError(f"--profile {steps}: the number of steps must be at least 1")
+    if not profile.is_profiled(artifact.executable):
+        raise CommandLineError(f"{path} was compiled without profiling: compile it with "
+                               "`flowc compile MODEL -o DIR --profile` to time its kernels")
+    results, report = profile.profile_runs(artifact.executable, lambda: artifact.run(feeds),
+                                           steps)
+    return results[-1], report

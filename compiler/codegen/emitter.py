@@ -14,6 +14,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from compiler.codegen.control_flow import StructuredEmitter, has_control_flow
+from compiler.codegen.instrument import Instrumentation, Instrumenter, Origins
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
 from compiler.codegen.target import C, CTarget
 from compiler.errors import CodegenError
@@ -45,6 +46,7 @@ class EmittedModule:
     variables: list = field(default_factory=list)     # (name, dtype, shape) in rt->vars order
     streams: list = field(default_factory=list)       # random-op stream names, rt->streams order
     queues: list = field(default_factory=list)        # (name, components, capacity), rt->queues
+    instrumentation: dict = field(default_factory=dict)  # manifest record (codegen/instrument.py)
 
 
 def _ident(name: str) -> str:
@@ -60,12 +62,16 @@ def _comment(text: str) -> str:
 
 
 def emit_c(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
-           target: CTarget = C) -> EmittedModule:
-    return _Emitter(graph, list(feeds), list(retvals), target).emit()
+           target: CTarget = C, instrumentation: Instrumentation = Instrumentation(),
+           origins: Origins = None) -> EmittedModule:
+    """``instrumentation``: timers and numerics checks to add (none by default); ``origins``
+    names the nodes Fused kernels replaced, for the profile's kernel table."""
+    return _Emitter(graph, list(feeds), list(retvals), target, instrumentation, origins).emit()
 
 
 class _Emitter:
-    def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CTarget):
+    def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CTarget,
+                 instrumentation: Instrumentation = Instrumentation(), origins: Origins = None):
         self.graph = graph
         self.feeds = feeds
         self.retvals = retvals
@@ -87,6 +93,8 @@ class _Emitter:
         self.kernel_names: Dict[str, str] = {}      # canonical kernel code -> C function
         self.slot_tables: List[str] = []
         self._names: set = set()
+        self.instrument = (Instrumenter(instrumentation, self.module, origins)
+                           if instrumentation else None)
 
     # --- naming ------------------------------------------------------------------------
     def _var(self, out: Output) -> str:
@@ -177,9 +185,10 @@ class _Emitter:
             else:
                 self.tail.append(f"/* fetch {k}: %{src.node.name} */")
                 self.tail.append(f"fetches[{k}] = {ref.var};")
+        instrumented = self.instrument.finish() if self.instrument is not None else {}
         return EmittedModule(self._assemble(), set(self.module.features),
                              list(self.module.variables), list(self.module.streams),
-                             list(self.module.queues))
+                             list(self.module.queues), instrumented)
 
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
@@ -271,6 +280,8 @@ class _Emitter:
         return offset
 
     def _push(self, n: Node, lines: List[str]) -> None:
+        if self.instrument is not None:             # --profile / --check-numerics
+            lines = self.instrument.wrap(n, lines, [self._ref(o) for o in n.outputs])
         self.body.extend(lines)
 
     def _outline(self, n: Node, code: str) -> str:
@@ -325,6 +336,8 @@ class _Emitter:
         self.body.append(f"{{ const char *flowc_node = {c_string(n.name)}, *flowc_loc = {c_string(loc)};")
         self.body.extend("    " + c for c in checks)
         self.body.append("}")
+        if self.instrument is not None:             # --check-numerics: fed values too
+            self.body.extend(self.instrument.check(n, 0, ref))
 
     def _emit_const(self, n: Node) -> None:
         value: np.ndarray = n.attrs["value"]

@@ -140,11 +140,15 @@ class PipelineOptions:
     allow_soft_placement: bool = False             # an unsatisfiable request: any device
     devices: tuple = ()                            # or explicit full device names
     default_device: str = ""                       # unconstrained ops (default: the first CPU)
+    profile: bool = False                          # codegen: per-kernel timers (instrument.py)
+    check_numerics: bool = False                   # codegen: stop at the first NaN/Inf output
 
     def pipeline(self) -> List[str]:
         """The pass names that run, in order: the chosen (or default) passes minus disabled ones."""
         names = list(self.passes) if self.passes is not None else list(DEFAULT_PIPELINE)
-        return [n for n in names if n not in self.disable]
+        # --check-numerics names the exact op that made a NaN: every op keeps its own kernel.
+        off = set(self.disable) | ({"fuse"} if self.check_numerics else set())
+        return [n for n in names if n not in off]
 
     def validate(self) -> None:
         """Raise UnknownPassError if any option names a pass that does not exist."""
