@@ -134,8 +134,6 @@ def refused_nodes(nodes: Sequence[Node]) -> List[str]:
             lines.append(f"{_where(n)}: {HOST_CALL_OPS[n.op]}")
         elif n.op in queue_ops:
             lines.append(f"{_where(n)}: uses a queue, which lives in the Python runtime")
-        elif n.op in ("_Send", "_Recv"):
-            lines.append(f"{_where(n)}: moves a tensor between devices")
     return lines
 
 
@@ -277,10 +275,10 @@ def write_c_library(step, out_dir: str, name: str, checkpoint: Optional[str] = N
     ``<name>.h``, ``lib<name>.so``, ``library.json`` and the sources in ``src/``."""
     check_library_folder(out_dir)
     nodes = list(step.graph)
+    _single_cpu_device(nodes)
     refused = refused_nodes(nodes)
     if refused:
         _refuse(refused)
-    _single_cpu_device(nodes)
     feeds = list(step.feeds)
     retvals = sorted(step.retvals, key=lambda r: r.attrs["index"])
     emitted: EmittedModule = emit_c(step.graph, feeds, retvals)
