@@ -252,7 +252,8 @@ def test_instances_are_independent_across_threads(digits_lib, digits_rows):
 
 def _model_file(tmp_path, name, body):
     path = tmp_path / name
-    path.write_text("import dsl as fl\n\n\ndef build():\n" + textwrap.indent(textwrap.dedent(body), "    "))
+    path.write_text("import dsl as fl\n\n\ndef build():\n"
+                    + textwrap.indent(textwrap.dedent(body), "    "))
     return path
 
 
@@ -358,7 +359,8 @@ def test_output_folder_and_name_are_checked(capsys, tmp_path):
 
 
 _HOST_CALLING_C = """\
-if (flowc_rt->host_call(flowc_rt->host, "TestLog", flowc_node, "{}", 0, NULL, 0, NULL, st)) goto fail;
+if (flowc_rt->host_call(flowc_rt->host, "TestLog", flowc_node, "{}", 0, NULL, 0, NULL, st))
+    goto fail;
 for (int64_t i = 0; i < {{ out.size }}; i++) {{ out.data }}[i] = {{ inputs[0].data }}[i];
 """
 

@@ -52,7 +52,8 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
                        description="Compile a model file into an artifact folder (manifest.json, "
                        "generated C, shared object, IR) that `flowc run` loads.")
     p.add_argument("model", metavar="MODEL", help=model_help)
-    p.add_argument("-o", "--output", metavar="DIR", required=True, help="artifact folder to write")
+    p.add_argument("-o", "--output", metavar="DIR", required=True,
+                   help="artifact folder to write (with --emit c-library: the library's folder)")
     p.add_argument("--emit", choices=("artifact", "c-library"), default="artifact",
                    help="what to write: an artifact folder (default), or a shared library "
                         "lib<name>.so with a C API header <name>.h (see docs/c_library.md)")

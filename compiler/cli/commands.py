@@ -76,13 +76,15 @@ def _compile_c_library(args: argparse.Namespace, options: PipelineOptions) -> in
     optimize(step, options)
     lib = write_c_library(step, args.output, name, args.checkpoint, source=args.model)
     print(f"wrote {lib.header} and {lib.library}")
-    print(f"  inputs:  {', '.join(t['name'] + ' ' + _shape_text(t) for t in lib.inputs) or '(none)'}")
-    print(f"  outputs: {', '.join(t['name'] + ' ' + _shape_text(t) for t in lib.outputs) or '(none)'}")
+    print(f"  inputs:  {_specs_text(lib.inputs)}")
+    print(f"  outputs: {_specs_text(lib.outputs)}")
     return 0
 
 
-def _shape_text(t: dict) -> str:
-    return t["dtype"] + "[" + ",".join("?" if d is None else str(d) for d in t["shape"]) + "]"
+def _specs_text(specs) -> str:
+    return ", ".join(f"{t['name']} {t['dtype']}["
+                     + ",".join("?" if d is None else str(d) for d in t["shape"]) + "]"
+                     for t in specs) or "(none)"
 
 
 def _pipeline_until(options: PipelineOptions, after: str) -> PipelineOptions:

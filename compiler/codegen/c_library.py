@@ -209,7 +209,8 @@ def _tensor_table(prefix: str, names: Sequence[str], nodes: Sequence[Node],
         if ttype.shape is None:
             raise CLibraryError(f"'{name}' has unknown rank; a C library needs every input and "
                                 "output rank known at compile time", node)
-        rows.append({"index": i, "name": name, "macro": macro, "spec": _spec_text(ttype.dtype, ttype.shape),
+        rows.append({"index": i, "name": name, "macro": macro,
+                     "spec": _spec_text(ttype.dtype, ttype.shape),
                      "c_name": c_string(name), "c_node": c_string(node.name),
                      "c_location": c_string(str(node.location) if node.location else ""),
                      "dtype": ttype.dtype.code, "rank": len(ttype.shape),
@@ -258,7 +259,7 @@ def _link_flags(features: Sequence[str]) -> List[str]:
 
 def _build(folder: str, name: str, sources: Sequence[str], features: Sequence[str]) -> List[str]:
     """Compile ``sources`` (relative to ``folder``) into ``folder/lib<name>.so``; the command."""
-    flags = [f for f in BASE_FLAGS] + ["-fvisibility=hidden", "-Isrc", "-I.", "-Wa,-Isrc",
+    flags = list(BASE_FLAGS) + ["-fvisibility=hidden", "-Isrc", "-I.", "-Wa,-Isrc",
                                        f"-Wl,-soname,lib{name}.so"]
     cmd = [compiler_command()] + flags + list(sources) + ["-o", f"lib{name}.so"] \
         + _link_flags(features)
@@ -332,7 +333,8 @@ def write_c_library(step, out_dir: str, name: str, checkpoint: Optional[str] = N
             "checkpoint": os.path.basename(checkpoint) if (checkpoint and variables) else None,
             "inputs": [t["json"] for t in inputs], "outputs": [t["json"] for t in outputs],
             "variables": [{"name": v["name"], "dtype": v["ir_dtype"], "shape": v["shape"],
-                           "sha256": hashlib.sha256(blob[v["offset"]:v["offset"] + v["nbytes"]]).hexdigest()}
+                           "sha256": hashlib.sha256(
+                               blob[v["offset"]:v["offset"] + v["nbytes"]]).hexdigest()}
                           for v in variables],
             "random_streams": list(emitted.streams), "blas": blas,
             "build": " ".join(shlex.quote(c) for c in cmd) + "   (run in this folder)",
