@@ -310,6 +310,7 @@ def write_c_library(step, out_dir: str, name: str, checkpoint: Optional[str] = N
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".flowc-clib-", dir=parent)
     try:
+        os.chmod(tmp, 0o755)                      # mkdtemp's 0700 would hide it from others
         src = os.path.join(tmp, "src")
         os.makedirs(src)
         files: Dict[str, str] = {
