@@ -52,7 +52,17 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
                        description="Compile a model file into an artifact folder (manifest.json, "
                        "generated C, shared object, IR) that `flowc run` loads.")
     p.add_argument("model", metavar="MODEL", help=model_help)
-    p.add_argument("-o", "--output", metavar="DIR", required=True, help="artifact folder to write")
+    p.add_argument("-o", "--output", metavar="DIR", required=True,
+                   help="artifact folder to write (with --emit c-library: the library's folder)")
+    p.add_argument("--emit", choices=("artifact", "c-library"), default="artifact",
+                   help="what to write: an artifact folder (default), or a shared library "
+                        "lib<name>.so with a C API header <name>.h (see docs/c_library.md)")
+    p.add_argument("--checkpoint", metavar="PREFIX",
+                   help="with --emit c-library: bake the variables' values from this checkpoint "
+                        "into the library")
+    p.add_argument("--name", metavar="NAME",
+                   help="with --emit c-library: the C name of the library and its functions "
+                        "(default: the model file's name)")
     _add_selection(p)
     add_pipeline_arguments(p)
     p.set_defaults(handler="compile")

@@ -50,6 +50,11 @@ def check_output_folder(path: str) -> None:
 def cmd_compile(args: argparse.Namespace) -> int:
     """Compile a model file into an artifact folder."""
     options = options_from_args(args)
+    if getattr(args, "emit", "artifact") == "c-library":
+        return _compile_c_library(args, options)
+    if getattr(args, "checkpoint", None) or getattr(args, "name", None):
+        raise ModelError("--checkpoint and --name apply to --emit c-library; an artifact "
+                         "takes its checkpoint at run time (flowc run --checkpoint)")
     check_output_folder(args.output)
     model = select(load_model(args.model), args.fetch, args.feed)
     step = step_for(model)
@@ -62,6 +67,27 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(f"  feeds:   {feeds or '(none)'}")
     print(f"  fetches: {fetches or '(none)'}")
     return 0
+
+
+def _compile_c_library(args: argparse.Namespace, options: PipelineOptions) -> int:
+    """``compile --emit c-library``: the step as lib<name>.so and <name>.h in the output folder."""
+    from compiler.codegen.c_library import check_library_folder, library_name, write_c_library
+    name = library_name(args.model, args.name)
+    check_library_folder(args.output)
+    model = select(load_model(args.model), args.fetch, args.feed)
+    step = step_for(model)
+    optimize(step, options)
+    lib = write_c_library(step, args.output, name, args.checkpoint, source=args.model)
+    print(f"wrote {lib.header} and {lib.library}")
+    print(f"  inputs:  {_specs_text(lib.inputs)}")
+    print(f"  outputs: {_specs_text(lib.outputs)}")
+    return 0
+
+
+def _specs_text(specs) -> str:
+    return ", ".join(f"{t['name']} {t['dtype']}["
+                     + ",".join("?" if d is None else str(d) for d in t["shape"]) + "]"
+                     for t in specs) or "(none)"
 
 
 def _pipeline_until(options: PipelineOptions, after: str) -> PipelineOptions:
