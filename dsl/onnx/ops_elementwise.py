@@ -149,6 +149,20 @@ def lower_mish(ctx):
     return binary("Mul", x, unary("Tanh", unary("Softplus", x)))
 
 
+def lower_swish(ctx):
+    x = ctx.input(0)
+    return binary("Mul", x, unary("Sigmoid", binary("Mul", x, scalar(ctx.attr("alpha", 1.0), x))))
+
+
+def lower_shrink(ctx):
+    x = ctx.input(0)
+    lambd, bias = ctx.attr("lambd", 0.5), ctx.attr("bias", 0.0)
+    low = binary("Less", x, scalar(-lambd, x))
+    high = binary("Greater", x, scalar(lambd, x))
+    return fl.where(low, binary("AddV2", x, scalar(bias, x)),
+                    fl.where(high, binary("Sub", x, scalar(bias, x)), scalar(0, x)))
+
+
 def lower_identity(ctx):
     return apply_op("Identity", [ctx.input(0)])
 
@@ -193,5 +207,7 @@ LOWERINGS = {
     "HardSwish": [(14, None, lower_hard_swish)],
     "Mish": [(18, None, lower_mish)],
     "Clip": [(6, None, lower_clip)],
+    "Swish": [(24, None, lower_swish)],
+    "Shrink": [(9, None, lower_shrink)],
     "Identity": [(1, None, lower_identity)],
 }

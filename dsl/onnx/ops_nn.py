@@ -183,17 +183,26 @@ def _global(op: str):
     return lower
 
 
+def _along(op: str, x, axis: int):
+    """(Log)Softmax along ``axis`` (flowc's run along the last one: transpose there and back)."""
+    rank = len(static_shape(x))
+    if axis == rank - 1:
+        return apply_op(op, [x])
+    perm = [k for k in range(rank) if k != axis] + [axis]
+    back = [perm.index(k) for k in range(rank)]
+    return _transpose(apply_op(op, [_transpose(x, perm)]), back)
+
+
+def log_softmax_along(x, axis: int):
+    return _along("LogSoftmax", x, axis)
+
+
 def _softmax(op: str):
     def lower(ctx):
         x = ctx.input(0)
         rank = rank_of(x, ctx)
         if ctx.opset >= 13:
-            axis = normalize_axis(ctx.attr("axis", -1), rank, ctx)
-            if axis == rank - 1:
-                return apply_op(op, [x])
-            perm = [k for k in range(rank) if k != axis] + [axis]
-            back = [perm.index(k) for k in range(rank)]
-            return _transpose(apply_op(op, [_transpose(x, perm)]), back)
+            return _along(op, x, normalize_axis(ctx.attr("axis", -1), rank, ctx))
         axis = normalize_axis(ctx.attr("axis", 1), rank, ctx)
         shape = static_shape(x)
         inner = shape[axis:]
@@ -249,7 +258,76 @@ def lower_layer_norm(ctx):
     return [y, mean, inv]
 
 
+def lower_rms_norm(ctx):
+    x = ctx.input(0)
+    rank = rank_of(x, ctx)
+    axis = normalize_axis(ctx.attr("axis", -1), rank, ctx)
+    axes = index_const(list(range(axis, rank)))
+    mean_square = apply_op("Mean", [binary("Mul", x, x), axes], {"keep_dims": True})
+    inv = unary("Rsqrt", binary("AddV2", mean_square, scalar(ctx.attr("epsilon", 1e-5), x)))
+    return binary("Mul", binary("Mul", x, inv), ctx.input(1))
+
+
+def lower_lp_normalization(ctx):
+    x = ctx.input(0)
+    axis = normalize_axis(ctx.attr("axis", -1), rank_of(x, ctx), ctx)
+    p = ctx.attr("p", 2)
+    if p not in (1, 2):
+        raise ctx.error(f"p must be 1 or 2, got {p}")
+    part = unary("Abs", x) if p == 1 else binary("Mul", x, x)
+    norm = apply_op("Sum", [part, index_const([axis])], {"keep_dims": True})
+    if p == 2:
+        norm = unary("Sqrt", norm)
+    safe = fl.where(binary("Equal", norm, scalar(0, norm)), scalar(1, norm), norm)
+    return binary("RealDiv", x, safe)
+
+
+def lower_hardmax(ctx):
+    x = ctx.input(0)
+    rank = rank_of(x, ctx)
+    axis = normalize_axis(ctx.attr("axis", -1), rank, ctx)
+    depth = static_shape(x)[axis]
+    if depth is None:
+        raise ctx.error(f"dim {axis} must be known")
+    first_max = apply_op("ArgMax", [x, index_scalar(axis)], {"output_type": fl.int64})
+    return apply_op("OneHot", [first_max, fl.constant(np.int32(depth)), scalar(1, x),
+                               scalar(0, x)], {"axis": axis})
+
+
+def _space_depth(ctx, x, to_depth: bool):
+    shape = static_shape(x)
+    if shape is None or len(shape) != 4 or None in shape[1:]:
+        raise ctx.error("needs an NCHW input with C, H and W known")
+    n, c, h, w = shape
+    b = ctx.attr("blocksize")
+    if to_depth:
+        y = apply_op("Reshape", [x, index_const([-1, c, h // b, b, w // b, b])])
+        crd = ctx.attr("mode", "DCR") == "CRD"
+        y = _transpose(y, [0, 1, 3, 5, 2, 4] if crd else [0, 3, 5, 1, 2, 4])
+        return apply_op("Reshape", [y, index_const([-1, c * b * b, h // b, w // b])])
+    if ctx.attr("mode", "DCR") == "DCR":
+        y = apply_op("Reshape", [x, index_const([-1, b, b, c // (b * b), h, w])])
+        y = _transpose(y, [0, 3, 4, 1, 5, 2])
+    else:
+        y = apply_op("Reshape", [x, index_const([-1, c // (b * b), b, b, h, w])])
+        y = _transpose(y, [0, 1, 4, 2, 5, 3])
+    return apply_op("Reshape", [y, index_const([-1, c // (b * b), h * b, w * b])])
+
+
+def lower_space_to_depth(ctx):
+    return _space_depth(ctx, ctx.input(0), True)
+
+
+def lower_depth_to_space(ctx):
+    return _space_depth(ctx, ctx.input(0), False)
+
+
 LOWERINGS = {
+    "RMSNormalization": [(23, None, lower_rms_norm)],
+    "LpNormalization": [(1, None, lower_lp_normalization)],
+    "Hardmax": [(13, None, lower_hardmax)],
+    "SpaceToDepth": [(1, None, lower_space_to_depth)],
+    "DepthToSpace": [(1, None, lower_depth_to_space)],
     "Conv": [(1, None, lower_conv)],
     "MaxPool": [(1, None, lower_max_pool)],
     "AveragePool": [(1, None, lower_average_pool)],

@@ -330,7 +330,91 @@ def lower_dropout(ctx):
     return y
 
 
+def lower_trilu(ctx):
+    x = ctx.input(0)
+    shape = static_shape(x)
+    if shape is None or len(shape) < 2 or None in shape[-2:]:
+        raise ctx.error("needs the last two dims known")
+    k = ctx.optional_const(1, "k")
+    k = 0 if k is None else int(k.reshape(-1)[0])
+    rows, cols = np.arange(shape[-2])[:, None], np.arange(shape[-1])[None, :]
+    keep = (cols - rows >= k) if ctx.attr("upper", 1) else (cols - rows <= k)
+    zero = fl.constant(np.zeros([], x.dtype.np), dtype=x.dtype)
+    return fl.where(fl.constant(keep), x, zero)
+
+
+def lower_one_hot(ctx):
+    indices = ctx.input(0)
+    depth = int(ctx.const(1, "depth").reshape(-1)[0])
+    values = ctx.input(2)
+    off = apply_op("GatherV2", [values, index_scalar(0), index_scalar(0)])
+    on = apply_op("GatherV2", [values, index_scalar(1), index_scalar(0)])
+    idx = fl.cast(indices, fl.int64)
+    idx = fl.where(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, scalar(depth, idx)), idx)
+    return apply_op("OneHot", [idx, fl.constant(np.int32(depth)), on, off],
+                    {"axis": normalize_axis(int(ctx.attr("axis", -1)), rank_of(indices, ctx) + 1, ctx)})
+
+
+def lower_eye_like(ctx):
+    x = ctx.input(0)
+    shape = full_shape(x)
+    if shape is None or len(shape) != 2:
+        raise ctx.error("needs a 2-D input of known shape")
+    elem = ctx.attr("dtype", None)
+    from dsl.onnx.dtypes import flowc_dtype
+    dtype = x.dtype if elem is None else flowc_dtype(elem)
+    if dtype is None:
+        raise ctx.error(f"dtype {elem} is not a flowc dtype")
+    return fl.constant(np.eye(shape[0], shape[1], k=ctx.attr("k", 0)).astype(dtype.np), dtype=dtype)
+
+
+def lower_gather_elements(ctx):
+    data, indices = ctx.input(0), ctx.input(1)
+    dshape, ishape = full_shape(data), full_shape(indices)
+    if dshape is None or ishape is None:
+        raise ctx.error("needs the data and indices shapes known")
+    axis = normalize_axis(ctx.attr("axis", 0), len(dshape), ctx)
+    strides = [int(np.prod(dshape[k + 1:], dtype=np.int64)) for k in range(len(dshape))]
+    coords = np.indices(ishape, dtype=np.int64)
+    offset = sum(coords[k] * strides[k] for k in range(len(dshape)) if k != axis)
+    idx = fl.cast(indices, fl.int64)
+    idx = fl.where(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, scalar(dshape[axis], idx)), idx)
+    linear = binary("AddV2", binary("Mul", idx, scalar(strides[axis], idx)),
+                    fl.constant(np.asarray(offset, np.int64).reshape(ishape), dtype=fl.int64))
+    flat = apply_op("Reshape", [data, index_const([-1])])
+    return apply_op("GatherV2", [flat, linear, index_scalar(0)])
+
+
+def lower_cumsum(ctx):
+    """A running sum as a matmul with a triangular 0/1 matrix along the (moved-last) axis."""
+    x = ctx.input(0)
+    shape = static_shape(x)
+    rank = rank_of(x, ctx)
+    axis = normalize_axis(int(ctx.const(1, "axis").reshape(-1)[0]), rank, ctx)
+    n = shape[axis]
+    if n is None:
+        raise ctx.error(f"dim {axis} must be known")
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    reverse, exclusive = ctx.attr("reverse", 0), ctx.attr("exclusive", 0)
+    if reverse:
+        tri = (i > j) if exclusive else (i >= j)
+    else:
+        tri = (i < j) if exclusive else (i <= j)
+    perm = [k for k in range(rank) if k != axis] + [axis]
+    back = [perm.index(k) for k in range(rank)]
+    moved = apply_op("Transpose", [x, index_const(perm)])
+    rows = apply_op("Reshape", [moved, index_const([-1, n])])
+    summed = apply_op("MatMul", [rows, fl.constant(tri.astype(x.dtype.np), dtype=x.dtype)])
+    summed = apply_op("Reshape", [summed, shape_i64(moved)])
+    return apply_op("Transpose", [summed, index_const(back)])
+
+
 LOWERINGS = {
+    "Trilu": [(14, None, lower_trilu)],
+    "OneHot": [(9, None, lower_one_hot)],
+    "EyeLike": [(9, None, lower_eye_like)],
+    "GatherElements": [(11, None, lower_gather_elements)],
+    "CumSum": [(11, None, lower_cumsum)],
     "Reshape": [(5, None, lower_reshape)],
     "Transpose": [(1, None, lower_transpose)],
     "Concat": [(4, None, lower_concat)],
