@@ -162,21 +162,23 @@ def test_every_missing_op_is_listed_at_once_with_counts(tmp_path):
     assert "FancyOp (domain 'com.example'): 1 node(s), first #4" in text
 
 
-def test_a_shape_fed_at_run_time_is_named_and_can_be_bound(tmp_path, rng):
-    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+def test_a_value_fed_at_run_time_that_shapes_the_graph_is_named_and_can_be_bound(tmp_path, rng):
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends"], ["y"], name="slice")]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
-                           helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 2])], [])
-    path = _save(model, tmp_path, "reshape.onnx")
+                           helper.make_tensor_value_info("starts", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+                   [_init("ends", np.array([2, 6], np.int64))])
+    path = _save(model, tmp_path, "slice.onnx")
     with pytest.raises(NotConstantError) as err:
         load_onnx_model(path)
-    assert err.value.input_name == "shape"
-    assert f"{path}: node #0: Reshape 'reshape'" in str(err.value)
-    model = load_onnx_model(path, constant_inputs={"shape": np.array([0, 3, -1], np.int64)})
+    assert err.value.input_name == "starts"
+    assert f"{path}: node #0: Slice 'slice'" in str(err.value)
+    model = load_onnx_model(path, constant_inputs={"starts": np.array([1, -3], np.int64)})
+    assert [f.node.name for f in model.feeds] == ["x"]
     x = rng.random((2, 6), dtype=np.float32)
     with fl.Session(graph=model.graph) as sess:
         (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
-    np.testing.assert_array_equal(y, x.reshape(2, 3, 2))    # ONNX's 0 copies the input's dim
+    np.testing.assert_array_equal(y, x[1:, -3:])
 
 
 def test_a_flowc_error_points_at_the_onnx_node(tmp_path):
@@ -190,3 +192,23 @@ def test_a_flowc_error_points_at_the_onnx_node(tmp_path):
     with pytest.raises(fl.FlowcError) as err:
         load_onnx_model(path)
     assert f"{path}:1:0" in str(err.value) and "bad_matmul" in str(err.value)
+
+
+def test_a_shape_computed_from_a_dynamic_batch_reshapes_at_run_time(tmp_path, rng):
+    """PyTorch's ``x.view(x.size(0), -1)`` on a dynamic batch: Shape -> Gather -> Unsqueeze
+    -> Concat -> Reshape, with the shape known only when the batch is."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus_one"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="flatten_view")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])],
+                   [_init("zero", np.array(0, np.int64)), _init("axes", np.array([0], np.int64)),
+                    _init("minus_one", np.array([-1], np.int64))])
+    model = load_onnx_model(_save(model, tmp_path, "view.onnx"))
+    for batch in (1, 4):
+        x = rng.random((batch, 2, 3), dtype=np.float32)
+        with fl.Session(graph=model.graph) as sess:
+            (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+        np.testing.assert_array_equal(y, x.reshape(batch, 6))

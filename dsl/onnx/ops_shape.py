@@ -27,7 +27,10 @@ def lower_reshape(ctx):
     if ctx.opset < 5:
         target = np.asarray(ctx.attr("shape"), dtype=np.int64)
     else:
-        target = ctx.const(1, "shape").astype(np.int64).reshape(-1)
+        value = static_value(ctx.input(1).output)
+        if value is None:
+            return _reshape_to_run_time_shape(ctx, x, ctx.input(1))
+        target = np.asarray(value).astype(np.int64).reshape(-1)
     zeros = [i for i, d in enumerate(target) if d == 0]
     if zeros and not ctx.attr("allowzero", 0):
         shape = static_shape(x)
@@ -48,6 +51,21 @@ def lower_reshape(ctx):
             mask = fl.constant(np.isin(np.arange(len(target)), dynamic))
             return apply_op("Reshape", [x, fl.where(mask, from_input, index_const(target))])
     return apply_op("Reshape", [x, index_const(target)])
+
+
+def _reshape_to_run_time_shape(ctx, x, shape):
+    """Reshape to a shape computed at run time (``x.view(x.size(0), -1)`` exported from
+    PyTorch on a dynamic batch): ONNX's 0 entries copy the input's dim there."""
+    shape = fl.cast(shape, fl.int64)
+    if ctx.attr("allowzero", 0):
+        return apply_op("Reshape", [x, shape])
+    length, rank = static_shape(shape), static_shape(x)
+    if length is None or length[0] is None or rank is None:
+        raise ctx.error("a shape computed at run time needs a known length and input rank")
+    idx = np.minimum(np.arange(length[0]), max(len(rank) - 1, 0))
+    from_input = apply_op("GatherV2", [shape_i64(x), index_const(idx), index_scalar(0)])
+    zero = binary("Equal", shape, fl.constant(np.int64(0)))
+    return apply_op("Reshape", [x, fl.where(zero, from_input, shape)])
 
 
 def lower_transpose(ctx):
@@ -197,15 +215,15 @@ def lower_gather(ctx):
 
 def lower_expand(ctx):
     x = ctx.input(0)
-    shape = ctx.const(1, "shape").astype(np.int64).reshape(-1)
+    value = static_value(ctx.input(1).output)
+    shape = fl.cast(ctx.input(1), fl.int64) if value is None else index_const(value)
     if x.dtype == fl.bool_:
-        return binary("LogicalOr", x, apply_op("Fill", [index_const(shape), fl.constant(False)]))
-    return binary("Mul", x, apply_op("Fill", [index_const(shape), scalar(1, x)]))
+        return binary("LogicalOr", x, apply_op("Fill", [shape, fl.constant(False)]))
+    return binary("Mul", x, apply_op("Fill", [shape, scalar(1, x)]))
 
 
 def lower_tile(ctx):
-    repeats = ctx.const(1, "repeats").astype(np.int64).reshape(-1)
-    return apply_op("Tile", [ctx.input(0), index_const(repeats)])
+    return apply_op("Tile", [ctx.input(0), fl.cast(ctx.input(1), fl.int64)])
 
 
 def lower_pad(ctx):
