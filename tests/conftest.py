@@ -23,3 +23,17 @@ def graph():
 def rng():
     import numpy as np
     return np.random.default_rng(1234)
+
+
+_SUMMARY_LINES = []
+
+
+@pytest.fixture(scope="session")
+def report_summary():
+    """``report_summary(line)`` prints ``line`` in pytest's terminal summary (pass rates)."""
+    return _SUMMARY_LINES.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in _SUMMARY_LINES:
+        terminalreporter.write_line(line)

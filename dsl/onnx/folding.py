@@ -1,0 +1,57 @@
+"""Values known at import time: a tensor computed only from constants (an ONNX exporter's
+``Shape -> Gather -> Concat`` chain feeding a Reshape) is evaluated with the reference kernels,
+so lowerings that need a compile-time value (shapes, axes, pads) get it."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from compiler.errors import CompileError
+from compiler.ir.construct import constant_value, run_reference
+from compiler.ir.graph import Node, Output
+from compiler.ops.registry import get_op
+from runtime.errors import FlowcError
+
+_NOT_FOLDABLE = {"Placeholder", "PlaceholderWithDefault"}
+MAX_FOLDED_NODES = 10_000
+
+
+def static_value(out: Output) -> Optional[np.ndarray]:
+    """The value of ``out`` when it depends on constants only, else None."""
+    value = constant_value(out)
+    if value is not None:
+        return value
+    needed = _constant_ancestors(out.node)
+    if needed is None:
+        return None
+    values: Dict[Node, List[np.ndarray]] = {}
+    for node in out.node.graph:
+        if node not in needed:
+            continue
+        direct = constant_value(node.output(0)) if node.num_outputs == 1 else None
+        if direct is not None:
+            values[node] = [direct]
+            continue
+        try:
+            values[node] = run_reference(node, [values[i.node][i.index] for i in node.inputs])
+        except (FlowcError, CompileError, ValueError, TypeError, IndexError, ArithmeticError):
+            return None                  # the kernel refuses: leave the error to run time
+    return values[out.node][out.index]
+
+
+def _constant_ancestors(node: Node):
+    """Every node ``node`` depends on, or None when one is fed, stateful or too many."""
+    seen = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        if n.op in _NOT_FOLDABLE or n.control_inputs or get_op(n.op).stateful:
+            return None
+        seen.add(n)
+        if len(seen) > MAX_FOLDED_NODES:
+            return None
+        stack.extend(i.node for i in n.inputs)
+    return seen

@@ -1,0 +1,177 @@
+"""Building a flowc graph from an ONNX ``ModelProto``: initializers become constants (or
+variables), graph inputs placeholders (dims without a value unknown), and every node is lowered
+to flowc ops by the function the lowering table names for its op type and opset."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+import dsl as fl
+from compiler.ir.location import SourceLocation, location_override
+from dsl.context import Graph, name_scope
+from dsl.onnx.context import LoweringContext
+from dsl.onnx.dtypes import flowc_dtype, onnx_type_name
+from dsl.onnx.errors import OnnxImportError, UnsupportedOpsError
+from dsl.onnx.registry import DEFAULT_DOMAINS, find_lowering
+from dsl.tensor import Tensor
+from runtime.errors import FlowcError
+
+_BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/>]")
+
+
+def node_name(name: str, fallback: str) -> str:
+    """An ONNX name as a flowc node name (characters flowc refuses become '_')."""
+    name = _BAD_NAME_CHARS.sub("_", name).strip("/") or fallback
+    return name if re.match(r"^[A-Za-z0-9_.]", name) else "_" + name
+
+
+@dataclass
+class ImportedGraph:
+    """What an ONNX graph became: flowc tensors by ONNX name."""
+    graph: Graph
+    inputs: Dict[str, Tensor]                     # fed graph inputs (placeholders)
+    outputs: Dict[str, Tensor]                    # graph outputs, in the model's order
+    variables: Dict[str, object] = field(default_factory=dict)   # initializers, when variables
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in DEFAULT_DOMAINS:
+            return imp.version
+    return 1
+
+
+def check_supported(model: onnx.ModelProto, path: str) -> None:
+    """Raise ``UnsupportedOpsError`` naming every op the model uses that flowc cannot lower."""
+    opset = default_opset(model)
+    missing: Dict[Tuple[str, str], List[int]] = {}
+    for i, node in enumerate(model.graph.node):
+        fn, why = find_lowering(node.op_type, node.domain, opset)
+        if fn is None:
+            missing.setdefault((node.op_type, why), []).append(i)
+    if missing:
+        raise UnsupportedOpsError(path, missing)
+
+
+def _placeholder(vi: onnx.ValueInfoProto, path: str, scope: str) -> Tensor:
+    if not vi.type.HasField("tensor_type"):
+        raise OnnxImportError(f"{path}: graph input '{vi.name}' is not a tensor "
+                              f"({vi.type.WhichOneof('value')}); flowc has dense tensors only")
+    tt = vi.type.tensor_type
+    dtype = flowc_dtype(tt.elem_type)
+    if dtype is None:
+        raise OnnxImportError(f"{path}: graph input '{vi.name}' has element type "
+                              f"{onnx_type_name(tt.elem_type)}, which flowc does not have")
+    shape = None
+    if tt.HasField("shape"):
+        shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    name = node_name(vi.name, "input")
+    return fl.placeholder(dtype, shape, name=(f"{scope}/{name}" if scope else name) + "/")
+
+
+def _constant(array: np.ndarray, name: str, path: str, what: str) -> Tensor:
+    try:
+        dtype = fl.DType.from_numpy(array.dtype)
+    except TypeError:
+        dtype = None
+    if dtype is None or flowc_dtype_ok(array) is False:
+        raise OnnxImportError(f"{path}: {what} '{name}' has element type {array.dtype}, which "
+                              "flowc does not have")
+    return fl.constant(array, dtype=dtype, name=node_name(name, "initializer"))
+
+
+def flowc_dtype_ok(array: np.ndarray) -> bool:
+    return array.dtype.kind in "fiub" and array.dtype.name in (
+        "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+
+
+def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = None, *,
+                 constant_inputs: Optional[Mapping[str, np.ndarray]] = None,
+                 initializers_as_variables: bool = False, scope: str = "") -> ImportedGraph:
+    """Lower ``model`` into ``graph`` (a new one named after the file when None).
+
+    ``constant_inputs`` binds graph inputs to values (they become constants, as initializers):
+    lowerings that need a value at compile time (a Reshape's shape fed as a graph input) ask
+    for it by raising ``NotConstantError``. ``initializers_as_variables`` makes each
+    initializer a variable initialized to its value (run ``fl.global_variables_initializer()``).
+    ``scope`` prefixes every node name (several models in one graph).
+    """
+    check_supported(model, path)
+    opset = default_opset(model)
+    graph = graph if graph is not None else Graph(graph_name(path))
+    constant_inputs = dict(constant_inputs or {})
+    values: Dict[str, Tensor] = {}
+    inputs: Dict[str, Tensor] = {}
+    variables: Dict[str, object] = {}
+    g = model.graph
+    with graph.as_default(), name_scope(f"{scope}/" if scope else None):
+        for init in g.initializer:
+            array = numpy_helper.to_array(init)
+            if initializers_as_variables:
+                var = fl.Variable(array, name=node_name(init.name, "initializer"))
+                variables[init.name] = var
+                values[init.name] = var.value() if hasattr(var, "value") else var
+            else:
+                values[init.name] = _constant(array, init.name, path, "initializer")
+        for vi in g.input:
+            if vi.name in values:
+                continue
+            if vi.name in constant_inputs:
+                values[vi.name] = _constant(np.asarray(constant_inputs[vi.name]), vi.name, path,
+                                            "bound input")
+            else:
+                values[vi.name] = inputs[vi.name] = _placeholder(vi, path, scope)
+        for i, node in enumerate(g.node):
+            _lower_node(node, i, opset, values, path)
+    outputs = {}
+    for vi in g.output:
+        if vi.name not in values:
+            raise OnnxImportError(f"{path}: graph output '{vi.name}' is produced by no node")
+        outputs[vi.name] = values[vi.name]
+    return ImportedGraph(graph, inputs, outputs, variables)
+
+
+def graph_name(path: str) -> str:
+    import os
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+    return name or "onnx"
+
+
+def _lower_node(node: onnx.NodeProto, index: int, opset: int, values: Dict[str, Tensor],
+                path: str) -> None:
+    location = SourceLocation(path, index, 0)
+    fn, why = find_lowering(node.op_type, node.domain, opset)
+    if fn is None:                       # check_supported ran first; kept for direct callers
+        raise OnnxImportError(f"{node.op_type}: {why}", location)
+    ins: List[Optional[Tensor]] = []
+    for name in node.input:
+        if name == "":
+            ins.append(None)
+        elif name in values:
+            ins.append(values[name])
+        else:
+            raise OnnxImportError(f"{node.op_type} '{node.name}': input '{name}' is produced by "
+                                  "no earlier node (the graph must be topologically sorted)",
+                                  location)
+    ctx = LoweringContext(node, index, opset, ins, location)
+    scope = node_name(node.name, f"{node.op_type}_{index}")
+    with location_override(location), name_scope(scope):
+        try:
+            result = fn(ctx)
+        except FlowcError:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError) as e:
+            raise ctx.error(f"{type(e).__name__}: {e}") from e
+    outs = list(result) if isinstance(result, (list, tuple)) else [result]
+    for i, name in enumerate(node.output):
+        if name == "":
+            continue
+        if i >= len(outs) or outs[i] is None:
+            raise ctx.error(f"output {i} ('{name}') is not supported by flowc's lowering")
+        values[name] = outs[i]

@@ -1,0 +1,214 @@
+"""The ONNX front end: models built with onnx.helper, imported, compiled to C and checked
+against numpy; the ``flowc compile model.onnx`` path; errors that name the node."""
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import dsl as fl  # noqa: E402
+import runtime  # noqa: E402
+from compiler.model_loader import load_model, register_model_loader  # noqa: E402
+from dsl.onnx import (NotConstantError, OnnxImportError, UnsupportedOpsError,  # noqa: E402
+                      import_onnx, load_onnx_model)
+from cli_runner import flowc  # noqa: E402
+
+
+def _save(model, tmp_path, name):
+    onnx.checker.check_model(model)
+    path = str(tmp_path / name)
+    onnx.save(model, path)
+    return path
+
+
+def _model(nodes, inputs, outputs, initializers, opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _init(name, array):
+    return numpy_helper.from_array(array, name)
+
+
+@pytest.fixture
+def mlp(tmp_path, rng):
+    """784 -> 64 (relu) -> 10 (softmax), batch dim symbolic."""
+    w1 = rng.normal(0, 0.05, (784, 64)).astype(np.float32)
+    b1 = rng.normal(0, 0.05, (64,)).astype(np.float32)
+    w2 = rng.normal(0, 0.05, (64, 10)).astype(np.float32)
+    b2 = rng.normal(0, 0.05, (10,)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["mm1"], name="fc1/matmul"),
+             helper.make_node("Add", ["mm1", "b1"], ["z1"], name="fc1/add"),
+             helper.make_node("Relu", ["z1"], ["h1"], name="relu1"),
+             helper.make_node("Gemm", ["h1", "w2", "b2"], ["logits"], name="fc2"),
+             helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=-1)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])],
+                   [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 10])],
+                   [_init("w1", w1), _init("b1", b1), _init("w2", w2), _init("b2", b2)])
+
+    def reference(x):
+        h = np.maximum(x @ w1 + b1, 0)
+        z = h @ w2 + b2
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    return _save(model, tmp_path, "mlp.onnx"), reference
+
+
+def _conv_ref(x, w, b, pad):
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    out = np.zeros((n, o, h - kh + 1, wd - kw + 1), np.float64)
+    for i in range(out.shape[2]):
+        for j in range(out.shape[3]):
+            out[:, :, i, j] = np.einsum("nchw,ochw->no", x[:, :, i:i + kh, j:j + kw], w)
+    return (out + b[None, :, None, None]).astype(np.float32)
+
+
+def _max_pool_ref(x):
+    n, c, h, w = x.shape
+    return x.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+
+
+@pytest.fixture
+def cnn(tmp_path, rng):
+    """Conv(3x3, pad 1) -> Relu -> MaxPool(2) -> Flatten -> Gemm, on NCHW 1x8x8 images."""
+    wc = rng.normal(0, 0.3, (4, 1, 3, 3)).astype(np.float32)
+    bc = rng.normal(0, 0.1, (4,)).astype(np.float32)
+    wf = rng.normal(0, 0.1, (10, 64)).astype(np.float32)
+    bf = rng.normal(0, 0.1, (10,)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "wc", "bc"], ["c"], name="conv", pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten", axis=1),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["logits"], name="fc", transB=1)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, 8, 8])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 10])],
+                   [_init("wc", wc), _init("bc", bc), _init("wf", wf), _init("bf", bf)])
+
+    def reference(x):
+        p = _max_pool_ref(np.maximum(_conv_ref(x, wc, bc, 1), 0))
+        return p.reshape(len(x), -1) @ wf.T + bf
+    return _save(model, tmp_path, "cnn.onnx"), reference
+
+
+@pytest.mark.parametrize("which", ["mlp", "cnn"])
+def test_models_compile_to_c_and_match_numpy(which, request, rng):
+    path, reference = request.getfixturevalue(which)
+    model = load_onnx_model(path)
+    (feed,) = model.feeds
+    assert feed.type.shape[0] is None                      # the symbolic batch dim stays unknown
+    x = rng.random((5, 784) if which == "mlp" else (3, 1, 8, 8), dtype=np.float32)
+    with fl.Session(graph=model.graph, backend="c") as sess:
+        (got,) = sess.run([fl.Tensor(f) for f in model.fetches], {fl.Tensor(feed): x})
+    np.testing.assert_allclose(got, reference(x), rtol=1e-4, atol=1e-5)
+    assert model.fetch_names == (["probs"] if which == "mlp" else ["logits"])
+
+
+def test_node_names_and_locations_come_from_the_onnx_file(mlp):
+    path, _ = mlp
+    graph = load_onnx_model(path).graph
+    relu = [n for n in graph if n.op == "Relu"]
+    assert [n.name for n in relu] == ["relu1/Relu"]
+    assert relu[0].location.file == path and relu[0].location.line == 2   # node #2 of the file
+    assert graph.get("x").op == "Placeholder"
+
+
+def test_flowc_compile_an_onnx_file_through_the_loader_registration(mlp, tmp_path, capsys, rng):
+    register_model_loader(".onnx", load_onnx_model)        # what the entry point declares
+    path, reference = mlp
+    assert load_model(path).fetch_names == ["probs"]
+    out = tmp_path / "art"
+    rc, _, err = flowc(capsys, "compile", path, "-o", out)
+    assert rc == 0, err
+    x = rng.random((2, 784), dtype=np.float32)
+    (probs,) = runtime.load_artifact(str(out)).run({"x": x})
+    np.testing.assert_allclose(probs, reference(x), rtol=1e-4, atol=1e-6)
+
+
+def test_initializers_can_become_variables(mlp, rng):
+    path, reference = mlp
+    imported = import_onnx(path, initializers_as_variables=True)
+    assert sorted(imported.variables) == ["b1", "b2", "w1", "w2"]
+    x = rng.random((3, 784), dtype=np.float32)
+    with imported.graph.as_default():
+        init = fl.global_variables_initializer()
+    with fl.Session(graph=imported.graph) as sess:
+        sess.run(init)
+        got = sess.run(imported.outputs["probs"], {imported.inputs["x"]: x})
+    np.testing.assert_allclose(got, reference(x), rtol=1e-4, atol=1e-6)
+
+
+def test_every_missing_op_is_listed_at_once_with_counts(tmp_path):
+    nodes = [helper.make_node("Erf", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Erf", ["b"], ["c"]), helper.make_node("Einsum", ["c"], ["d"],
+                                                                   equation="i->i"),
+             helper.make_node("FancyOp", ["d"], ["y"], domain="com.example")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [])
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    path = str(tmp_path / "missing.onnx")
+    onnx.save(model, path)
+    with pytest.raises(UnsupportedOpsError) as err:
+        load_onnx_model(path)
+    text = str(err.value)
+    assert "3 ONNX op(s) flowc cannot lower (4 node(s))" in text
+    assert "Erf (not implemented): 2 node(s), first #0" in text
+    assert "Einsum (not implemented): 1 node(s), first #3" in text
+    assert "FancyOp (domain 'com.example'): 1 node(s), first #4" in text
+
+
+def test_a_value_fed_at_run_time_that_shapes_the_graph_is_named_and_can_be_bound(tmp_path, rng):
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends"], ["y"], name="slice")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+                           helper.make_tensor_value_info("starts", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+                   [_init("ends", np.array([2, 6], np.int64))])
+    path = _save(model, tmp_path, "slice.onnx")
+    with pytest.raises(NotConstantError) as err:
+        load_onnx_model(path)
+    assert err.value.input_name == "starts"
+    assert f"{path}: node #0: Slice 'slice'" in str(err.value)
+    model = load_onnx_model(path, constant_inputs={"starts": np.array([1, -3], np.int64)})
+    assert [f.node.name for f in model.feeds] == ["x"]
+    x = rng.random((2, 6), dtype=np.float32)
+    with fl.Session(graph=model.graph) as sess:
+        (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+    np.testing.assert_array_equal(y, x[1:, -3:])
+
+
+def test_a_flowc_error_points_at_the_onnx_node(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w"], ["y"], name="bad_matmul")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   [_init("w", np.ones((4, 5), np.float32))])
+    path = str(tmp_path / "bad.onnx")
+    onnx.save(model, path)
+    with pytest.raises(fl.FlowcError) as err:
+        load_onnx_model(path)
+    assert f"{path}:1:0" in str(err.value) and "bad_matmul" in str(err.value)
+
+
+def test_a_shape_computed_from_a_dynamic_batch_reshapes_at_run_time(tmp_path, rng):
+    """PyTorch's ``x.view(x.size(0), -1)`` on a dynamic batch: Shape -> Gather -> Unsqueeze
+    -> Concat -> Reshape, with the shape known only when the batch is."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus_one"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="flatten_view")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])],
+                   [_init("zero", np.array(0, np.int64)), _init("axes", np.array([0], np.int64)),
+                    _init("minus_one", np.array([-1], np.int64))])
+    model = load_onnx_model(_save(model, tmp_path, "view.onnx"))
+    for batch in (1, 4):
+        x = rng.random((batch, 2, 3), dtype=np.float32)
+        with fl.Session(graph=model.graph) as sess:
+            (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+        np.testing.assert_array_equal(y, x.reshape(batch, 6))
