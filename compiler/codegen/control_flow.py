@@ -431,3 +431,38 @@ class StructuredEmitter:
                 em.body.append(f"if (!({self._cond(g)})) {{ flowc_fail(st, FLOWC_INVALID_ARGUMENT, "
                                f"{c_string(src.node.name)}, {c_string(loc)}, {c_string(msg)}); "
                                "goto fail; }")
+
+
+def saved_bytes_per_iteration(nodes) -> List[Tuple[str, int, str]]:
+    """Per loop frame that pushes values on stacks (a forward loop being differentiated):
+    (frame name, number of pushes, bytes pushed per iteration as a string: a number when the
+    shapes are static, else a product with ``?`` for the dims known only at run time)."""
+    from compiler.interpreter import static_frames
+    nodes = list(nodes)
+    run_in, _ = static_frames(nodes)
+    per: dict = {}
+    for n in nodes:
+        if n.op != "StackPushV2":
+            continue
+        t = n.inputs[1].type
+        per.setdefault("/".join(run_in[n]), []).append(t)
+    out = []
+    for frame, types in per.items():
+        static = 0
+        symbolic = []
+        for t in types:
+            dims = list(t.shape) if t.shape is not None else None
+            if dims is not None and all(d is not None for d in dims):
+                size = t.dtype.itemsize
+                for d in dims:
+                    size *= d
+                static += size
+            else:
+                known = t.dtype.itemsize
+                for d in dims or []:
+                    known *= d if d is not None else 1
+                unknown = "*".join("?" for d in (dims or [None]) if d is None)
+                symbolic.append(f"{known}*{unknown}")
+        text = " + ".join(([str(static)] if static or not symbolic else []) + symbolic)
+        out.append((frame, len(types), text))
+    return out
