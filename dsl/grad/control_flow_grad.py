@@ -234,6 +234,12 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
         node = out.node
         if node in loop.invariants:
             return invariant(node.inputs[0])
+        if node in loop.members and loop.out_in[node] == loop.frame and node.op == "Const":
+            # a constant of the body (an axis, a shape): the backward loop makes its own
+            with g.inserting_after(state["j"].output.node):
+                with control_dependencies([state["j"]]):
+                    v = constant(node.attrs["value"], dtype=out.dtype, name="saved_const")
+            return v.output
         if node in loop.members and loop.out_in[node] == loop.frame:
             h = invariant(saved_value(out).output)
             j = state["j"]
