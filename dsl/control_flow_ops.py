@@ -279,7 +279,9 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
                               "shape_invariants for a loop variable whose shape changes",
                               None, caller_location())
         nexts = [apply_op("NextIteration", [b], name="NextIteration") for b in flat_out]
-        created = _created_since(g, before)
+        # (nodes a gradient added to other loops meanwhile are not this loop's)
+        foreign = g.__dict__.get("_nodes_of_other_loops", ())
+        created = [n for n in _created_since(g, before) if n not in foreign]
         inside = set(created)
         enter_set = {e.output.node for e in enters}
         invariants: Dict[Output, Output] = {}

@@ -6,7 +6,8 @@ live at run time, so only its gradient flows.
 A ``while_loop`` is differentiated as a whole (``while_loop_grad``): the forward loop pushes
 each value the backward pass needs onto a stack (``StackPushV2``, one stack per value) and a
 backward loop pops them in reverse order (``StackPopV2``), as TensorFlow 1.x does. Values may
-have shapes known only at run time (the batch size of a recurrent network).
+have shapes known only at run time (the batch size of a recurrent network), and loops may be
+nested (the inner loop's gradient loop is built inside the outer one's body).
 """
 from __future__ import annotations
 
@@ -93,12 +94,16 @@ class _Loop:
                            and self.out_in[n] == self.frame]
         self.members = {n for n in nodes if (self.out_in[n] if n.op == "Enter" else self.run_in[n])
                         [:len(self.frame)] == self.frame}
-        inner = {self.run_in[n] for n in self.members if len(self.run_in[n]) > len(self.frame)}
-        if inner:
-            raise MissingGradientError(
-                f"gradients through nested while_loops are not supported yet (loop "
-                f"'{self.name}' contains loop '{sorted(inner)[0][-1]}')")
         self.parallel_iterations = self.vars[0][0].attrs.get("parallel_iterations", 10)
+        # the first Enter of each enclosing frame, outermost first (where a stack's handle
+        # enters each level) and the LoopConds of the loops nested in this one
+        self.level_enters = []
+        for k in range(1, len(self.frame) + 1):
+            self.level_enters.append(min(
+                (n for n in nodes if n.op == "Enter" and self.out_in[n] == self.frame[:k]),
+                key=lambda n: self.position[n]))
+        self.inner_loop_conds = [n for n in nodes if n.op == "LoopCond" and n in self.members
+                                 and self.run_in[n] != self.frame]
 
     def add_var(self, init_fn, update_fn, value=None):
         """Add a loop variable after the fact: ``init_fn()`` before the loop, ``update_fn(v)``
@@ -126,14 +131,54 @@ class _Loop:
         merge.output.node.set_input(1, nxt.output)
         return sw, body_in, nxt.output.node
 
+    def constant(self, value, name):
+        """A constant in the context the loop runs in (the body of an enclosing loop, a
+        branch of a cond): it waits for the loop's first initial value."""
+        from dsl.context import control_dependencies
+        from dsl.ops import constant
+        with control_dependencies([self.vars[0][0].inputs[0].node]):
+            return constant(value, name=f"{self.name}/{name}")
+
+    def handle_in_frame(self, handle):
+        """``handle`` (made outside every loop) entered, level by level, into this loop."""
+        h = handle
+        for enter in self.level_enters:
+            with self.graph.inserting_after(enter):
+                h = apply_op("Enter", [h], {"frame_name": enter.attrs["frame_name"],
+                                            "is_constant": True,
+                                            "parallel_iterations": self.parallel_iterations},
+                             name=f"{self.name}/stack_enter")
+        return h
+
     def counter(self):
         """A loop variable counting the iterations; returns its Exit, its value in the body
         and its NextIteration."""
-        from dsl.ops import constant
-        sw, body_in, nxt = self.add_var(
-            lambda: constant(0, name=f"{self.name}/grad_count_init"), lambda v: v + 1)
-        ex = apply_op("Exit", [sw[0]], name=f"{self.name}/Exit")
+        sw, body_in, nxt = self.add_var(lambda: self.constant(0, "grad_count_init"),
+                                        lambda v: v + 1)
+        exits = [v[5] for v in self.vars if v[5] is not None]
+        after = max(exits, key=lambda n: self.position[n]) if exits else sw.output.node
+        with self.graph.inserting_after(after):
+            ex = apply_op("Exit", [sw[0]], name=f"{self.name}/Exit")
+        # a value of the enclosing loop's frame, which that loop's gradient may need to save
+        self.graph.__dict__.setdefault("_forward_frame_of", {})[ex.output.node] = self.frame[:-1]
         return ex, body_in, nxt
+
+
+class _AddingToForwardLoops:
+    """Marks the nodes made inside it as belonging to forward loops (their counters, stacks
+    and pushes), so that a gradient loop being built at the time (a nested loop's gradient is
+    built inside its parent's) does not take them into its body."""
+
+    def __init__(self, g):
+        self.g = g
+
+    def __enter__(self):
+        self.before = set(self.g)
+
+    def __exit__(self, *exc):
+        marked = self.g.__dict__.setdefault("_nodes_of_other_loops", set())
+        marked.update(n for n in self.g if n not in self.before)
+        return False
 
 
 def _live(loop, t):
@@ -190,8 +235,19 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
     from dsl.gradients import _is_differentiable, gradients
     from dsl.ops import constant
     from dsl.tensor import Tensor
-    loop = _Loop(exit_node)
-    g = loop.graph
+    g = exit_node.graph
+    snapshots = g.__dict__.setdefault("_loop_snapshots", {})
+    sw = exit_node.inputs[0].node
+    loop = snapshots.get(sw.inputs[1].node) if sw.op == "Switch" else None
+    loop = loop or _Loop(exit_node)
+    # The loops nested in this one are differentiated while its backward body is built, when
+    # the graph holds half-built nodes: take their structure now.
+    for lc in loop.inner_loop_conds:
+        inner_exit = next((u for s2 in lc.users if s2.op == "Switch" for u in s2.users
+                           if u.op == "Exit"), None)
+        if inner_exit is not None and lc not in snapshots:
+            snapshots[lc] = _Loop(inner_exit)
+    grad_exits = g.__dict__.setdefault("_grad_loop_exits", [])
     float_vars = [v for v in loop.vars if _is_differentiable(v[2].output(0))]
     inv = [e for e in loop.invariants if _is_differentiable(e.output(0)) and e in between]
     exit_grads = []
@@ -201,29 +257,33 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
     if all(x is None for x in exit_grads) or not float_vars:
         return loop.members
     scope = f"{loop.name}_grad"
-    n_iter, count_in, count_next = loop.counter()
-    first_enter = loop.vars[0][0]
+    with _AddingToForwardLoops(g):
+        n_iter, count_in, count_next = loop.counter()
     pushes = []
     state = {"pops": []}
 
     def saved_value(out):
         """The forward value ``out`` of this iteration, pushed on a stack of its own; returns
         the stack's handle."""
+        with _AddingToForwardLoops(g):
+            return _push(out)
+
+    def _push(out):
         t = Tensor(out)
-        with g.inserting_before(first_enter):
-            # in the context of the loop (a loop in a cond branch makes its stacks there)
-            with control_dependencies([first_enter.inputs[0].node]):
+        outermost = loop.level_enters[0]
+        with g.inserting_before(outermost):
+            # in the context of the outermost loop (a loop in a cond branch makes its stacks
+            # there); a nested loop's stack holds the values of all its runs, which its
+            # gradient pops in reverse, run by run
+            with control_dependencies([outermost.inputs[0].node]):
                 size = constant(-1, name=f"{loop.name}/stack_max_size")
             handle = apply_op("StackV2", [size], {"elem_type": t.dtype,
                                                   "stack_name": f"{loop.name}/{out.name}"},
                               name=f"{loop.name}/stack")
-        with g.inserting_after(first_enter):
-            h_in = apply_op("Enter", [handle], {"frame_name": loop.name, "is_constant": True,
-                                                "parallel_iterations": loop.parallel_iterations},
-                            name=f"{loop.name}/stack_enter")
+        h_in = loop.handle_in_frame(handle)
         anchor = count_in.output.node
-        if loop.position.get(out.node, -1) > loop.position[loop.loop_cond]:
-            anchor = out.node
+        if loop.position.get(out.node, len(loop.position)) > loop.position[loop.loop_cond]:
+            anchor = out.node           # (a node added after the fact is in the body)
         with g.inserting_after(anchor):
             with control_dependencies([count_in]):
                 push = apply_op("StackPushV2", [h_in, _live(loop, t)], name=f"{loop.name}/push")
@@ -234,13 +294,15 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
         node = out.node
         if node in loop.invariants:
             return invariant(node.inputs[0])
-        if node in loop.members and loop.out_in[node] == loop.frame and node.op == "Const":
+        home = loop.out_in.get(node) if node in loop.members else \
+            g.__dict__.get("_forward_frame_of", {}).get(node)
+        if home == loop.frame and node.op == "Const":
             # a constant of the body (an axis, a shape): the backward loop makes its own
             with g.inserting_after(state["j"].output.node):
                 with control_dependencies([state["j"]]):
                     v = constant(node.attrs["value"], dtype=out.dtype, name="saved_const")
             return v.output
-        if node in loop.members and loop.out_in[node] == loop.frame:
+        if home == loop.frame:
             h = invariant(saved_value(out).output)
             j = state["j"]
             with g.inserting_after(j.output.node):
@@ -261,12 +323,15 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
         g_inv = list(gs[len(float_vars):])
         xs = [Tensor(v[3].output(0)) for v in float_vars] + [Tensor(e.output(0)) for e in inv]
         ys = [Tensor(v[4]) for v in float_vars]
+        nested_from = len(grad_exits)
         d = gradients(ys, xs, grad_ys=g_vars, stop_gradients=xs)
+        # the gradient loops of nested loops finish in this iteration, before the next one
+        nested = grad_exits[nested_from:]
         d = [x.to_dense() if hasattr(x, "to_dense") else x for x in d]
         new_vars = [dk if dk is not None else zeros_like(gk) for dk, gk in zip(d, g_vars)]
         new_inv = [gi + dk if dk is not None else gi
                    for gi, dk in zip(g_inv, d[len(float_vars):])]
-        with control_dependencies(state["pops"]):
+        with control_dependencies(state["pops"] + nested):
             nj = j + 1
         return [nj] + new_vars + new_inv
 
@@ -277,10 +342,11 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
         init += [zeros_like(Tensor(e.inputs[0])) for e in inv]
         out = while_loop(cond, body, [0] + init, parallel_iterations=loop.parallel_iterations,
                          _external=external, name="while")
+    grad_exits.extend(out)
     if pushes:
         # the counter's next value waits for this iteration's pushes
         last = max(pushes, key=lambda n: _position(g, n))
-        with g.inserting_after(last):
+        with g.inserting_after(last), _AddingToForwardLoops(g):
             with control_dependencies(pushes):
                 synced = identity(Tensor(count_next.inputs[0]), name=f"{loop.name}/pushed")
             nxt = apply_op("NextIteration", [synced], name=f"{loop.name}/NextIteration")
