@@ -415,3 +415,22 @@ def test_shape_invariants_let_a_loop_variable_grow(graph):
     for nv in (0, 3):
         got = check_against_interpreter(graph, {"grown": grown}, {n: nv})
         np.testing.assert_array_equal(got["grown"], [7.0] + list(range(nv)))
+
+
+def test_gradients_through_three_nested_while_loops(graph):
+    x = fl.placeholder(fl.f64, [2], name="x")
+
+    def innermost(v):
+        return fl.while_loop(lambda k, w: k < 2, lambda k, w: (k + 1, fl.tanh(w) + v * 0.1),
+                             [0, v])[1]
+
+    def middle(v):
+        return fl.while_loop(lambda j, u: j < 2, lambda j, u: (j + 1, innermost(u) * 1.1),
+                             [0, v])[1]
+
+    _, y = fl.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, middle(v) * 0.9), [0, x])
+    loss = fl.reduce_sum(y * y)
+    (gx,) = fl.gradients(loss, [x])
+    full = {x: np.array([0.3, 0.7])}
+    got = check_against_interpreter(graph, {"gx": gx}, full)
+    np.testing.assert_allclose(got["gx"], _numeric(loss, full, x), rtol=1e-5, atol=1e-8)

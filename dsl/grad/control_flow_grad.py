@@ -229,25 +229,37 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
     Order: a push waits for its iteration's counter, and the counter's next value waits for
     the iteration's pushes (the same for pops in the backward loop), so the interpreter's
     dataflow scheduler pushes and pops in iteration order however far iterations overlap."""
-    from dsl.array_ops import identity, zeros_like
-    from dsl.context import control_dependencies, name_scope
-    from dsl.control_flow_ops import while_loop
-    from dsl.gradients import _is_differentiable, gradients
-    from dsl.ops import constant
-    from dsl.tensor import Tensor
     g = exit_node.graph
     snapshots = g.__dict__.setdefault("_loop_snapshots", {})
     sw = exit_node.inputs[0].node
     loop = snapshots.get(sw.inputs[1].node) if sw.op == "Switch" else None
     loop = loop or _Loop(exit_node)
     # The loops nested in this one are differentiated while its backward body is built, when
-    # the graph holds half-built nodes: take their structure now.
+    # the graph holds half-built nodes: take their structure now (afresh unless this loop is
+    # itself being differentiated inside another one's gradient).
+    outermost_call = not g.__dict__.get("_loop_grads_in_progress", 0)
     for lc in loop.inner_loop_conds:
         inner_exit = next((u for s2 in lc.users if s2.op == "Switch" for u in s2.users
                            if u.op == "Exit"), None)
-        if inner_exit is not None and lc not in snapshots:
+        if inner_exit is not None and (outermost_call or lc not in snapshots):
             snapshots[lc] = _Loop(inner_exit)
+    g._loop_grads_in_progress = g.__dict__.get("_loop_grads_in_progress", 0) + 1
+    try:
+        return _differentiate(loop, g, grads, between, sum_fn)
+    finally:
+        g._loop_grads_in_progress -= 1
+
+
+def _differentiate(loop, g, grads, between, sum_fn):
+    """The body of ``while_loop_grad`` for the loop ``loop``."""
+    from dsl.array_ops import identity, zeros_like
+    from dsl.context import control_dependencies, name_scope
+    from dsl.control_flow_ops import while_loop
+    from dsl.gradients import _is_differentiable, gradients
+    from dsl.ops import constant
+    from dsl.tensor import Tensor
     grad_exits = g.__dict__.setdefault("_grad_loop_exits", [])
+    mark = len(grad_exits)
     float_vars = [v for v in loop.vars if _is_differentiable(v[2].output(0))]
     inv = [e for e in loop.invariants if _is_differentiable(e.output(0)) and e in between]
     exit_grads = []
@@ -342,6 +354,9 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
         init += [zeros_like(Tensor(e.inputs[0])) for e in inv]
         out = while_loop(cond, body, [0] + init, parallel_iterations=loop.parallel_iterations,
                          _external=external, name="while")
+    # the loops nested in this one are done with: only this loop's exits are the enclosing
+    # gradient body's to wait for
+    del grad_exits[mark:]
     grad_exits.extend(out)
     if pushes:
         # the counter's next value waits for this iteration's pushes
