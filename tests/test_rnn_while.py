@@ -3,6 +3,7 @@ whose trip count is fed at run time. Its loss and gradients equal those of the s
 unrolled; its compiled training step is a C while loop (plus the gradient's backward loop)
 that saves values on stacks; a short training run learns the task."""
 import io
+import re
 import os
 
 import numpy as np
@@ -103,3 +104,31 @@ def test_a_short_training_run_learns_to_count_the_ones():
     result = train(spec, steps=300, eval_every=300, out=out, err=io.StringIO(), progress=False)
     # 21 classes; the most common count is right for about 18% of the sequences
     assert result.metrics["accuracy"] > 0.6, out.getvalue()
+
+
+LOOP_GRADIENT_MODEL = '''
+import dsl as fl
+
+def build():
+    g = fl.Graph()
+    with g.as_default():
+        xs = fl.placeholder(fl.f32, [None, None, 8], name="xs")
+        w = fl.constant([[0.1] * 8] * 8)
+        n = fl.placeholder(fl.i32, [], name="n")
+        _, h = fl.while_loop(lambda i, h: i < n,
+                             lambda i, h: (i + 1, fl.tanh(fl.matmul(h, w) + fl.gather(xs, i))),
+                             [0, fl.gather(xs, 0)])
+        (g_xs,) = fl.gradients(fl.reduce_sum(h), [xs])
+    return g, {"h": h, "grad": g_xs}
+'''
+
+
+def test_flowc_compile_reports_the_bytes_a_loop_saves_per_iteration(tmp_path, capsys):
+    from cli_runner import flowc
+    model = tmp_path / "rnn_grad.py"
+    model.write_text(LOOP_GRADIENT_MODEL)
+    rc, out, err = flowc(capsys, "compile", model, "-o", tmp_path / "out")
+    assert rc == 0, err
+    # h [?, 8] f32 (32 bytes per row) saved for tanh and the matmul, and the counter i
+    assert re.search(r"loop while: saves \d+ values for its gradient, 4 \+ \d+\*\? bytes per "
+                     r"iteration \(\?: a dim known at run time\)", out), out
