@@ -69,15 +69,18 @@ def _capture(created: List[Node], inside: Set[Node], boundary: Callable[[Output]
              pivot_for: Callable[[Node], Optional[Node]]) -> None:
     """Route every data input of ``created`` that comes from outside ``inside`` through
     ``boundary`` (a Switch for a cond branch, a constant Enter for a loop), and give ops
-    without data inputs a control input on their context's pivot, so that they run only when
-    (and as often as) their context does."""
+    without data inputs, or with only loop invariants as inputs, a control input on their
+    context's pivot, so that they run only when (and as often as) their context does."""
     for n in created:
         if n.op == "Enter" and n not in inside:
             continue
         for k, i in enumerate(n.inputs):
             if i.node not in inside:
                 n.set_input(k, boundary(i))
-        if not n.inputs and not any(c in inside for c in n.control_inputs):
+        free = all(i.node.op == "Enter" and i.node.attrs.get("is_constant") for i in n.inputs)
+        if free and not any(c in inside for c in n.control_inputs):
+            # reads only constants or loop invariants (TensorFlow's _MaybeAddControlDependency):
+            # without the pivot it would also run when the loop exits
             pivot = pivot_for(n)
             if pivot is not None and pivot not in n.control_inputs:
                 n.add_control_input(pivot)
@@ -276,7 +279,9 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
                               "shape_invariants for a loop variable whose shape changes",
                               None, caller_location())
         nexts = [apply_op("NextIteration", [b], name="NextIteration") for b in flat_out]
-        created = _created_since(g, before)
+        # (nodes a gradient added to other loops meanwhile are not this loop's)
+        foreign = g.__dict__.get("_nodes_of_other_loops", ())
+        created = [n for n in _created_since(g, before) if n not in foreign]
         inside = set(created)
         enter_set = {e.output.node for e in enters}
         invariants: Dict[Output, Output] = {}

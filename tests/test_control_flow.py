@@ -332,15 +332,29 @@ def test_gradient_of_a_loop_with_maximum_iterations_and_a_variable(graph):
         np.testing.assert_allclose(got[0], [1 + 1.5 + 1.5 ** 2] * 2)
 
 
-def test_gradient_through_nested_while_loops_is_a_clear_error(graph):
-    x = fl.placeholder(fl.f32, [2], name="x")
+def test_gradients_through_nested_while_loops_match_finite_differences_and_c(graph, rng):
+    """An inner loop whose trip count changes with the outer iteration, reading the outer
+    loop's variable and a loop invariant: values saved per inner iteration of every outer one."""
+    x = fl.placeholder(fl.f64, [2], name="x")
+    W = fl.placeholder(fl.f64, [2, 2], name="W")
+    n = fl.placeholder(fl.i32, [], name="n")
+    m = fl.placeholder(fl.i32, [], name="m")
 
     def outer(i, v):
-        return i + 1, fl.while_loop(lambda j, u: j < 2, lambda j, u: (j + 1, u * 2.0), [0, v])[1]
+        def inner(j, u):
+            return j + 1, fl.tanh(fl.reshape(fl.matmul(fl.reshape(u, [1, 2]), W), [2]) + v * 0.5)
+        _, u = fl.while_loop(lambda j, u: j < m + i, inner, [0, v])
+        return i + 1, u * 1.5
 
-    _, y = fl.while_loop(lambda i, v: i < 3, outer, [0, x])
-    with pytest.raises(fl.MissingGradientError, match="nested while_loops"):
-        fl.gradients(fl.reduce_sum(y), [x])
+    _, y = fl.while_loop(lambda i, v: i < n, outer, [0, x])
+    loss = fl.reduce_sum(y * y)
+    gx, gW = fl.gradients(loss, [x, W])
+    feeds = {x: rng.normal(size=2), W: rng.normal(size=(2, 2)) * 0.5, m: np.int32(1)}
+    for nv in (0, 3):
+        full = {**feeds, n: np.int32(nv)}
+        got = check_against_interpreter(graph, {"gx": gx, "gW": gW}, full)
+        np.testing.assert_allclose(got["gx"], _numeric(loss, full, x), rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(got["gW"], _numeric(loss, full, W), rtol=1e-5, atol=1e-8)
 
 
 def test_a_loop_spanning_devices_is_a_clear_error(graph):
@@ -401,3 +415,22 @@ def test_shape_invariants_let_a_loop_variable_grow(graph):
     for nv in (0, 3):
         got = check_against_interpreter(graph, {"grown": grown}, {n: nv})
         np.testing.assert_array_equal(got["grown"], [7.0] + list(range(nv)))
+
+
+def test_gradients_through_three_nested_while_loops(graph):
+    x = fl.placeholder(fl.f64, [2], name="x")
+
+    def innermost(v):
+        return fl.while_loop(lambda k, w: k < 2, lambda k, w: (k + 1, fl.tanh(w) + v * 0.1),
+                             [0, v])[1]
+
+    def middle(v):
+        return fl.while_loop(lambda j, u: j < 2, lambda j, u: (j + 1, innermost(u) * 1.1),
+                             [0, v])[1]
+
+    _, y = fl.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, middle(v) * 0.9), [0, x])
+    loss = fl.reduce_sum(y * y)
+    (gx,) = fl.gradients(loss, [x])
+    full = {x: np.array([0.3, 0.7])}
+    got = check_against_interpreter(graph, {"gx": gx}, full)
+    np.testing.assert_allclose(got["gx"], _numeric(loss, full, x), rtol=1e-5, atol=1e-8)

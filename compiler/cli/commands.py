@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 from compiler.cli.graph_dot import graph_to_dot, render_dot, render_format
 from compiler.cli.graph_json import graph_to_json
+from compiler.codegen.control_flow import saved_bytes_per_iteration
 from compiler.codegen.instrument import Instrumentation
 from compiler.flags import options_from_args, pipeline_flags_given, resolve_options
 from compiler.ir.graph import Graph
@@ -66,6 +67,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}")
     print(f"  feeds:   {feeds or '(none)'}")
     print(f"  fetches: {fetches or '(none)'}")
+    for frame, count, nbytes in saved_bytes_per_iteration(step.graph):
+        print(f"  loop {frame}: saves {count} values for its gradient, {nbytes} bytes per "
+              "iteration" + (" (?: a dim known at run time)" if "?" in nbytes else ""))
     return 0
 
 

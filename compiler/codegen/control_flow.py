@@ -132,6 +132,8 @@ class StructuredEmitter:
         self.flags: Dict[Output, str] = {}
         self._compute_guards()
         self._check_single_device()
+        self.saved = {frame: (count, text) for frame, count, text in
+                      saved_bytes_per_iteration(order)}
 
     def _check_single_device(self) -> None:
         """A loop or cond whose nodes span devices needs dead values and frames on the wire:
@@ -347,7 +349,9 @@ class StructuredEmitter:
             if len(m.inputs) != 2:
                 raise CodegenError("a loop Merge must have two inputs (Enter, NextIteration)", m)
         guard = _union(*[self.guard[e] for e in enters])
-        em.body.append(f"/* loop frame {name} */")
+        saved = self.saved.get(name)
+        em.body.append(f"/* loop frame {name}" + (f": saves {saved[0]} values on stacks, {saved[1]} "
+                                                  "bytes per iteration" if saved else "") + " */")
         em.body.append(f"if ({self._cond(guard)}) {{" if guard else "{")
         for e in enters:
             self._emit_node(e)
@@ -431,3 +435,33 @@ class StructuredEmitter:
                 em.body.append(f"if (!({self._cond(g)})) {{ flowc_fail(st, FLOWC_INVALID_ARGUMENT, "
                                f"{c_string(src.node.name)}, {c_string(loc)}, {c_string(msg)}); "
                                "goto fail; }")
+
+
+def saved_bytes_per_iteration(nodes) -> List[Tuple[str, int, str]]:
+    """Per loop frame that pushes values on stacks (a forward loop being differentiated):
+    (frame name, number of pushes, bytes pushed per iteration as a string: a number when the
+    shapes are static, else a product with ``?`` for the dims known only at run time)."""
+    from compiler.interpreter import static_frames
+    nodes = list(nodes)
+    run_in, _ = static_frames(nodes)
+    per: dict = {}
+    for n in nodes:
+        if n.op != "StackPushV2":
+            continue
+        t = n.inputs[1].type
+        per.setdefault("/".join(run_in[n]), []).append(t)
+    out = []
+    for frame, types in per.items():
+        by_unknowns: Dict[int, int] = {}      # number of run-time dims -> bytes per unit
+        for t in types:
+            size = t.dtype.itemsize
+            dims = list(t.shape) if t.shape is not None else [None]
+            for d in dims:
+                size *= d if d is not None else 1
+            k = sum(d is None for d in dims)
+            by_unknowns[k] = by_unknowns.get(k, 0) + size
+        # "?" stands for a dim known only at run time (the batch size)
+        terms = [str(b) if k == 0 else f"{b}*?" if k == 1 else f"{b}*?^{k}"
+                 for k, b in sorted(by_unknowns.items())]
+        out.append((frame, len(types), " + ".join(terms)))
+    return out

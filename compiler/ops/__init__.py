@@ -4,7 +4,8 @@ from compiler.ops.registry import (OpDef, ArgDef, AttrDef, register_op, get_op, 
                                    ShapeContext, KernelContext)
 from compiler.ops import core  # noqa: F401  (registers ops)
 
-_FAMILIES = ("math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state", "io", "comm", "queue", "control_flow", "fused", "data_flow")
+_FAMILIES = ("math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state", "io",
+             "comm", "queue", "stack", "control_flow", "fused", "data_flow")
 for _f in _FAMILIES:
     try:
         __import__(f"compiler.ops.{_f}")

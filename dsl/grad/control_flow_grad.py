@@ -3,13 +3,19 @@
 ``Merge`` is a ``Switch`` of its output gradient on the same predicate. Only one branch is
 live at run time, so only its gradient flows.
 
-Gradients through ``while_loop`` need saved forward values and a backward loop; they are not
-built yet: differentiating through a loop is an error naming the loop's nodes.
+A ``while_loop`` is differentiated as a whole (``while_loop_grad``): the forward loop pushes
+each value the backward pass needs onto a stack (``StackPushV2``, one stack per value) and a
+backward loop pops them in reverse order (``StackPopV2``), as TensorFlow 1.x does. Values may
+have shapes known only at run time (the batch size of a recurrent network), and loops may be
+nested (the inner loop's gradient loop is built inside the outer one's body).
 """
 from __future__ import annotations
 
-from dsl.gradients import MissingGradientError, RegisterGradient
+from dsl.gradients import MissingGradientError, NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op
+
+for _op in ("StackV2", "StackPushV2", "StackPopV2", "StackCloseV2"):
+    NotDifferentiable(_op)
 
 
 def _loop_error(op):
@@ -88,19 +94,23 @@ class _Loop:
                            and self.out_in[n] == self.frame]
         self.members = {n for n in nodes if (self.out_in[n] if n.op == "Enter" else self.run_in[n])
                         [:len(self.frame)] == self.frame}
-        inner = {self.run_in[n] for n in self.members if len(self.run_in[n]) > len(self.frame)}
-        if inner:
-            raise MissingGradientError(
-                f"gradients through nested while_loops are not supported yet (loop "
-                f"'{self.name}' contains loop '{sorted(inner)[0][-1]}')")
         self.parallel_iterations = self.vars[0][0].attrs.get("parallel_iterations", 10)
+        # the first Enter of each enclosing frame, outermost first (where a stack's handle
+        # enters each level) and the LoopConds of the loops nested in this one
+        self.level_enters = []
+        for k in range(1, len(self.frame) + 1):
+            self.level_enters.append(min(
+                (n for n in nodes if n.op == "Enter" and self.out_in[n] == self.frame[:k]),
+                key=lambda n: self.position[n]))
+        self.inner_loop_conds = [n for n in nodes if n.op == "LoopCond" and n in self.members
+                                 and self.run_in[n] != self.frame]
 
-    def add_var(self, init_fn, update_fn, value=None, dynamic_first_dim=False):
+    def add_var(self, init_fn, update_fn, value=None):
         """Add a loop variable after the fact: ``init_fn()`` before the loop, ``update_fn(v)``
-        in the body (placed after ``value``'s node when given); returns its Exit tensor."""
+        in the body (placed after ``value``'s node when given); returns its Switch and the
+        NextIteration node."""
         from dsl.array_ops import identity
         from dsl.tensor import Tensor
-        from compiler.ir.types import TensorType
         g = self.graph
         with g.inserting_before(self.loop_cond):
             init = init_fn()
@@ -108,9 +118,6 @@ class _Loop:
                                                "parallel_iterations": self.parallel_iterations},
                              name=f"{self.name}/Enter")
             merge = apply_op("Merge", [[enter, enter]], name=f"{self.name}/Merge")[0]
-            if dynamic_first_dim:
-                t = merge.output.type
-                merge.output.node.output_types[0] = TensorType(t.dtype, (None,) + tuple(t.shape[1:]))
         lc = Tensor(self.loop_cond.output(0))
         with g.inserting_after(self.loop_cond):
             sw = apply_op("Switch", [merge, lc], name=f"{self.name}/Switch")
@@ -122,17 +129,59 @@ class _Loop:
             new = update_fn(body_in)
             nxt = apply_op("NextIteration", [new], name=f"{self.name}/NextIteration")
         merge.output.node.set_input(1, nxt.output)
-        return sw
+        return sw, body_in, nxt.output.node
+
+    def constant(self, value, name):
+        """A constant in the context the loop runs in (the body of an enclosing loop, a
+        branch of a cond): it waits for the loop's first initial value."""
+        from dsl.context import control_dependencies
+        from dsl.ops import constant
+        with control_dependencies([self.vars[0][0].inputs[0].node]):
+            return constant(value, name=f"{self.name}/{name}")
+
+    def handle_in_frame(self, handle):
+        """``handle`` (made outside every loop) entered, level by level, into this loop."""
+        h = handle
+        for enter in self.level_enters:
+            with self.graph.inserting_after(enter):
+                h = apply_op("Enter", [h], {"frame_name": enter.attrs["frame_name"],
+                                            "is_constant": True,
+                                            "parallel_iterations": self.parallel_iterations},
+                             name=f"{self.name}/stack_enter")
+        return h
 
     def counter(self):
-        """A loop variable counting the iterations; returns its Exit."""
-        from dsl.ops import constant
-        sw = self.add_var(lambda: constant(0, name=f"{self.name}/grad_count_init"),
-                          lambda v: v + 1)
-        return apply_op("Exit", [sw[0]], name=f"{self.name}/Exit")
+        """A loop variable counting the iterations; returns its Exit, its value in the body
+        and its NextIteration."""
+        sw, body_in, nxt = self.add_var(lambda: self.constant(0, "grad_count_init"),
+                                        lambda v: v + 1)
+        exits = [v[5] for v in self.vars if v[5] is not None]
+        after = max(exits, key=lambda n: self.position[n]) if exits else sw.output.node
+        with self.graph.inserting_after(after):
+            ex = apply_op("Exit", [sw[0]], name=f"{self.name}/Exit")
+        # a value of the enclosing loop's frame, which that loop's gradient may need to save
+        self.graph.__dict__.setdefault("_forward_frame_of", {})[ex.output.node] = self.frame[:-1]
+        return ex, body_in, nxt
 
 
-def _live(loop, t, shape):
+class _AddingToForwardLoops:
+    """Marks the nodes made inside it as belonging to forward loops (their counters, stacks
+    and pushes), so that a gradient loop being built at the time (a nested loop's gradient is
+    built inside its parent's) does not take them into its body."""
+
+    def __init__(self, g):
+        self.g = g
+
+    def __enter__(self):
+        self.before = set(self.g)
+
+    def __exit__(self, *exc):
+        marked = self.g.__dict__.setdefault("_nodes_of_other_loops", set())
+        marked.update(n for n in self.g if n not in self.before)
+        return False
+
+
+def _live(loop, t):
     """``t``, or zeros in iterations where it is dead (it is on an untaken branch of a cond in
     the loop body), so the accumulator saving it gets a value every iteration.
 
@@ -150,6 +199,7 @@ def _live(loop, t, shape):
             if p.node in loop.members and loop.out_in[p.node] == loop.frame]
     if not lits:
         return t
+    shape = _static_shape(t, "a value on a branch of a cond, saved by the forward loop")
     zs = []
     gate = Tensor(lits[0][0])                 # live whenever the body runs
     for p, k in lits:
@@ -172,16 +222,44 @@ def _static_shape(t, what):
 def while_loop_grad(exit_node, grads, between, sum_fn):
     """Differentiate a whole while_loop at once (called by ``gradients`` at the first Exit it
     meets): a backward loop runs the body's gradient as many times as the forward loop ran,
-    reading each iteration's forward values from accumulators the forward loop fills (a loop
-    variable ``acc = concat(acc, [value])`` per saved value). Adds the gradients of the loop's
-    initial values and loop-invariant inputs to ``grads``; returns the loop's nodes (done)."""
-    from dsl.array_ops import concat, expand_dims, gather, zeros_like
+    popping each iteration's forward values from the stacks the forward loop pushed them on.
+    Adds the gradients of the loop's initial values and loop-invariant inputs to ``grads``;
+    returns the loop's nodes (done).
+
+    Order: a push waits for its iteration's counter, and the counter's next value waits for
+    the iteration's pushes (the same for pops in the backward loop), so the interpreter's
+    dataflow scheduler pushes and pops in iteration order however far iterations overlap."""
+    g = exit_node.graph
+    snapshots = g.__dict__.setdefault("_loop_snapshots", {})
+    sw = exit_node.inputs[0].node
+    loop = snapshots.get(sw.inputs[1].node) if sw.op == "Switch" else None
+    loop = loop or _Loop(exit_node)
+    # The loops nested in this one are differentiated while its backward body is built, when
+    # the graph holds half-built nodes: take their structure now (afresh unless this loop is
+    # itself being differentiated inside another one's gradient).
+    outermost_call = not g.__dict__.get("_loop_grads_in_progress", 0)
+    for lc in loop.inner_loop_conds:
+        inner_exit = next((u for s2 in lc.users if s2.op == "Switch" for u in s2.users
+                           if u.op == "Exit"), None)
+        if inner_exit is not None and (outermost_call or lc not in snapshots):
+            snapshots[lc] = _Loop(inner_exit)
+    g._loop_grads_in_progress = g.__dict__.get("_loop_grads_in_progress", 0) + 1
+    try:
+        return _differentiate(loop, g, grads, between, sum_fn)
+    finally:
+        g._loop_grads_in_progress -= 1
+
+
+def _differentiate(loop, g, grads, between, sum_fn):
+    """The body of ``while_loop_grad`` for the loop ``loop``."""
+    from dsl.array_ops import identity, zeros_like
     from dsl.context import control_dependencies, name_scope
     from dsl.control_flow_ops import while_loop
     from dsl.gradients import _is_differentiable, gradients
+    from dsl.ops import constant
     from dsl.tensor import Tensor
-    loop = _Loop(exit_node)
-    g = loop.graph
+    grad_exits = g.__dict__.setdefault("_grad_loop_exits", [])
+    mark = len(grad_exits)
     float_vars = [v for v in loop.vars if _is_differentiable(v[2].output(0))]
     inv = [e for e in loop.invariants if _is_differentiable(e.output(0)) and e in between]
     exit_grads = []
@@ -191,38 +269,60 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
     if all(x is None for x in exit_grads) or not float_vars:
         return loop.members
     scope = f"{loop.name}_grad"
-    n_iter = loop.counter()
-    anchor = n_iter.output.node
-    saved = {}
-    state = {}
+    with _AddingToForwardLoops(g):
+        n_iter, count_in, count_next = loop.counter()
+    pushes = []
+    state = {"pops": []}
 
     def saved_value(out):
-        """The tensor ``out`` of the forward frame, per iteration: an accumulator."""
-        if out in saved:
-            return saved[out]
+        """The forward value ``out`` of this iteration, pushed on a stack of its own; returns
+        the stack's handle."""
+        with _AddingToForwardLoops(g):
+            return _push(out)
+
+    def _push(out):
         t = Tensor(out)
-        shape = _static_shape(t, "a value saved by the forward loop")
-        from dsl.ops import constant
-        import numpy as np
-        sw = loop.add_var(lambda: constant(np.zeros([0] + shape, dtype=t.dtype.np),
-                                           name=f"{loop.name}/acc_init"),
-                          lambda acc: concat([acc, expand_dims(_live(loop, t, shape), 0)], 0),
-                          value=out, dynamic_first_dim=True)
-        with g.inserting_before(anchor):
-            ex = apply_op("Exit", [sw[0]], name=f"{loop.name}/acc_exit")
-        saved[out] = ex
-        return ex
+        outermost = loop.level_enters[0]
+        with g.inserting_before(outermost):
+            # in the context of the outermost loop (a loop in a cond branch makes its stacks
+            # there); a nested loop's stack holds the values of all its runs, which its
+            # gradient pops in reverse, run by run
+            with control_dependencies([outermost.inputs[0].node]):
+                size = constant(-1, name=f"{loop.name}/stack_max_size")
+            handle = apply_op("StackV2", [size], {"elem_type": t.dtype,
+                                                  "stack_name": f"{loop.name}/{out.name}"},
+                              name=f"{loop.name}/stack")
+        h_in = loop.handle_in_frame(handle)
+        anchor = count_in.output.node
+        if loop.position.get(out.node, len(loop.position)) > loop.position[loop.loop_cond]:
+            anchor = out.node           # (a node added after the fact is in the body)
+        with g.inserting_after(anchor):
+            with control_dependencies([count_in]):
+                push = apply_op("StackPushV2", [h_in, _live(loop, t)], name=f"{loop.name}/push")
+        pushes.append(push.output.node)
+        return handle
 
     def external(out, invariant):
         node = out.node
         if node in loop.invariants:
             return invariant(node.inputs[0])
-        if node in loop.members and loop.out_in[node] == loop.frame:
-            acc = invariant(saved_value(out).output)
-            idx = state["idx"]
-            with g.inserting_after(idx.output.node):
-                with control_dependencies([idx]):
-                    v = gather(Tensor(acc), idx, name="saved")
+        home = loop.out_in.get(node) if node in loop.members else \
+            g.__dict__.get("_forward_frame_of", {}).get(node)
+        if home == loop.frame and node.op == "Const":
+            # a constant of the body (an axis, a shape): the backward loop makes its own
+            with g.inserting_after(state["j"].output.node):
+                with control_dependencies([state["j"]]):
+                    v = constant(node.attrs["value"], dtype=out.dtype, name="saved_const")
+            return v.output
+        if home == loop.frame:
+            h = invariant(saved_value(out).output)
+            j = state["j"]
+            with g.inserting_after(j.output.node):
+                with control_dependencies([j]):
+                    v = apply_op("StackPopV2", [Tensor(h)],
+                                 {"elem_type": out.dtype, "elem_shape": out.shape},
+                                 name="pop")
+            state["pops"].append(v)
             return v.output
         return None
 
@@ -230,18 +330,22 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
         return j < n_iter
 
     def body(j, *gs):
-        idx = n_iter - 1 - j
-        state["idx"] = idx
+        state["j"] = j
         g_vars = list(gs[:len(float_vars)])
         g_inv = list(gs[len(float_vars):])
         xs = [Tensor(v[3].output(0)) for v in float_vars] + [Tensor(e.output(0)) for e in inv]
         ys = [Tensor(v[4]) for v in float_vars]
+        nested_from = len(grad_exits)
         d = gradients(ys, xs, grad_ys=g_vars, stop_gradients=xs)
+        # the gradient loops of nested loops finish in this iteration, before the next one
+        nested = grad_exits[nested_from:]
         d = [x.to_dense() if hasattr(x, "to_dense") else x for x in d]
         new_vars = [dk if dk is not None else zeros_like(gk) for dk, gk in zip(d, g_vars)]
         new_inv = [gi + dk if dk is not None else gi
                    for gi, dk in zip(g_inv, d[len(float_vars):])]
-        return [j + 1] + new_vars + new_inv
+        with control_dependencies(state["pops"] + nested):
+            nj = j + 1
+        return [nj] + new_vars + new_inv
 
     with name_scope(scope):
         init = [eg if eg is not None else zeros_like(Tensor(v[5].output(0)) if v[5] is not None
@@ -250,6 +354,20 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
         init += [zeros_like(Tensor(e.inputs[0])) for e in inv]
         out = while_loop(cond, body, [0] + init, parallel_iterations=loop.parallel_iterations,
                          _external=external, name="while")
+    # the loops nested in this one are done with: only this loop's exits are the enclosing
+    # gradient body's to wait for
+    del grad_exits[mark:]
+    grad_exits.extend(out)
+    if pushes:
+        # the counter's next value waits for this iteration's pushes
+        last = max(pushes, key=lambda n: _position(g, n))
+        with g.inserting_after(last), _AddingToForwardLoops(g):
+            with control_dependencies(pushes):
+                synced = identity(Tensor(count_next.inputs[0]), name=f"{loop.name}/pushed")
+            nxt = apply_op("NextIteration", [synced], name=f"{loop.name}/NextIteration")
+        merge = next(u for u in count_next.users if u.op == "Merge")
+        merge.set_input(1, nxt.output)
+        g.erase_node(count_next)
     for v, gv in zip(float_vars, out[1:1 + len(float_vars)]):
         src = v[0].inputs[0]
         if src.node in between:
@@ -259,3 +377,10 @@ def while_loop_grad(exit_node, grads, between, sum_fn):
         if src.node in between:
             grads.setdefault(src, []).append(gi)
     return loop.members
+
+
+def _position(g, node) -> int:
+    for k, n in enumerate(g):
+        if n is node:
+            return k
+    raise KeyError(node.name)
