@@ -53,6 +53,12 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
                        "generated C, shared object, IR) that `flowc run` loads.")
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("-o", "--output", metavar="DIR", required=True, help="artifact folder to write")
+    p.add_argument("--target", choices=("c", "cuda"), default="c",
+                   help="c: every op on CPU devices (default); cuda: ops go to /device:GPU:0 "
+                        "where they have a GPU kernel (the rest stay on CPU:0), compiled with "
+                        "nvcc; no GPU is needed to compile (see docs/cuda.md)")
+    p.add_argument("--cuda-arch", metavar="SM", default=None,
+                   help="GPU architecture for --target cuda (default sm_90, or FLOWC_CUDA_ARCH)")
     _add_selection(p)
     add_pipeline_arguments(p)
     p.set_defaults(handler="compile")
