@@ -91,10 +91,14 @@ def cublas_available(nvcc: str) -> bool:
 
 def nvcc_flags(arch: str, cublas: bool) -> List[str]:
     cc = arch[3:]
-    flags = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
+    # Host code only sequences launches: -O1 for it (device code is optimized by ptxas at its
+    # default -O3); kernels are compiled in parallel (--split-compile).
+    flags = ["-O1", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
+             "--split-compile=0",
              f"-gencode=arch=compute_{cc},code=[sm_{cc},compute_{cc}]",
              "-Xcudafe", "--diag_suppress=declared_but_not_referenced",
              "-Xcudafe", "--diag_suppress=set_but_not_used",
+             "-Xcudafe", "--diag_suppress=550", "-Xcudafe", "--diag_suppress=177",
              f"-I{RUNTIME_INCLUDE}"]
     if cublas:
         flags += ["-DFLOWC_CUBLAS"]

@@ -40,6 +40,10 @@ from runtime.dtypes import DType
 from runtime.module import ABI_VERSION
 
 _NO_CODE = {"NoOp", "_Sink", "_Retval"}
+
+# The host code runs the nodes through functions of this many nodes each: the host compiler
+# is superlinear in function size (as for the C emitter's parts).
+NODES_PER_PART = 32
 _SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
 
 
@@ -72,6 +76,7 @@ class _CudaEmitter:
         self.slot: Dict[str, int] = {}
         self.owned: List[str] = []          # tensors whose device buffers this step allocated
         self.body: List[str] = []
+        self.part_starts: List[int] = [0]     # the host code is split into functions
         self.constants: List[str] = []
         self._names: set = set()
 
@@ -115,7 +120,9 @@ class _CudaEmitter:
             for out in n.outputs:
                 if self.root[out] == out and out not in fetched and out.dtype is not DType.resource:
                     frees_after.setdefault(last_use.get(out, position[n]), []).append(out)
-        for n in order:
+        for k, n in enumerate(order):
+            if k and k % NODES_PER_PART == 0:
+                self.part_starts.append(len(self.body))
             self._emit_node(n)
             for root in frees_after.get(position[n], []):
                 ref = self.refs.get(root)
@@ -307,6 +314,19 @@ class _CudaEmitter:
                    "memory but for fetches). */")
         out.extend(self.decls)
         out.append("")
+        bounds = self.part_starts + [len(self.body)]
+        parts = [self.body[a:b] for a, b in zip(bounds, bounds[1:])]
+        for i, lines in enumerate(parts):
+            out.append(f"static __attribute__((noinline)) int flowc_part{i}(flowc_tensor *flowc_T, "
+                       "const flowc_tensor *feeds, const flowc_runtime *flowc_rt, "
+                       "cudaStream_t flowc_stream, int32_t *flowc_err, flowc_status *st) {")
+            out.append("    (void)feeds; (void)flowc_rt; (void)flowc_err;")
+            out.extend(("    " + line) if line else "" for line in lines)
+            out.append("    return 0;")
+            out.append("fail:")
+            out.append("    return st->code ? st->code : FLOWC_ERROR;")
+            out.append("}")
+            out.append("")
         owned = ", ".join(str(self.slot[v]) for v in self.owned) or "-1"
         out += [
             "extern \"C\" int flowc_cuda_entry(const flowc_tensor *feeds, flowc_tensor *fetches, "
@@ -331,8 +351,9 @@ class _CudaEmitter:
             "    FLOWC_CUDA(cudaMallocAsync((void **)&flowc_err, sizeof flowc_flags, flowc_stream));",
             "    FLOWC_CUDA(cudaMemsetAsync(flowc_err, 0, sizeof flowc_flags, flowc_stream));",
         ]
-        out.extend(("    " + line) if line else "" for line in self.body)
-        out.append("")
+        for i in range(len(parts)):
+            out.append(f"    if (flowc_part{i}(flowc_T, feeds, flowc_rt, flowc_stream, flowc_err, st)) "
+                       "goto fail;")
         out.extend("    " + line for line in self._fetches())
         out += [
             "    flowc_node = \"\"; flowc_loc = \"\";",
