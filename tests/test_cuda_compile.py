@@ -105,6 +105,13 @@ def _other_cases(t):
              fl.one_hot(rows, 10), fl.one_hot(rows, 3, on_value=5, off_value=-1),
              fl.apply_op("UnsortedSegmentSum", [x, rows, fl.constant(4)], {}),
              fl.apply_op("UnsortedSegmentSum", [t["i"], rows, fl.constant(4)], {})]
+    for dtype in (DType.f32, DType.f64):
+        made += [fl.random_uniform([5, 7], dtype=dtype, seed=1),
+                 fl.random_normal([5, 7], dtype=dtype, seed=2),
+                 fl.truncated_normal([5, 7], dtype=dtype, seed=3)]
+    for dtype in (DType.i32, DType.i64):
+        made.append(fl.apply_op("RandomUniformInt", [fl.constant([9]), fl.constant(-3, dtype),
+                                                     fl.constant(40, dtype)], {"seed": 4}))
     return made
 
 
