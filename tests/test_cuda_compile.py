@@ -112,6 +112,24 @@ def _other_cases(t):
     for dtype in (DType.i32, DType.i64):
         made.append(fl.apply_op("RandomUniformInt", [fl.constant([9]), fl.constant(-3, dtype),
                                                      fl.constant(40, dtype)], {"seed": 4}))
+    return made + _conv_cases(t)
+
+
+def _conv_cases(t):
+    x4 = t["x4"]                                              # NHWC [2, 3, 4, 5]
+    f = fl.constant(np.ones((3, 3, 5, 2), np.float32)) * fl.reduce_sum(t["y"])
+    window = {"strides": [1, 2, 1, 1], "padding": "SAME"}
+    y = fl.nn.conv2d(x4, f, strides=[1, 2, 1, 1], padding="SAME")
+    dy = fl.ones_like(y)
+    made = [y, fl.apply_op("Conv2DBackpropInput", [fl.constant([2, 3, 4, 5]), f, dy], window),
+            fl.apply_op("Conv2DBackpropFilter", [x4, fl.constant([3, 3, 5, 2]), dy], window),
+            fl.nn.conv2d(x4, f, strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 1, 2, 1])]
+    pool = {"ksize": [1, 2, 2, 1], "strides": [1, 1, 2, 1], "padding": "VALID"}
+    mp = fl.apply_op("MaxPool", [x4], pool)
+    ap = fl.apply_op("AvgPool", [x4], dict(pool, padding="SAME"))
+    made += [mp, ap, fl.apply_op("MaxPoolGrad", [x4, mp, fl.ones_like(mp)], pool),
+             fl.apply_op("AvgPoolGrad", [fl.constant([2, 3, 4, 5]), fl.ones_like(ap)],
+                         dict(pool, padding="SAME"))]
     return made
 
 
