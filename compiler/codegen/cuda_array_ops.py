@@ -228,6 +228,12 @@ def _segment_supports(node: Node) -> bool:
             and len(node.inputs[1].shape or ()) == 1)
 
 
+# Views: the output is input 0 with other dims (no kernel); a reshape's requested shape and
+# an expand's axis are read on the host.
+register_cuda_kernel("Reshape", None, host_inputs=(1,))
+register_cuda_kernel("ExpandDims", None, host_inputs=(1,))
+for _view in ("Identity", "Squeeze", "StopGradient", "Snapshot", "PlaceholderWithDefault"):
+    register_cuda_kernel(_view, None)
 register_cuda_kernel("ZerosLike", _like(0))
 register_cuda_kernel("OnesLike", _like(1))
 register_cuda_kernel("Fill", _fill, supports=constant_inputs(0))

@@ -32,6 +32,7 @@ from compiler.codegen.emitter import EmittedModule
 from compiler.codegen.kernel_context import KernelContext, TensorRef, c_string
 from compiler.codegen import templates
 from compiler.errors import CodegenError
+from compiler.ir.construct import constant_value
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import node_text
 from compiler.ops.comm import is_cross_task, rendezvous_key
@@ -44,6 +45,9 @@ _NO_CODE = {"NoOp", "_Sink", "_Retval"}
 # The host code runs the nodes through functions of this many nodes each: the host compiler
 # is superlinear in function size (as for the C emitter's parts).
 NODES_PER_PART = 32
+
+# Largest shape-like input (elements) copied to the host to compute output dims.
+_MIRROR_MAX = 16
 _SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
 
 
@@ -162,16 +166,29 @@ class _CudaEmitter:
         if n.op == "_Recv":
             return self._close(self._recv(kc))
         kernel = cuda_kernel(n.op)
-        alias_only = op.c_alias is not None and kernel is None
-        if not alias_only and (kernel is None or not has_cuda_kernel(n)):
+        if kernel is None or not has_cuda_kernel(n):
             raise CodegenError(f"op {n.op} has no CUDA kernel for this node; the place pass "
                                "keeps such nodes on a CPU device", n)
+        alias_only = kernel.emit is None
+        if alias_only and op.c_alias is None:
+            raise CodegenError(f"op {n.op} has neither a CUDA kernel nor a view output", n)
         lines: List[str] = []
-        dims_fn = (kernel.output_dims if kernel is not None and kernel.output_dims is not None
-                   else op.c_output_dims)
+        # Output dims are computed on the host: inputs whose values they need (and that are
+        # not constants) are first copied back from the device.
+        dims_kc = kc
+        mirrors = [i for i in kernel.host_inputs
+                   if i < len(inputs) and constant_value(n.inputs[i]) is None]
+        if mirrors:
+            host_refs = list(inputs)
+            for i in mirrors:
+                host_refs[i], copy = self._host_mirror(kc, inputs[i])
+                lines.extend(copy)
+            dims_kc = KernelContext(n, host_refs, outputs, self.target, self.module)
+        dims_fn = kernel.output_dims if kernel.output_dims is not None else op.c_output_dims
         dims = None
         if dims_fn is not None and not all(o.static for o in outputs):
-            dims = dims_fn(kc)
+            dims = dims_fn(dims_kc)
+        lines.extend(dims_kc.checks if dims_kc is not kc else [])
         for k, o in enumerate(outputs):
             lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};")
             for d in range(o.rank):
@@ -197,6 +214,22 @@ class _CudaEmitter:
             self.owned.append(o.var)
         code = kernel.emit(kc)
         self._close(kc.checks + checks + lines + ["{", code, "}"])
+
+    def _host_mirror(self, kc: KernelContext, ref: TensorRef):
+        """A host copy of a small device tensor (a shape-like input): its TensorRef and the
+        host code making it (a copy and a stream sync)."""
+        name = "h_" + ref.var
+        mirror = TensorRef(name, ref.type, self.target, kc.node)
+        nbytes = f"(size_t)({ref.size}) * sizeof({ref.ctype})"
+        return mirror, [
+            f"flowc_tensor {name} = {ref.var};",
+            f"{ref.ctype} {name}_buf[{_MIRROR_MAX}];",
+            f"if ({ref.size} > {_MIRROR_MAX}) "
+            + kc.fail(f"a shape-like input has more than {_MIRROR_MAX} elements"),
+            f"if ({ref.size} > 0) FLOWC_CUDA(cudaMemcpyAsync({name}_buf, {ref.var}.data, {nbytes}, "
+            "cudaMemcpyDeviceToHost, flowc_stream));",
+            "FLOWC_CUDA(cudaStreamSynchronize(flowc_stream));",
+            f"{name}.data = {name}_buf;"]
 
     def _feed(self, n: Node) -> List[str]:
         k = self.feeds.index(n) if n in self.feeds else None

@@ -26,22 +26,28 @@ class CudaKernel:
 
     ``emit(kc)`` returns host code (it launches kernels through ``CudaLaunch``);
     ``output_dims(kc)`` gives host C expressions of dynamic output dims (default: the op's C
-    ``c_output_dims``, which reads only dims); ``supports(node)`` says whether this node can
-    use the kernel (default: always).
+    ``c_output_dims``); ``supports(node)`` says whether this node can use the kernel
+    (default: always). ``host_inputs``: inputs whose *values* the output dims depend on (a
+    reshape's shape); where they are not constants, the emitter copies them to the host
+    (a stream sync) and the dims are computed there. ``emit`` None: the output is a view of
+    input ``c_alias`` (no kernel).
     """
-    emit: Callable
+    emit: Optional[Callable]
     output_dims: Optional[Callable] = None
     supports: Optional[Callable[[Node], bool]] = None
+    host_inputs: tuple = ()
 
 
 _KERNELS: Dict[str, CudaKernel] = {}
 _LOADED = False
 
 
-def register_cuda_kernel(op_name: str, emit: Callable, output_dims: Optional[Callable] = None,
-                         supports: Optional[Callable[[Node], bool]] = None) -> None:
+def register_cuda_kernel(op_name: str, emit: Optional[Callable],
+                         output_dims: Optional[Callable] = None,
+                         supports: Optional[Callable[[Node], bool]] = None,
+                         host_inputs: tuple = ()) -> None:
     """Give ``op_name`` a GPU kernel (the op must be registered)."""
-    kernel = CudaKernel(emit, output_dims, supports)
+    kernel = CudaKernel(emit, output_dims, supports, tuple(host_inputs))
     _KERNELS[op_name] = kernel
     get_op(op_name).cuda_kernel = kernel
 

@@ -56,7 +56,7 @@ def kernel_device_types(node: Node) -> Set[str]:
     types = set()
     if op.c_kernel is not None or op.c_alias is not None:
         types.add("CPU")
-    if has_cuda_kernel(node) or (op.c_alias is not None and op.c_kernel is None):
+    if has_cuda_kernel(node):
         types.add("GPU")
     return types
 
