@@ -6,6 +6,7 @@ it needs no GPU (running the kernels is the job of tests/test_cuda_runtime.py).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 
@@ -30,7 +31,8 @@ needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc (the CUDA comp
 
 
 def _elementwise_cases(t):
-    """One node per elementwise op (inputs typed from its signature), plus broadcasting."""
+    """One node per elementwise op (inputs typed from its signature, of one static shape),
+    plus broadcasting over a dynamic dim and a device data error."""
     made = []
     for name in ops_with_cuda_kernels():
         op = get_op(name)
@@ -42,8 +44,8 @@ def _elementwise_cases(t):
             continue
         allowed = op.attrs["T"].allowed if "T" in op.attrs else ()
         dtype = next((d for d in (DType.f32, DType.i32, DType.bool) if d in allowed), None)
-        first = {DType.f32: t["x"], DType.i32: t["i"], DType.bool: t["b"]}
-        other = {DType.f32: t["x2"], DType.i32: t["i3"], DType.bool: t["b2"]}
+        first = {DType.f32: t["xs"], DType.i32: t["is"], DType.bool: t["bs"]}
+        other = {DType.f32: t["xs2"], DType.i32: t["is2"], DType.bool: t["bs2"]}
         inputs = []
         for k, arg in enumerate(op.inputs):
             src = first if k == 0 else other
@@ -95,6 +97,12 @@ def _other_cases(t):
     for op in ("ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterUpdate"):
         made.append(fl.apply_op(op, [h, rows, fl.zeros_like(x)], {}))
     made.append(fl.apply_op("ResourceScatterUpdate", [h, rows, fl.constant(1.0)], {}))
+    return made
+
+
+def _array_cases(t):
+    x, i, m, rows = t["x"], t["i"], t["m"], t["labels"]
+    made = []
     made += [fl.ones_like(x), fl.fill([3, 4], fl.constant(2.0)),
              fl.apply_op("Fill", [fl.constant([2, 5]), fl.constant(True)], {}),
              fl.shape(x), fl.size(x), fl.rank(t["x3"]),
@@ -102,6 +110,12 @@ def _other_cases(t):
              fl.tile(x, [2, 3]), fl.concat([x, t["x2"], fl.zeros_like(x)], axis=1),
              fl.concat([t["x3"], t["x3"]], axis=0), fl.stack([x, t["x2"]], axis=1),
              fl.gather(m, rows), fl.gather(t["x3"], rows, axis=2),
+             fl.reshape(x, [-1]), fl.reshape(x, fl.shape(x) * fl.constant([1, 1])),
+             fl.squeeze(fl.expand_dims(x, 1), [1]), fl.identity(x), fl.stop_gradient(x),
+             fl.apply_op("Snapshot", [x], {}),
+             fl.placeholder_with_default(t["m"], [16, 16]),
+             fl.pad(x, [[1, 2], [0, 3]]), *fl.split(t["x3"], 2, axis=2),
+             *fl.split(x, [3, 13], axis=1), *fl.unstack(t["x3"], axis=0),
              fl.one_hot(rows, 10), fl.one_hot(rows, 3, on_value=5, off_value=-1),
              fl.apply_op("UnsortedSegmentSum", [x, rows, fl.constant(4)], {}),
              fl.apply_op("UnsortedSegmentSum", [t["i"], rows, fl.constant(4)], {})]
@@ -133,12 +147,19 @@ def _conv_cases(t):
     return made
 
 
-def build_case_graph():
-    """The graph, its feeds and every case output, all requested on GPU:0."""
+# The cases in three graphs: three modules, built by three nvcc processes at once.
+CASE_GROUPS = ("_elementwise_cases", "_other_cases", "_array_cases")
+
+
+def build_case_graph(group: str):
+    """A graph, its feeds and the outputs of one group of cases, all requested on GPU:0."""
     g = fl.Graph()
     with g.as_default(), fl.device("/device:GPU:0"):
         t = {"x": fl.placeholder(fl.float32, [None, 16], name="x"),
              "x2": fl.placeholder(fl.float32, [None, 16], name="x2"),
+             **{f"{k}{j}": fl.placeholder(dtype, [8, 16], name=f"{k}{j}")
+                for k, dtype in (("xs", fl.float32), ("is", fl.int32), ("bs", DType.bool))
+                for j in ("", "2")},
              "i3": fl.placeholder(fl.int32, [None, 16], name="i3"),
              "b2": fl.placeholder(DType.bool, [None, 16], name="b2"),
              "y": fl.placeholder(fl.float32, [16], name="y"),
@@ -150,7 +171,7 @@ def build_case_graph():
              "x3": fl.placeholder(fl.float32, [2, None, 16], name="x3"),
              "x4": fl.placeholder(fl.float32, [2, 3, 4, 5], name="x4"),
              "labels": fl.placeholder(fl.int32, [None], name="labels")}
-        cases = _elementwise_cases(t) + _other_cases(t)
+        cases = globals()[group](t)
         outs = [c for c in cases if hasattr(c, "output")]
         ops = [c for c in cases if not hasattr(c, "output")]
     return g, list(t.values()), outs, ops
@@ -159,8 +180,9 @@ def build_case_graph():
 def placed_step(g, feeds, fetches, targets):
     step = make_step_graph(g, [f.output for f in feeds], [f.output for f in fetches],
                            [getattr(o, "node", o) for o in targets])
-    # No constant folding: the cases with constant inputs stay the ops they are.
-    pm = optimize(step, PipelineOptions(devices=(CPU0, GPU0), disable=("fold-constants",)))
+    # No constant folding or simplification: every case stays the op it is.
+    pm = optimize(step, PipelineOptions(devices=(CPU0, GPU0),
+                                        disable=("fold-constants", "simplify")))
     return step, pm
 
 
@@ -175,33 +197,38 @@ def _gpu_module(step):
 
 
 @pytest.fixture(scope="module")
-def case_step():
-    g, feeds, outs, ops = build_case_graph()
-    step, _ = placed_step(g, feeds, outs, ops)
-    return step
+def case_steps():
+    steps = []
+    for group in CASE_GROUPS:
+        g, feeds, outs, ops = build_case_graph(group)
+        steps.append(placed_step(g, feeds, outs, ops)[0])
+    return steps
 
 
-def test_every_cuda_kernel_has_a_case_and_stays_on_the_gpu(case_step):
-    step = case_step
-    covered = {n.op for n in step.graph if n.assigned_device == GPU0}
+def test_every_cuda_kernel_has_a_case_and_stays_on_the_gpu(case_steps):
+    covered = {n.op for step in case_steps for n in step.graph if n.assigned_device == GPU0}
     missing = set(ops_with_cuda_kernels()) - covered
     assert not missing, f"ops with CUDA kernels but no case on the GPU: {sorted(missing)}"
-    on_cpu = [f"{n.name} ({n.op})" for n in step.graph if n.assigned_device != GPU0]
+    on_cpu = [f"{n.name} ({n.op})" for step in case_steps for n in step.graph
+              if n.assigned_device != GPU0]
     assert not on_cpu, f"cases that fell back to the CPU: {on_cpu}"
 
 
 @needs_nvcc
-def test_every_op_kernel_compiles_with_nvcc(case_step, tmp_path, monkeypatch):
+def test_every_op_kernel_compiles_with_nvcc(case_steps, tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
-    gpu_graph, module = _gpu_module(case_step)
-    built = build_cuda_module(module.source, "sm_90", name="cases")
-    assert not built.cached
-    for kind in ("fatbin", "ptx", "cubin"):
-        assert os.path.getsize(built.files[kind]) > 0
-    kernels = set(re.findall(r"__global__ void __launch_bounds__\(FLOWC_BLOCK\) (\w+)\(",
-                             module.source))
-    with open(built.files["ptx"]) as f:
-        ptx_entries = set(re.findall(r"\.entry (\w+)\(", f.read()))
-    assert kernels and kernels <= ptx_entries
-    again = build_cuda_module(module.source, "sm_90", name="cases")
-    assert again.cached and again.key == built.key
+    modules = [_gpu_module(step)[1] for step in case_steps]
+    with concurrent.futures.ThreadPoolExecutor(len(modules)) as pool:
+        builds = list(pool.map(lambda m: build_cuda_module(m.source, "sm_90", name="cases"),
+                               modules))
+    for module, built in zip(modules, builds):
+        assert not built.cached
+        for kind in ("fatbin", "ptx", "cubin"):
+            assert os.path.getsize(built.files[kind]) > 0
+        kernels = set(re.findall(r"__global__ void __launch_bounds__\(FLOWC_BLOCK\) (\w+)\(",
+                                 module.source))
+        with open(built.files["ptx"]) as f:
+            ptx_entries = set(re.findall(r"\.entry (\w+)\(", f.read()))
+        assert kernels and kernels <= ptx_entries
+    again = build_cuda_module(modules[0].source, "sm_90", name="cases")
+    assert again.cached and again.key == builds[0].key

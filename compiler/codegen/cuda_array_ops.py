@@ -16,6 +16,7 @@ from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 from compiler.ir.graph import Node
+from compiler.ops.array import _c, _constant_axis, _normalize_axis, _pad_plan, _split_v_plan
 from runtime.dtypes import DType
 
 # Atomic adds exist for these (UnsortedSegmentSum).
@@ -41,16 +42,18 @@ def _coords(launch: CudaLaunch, out: TensorRef) -> str:
 
 
 def index_map(kc: KernelContext, x: TensorRef, source: Callable[[CudaLaunch], str],
-              valid: str = "", fill: str = "0", hint: str = "") -> str:
+              valid="", fill: str = "0", hint: str = "") -> str:
     """Launch ``out[i] = x[source]`` (``source``: a device offset expression over c0..; where
-    ``valid`` is given and false, ``fill`` instead)."""
+    ``valid`` (a condition, or a function of the launch returning one) is false, ``fill``
+    instead)."""
     out = kc.out
     launch = CudaLaunch(kc, hint or kc.node.op)
     o, px = launch.ptr(out, writable=True), launch.ptr(x)
     coords = _coords(launch, out)
     src = source(launch)
+    cond = valid(launch) if callable(valid) else valid
     n = launch.value(out.size)
-    value = f"({valid}) ? {px}[{src}] : ({out.ctype})({fill})" if valid else f"{px}[{src}]"
+    value = f"({cond}) ? {px}[{src}] : ({out.ctype})({fill})" if cond else f"{px}[{src}]"
     body = (f"{kc.target.grid_stride_loop('i', n)} {{\n    {coords}\n"
             f"    {o}[i] = {value};\n}}")
     return launch.launch(body, out.size)
@@ -160,6 +163,63 @@ def _pack(kc: KernelContext) -> str:
     return _concat_parts(kc, kc.inputs, axis, stacked=True)
 
 
+def _axis_slices(kc: KernelContext, x: TensorRef, axis: int) -> str:
+    """Copy consecutive slices of ``x`` along ``axis`` into the outputs, in order (each
+    output's extent along the axis is its own dim there; a removed axis counts as 1)."""
+    inner = x.dim_product(axis + 1)
+    total = x.dim(axis)
+    code, offset = [], "0"
+    for out in kc.outputs:
+        extent = out.dim(axis) if out.rank == x.rank else "1"
+        launch = CudaLaunch(kc, "axis_slice")
+        o, px = launch.ptr(out, writable=True), launch.ptr(x)
+        v = launch.value
+        e, inn, tot, off, n = v(extent), v(inner), v(total), v(offset), v(out.size)
+        body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
+                f"    const int64_t k = i % {inn}, a = (i / {inn}) % {e}, r = i / ({inn} * {e});\n"
+                f"    {o}[i] = {px}[(r * {tot} + {off} + a) * {inn} + k];\n}}")
+        code.append(launch.launch(body, out.size))
+        offset = f"({offset} + {extent})" if offset != "0" else extent
+    return "\n".join(code)
+
+
+def _split(kc: KernelContext) -> str:
+    x = kc.inputs[1]
+    a = _constant_axis(kc, 0, x.rank)
+    n = kc.attr("num_split")
+    if x.shape[a] is None:
+        kc.check(f"{x.dim(a)} % {n} == 0", "Number of ways to split should evenly divide the "
+                 f"split dimension, but got split_dim {a} (size = %lld) and num_split {n}",
+                 f"(long long){x.dim(a)}")
+    return _axis_slices(kc, x, a)
+
+
+def _split_v(kc: KernelContext) -> str:
+    a, _ = _split_v_plan(kc, checks=True)
+    return _axis_slices(kc, kc.inputs[0], a)
+
+
+def _unpack(kc: KernelContext) -> str:
+    x = kc.inputs[0]
+    num = kc.attr("num")
+    a = _normalize_axis(kc.attr("axis"), x.rank)
+    if x.shape[a] is None:
+        kc.check(f"{x.dim(a)} == {num}", f"Dimension {a} has size %lld but num is {num}",
+                 f"(long long){x.dim(a)}")
+    return _axis_slices(kc, x, a)
+
+
+def _pad(kc: KernelContext) -> str:
+    x = kc.inputs[0]
+    pairs = _pad_plan(kc, checks=True)
+    src = [f"c{d} - {_c(before)}" for d, (before, _) in enumerate(pairs)]
+
+    def inside(launch: CudaLaunch) -> str:
+        return " && ".join(f"({s}) >= 0 && ({s}) < {launch.value(x.dim(d))}"
+                           for d, s in enumerate(src)) or "1"
+    return index_map(kc, x, lambda launch: _offset(launch, x, src), valid=inside)
+
+
 def _gather(kc: KernelContext) -> str:
     params, indices = kc.inputs[0], kc.inputs[1]
     (axis,) = _const(kc, 2)
@@ -246,5 +306,9 @@ register_cuda_kernel("Tile", _tile, supports=constant_inputs(1))
 register_cuda_kernel("ConcatV2", _concat, supports=lambda n: constant_inputs(len(n.inputs) - 1)(n))
 register_cuda_kernel("Pack", _pack)
 register_cuda_kernel("GatherV2", _gather, supports=_gather_supports)
+register_cuda_kernel("Pad", _pad, supports=constant_inputs(1))
+register_cuda_kernel("Split", _split, supports=constant_inputs(0))
+register_cuda_kernel("SplitV", _split_v, supports=constant_inputs(1, 2))
+register_cuda_kernel("Unpack", _unpack)
 register_cuda_kernel("OneHot", _one_hot, supports=_one_hot_supports)
 register_cuda_kernel("UnsortedSegmentSum", _segment_sum, supports=_segment_supports)
