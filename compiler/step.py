@@ -94,14 +94,21 @@ def _check_unfed(step: StepGraph) -> None:
                             f"({n.output_types[0]}){where}")
 
 
+def _is_gpu(device: str) -> bool:
+    return "/device:GPU:" in device or device.upper().startswith("GPU:")
+
+
 def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
-                   instrumentation: Instrumentation = Instrumentation()) -> str:
+                   instrumentation: Instrumentation = Instrumentation(),
+                   cuda_arch: Optional[str] = None) -> str:
     """Emit C for each device of the optimized step graph, build it, and write an artifact.
 
     One module per device (``cpu_0.c``/``cpu_0.so``, ...); the manifest says which of the
     step's feeds and fetches each device takes, its variables and random streams, and how many
     rendezvous slots the step's ``_Send``/``_Recv`` pairs use. ``instrumentation`` adds
-    kernel timers and numerics checks (``compiler/codegen/instrument.py``).
+    kernel timers and numerics checks (``compiler/codegen/instrument.py``; CPU modules only).
+    A GPU device's module is CUDA (``gpu_0.cu`` built by nvcc for ``cuda_arch``, see
+    ``compiler/codegen/cuda_artifact.py``).
     """
     feed_specs = []
     for n, name in zip(step.feeds, step.feed_names):
@@ -128,16 +135,19 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
         retvals = sorted((n for n in g if n.op == "_Retval"), key=lambda n: fetch_index[n.name])
         for local, r in enumerate(retvals):
             r.attrs["index"] = local             # the module's own fetch numbering
-        emitted = emit_c(g, feeds, retvals, instrumentation=instrumentation,
-                         origins=step.origins)
+        if _is_gpu(device):
+            from compiler.codegen.cuda_emitter import emit_cuda
+            emitted = emit_cuda(g, feeds, retvals)
+        else:
+            emitted = emit_c(g, feeds, retvals, instrumentation=instrumentation,
+                             origins=step.origins)
         for r in retvals:
             r.attrs["index"] = fetch_index[r.name]
         modules.append((device, g, feeds, retvals, emitted))
     # Each device's module is compiled by its own cc process, at the same time.
     with concurrent.futures.ThreadPoolExecutor(max(1, min(len(modules), os.cpu_count() or 1))) \
             as pool:
-        builds = list(pool.map(lambda m: build_shared_object(m[4].source, sorted(m[4].features)),
-                               modules))
+        builds = list(pool.map(lambda m: _build_module(m[0], m[4], cuda_arch), modules))
     modules = [m + (b,) for m, b in zip(modules, builds)]
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
@@ -150,6 +160,20 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
         files["graph.ir"] = sha256_file(os.path.join(tmp, "graph.ir"))
         for device, g, feeds, retvals, emitted, built in modules:
             label = device_label(device)
+            if _is_gpu(device):
+                from compiler.codegen.cuda_artifact import write_gpu_module
+                entry = write_gpu_module(tmp, label, emitted, built, files)
+                entry.update({
+                    "device": device,
+                    "feeds": [feed_index[n.name] for n in feeds],
+                    "fetches": [fetch_index[r.name] for r in retvals],
+                    "variables": [TensorSpec(name, dtype, shape).to_json()
+                                  for name, dtype, shape in emitted.variables],
+                    "random_streams": list(emitted.streams),
+                    "queues": [{"name": n, "components": c, "capacity": cap}
+                               for n, c, cap in emitted.queues]})
+                devices.append(entry)
+                continue
             with open(os.path.join(tmp, f"{label}.c"), "w") as f:
                 f.write(emitted.source)
             shutil.copyfile(built.path, os.path.join(tmp, f"{label}.so"))
@@ -183,6 +207,13 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def _build_module(device: str, emitted, cuda_arch: Optional[str]):
+    if _is_gpu(device):
+        from compiler.codegen.cuda_build import build_cuda_module
+        return build_cuda_module(emitted.source, cuda_arch, name=device_label(device))
+    return build_shared_object(emitted.source, sorted(emitted.features))
 
 
 @functools.lru_cache(maxsize=1)

@@ -63,6 +63,12 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--name", metavar="NAME",
                    help="with --emit c-library: the C name of the library and its functions "
                         "(default: the model file's name)")
+    p.add_argument("--target", choices=("c", "cuda"), default="c",
+                   help="c: every op on CPU devices (default); cuda: ops go to /device:GPU:0 "
+                        "where they have a GPU kernel (the rest stay on CPU:0), compiled with "
+                        "nvcc; no GPU is needed to compile (see docs/cuda.md)")
+    p.add_argument("--cuda-arch", metavar="SM", default=None,
+                   help="GPU architecture for --target cuda (default sm_90, or FLOWC_CUDA_ARCH)")
     _add_selection(p)
     add_pipeline_arguments(p)
     p.set_defaults(handler="compile")

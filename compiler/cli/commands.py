@@ -19,6 +19,7 @@ from compiler.ir.printer import print_graph
 from compiler.model_loader import Model, ModelError, load_model, read_ir_file, select
 from compiler.passes.manager import PassManager, PipelineError, PipelineOptions, get_pass
 from compiler.passes.partition import split_by_device
+from compiler.codegen.cuda_target_options import cuda_target_options
 from compiler.step import StepGraph, make_step_graph, optimize, step_key, write_artifact
 from runtime.artifact import MANIFEST
 from runtime.errors import FlowcError
@@ -57,11 +58,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise ModelError("--checkpoint and --name apply to --emit c-library; an artifact "
                          "takes its checkpoint at run time (flowc run --checkpoint)")
     check_output_folder(args.output)
+    target = getattr(args, "target", "c")
+    arch = getattr(args, "cuda_arch", None)
+    if target == "cuda":
+        options = cuda_target_options(options, arch)
     model = select(load_model(args.model), args.fetch, args.feed)
     step = step_for(model)
     optimize(step, options)
     instrumentation = Instrumentation.from_options(resolve_options(options))  # --profile ...
-    write_artifact(step, args.output, step_key(step, instrumentation), instrumentation)
+    write_artifact(step, args.output, step_key(step, instrumentation), instrumentation,
+                   cuda_arch=arch)
     feeds = ", ".join(_spec_text(n, p.output(0)) for n, p in zip(step.feed_names, step.feeds))
     fetches = ", ".join(_spec_text(n, r.inputs[0]) for n, r in zip(step.fetch_names, step.retvals))
     print(f"wrote {args.output}")

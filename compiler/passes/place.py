@@ -3,7 +3,9 @@
 The rules, in order (TensorFlow's placer, simplified and deterministic):
 
 1. **Feasible devices.** A node can run on a device type its op has kernels for (the C code
-   generator: CPU; ops the emitter handles itself: every type).
+   generator: CPU; the CUDA code generator: GPU, ``compiler/codegen/cuda_kernels.py``; ops
+   the emitters handle themselves: every type). A node that asks for a GPU but has no GPU
+   kernel falls back to a CPU of its task, with a note in the report.
 2. **Colocation groups** (union-find): a node that takes a resource handle (a variable's reads,
    assignments, gathers, scatters) joins the group of the handle's producer; a node with a
    ``_class = ["loc:@name"]`` attr (``fl.colocate_with``) joins ``name``'s group. A group is
@@ -30,6 +32,7 @@ from typing import Dict, List, Optional, Set
 
 from networkx.utils import UnionFind
 
+from compiler.codegen.cuda_kernels import has_cuda_kernel
 from compiler.devices import Device, default_device, device_list, format_spec, local_devices, parse_device_spec
 from compiler.errors import GraphError
 from compiler.ir.graph import Graph, Node
@@ -55,7 +58,7 @@ def kernel_device_types(node: Node) -> Set[str]:
     types = set()
     if op.c_kernel is not None or op.c_alias is not None:
         types.add("CPU")
-    if getattr(op, "cuda_kernel", None) is not None:
+    if has_cuda_kernel(node):
         types.add("GPU")
     return types
 
@@ -70,6 +73,7 @@ class Placement:
 class PlacementReport:
     devices: List[str]
     placements: Dict[str, Placement] = field(default_factory=dict)
+    notes: List[str] = field(default_factory=list)     # GPU requests that fell back to a CPU
 
     def text(self, graph: Optional[Graph] = None) -> str:
         names = [n.name for n in graph] if graph is not None else list(self.placements)
@@ -79,6 +83,7 @@ class PlacementReport:
             p = self.placements.get(name)
             if p is not None:
                 lines.append(f"  {name:<{width}}  {p.device}  ({p.reason})")
+        lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
 
 
@@ -161,6 +166,21 @@ def _makes_state(n: Node) -> bool:
             and not any(i.dtype is DType.resource for i in n.inputs))
 
 
+def _gpu_fallback(group: List[Node], spec: Dict[str, str], feasible: List[Device],
+                  devices: List[Device]):
+    """A group that asks for a GPU but has an op without a GPU kernel: the CPUs of the same
+    task (TensorFlow's soft placement, for this one reason), and the note that says so."""
+    kind = spec.get("device", "").partition(":")[0]
+    if kind != "GPU" or not any(d.matches(spec) for d in devices):
+        return [], None
+    loose = {k: v for k, v in spec.items() if k != "device"}
+    cpus = [d for d in feasible if d.type == "CPU" and d.matches(loose)]
+    lacking = [n for n in group if "GPU" not in kernel_device_types(n)]
+    if not cpus or not lacking:
+        return [], None
+    return cpus, f"no GPU kernel for {lacking[0].op}, on a CPU: "
+
+
 @register_pass("place")
 class Place(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> bool:
@@ -180,6 +200,9 @@ class Place(Pass):
                                      f"available device ({', '.join(names)}){_where(missing)}")
             if spec:
                 matching = [d for d in feasible if d.matches(spec)]
+                fallback_note = None
+                if not matching:
+                    matching, fallback_note = _gpu_fallback(group, spec, feasible, devices)
                 if not matching and ctx.options.allow_soft_placement:
                     loose = {k: v for k, v in spec.items() if k != "device"}
                     matching = [d for d in feasible if d.matches(loose)] or feasible
@@ -194,25 +217,39 @@ class Place(Pass):
                 requester = next(n for n in group if n.device)
                 for n in group:
                     assigned[n] = matching[0]
-                    reason[n] = (f"requested {n.device}" if n.device else
+                    reason[n] = (fallback_note or "") + (
+                                 f"requested {n.device}" if n.device else
                                  f"colocated with '{requester.name}', which requests "
                                  f"{requester.device}")
+                if fallback_note:
+                    report.notes.append(f"{requester.name} ({requester.op}): {fallback_note}"
+                                        f"requested {requester.device}, placed on "
+                                        f"{matching[0].short}")
             else:
                 pending.append(group)
         fallback = default_device(devices)
         if ctx.options.default_device:           # a distributed session: the target's task
             fallback = next((d for d in devices if d.matches(ctx.options.default_device)),
                             fallback)
+
+        def place_default(group: List[Node], why: str = "default device") -> None:
+            feasible = [d for d in devices if all(d.type in kernel_device_types(n) for n in group)]
+            dev = fallback if fallback in feasible else feasible[0]
+            if dev != fallback and fallback is not None and fallback.type == "GPU":
+                lacking = next(n for n in group if "GPU" not in kernel_device_types(n))
+                why = f"no GPU kernel for {lacking.op}: on {dev.short} instead of {fallback.short}"
+                report.notes.append(f"{lacking.name}: {why}")
+            for n in group:
+                assigned[n] = dev
+                reason[n] = why
+
         # State (a variable, a queue) nobody placed stays on the default device: following
         # its data would put it where each step's graph happens to lead, and a later step
         # would look for it on another device (or task) than the step that created it.
-        stateful = [g for g in pending if any(_makes_state(n) for n in g)]
-        for group in stateful:
-            feasible = [d for d in devices if all(d.type in kernel_device_types(n) for n in group)]
-            dev = fallback if fallback in feasible else feasible[0]
-            for n in group:
-                assigned[n] = dev
-                reason[n] = "default device (state without a device request stays there)"
+        for group in pending:
+            if any(_makes_state(n) for n in group):
+                place_default(group, "default device (state without a device request stays "
+                                     "there)")
         pending = [g for g in pending if not any(_makes_state(n) for n in g)]
         while pending:
             before = len(pending)
@@ -220,12 +257,17 @@ class Place(Pass):
             pending = self._follow_consumers(graph, pending, assigned, reason)
             if len(pending) == before:
                 break
+
+        # In graph order, a group follows an input placed meanwhile, else takes the default;
+        # constants then go with their consumers (a shape-like constant stays a compile-time
+        # constant beside the op that reads it).
+        consts = [g for g in pending if all(n.op == "Const" for n in g)]
+        const_ids = {id(g) for g in consts}
         for group in pending:
-            feasible = [d for d in devices if all(d.type in kernel_device_types(n) for n in group)]
-            dev = fallback if fallback in feasible else feasible[0]
-            for n in group:
-                assigned[n] = dev
-                reason[n] = "default device"
+            if id(group) not in const_ids and self._follow_inputs([group], assigned, reason):
+                place_default(group)
+        for group in self._follow_consumers(graph, consts, assigned, reason):
+            place_default(group)
         changed = False
         for n in graph:
             name = assigned[n].name

@@ -1,0 +1,168 @@
+"""Compile generated CUDA with nvcc, cached on disk by content hash like the C modules.
+
+One nvcc run per module builds the host shared object (the entry that launches the kernels,
+with the device code embedded as a fatbin: SASS for the target architecture plus PTX that
+newer GPUs JIT-compile) and keeps nvcc's intermediate files, from which the cubin, the fatbin
+and the PTX are copied next to it. None of this needs a GPU, so artifacts cross-compile.
+
+The architecture is ``sm_90`` (H100/H200) unless ``FLOWC_CUDA_ARCH`` or the caller says
+otherwise; nvcc is found as ``FLOWC_NVCC``, on ``PATH``, or under ``CUDA_HOME``/``/usr/local/cuda``.
+cuBLAS is used for matrix products where its header is found (``FLOWC_CUDA_CUBLAS=0`` turns it
+off); otherwise the generated tiled kernels run.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+from compiler.build_cache import cache_root
+from compiler.codegen.build import RUNTIME_INCLUDE
+from compiler.errors import BuildError
+from runtime.artifact import sha256_file
+
+DEFAULT_ARCH = "sm_90"
+_ARCH = re.compile(r"^sm_(\d+)[a-z]?$")
+# What each build keeps besides the shared object: suffix in the artifact -> nvcc's file.
+_OUTPUTS = {"fatbin": "*.fatbin", "ptx": "*.ptx", "cubin": "*.sm_*.cubin"}
+
+
+class NvccNotFound(BuildError):
+    """The CUDA compiler is not installed (or not where flowc looks)."""
+
+
+def cuda_arch(arch: Optional[str] = None) -> str:
+    """The target architecture, checked: ``sm_90`` unless given or set in FLOWC_CUDA_ARCH."""
+    arch = arch or os.environ.get("FLOWC_CUDA_ARCH") or DEFAULT_ARCH
+    if not _ARCH.match(arch):
+        raise BuildError(f"CUDA architecture '{arch}' is not of the form sm_NN (e.g. sm_90)")
+    return arch
+
+
+def find_nvcc() -> Optional[str]:
+    """The nvcc executable, or None."""
+    explicit = os.environ.get("FLOWC_NVCC")
+    if explicit:
+        return explicit if os.path.isfile(explicit) else None
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.isfile(os.path.join(root, "bin", "nvcc")):
+            return os.path.join(root, "bin", "nvcc")
+    return None
+
+
+def require_nvcc() -> str:
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise NvccNotFound("nvcc (the CUDA compiler) was not found: install the CUDA toolkit, "
+                           "put nvcc on PATH, or set FLOWC_NVCC or CUDA_HOME; it is needed to "
+                           "compile for a GPU device (--target cuda), not to run on CPUs")
+    return nvcc
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_identity(nvcc: str) -> str:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise NvccNotFound(f"nvcc at {nvcc} cannot run: {e}") from None
+    return out.stdout.strip()
+
+
+@functools.lru_cache(maxsize=None)
+def cublas_available(nvcc: str) -> bool:
+    """Whether cuBLAS's header sits with this nvcc's toolkit (and nobody turned it off)."""
+    if os.environ.get("FLOWC_CUDA_CUBLAS", "1") == "0":
+        return False
+    root = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    patterns = [os.path.join(root, "include", "cublas_v2.h"),
+                os.path.join(root, "targets", "*", "include", "cublas_v2.h")]
+    return any(glob.glob(p) for p in patterns)
+
+
+def nvcc_flags(arch: str, cublas: bool) -> List[str]:
+    cc = arch[3:]
+    # Host code only sequences launches: -O1 for it (device code is optimized by ptxas at its
+    # default -O3); kernels are compiled in parallel (--split-compile).
+    flags = ["-O1", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
+             "--split-compile=0",
+             f"-gencode=arch=compute_{cc},code=[sm_{cc},compute_{cc}]",
+             "-Xcudafe", "--diag_suppress=declared_but_not_referenced",
+             "-Xcudafe", "--diag_suppress=set_but_not_used",
+             "-Xcudafe", "--diag_suppress=550", "-Xcudafe", "--diag_suppress=177",
+             f"-I{RUNTIME_INCLUDE}"]
+    if cublas:
+        flags += ["-DFLOWC_CUBLAS"]
+    return flags
+
+
+@dataclass
+class CudaBuildResult:
+    path: str                    # the host shared object (kernels embedded), in the cache
+    key: str                     # the content hash that named it
+    cached: bool                 # True when nvcc did not run
+    arch: str
+    files: Dict[str, str] = field(default_factory=dict)   # "fatbin"/"ptx"/"cubin" -> path
+
+
+def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "module",
+                      features: Sequence[str] = ()) -> CudaBuildResult:
+    """Compile ``source`` (a generated ``.cu``) for ``arch``; a BuildError naming nvcc's
+    complaint (and keeping the source) if it is rejected, NvccNotFound without nvcc."""
+    nvcc = require_nvcc()
+    arch = cuda_arch(arch)
+    cublas = cublas_available(nvcc)
+    flags = nvcc_flags(arch, cublas)
+    link = ["-lcublas"] if cublas else []
+    with open(os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"), "rb") as f:
+        header = f.read()
+    key = hashlib.sha256(b"\0".join([source.encode(), header, nvcc_identity(nvcc).encode(),
+                                     " ".join(flags + link).encode()])).hexdigest()
+    d = os.path.join(cache_root(), "cuda", key[:2])
+    os.makedirs(d, exist_ok=True)
+    so = os.path.join(d, key + ".so")
+    stamp = so + ".sha256"
+    files = {kind: os.path.join(d, f"{key}.{kind}") for kind in _OUTPUTS}
+    if os.path.exists(stamp) and all(os.path.exists(p) for p in [so] + list(files.values())):
+        with open(stamp) as f:
+            if f.read().strip() == sha256_file(so):
+                return CudaBuildResult(so, key, True, arch, files)
+    tmpdir = tempfile.mkdtemp(prefix="flowc-nvcc-", dir=d)
+    try:
+        src = os.path.join(tmpdir, name + ".cu")
+        with open(src, "w") as f:
+            f.write(source)
+        keep = os.path.join(tmpdir, "keep")
+        os.makedirs(keep)
+        out = os.path.join(tmpdir, name + ".so")
+        cmd = [nvcc] + flags + ["--keep", "--keep-dir", keep, src, "-o", out] + link
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            kept = os.path.join(cache_root(), "failed", key + ".cu")
+            os.makedirs(os.path.dirname(kept), exist_ok=True)
+            shutil.copy(src, kept)
+            raise BuildError(f"nvcc rejected generated CUDA (source kept at {kept}):\n"
+                             + (proc.stderr or proc.stdout)[-4000:])
+        for kind, pattern in _OUTPUTS.items():
+            matches = sorted(p for p in glob.glob(os.path.join(keep, pattern))
+                             if "_dlink" not in os.path.basename(p))
+            if not matches:
+                raise BuildError(f"nvcc did not leave a {kind} file for {name}")
+            shutil.copyfile(matches[0], files[kind])
+        digest = sha256_file(out)
+        os.replace(out, so)
+        with open(stamp + ".tmp", "w") as f:
+            f.write(digest)
+        os.replace(stamp + ".tmp", stamp)
+        return CudaBuildResult(so, key, False, arch, files)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

@@ -1,0 +1,60 @@
+"""GPU kernels of Conv2D, its two backprops, MaxPool, AvgPool and their gradients (NHWC).
+
+The geometry and every shape check are the C target's (``compiler/ops/conv.py``): sizes,
+output sizes and padding are host expressions passed to the kernels. The kernels are direct
+loops, one thread per output element (no im2col, no cuDNN): honest and simple rather than
+fast. Shape-like inputs (``input_sizes``, ``filter_sizes``, ``orig_input_shape``) must be
+constants, and NCHW stays on the CPU.
+"""
+from __future__ import annotations
+
+from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
+from compiler.codegen.cuda_launch import CudaLaunch
+from compiler.codegen.kernel_context import KernelContext
+from compiler.ir.graph import Node
+from compiler.ops.conv import _c_geometry, _out_dims
+
+_PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
+          "Conv2DBackpropInput": ("bwd_input", {"f": 1, "dy": 2}),
+          "Conv2DBackpropFilter": ("bwd_filter", {"x": 0, "dy": 2}),
+          "MaxPool": ("max_pool", {"x": 0}),
+          "AvgPool": ("avg_pool", {"x": 0}),
+          "MaxPoolGrad": ("max_pool_grad", {"x": 0, "dy": 2}),
+          "AvgPoolGrad": ("avg_pool_grad", {"dy": 1})}
+
+
+def _conv(kc: KernelContext) -> str:
+    geo = _c_geometry(kc)
+    part, inputs = _PARTS[kc.node.op]
+    out = kc.out
+    launch = CudaLaunch(kc, part)
+    v = launch.value
+    names = {k: launch.ptr(kc.inputs[i]) for k, i in inputs.items()}
+    y = launch.ptr(out, writable=True)
+    n_expr, h, w, c = geo.x
+    oh, ow = geo.out(0), geo.out(1)
+    sizes = dict(N=v(n_expr), H=v(h), W=v(w), C=v(c), KH=v(geo.kh), KW=v(geo.kw), O=v(geo.o),
+                 OH=v(oh), OW=v(ow), sh=geo.g.strides[0], sw=geo.g.strides[1],
+                 dh=geo.g.dilations[0], dw=geo.g.dilations[1], pt=v(geo.pad(0)),
+                 pl=v(geo.pad(1)))
+    scatter = part.endswith("pool_grad")
+    # Pool grads: one thread per window of the incoming gradient, adding into a zeroed output.
+    count = kc.inputs[inputs["dy"]].size if scatter else out.size
+    body = kc.render("conv.cu.j2", part=part, T=out.ctype, y=y, n=v(count),
+                     x=names.get("x", ""), f=names.get("f", ""), dy=names.get("dy", ""), **sizes)
+    code = launch.launch(body, count)
+    if scatter:
+        code = (f"FLOWC_CUDA(cudaMemsetAsync({out.var}.data, 0, (size_t)({out.size}) * "
+                f"sizeof({out.ctype}), flowc_stream));\n" + code)
+    return code
+
+
+def _supports(node: Node) -> bool:
+    if node.attrs.get("data_format", "NHWC") != "NHWC":
+        return False
+    sizes = {"Conv2DBackpropInput": (0,), "Conv2DBackpropFilter": (1,), "AvgPoolGrad": (0,)}
+    return constant_inputs(*sizes.get(node.op, ()))(node)
+
+
+for _op in _PARTS:
+    register_cuda_kernel(_op, _conv, output_dims=_out_dims, supports=_supports)

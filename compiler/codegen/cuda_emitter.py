@@ -1,0 +1,458 @@
+"""Emit one CUDA translation unit (``.cu``) for a GPU device's subgraph.
+
+The module has the same entry ABI as a C module (``flowc_entry``, ``runtime/csrc/flowc_rt.h``),
+plus ``flowc_cuda_entry`` taking the CUDA stream to run on. Feeds and fetches cross the entry
+as host tensors; every other tensor of the step lives in device memory:
+
+- a feed is copied to the device, a fetch back to a host buffer the caller owns;
+- constants are ``__device__`` arrays (no copy per step);
+- variables are GPU-resident: ``flowc_var.value.data`` is a device pointer (the host struct
+  keeps the dims, the initialized flag and the lock, so checks run on the host);
+- ``_Send``/``_Recv`` stage through host memory into the step's rendezvous;
+- every other node is host code that checks dims, allocates its outputs with
+  ``cudaMallocAsync`` and launches its kernels (grid-stride loops) on the stream: one host call
+  per step, no per-op dispatch; buffers are freed (stream-ordered) after their last use.
+
+Dims live in host ``flowc_tensor`` structs, so dynamic dims are computed on the host and
+passed to kernels as arguments. Data errors found on the device raise per-site flags that the
+entry reads once the stream is done; kernels that change variables do nothing once a flag is
+up, so a failing step leaves state unchanged.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from compiler.codegen.cuda_kernels import cuda_kernel, has_cuda_kernel
+from compiler.codegen.cuda_launch import CudaModuleState
+from compiler.codegen.cuda_target import BLOCK_SIZE, CUDA, MAX_BLOCKS, CudaTarget
+from compiler.codegen.emitter import EmittedModule
+from compiler.codegen.kernel_context import KernelContext, TensorRef, c_string
+from compiler.codegen import templates
+from compiler.errors import CodegenError
+from compiler.ir.construct import constant_value
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.printer import node_text
+from compiler.ops.comm import is_cross_task, rendezvous_key
+from compiler.ops.registry import get_op
+from runtime.dtypes import DType
+from runtime.module import ABI_VERSION
+
+_NO_CODE = {"NoOp", "_Sink", "_Retval"}
+
+# The host code runs the nodes through functions of this many nodes each: the host compiler
+# is superlinear in function size (as for the C emitter's parts).
+NODES_PER_PART = 32
+
+# Largest shape-like input (elements) copied to the host to compute output dims.
+_MIRROR_MAX = 16
+_SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    return s if s and not s[0].isdigit() else "_" + s
+
+
+def _comment(text: str) -> str:
+    return text.replace("*/", "* /")
+
+
+def emit_cuda(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
+              target: CudaTarget = CUDA) -> EmittedModule:
+    """The CUDA module of one GPU device's subgraph (``feeds``: its Placeholders in feed
+    order; ``retvals``: its ``_Retval`` nodes, ``attrs['index']`` numbering its fetches)."""
+    return _CudaEmitter(graph, list(feeds), list(retvals), target).emit()
+
+
+class _CudaEmitter:
+    def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CudaTarget):
+        self.graph = graph
+        self.feeds = feeds
+        self.retvals = retvals
+        self.target = target
+        self.module = CudaModuleState()
+        self.refs: Dict[Output, TensorRef] = {}
+        self.root: Dict[Output, Output] = {}
+        self.decls: List[str] = []
+        self.slot: Dict[str, int] = {}
+        self.owned: List[str] = []          # tensors whose device buffers this step allocated
+        self.body: List[str] = []
+        self.part_starts: List[int] = [0]     # the host code is split into functions
+        self.constants: List[str] = []
+        self._names: set = set()
+
+    # --- naming ------------------------------------------------------------------------
+    def _ref(self, out: Output) -> TensorRef:
+        if out not in self.refs:
+            base = "t_" + _ident(out.node.name) + (f"_{out.index}" if out.index else "")
+            name, k = base, 1
+            while name in self._names:
+                name, k = f"{base}_{k}", k + 1
+            self._names.add(name)
+            self.refs[out] = TensorRef(name, out.type, self.target, out.node)
+            self.slot[name] = len(self.decls)
+            self.decls.append(f"#define {name} (flowc_T[{len(self.decls)}])")
+        return self.refs[out]
+
+    # --- emission ----------------------------------------------------------------------
+    def emit(self) -> EmittedModule:
+        order = list(self.graph)
+        position = {n: i for i, n in enumerate(order)}
+        for n in order:
+            if get_op(n.op, n).is_control_flow:
+                raise CodegenError("control flow (Switch/Merge/loops) has no CUDA code; it runs "
+                                   "on a CPU device", n)
+        for r in self.retvals:
+            if r.inputs[0].dtype is DType.resource:
+                raise CodegenError("a resource handle cannot be fetched; fetch a read of it",
+                                   r.inputs[0].node)
+        for n in order:
+            op = get_op(n.op, n)
+            for out in n.outputs:
+                alias = op.c_alias is not None and out.index == 0 and n.inputs
+                self.root[out] = self.root[n.inputs[op.c_alias]] if alias else out
+        last_use: Dict[Output, int] = {}
+        for n in order:
+            for i in n.inputs:
+                last_use[self.root[i]] = position[n]
+        fetched = {self.root[r.inputs[0]] for r in self.retvals}
+        frees_after: Dict[int, List[Output]] = {}
+        for n in order:
+            for out in n.outputs:
+                if self.root[out] == out and out not in fetched and out.dtype is not DType.resource:
+                    frees_after.setdefault(last_use.get(out, position[n]), []).append(out)
+        for k, n in enumerate(order):
+            if k and k % NODES_PER_PART == 0:
+                self.part_starts.append(len(self.body))
+            self._emit_node(n)
+            for root in frees_after.get(position[n], []):
+                ref = self.refs.get(root)
+                if ref is not None and ref.var in self.owned:
+                    self.body.append(f"cudaFreeAsync({ref.var}.data, flowc_stream); "
+                                     f"{ref.var}.data = NULL;")
+        return EmittedModule(self._assemble(), {"cuda"} | set(self.module.features),
+                             list(self.module.variables), list(self.module.streams),
+                             list(self.module.queues))
+
+    def _open(self, n: Node) -> None:
+        lhs, rhs, trailer = node_text(n, elide_constants=True)
+        loc = str(n.location) if n.location else ""
+        self.body.append("")
+        self.body.append(f"/* {_comment(lhs + ' = ' + rhs + trailer)} */")
+        self.body.append(f"{{ const char *flowc_node = {c_string(n.name)}; "
+                         f"const char *flowc_loc = {c_string(loc)}; (void)flowc_node; (void)flowc_loc;")
+
+    def _close(self, lines: List[str]) -> None:
+        self.body.extend("    " + line if line else "" for line in "\n".join(lines).splitlines())
+        self.body.append("}")
+
+    def _emit_node(self, n: Node) -> None:
+        if n.op in _NO_CODE:
+            return
+        op = get_op(n.op, n)
+        self._open(n)
+        if n.op == "Placeholder":
+            return self._close(self._feed(n))
+        if n.op == "Const":
+            return self._close(self._const(n))
+        inputs = [self._ref(i) for i in n.inputs]
+        outputs = [self._ref(o) for o in n.outputs]
+        kc = KernelContext(n, inputs, outputs, self.target, self.module)
+        if n.op == "_Send":
+            return self._close(self._send(kc))
+        if n.op == "_Recv":
+            return self._close(self._recv(kc))
+        kernel = cuda_kernel(n.op)
+        if kernel is None or not has_cuda_kernel(n):
+            raise CodegenError(f"op {n.op} has no CUDA kernel for this node; the place pass "
+                               "keeps such nodes on a CPU device", n)
+        alias_only = kernel.emit is None
+        if alias_only and op.c_alias is None:
+            raise CodegenError(f"op {n.op} has neither a CUDA kernel nor a view output", n)
+        lines: List[str] = []
+        # Output dims are computed on the host: inputs whose values they need (and that are
+        # not constants) are first copied back from the device.
+        dims_kc = kc
+        mirrors = [i for i in kernel.host_inputs
+                   if i < len(inputs) and constant_value(n.inputs[i]) is None]
+        if mirrors:
+            host_refs = list(inputs)
+            for i in mirrors:
+                host_refs[i], copy = self._host_mirror(kc, inputs[i])
+                lines.extend(copy)
+            dims_kc = KernelContext(n, host_refs, outputs, self.target, self.module)
+        dims_fn = kernel.output_dims if kernel.output_dims is not None else op.c_output_dims
+        dims = None
+        if dims_fn is not None and not all(o.static for o in outputs):
+            dims = dims_fn(dims_kc)
+        lines.extend(dims_kc.checks if dims_kc is not kc else [])
+        for k, o in enumerate(outputs):
+            lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};")
+            for d in range(o.rank):
+                if o.shape[d] is not None:
+                    e = str(o.shape[d])
+                elif dims is not None:
+                    e = dims[k][d]
+                else:
+                    raise CodegenError(f"output {k} has a dynamic shape {o.type} and the op has "
+                                       "no shape function for generated code", n)
+                lines.append(f"{o.var}.dims[{d}] = {e};")
+                if o.shape[d] is None and _SIMPLE_DIM.match(e):
+                    o.dim_alias[d] = e          # kernels see equal dims as equal
+        checks = list(kc.checks)
+        kc.checks.clear()
+        if alias_only:
+            lines.append(f"{outputs[0].var}.data = {inputs[op.c_alias].var}.data;")
+            return self._close(checks + lines)
+        for o in outputs:
+            if o.dtype is DType.resource:
+                continue
+            lines.append(f"FLOWC_DEVICE_ALLOC({o.var}, (size_t){o.size} * sizeof({o.ctype}));")
+            self.owned.append(o.var)
+        code = kernel.emit(kc)
+        self._close(kc.checks + checks + lines + ["{", code, "}"])
+
+    def _host_mirror(self, kc: KernelContext, ref: TensorRef):
+        """A host copy of a small device tensor (a shape-like input): its TensorRef and the
+        host code making it (a copy and a stream sync)."""
+        name = "h_" + ref.var
+        mirror = TensorRef(name, ref.type, self.target, kc.node)
+        nbytes = f"(size_t)({ref.size}) * sizeof({ref.ctype})"
+        return mirror, [
+            f"flowc_tensor {name} = {ref.var};",
+            f"{ref.ctype} {name}_buf[{_MIRROR_MAX}];",
+            f"if ({ref.size} > {_MIRROR_MAX}) "
+            + kc.fail(f"a shape-like input has more than {_MIRROR_MAX} elements"),
+            f"if ({ref.size} > 0) FLOWC_CUDA(cudaMemcpyAsync({name}_buf, {ref.var}.data, {nbytes}, "
+            "cudaMemcpyDeviceToHost, flowc_stream));",
+            "FLOWC_CUDA(cudaStreamSynchronize(flowc_stream));",
+            f"{name}.data = {name}_buf;"]
+
+    def _feed(self, n: Node) -> List[str]:
+        k = self.feeds.index(n) if n in self.feeds else None
+        if k is None:
+            raise CodegenError("placeholder is not fed", n)
+        ref = self._ref(n.output(0))
+        kc = KernelContext(n, [], [ref], self.target, self.module)
+        nbytes = f"(size_t){ref.size} * sizeof({ref.ctype})"
+        self.owned.append(ref.var)
+        return ([f"{ref.var} = feeds[{k}];"] + kc.type_checks(ref, "feed")
+                + [f"{{ const void *host = feeds[{k}].data; {ref.var}.data = NULL;",
+                   f"  FLOWC_DEVICE_ALLOC({ref.var}, {nbytes});",
+                   f"  if ({ref.size} > 0) FLOWC_CUDA(cudaMemcpyAsync({ref.var}.data, host, "
+                   f"{nbytes}, cudaMemcpyHostToDevice, flowc_stream)); }}"])
+
+    def _const(self, n: Node) -> List[str]:
+        value: np.ndarray = n.attrs["value"]
+        ref = self._ref(n.output(0))
+        dtype = n.output_types[0].dtype
+        name = "c_" + ref.var[2:]
+        flat = value.reshape(-1).tolist() or [0]
+        items = ", ".join(self.target.literal(v, dtype) for v in flat)
+        self.constants.append(f"/* %{n.name} : {n.output_types[0]} */\n"
+                              f"static __device__ const {ref.ctype} {name}[{len(flat)}] = {{{items}}};")
+        lines = [f"FLOWC_CUDA(cudaGetSymbolAddress(&{ref.var}.data, {name}));",
+                 f"{ref.var}.rank = {ref.rank}; {ref.var}.dtype = {dtype.code};"]
+        lines += [f"{ref.var}.dims[{d}] = {dim};" for d, dim in enumerate(value.shape)]
+        return lines
+
+    def _send(self, kc: KernelContext) -> List[str]:
+        if is_cross_task(kc.node.attrs):
+            raise CodegenError("a GPU device sends only to devices of its own task; put the "
+                               "_Send of a tensor bound for another task on a CPU", kc.node)
+        x = kc.inputs[0]
+        nbytes = f"(size_t){x.size} * sizeof({x.ctype})"
+        return [f"flowc_tensor host = {x.var};",
+                f"host.data = flowc_alloc({nbytes});",
+                "if (!host.data) " + kc.fail("out of memory staging a send",
+                                             code="FLOWC_RESOURCE_EXHAUSTED"),
+                f"if ({x.size} > 0 && cudaMemcpyAsync(host.data, {x.var}.data, {nbytes}, "
+                "cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) { free(host.data); "
+                + kc.fail("copying the sent tensor to the host failed") + " }",
+                "if (cudaStreamSynchronize(flowc_stream) != cudaSuccess) { free(host.data); "
+                + kc.fail("the GPU failed before a send") + " }",
+                f"const int rc = flowc_rv_send(flowc_rt->rendezvous, {kc.attr('slot')}, &host, "
+                f"sizeof({x.ctype}), flowc_node, flowc_loc, st);",
+                "free(host.data);",
+                "if (rc) goto fail;"]
+
+    def _recv(self, kc: KernelContext) -> List[str]:
+        if is_cross_task(kc.node.attrs):
+            raise CodegenError("a GPU device receives only from devices of its own task; put "
+                               "the _Recv of a tensor from another task on a CPU", kc.node)
+        out = kc.out
+        key = c_string(rendezvous_key(kc.node.attrs))
+        nbytes = f"(size_t){out.size} * sizeof({out.ctype})"
+        self.owned.append(out.var)
+        same = [f"h.rank == {out.rank}", f"h.dtype == {out.dtype.code}"]
+        same += [f"h.dims[{d}] == {dim}" for d, dim in enumerate(out.shape) if dim is not None]
+        return [f"flowc_tensor h;",
+                f"if (flowc_rv_recv(flowc_rt->rendezvous, {kc.attr('slot')}, &h, {key}, "
+                "flowc_node, flowc_loc, st)) goto fail;",
+                f"if (!({' && '.join(same)})) {{ free(h.data); "
+                + kc.fail(f"the received tensor has the wrong type (expected {out.type})") + " }",
+                f"{out.var} = h; {out.var}.data = NULL;",
+                f"if (cudaMallocAsync(&{out.var}.data, {nbytes} ? {nbytes} : 64, flowc_stream) "
+                f"!= cudaSuccess || ({out.size} > 0 && cudaMemcpyAsync({out.var}.data, h.data, "
+                f"{nbytes}, cudaMemcpyHostToDevice, flowc_stream) != cudaSuccess)) {{ free(h.data); "
+                + kc.fail("copying the received tensor to the GPU failed") + " }",
+                "free(h.data);  /* a pageable copy has left the buffer when the call returns */"]
+
+    # --- the translation unit -------------------------------------------------------------
+    def _fetches(self) -> List[str]:
+        lines = []
+        for r in sorted(self.retvals, key=lambda r: r.attrs["index"]):
+            k = r.attrs["index"]
+            ref = self._ref(r.inputs[0])
+            nbytes = f"(size_t){ref.size} * sizeof({ref.ctype})"
+            lines += [f"/* fetch {k}: %{r.inputs[0].node.name} */",
+                      f"fetches[{k}] = {ref.var};",
+                      f"fetches[{k}].data = flowc_alloc({nbytes});",
+                      f"if (!fetches[{k}].data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
+                      f"{c_string(r.inputs[0].node.name)}, \"\", \"out of memory\"); goto fail; }}",
+                      f"if ({ref.size} > 0 && cudaMemcpyAsync(fetches[{k}].data, {ref.var}.data, "
+                      f"{nbytes}, cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) {{ "
+                      f"flowc_fail(st, FLOWC_ERROR, {c_string(r.inputs[0].node.name)}, \"\", "
+                      "\"copying a fetch to the host failed\"); goto fail; }"]
+        return lines
+
+    def _assemble(self) -> str:
+        nfetch = len(self.retvals)
+        sites = self.module.error_sites
+        out = [f"/* Generated by flowc from graph @{self.graph.name} for a CUDA device. "
+               "Do not edit. */",
+               templates.render("cuda", "prelude.cu.j2", block=BLOCK_SIZE, max_blocks=MAX_BLOCKS),
+               ""]
+        out.extend(self.constants)
+        out.extend(self.module.globals)
+        out.append("")
+        out.append("/* Kernels: grid-stride loops; nodes with identical kernels share one. */")
+        out.extend(self.module.kernels)
+        out.append("/* Device error sites (flag k + 1): node, location, message, status code. */")
+        out.append(f"#define FLOWC_NSITES {len(sites)}")
+        if sites:
+            out.append("static const char *const flowc_site_node[] = {"
+                       + ", ".join(c_string(s[0]) for s in sites) + "};")
+            out.append("static const char *const flowc_site_loc[] = {"
+                       + ", ".join(c_string(s[1]) for s in sites) + "};")
+            out.append("static const char *const flowc_site_msg[] = {"
+                       + ", ".join(c_string(s[2]) for s in sites) + "};")
+            out.append("static const int flowc_site_code[] = {"
+                       + ", ".join(s[3] for s in sites) + "};")
+        out.append("")
+        out.append("/* Every tensor of the step is a slot of flowc_T (host structs; data in device "
+                   "memory but for fetches). */")
+        out.extend(self.decls)
+        out.append("")
+        bounds = self.part_starts + [len(self.body)]
+        parts = [self.body[a:b] for a, b in zip(bounds, bounds[1:])]
+        for i, lines in enumerate(parts):
+            out.append(f"static __attribute__((noinline)) int flowc_part{i}(flowc_tensor *flowc_T, "
+                       "const flowc_tensor *feeds, const flowc_runtime *flowc_rt, "
+                       "cudaStream_t flowc_stream, int32_t *flowc_err, flowc_status *st) {")
+            out.append("    (void)feeds; (void)flowc_rt; (void)flowc_err;")
+            out.extend(("    " + line) if line else "" for line in lines)
+            out.append("    return 0;")
+            out.append("fail:")
+            out.append("    return st->code ? st->code : FLOWC_ERROR;")
+            out.append("}")
+            out.append("")
+        owned = ", ".join(str(self.slot[v]) for v in self.owned) or "-1"
+        out += [
+            "extern \"C\" int flowc_cuda_entry(const flowc_tensor *feeds, flowc_tensor *fetches, "
+            "const flowc_runtime *rt, void *rendezvous, int64_t timeout_ms, void *stream, "
+            "flowc_status *st) {",
+            "    const char *flowc_node = \"\", *flowc_loc = \"\";",
+            "    cudaStream_t flowc_stream = (cudaStream_t)stream;",
+            "    flowc_runtime flowc_rt_call = *rt;   /* this call's view: rendezvous, deadline */",
+            "    flowc_rt_call.rendezvous = rendezvous;",
+            "    flowc_rt_call.timeout_ms = timeout_ms;",
+            "    const flowc_runtime *flowc_rt = &flowc_rt_call;",
+            f"    static const int32_t flowc_owned[] = {{{owned}}};",
+            "    int32_t flowc_flags[FLOWC_NSITES + 1];",
+            "    int32_t *flowc_err = NULL;",
+            f"    for (int k = 0; k < {nfetch}; k++) fetches[k].data = NULL;",
+            f"    flowc_tensor *flowc_T = (flowc_tensor *)calloc({max(len(self.decls), 1)}, "
+            "sizeof(flowc_tensor));",
+            "    st->code = 0;",
+            "    (void)feeds; (void)flowc_rt; (void)flowc_owned;",
+            "    if (!flowc_T) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", "
+            "\"out of memory\");",
+            "    FLOWC_CUDA(cudaMallocAsync((void **)&flowc_err, sizeof flowc_flags, flowc_stream));",
+            "    FLOWC_CUDA(cudaMemsetAsync(flowc_err, 0, sizeof flowc_flags, flowc_stream));",
+        ]
+        for i in range(len(parts)):
+            out.append(f"    if (flowc_part{i}(flowc_T, feeds, flowc_rt, flowc_stream, flowc_err, st)) "
+                       "goto fail;")
+        out.extend("    " + line for line in self._fetches())
+        out += [
+            "    flowc_node = \"\"; flowc_loc = \"\";",
+            "    FLOWC_CUDA(cudaMemcpyAsync(flowc_flags, flowc_err, sizeof flowc_flags, "
+            "cudaMemcpyDeviceToHost, flowc_stream));",
+            "    FLOWC_CUDA(cudaStreamSynchronize(flowc_stream));",
+            "    if (flowc_flags[0]) {",
+            "        for (int k = 1; k <= FLOWC_NSITES; k++) {",
+            "            if (!flowc_flags[k]) continue;",
+        ]
+        if sites:
+            out.append("            flowc_fail(st, flowc_site_code[k - 1], flowc_site_node[k - 1], "
+                       "flowc_site_loc[k - 1], \"%s\", flowc_site_msg[k - 1]);")
+        out += [
+            "            break;",
+            "        }",
+            "        if (!st->code) flowc_fail(st, FLOWC_ERROR, \"\", \"\", \"a GPU kernel "
+            "reported an error\");",
+            "        goto fail;",
+            "    }",
+            "    for (size_t k = 0; k < sizeof flowc_owned / sizeof flowc_owned[0]; k++)",
+            "        if (flowc_owned[k] >= 0 && flowc_T[flowc_owned[k]].data) "
+            "cudaFreeAsync(flowc_T[flowc_owned[k]].data, flowc_stream);",
+            "    cudaFreeAsync(flowc_err, flowc_stream);",
+            "    cudaStreamSynchronize(flowc_stream);",
+            "    free(flowc_T);",
+            "    return 0;",
+            "fail:",
+            "    cudaStreamSynchronize(flowc_stream);  /* launched work ends before buffers go */",
+            f"    for (int k = 0; k < {nfetch}; k++) {{ free(fetches[k].data); fetches[k].data = NULL; }}",
+            "    for (size_t k = 0; k < sizeof flowc_owned / sizeof flowc_owned[0]; k++)",
+            "        if (flowc_owned[k] >= 0 && flowc_T[flowc_owned[k]].data) "
+            "cudaFree(flowc_T[flowc_owned[k]].data);",
+            "    if (flowc_err) cudaFree(flowc_err);",
+            "    free(flowc_T);",
+            "    return st->code ? st->code : FLOWC_ERROR;",
+            "}",
+            "",
+        ]
+        out += _EXPORTS.splitlines()
+        return "\n".join(out) + "\n"
+
+
+_EXPORTS = f"""/* The C module ABI (runtime/module.py), with a stream of its own per call. */
+extern "C" int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
+                           void *rendezvous, int64_t timeout_ms, flowc_status *st) {{
+    cudaStream_t s;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+        return flowc_fail(st, FLOWC_ERROR, "", "", "cannot create a CUDA stream (no GPU?)");
+    const int rc = flowc_cuda_entry(feeds, fetches, rt, rendezvous, timeout_ms, (void *)s, st);
+    cudaStreamDestroy(s);
+    return rc;
+}}
+extern "C" int flowc_abi_version(void) {{ return {ABI_VERSION}; }}
+extern "C" void flowc_free(void *p) {{ free(p); }}
+extern "C" size_t flowc_rendezvous_size(void) {{ return sizeof(flowc_rendezvous); }}
+extern "C" int flowc_rendezvous_init(void *rv, int32_t nslots, int64_t timeout_ms) {{ return flowc_rv_init((flowc_rendezvous *)rv, nslots, timeout_ms); }}
+extern "C" void flowc_rendezvous_abort(void *rv) {{ flowc_rv_abort((flowc_rendezvous *)rv); }}
+extern "C" void flowc_rendezvous_destroy(void *rv) {{ flowc_rv_destroy((flowc_rendezvous *)rv); }}
+extern "C" size_t flowc_queue_struct_size(void) {{ return sizeof(flowc_queue); }}
+extern "C" int flowc_queue_create(void *q, int32_t ncomponents, int64_t capacity, const char *name) {{ return flowc_queue_init((flowc_queue *)q, ncomponents, capacity, name); }}
+extern "C" void flowc_queue_free(void *q) {{ flowc_queue_destroy((flowc_queue *)q); }}
+extern "C" void flowc_queue_shut(void *q, int32_t cancel) {{ flowc_queue_close((flowc_queue *)q, cancel); }}
+extern "C" int64_t flowc_queue_length(void *q) {{ return flowc_queue_count((flowc_queue *)q); }}
+/* A GPU variable's value is device memory: the runtime frees it through the module. */
+extern "C" void flowc_cuda_var_release(flowc_var *v) {{
+    if (v && v->value.data) {{ cudaFree(v->value.data); v->value.data = NULL; v->capacity = 0; v->initialized = 0; }}
+}}
+"""

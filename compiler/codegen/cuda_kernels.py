@@ -1,0 +1,93 @@
+"""The CUDA kernels of ops: one ``CudaKernel`` per op name, kept beside the op registry.
+
+An op has a GPU kernel when a ``cuda_*`` family module registers one here; registering also
+sets ``OpDef.cuda_kernel``, which the ``place`` pass reads to know the op may run on a GPU.
+``supports(node)`` narrows that per node: a kernel whose output dims depend on an input's
+*values* (a reshape's shape, a reduction's axes) is offered only where those values are known
+at compile time, since the host code that sizes buffers cannot read device memory.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
+
+from compiler.ir.graph import Node
+from compiler.ops.registry import get_op, has_op
+
+# The family modules, imported once by ``load_all``.
+FAMILIES = ("cuda_elementwise_ops", "cuda_reduction_ops", "cuda_nn_ops", "cuda_matmul_ops",
+            "cuda_conv_ops", "cuda_array_ops", "cuda_random_ops", "cuda_state_ops")
+
+
+@dataclass
+class CudaKernel:
+    """How one op runs on a GPU.
+
+    ``emit(kc)`` returns host code (it launches kernels through ``CudaLaunch``);
+    ``output_dims(kc)`` gives host C expressions of dynamic output dims (default: the op's C
+    ``c_output_dims``); ``supports(node)`` says whether this node can use the kernel
+    (default: always). ``host_inputs``: inputs whose *values* the output dims depend on (a
+    reshape's shape); where they are not constants, the emitter copies them to the host
+    (a stream sync) and the dims are computed there. ``emit`` None: the output is a view of
+    input ``c_alias`` (no kernel).
+    """
+    emit: Optional[Callable]
+    output_dims: Optional[Callable] = None
+    supports: Optional[Callable[[Node], bool]] = None
+    host_inputs: tuple = ()
+
+
+_KERNELS: Dict[str, CudaKernel] = {}
+_LOADED = False
+
+
+def register_cuda_kernel(op_name: str, emit: Optional[Callable],
+                         output_dims: Optional[Callable] = None,
+                         supports: Optional[Callable[[Node], bool]] = None,
+                         host_inputs: tuple = ()) -> None:
+    """Give ``op_name`` a GPU kernel (the op must be registered)."""
+    kernel = CudaKernel(emit, output_dims, supports, tuple(host_inputs))
+    _KERNELS[op_name] = kernel
+    get_op(op_name).cuda_kernel = kernel
+
+
+def load_all() -> None:
+    """Import every CUDA family module (registering their kernels) once."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for name in FAMILIES:
+        importlib.import_module(f"compiler.codegen.{name}")
+
+
+def cuda_kernel(op_name: str) -> Optional[CudaKernel]:
+    load_all()
+    return _KERNELS.get(op_name)
+
+
+def has_cuda_kernel(node: Node) -> bool:
+    """Whether ``node`` can run on a GPU: its op has a CUDA kernel that supports it."""
+    kernel = cuda_kernel(node.op)
+    if kernel is None:
+        return False
+    return kernel.supports is None or bool(kernel.supports(node))
+
+
+def ops_with_cuda_kernels() -> List[str]:
+    load_all()
+    return sorted(_KERNELS)
+
+
+def constant_inputs(*indices: int) -> Callable[[Node], bool]:
+    """A ``supports`` predicate: the inputs at ``indices`` are compile-time constants."""
+    def supports(node: Node) -> bool:
+        from compiler.ir.construct import constant_value
+        return all(i >= len(node.inputs) or constant_value(node.inputs[i]) is not None
+                   for i in indices)
+    return supports
+
+
+def registered(op_name: str) -> bool:
+    return has_op(op_name)

@@ -1,0 +1,109 @@
+"""GPU kernels of reductions: Sum, Mean, Prod, Max, Min, All, Any over constant axes, L2Loss,
+BiasAddGrad (one block per output element, a shared-memory tree inside the block), and
+ArgMax/ArgMin (one thread per output, scanning the axis).
+
+Accumulators, identities and finishing steps are the C backend's (``c_reducer``): floats sum
+in double, integers wrap in unsigned arithmetic, Max/Min propagate NaN.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
+from compiler.codegen.cuda_launch import CudaLaunch
+from compiler.codegen.kernel_context import KernelContext, product
+from compiler.ops.math import unsigned_ctype
+from compiler.ops.nn import _channel_axis
+from compiler.ops.reduction import (_arg_output_dims, _reduce_output_dims, c_reducer,
+                                    collapse_groups, constant_axes)
+
+
+def _blocks(nout: str) -> str:
+    return f"(unsigned)(({nout}) < 65535 ? ({nout}) : 65535)"
+
+
+def _group_strides(groups: List[Tuple[str, bool]]):
+    kept, reduced = [], []
+    for j, (e, r) in enumerate(groups):
+        stride = product([g for g, _ in groups[j + 1:]])
+        (reduced if r else kept).append((e, stride))
+    return kept, reduced
+
+
+def block_reduce(kc: KernelContext, groups, acc: str, init: str, combine, final,
+                 load=lambda v: v, hint: str = "reduce") -> str:
+    """Launch a block-per-output reduction of input 0 over ``groups`` ([(extent, reduced)])."""
+    x = kc.inputs[0]
+    launch = CudaLaunch(kc, hint)
+    o, px = launch.ptr(kc.out, writable=True), launch.ptr(x)
+    kept, reduced = _group_strides(groups)
+    v = launch.value
+    kept = [(v(e), v(s)) for e, s in kept]
+    reduced = [(v(e), v(s)) for e, s in reduced]
+    nout_expr = product([e for e, r in groups if not r])
+    count_expr = product([e for e, r in groups if r])
+    body = kc.render("reduction.cu.j2", acc=acc, init=init, combine=combine, final=final,
+                     load=load, kept=kept, reduced=reduced, nout=v(nout_expr),
+                     count=v(count_expr), x=px, o=o)
+    return launch.launch(body, nout_expr, threads=_blocks(nout_expr))
+
+
+def _reduction(op: str):
+    def emit(kc: KernelContext) -> str:
+        x = kc.inputs[0]
+        red = c_reducer(op, kc)
+        groups = collapse_groups(x.dims, constant_axes(kc))
+        return block_reduce(kc, groups, red.acc, red.init, red.combine, red.final,
+                            load=lambda e: f"({red.acc}){e}", hint=op.lower())
+    return emit
+
+
+def _l2_loss(kc: KernelContext) -> str:
+    x = kc.inputs[0]
+    return block_reduce(kc, [(x.size, True)], "double", "0", lambda a, b: f"({a}) + ({b})",
+                        lambda a, n: f"({kc.out.ctype})(({a}) * 0.5)",
+                        load=lambda e: f"(double){e} * (double){e}", hint="l2loss")
+
+
+def _bias_add_grad(kc: KernelContext) -> str:
+    g = kc.inputs[0]
+    axis = _channel_axis(kc.attr("data_format"), g.rank)
+    groups = [(g.dim_product(0, axis), True), (g.dim(axis), False),
+              (g.dim_product(axis + 1), True)]
+    acc = "double" if g.dtype.is_floating else unsigned_ctype(g.dtype)
+    return block_reduce(kc, groups, acc, "0", lambda a, b: f"({a}) + ({b})",
+                        lambda a, n: f"({kc.out.ctype})({a})", load=lambda e: f"({acc}){e}",
+                        hint="bias_add_grad")
+
+
+def _arg(greater: str):
+    def emit(kc: KernelContext) -> str:
+        x = kc.inputs[0]
+        (axis,) = constant_axes(kc)
+        extent = x.dim(axis)
+        kc.check(f"{extent} > 0", f"reduction axis {axis} is empty (size 0)")
+        launch = CudaLaunch(kc, "argmax" if greater == ">" else "argmin")
+        o, px = launch.ptr(kc.out, writable=True), launch.ptr(x)
+        e, inner = launch.value(extent), launch.value(x.dim_product(axis + 1))
+        n = launch.value(kc.out.size)
+        nan = "if (v != v) { bi = d; break; }" if x.dtype.is_floating else ""
+        first_nan = "if (best == best) " if x.dtype.is_floating else ""
+        body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
+                f"    const {x.ctype} *p = {px} + (i / {inner}) * {e} * {inner} + i % {inner};\n"
+                f"    {x.ctype} best = p[0];\n    int64_t bi = 0;\n"
+                f"    {first_nan}for (int64_t d = 1; d < {e}; d++) {{\n"
+                f"        const {x.ctype} v = p[d * {inner}];\n"
+                f"        {nan}\n"
+                f"        if (v {greater} best) {{ best = v; bi = d; }}\n    }}\n"
+                f"    {o}[i] = ({kc.out.ctype})bi;\n}}")
+        return launch.launch(body, kc.out.size)
+    return emit
+
+
+for _op in ("Sum", "Mean", "Prod", "Max", "Min", "All", "Any"):
+    register_cuda_kernel(_op, _reduction(_op), output_dims=_reduce_output_dims,
+                         supports=constant_inputs(1))
+register_cuda_kernel("ArgMax", _arg(">"), output_dims=_arg_output_dims, supports=constant_inputs(1))
+register_cuda_kernel("ArgMin", _arg("<"), output_dims=_arg_output_dims, supports=constant_inputs(1))
+register_cuda_kernel("L2Loss", _l2_loss)
+register_cuda_kernel("BiasAddGrad", _bias_add_grad)

@@ -1,0 +1,190 @@
+"""GPU devices for the lean runtime: CUDA contexts, artifact modules and GPU-resident
+variables, through pycuda (the ``gpu`` extra). Importing this module never fails; pycuda is
+imported when first needed, and every entry point says plainly why it cannot run (no pycuda,
+no CUDA driver, no GPU, a module built for another architecture).
+
+A GPU device's module in an artifact (kind ``cuda``, written by ``flowc compile --target
+cuda``) is a host shared object with the C module ABI of ``runtime/csrc/flowc_rt.h``: its
+``flowc_entry`` copies feeds to the device, launches the step's kernels on a stream of its
+own and copies fetches back, so it runs under the same ``Executable`` as a CPU module. What
+this module adds:
+
+- ``gpu_devices()``: the ``/device:GPU:k`` names this process can host (empty without a GPU);
+- ``CudaContext``: the device's primary context, made current on the calling thread (the
+  CUDA runtime in the generated module uses the same primary context, so pycuda memory and
+  the module's buffers are one address space);
+- ``CudaModule``: checks that the device code (``.fatbin``, SASS plus PTX) loads on this GPU
+  before anything runs, then loads the host object;
+- ``load_cuda_artifact``: ``runtime.artifact.load_artifact`` for artifacts with GPU devices;
+- ``read_gpu_variable`` / ``release_gpu_variable``: a GPU variable's value lives in device
+  memory (``flowc_var.value.data`` is a device pointer); these read it into numpy and free it.
+
+None of this has run on a GPU in this repository's test environment; see ``docs/cuda.md``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from runtime.artifact import Artifact, verify_artifact
+from runtime.errors import ArtifactError, FlowcError
+from runtime.executor import DevicePart, MultiDeviceExecutable
+from runtime.module import CModule, Executable, TensorSpec, ffi
+
+_CUDA_CDEF = """
+int flowc_cuda_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
+                     void *rendezvous, int64_t timeout_ms, void *stream, flowc_status *st);
+void flowc_cuda_var_release(flowc_var *v);
+"""
+_cdef_lock = threading.Lock()
+_cdef_done = False
+
+
+class CudaUnavailable(FlowcError):
+    """This process cannot use a GPU (the message says why)."""
+
+
+def _driver():
+    """pycuda.driver, initialized; CudaUnavailable naming what is missing."""
+    try:
+        import pycuda.driver as cuda
+    except ImportError:
+        raise CudaUnavailable("pycuda is not installed (pip install 'flowc[gpu]'); GPU devices "
+                              "need it") from None
+    try:
+        cuda.init()
+    except Exception as e:  # noqa: BLE001  (pycuda raises its own error types)
+        raise CudaUnavailable(f"the CUDA driver did not initialize: {e}") from None
+    return cuda
+
+
+def cuda_status() -> Tuple[bool, str]:
+    """(whether a GPU is usable, why not): for skips and messages."""
+    try:
+        cuda = _driver()
+    except CudaUnavailable as e:
+        return False, str(e)
+    if cuda.Device.count() == 0:
+        return False, "the CUDA driver reports no GPU"
+    return True, ""
+
+
+def gpu_devices(job: str = "localhost", task: int = 0) -> List[str]:
+    """Full names of the GPUs this process can host (none without pycuda or a GPU)."""
+    ok, _ = cuda_status()
+    if not ok:
+        return []
+    import pycuda.driver as cuda
+    return [f"/job:{job}/replica:0/task:{task}/device:GPU:{k}"
+            for k in range(cuda.Device.count())]
+
+
+class CudaContext:
+    """The primary context of GPU ``index``, current on the thread while entered."""
+
+    def __init__(self, index: int = 0):
+        cuda = _driver()
+        if index >= cuda.Device.count():
+            raise CudaUnavailable(f"there is no GPU {index} (the driver reports "
+                                  f"{cuda.Device.count()})")
+        self.index = index
+        self.device = cuda.Device(index)
+        self.context = self.device.retain_primary_context()
+        major, minor = self.device.compute_capability()
+        self.arch = f"sm_{major}{minor}"
+
+    def __enter__(self) -> "CudaContext":
+        self.context.push()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import pycuda.driver as cuda
+        cuda.Context.pop()
+
+
+def _declare_cuda_abi() -> None:
+    global _cdef_done
+    with _cdef_lock:
+        if not _cdef_done:
+            ffi.cdef(_CUDA_CDEF)
+            _cdef_done = True
+
+
+class CudaModule(CModule):
+    """A GPU device's module: the device code checked against this GPU, then the host object
+    (the C module ABI, plus ``flowc_cuda_entry`` and ``flowc_cuda_var_release``)."""
+
+    def __init__(self, path: str, fatbin: str, arch: str, context: CudaContext):
+        with context:
+            with open(fatbin, "rb") as f:
+                image = f.read()
+            import pycuda.driver as cuda
+            try:
+                self.device_module = cuda.module_from_buffer(image)
+            except Exception as e:  # noqa: BLE001
+                raise ArtifactError(f"{fatbin}: the device code (built for {arch}) does not load "
+                                    f"on GPU {context.index} ({context.arch}): {e}") from None
+        _declare_cuda_abi()
+        super().__init__(path)
+        self.context = context
+
+
+def load_cuda_artifact(path: str, context: Optional[CudaContext] = None) -> Artifact:
+    """Load an artifact whose devices may include GPUs (``kind: cuda``); CPU devices load as
+    ``runtime.artifact.load_artifact`` loads them. Runs of the returned artifact must happen
+    with ``context`` entered (the GPU modules use its primary context)."""
+    manifest = verify_artifact(path)
+    devices = manifest.get("devices") or []
+    if not devices:
+        raise ArtifactError(f"{path}: the manifest lists no devices")
+    feeds = [TensorSpec.from_json(f) for f in manifest["feeds"]]
+    fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]
+    parts = []
+    for d in devices:
+        kind = d.get("kind")
+        if kind == "cuda":
+            context = context or CudaContext(0)
+            module: CModule = CudaModule(os.path.join(path, d["module"]),
+                                         os.path.join(path, d["fatbin"]), d.get("arch", "?"),
+                                         context)
+        elif kind == "cpu":
+            module = CModule(os.path.join(path, d["module"]))
+        else:
+            raise ArtifactError(f"{path}: device {d.get('device')} is of unknown kind {kind!r}")
+        try:
+            exe = Executable(module, [feeds[i] for i in d["feeds"]],
+                             [fetches[i] for i in d["fetches"]],
+                             [TensorSpec.from_json(v) for v in d.get("variables", [])],
+                             list(d.get("random_streams", [])), list(d.get("queues", [])))
+        except (IndexError, KeyError) as e:
+            raise ArtifactError(f"{path}: the manifest entry of {d.get('device')} is malformed "
+                                f"({e})") from None
+        parts.append(DevicePart(d["device"], exe, d["feeds"], d["fetches"]))
+    if len(parts) == 1 and parts[0].feeds == list(range(len(feeds))) \
+            and parts[0].fetches == list(range(len(fetches))):
+        return Artifact(path, manifest, parts[0].executable)
+    return Artifact(path, manifest, MultiDeviceExecutable(parts, feeds, fetches,
+                                                          int(manifest.get("rendezvous_slots", 0))))
+
+
+def read_gpu_variable(var) -> np.ndarray:
+    """The value of a GPU variable (a cffi ``flowc_var *``) as a numpy array (a device to
+    host copy); call with the variable's context entered."""
+    from runtime.dtypes import DType
+    import pycuda.driver as cuda
+    if not var.initialized or var.value.data == ffi.NULL:
+        raise FlowcError(f"variable '{ffi.string(var.name).decode()}' is not initialized")
+    dtype = DType.from_code(var.value.dtype)
+    shape = tuple(var.value.dims[k] for k in range(var.value.rank))
+    out = np.empty(shape, dtype.np)
+    if out.nbytes:
+        cuda.memcpy_dtoh(out, int(ffi.cast("uintptr_t", var.value.data)))
+    return out
+
+
+def release_gpu_variable(module: CudaModule, var) -> None:
+    """Free a GPU variable's device buffer (the runtime must not ``free()`` it)."""
+    module.lib.flowc_cuda_var_release(var)

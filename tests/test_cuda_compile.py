@@ -1,0 +1,234 @@
+"""Every op with a CUDA kernel, placed on a GPU, emits CUDA that nvcc compiles for sm_90.
+
+One graph holds a case (or several) per op, so the whole module is one nvcc run. The test
+fails when an op gains a CUDA kernel without a case here. Skipped only where nvcc is absent;
+it needs no GPU (running the kernels is the job of tests/test_cuda_runtime.py).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+
+import numpy as np
+import pytest
+
+import dsl as fl
+from compiler.codegen.cuda_build import build_cuda_module, find_nvcc
+from compiler.codegen.cuda_emitter import emit_cuda
+from compiler.codegen.cuda_kernels import ops_with_cuda_kernels
+from compiler.ops.registry import get_op
+from compiler.passes.manager import PipelineOptions
+from compiler.passes.partition import split_by_device
+from compiler.step import make_step_graph, optimize
+from runtime.dtypes import DType
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc (the CUDA compiler) is not "
+                                "installed; the generated CUDA cannot be compiled here")
+
+
+def _elementwise_cases(t):
+    """One node per elementwise op (inputs typed from its signature, of one static shape),
+    plus broadcasting over a dynamic dim and a device data error."""
+    made = []
+    for name in ops_with_cuda_kernels():
+        op = get_op(name)
+        if op.extra.get("c_expr") is None:
+            continue
+        if name == "Cast":
+            made.append(fl.apply_op("Cast", [t["x"]], {"DstT": DType.i32}))
+            made.append(fl.apply_op("Cast", [t["x64"]], {"DstT": DType.f32, "Truncate": True}))
+            continue
+        allowed = op.attrs["T"].allowed if "T" in op.attrs else ()
+        dtype = next((d for d in (DType.f32, DType.i32, DType.bool) if d in allowed), None)
+        first = {DType.f32: t["xs"], DType.i32: t["is"], DType.bool: t["bs"]}
+        other = {DType.f32: t["xs2"], DType.i32: t["is2"], DType.bool: t["bs2"]}
+        inputs = []
+        for k, arg in enumerate(op.inputs):
+            src = first if k == 0 else other
+            if arg.number_attr:
+                inputs.append([first[dtype], other[dtype]])
+            elif arg.dtype is not None:
+                inputs.append(src[arg.dtype])
+            else:
+                inputs.append(src[dtype])
+        made.append(fl.apply_op(name, inputs, {}))
+    made.append(fl.apply_op("Mul", [t["x"], t["y"]], {}))                 # broadcast, dynamic
+    made.append(fl.apply_op("FloorDiv", [t["i"], t["i"]], {}))            # a device data error
+    made.append(fl.apply_op("Fused", [[t["x"], t["y"]]], {"expr": "Relu(AddV2(Mul($0, $1), $0))"}))
+    return made
+
+
+def _other_cases(t):
+    x, y, i, m = t["x"], t["y"], t["i"], t["m"]
+    made = [fl.nn.bias_add(x, y), fl.matmul(x, m), fl.matmul(x, x, transpose_b=True),
+            fl.matmul(m, x, transpose_a=True, transpose_b=True),
+            fl.matmul(t["i2"], t["i2"]),
+            fl.apply_op("BatchMatMulV2", [t["x3"], m], {}),
+            fl.apply_op("BatchMatMulV2", [t["x3"], t["x3"]], {"adj_y": True})]
+    for op in ("Sum", "Mean", "Prod", "Max", "Min"):
+        made.append(fl.apply_op(op, [x, fl.constant([0])], {}))
+        made.append(fl.apply_op(op, [t["x3"], fl.constant([0, 2])], {"keep_dims": True}))
+    made.append(fl.apply_op("Sum", [i, fl.constant([1])], {}))
+    for op in ("All", "Any"):
+        made.append(fl.apply_op(op, [t["b"], fl.constant([1])], {}))
+    for op in ("ArgMax", "ArgMin"):
+        made.append(fl.apply_op(op, [x, fl.constant(1)], {"output_type": DType.i32}))
+        made.append(fl.apply_op(op, [t["x3"], fl.constant(1)], {}))
+    made += [fl.apply_op("L2Loss", [x], {}), fl.apply_op("BiasAddGrad", [x], {}),
+             fl.apply_op("BiasAddGrad", [t["x4"]], {"data_format": "NCHW"}),
+             fl.nn.softmax(x), fl.nn.log_softmax(x)]
+    made += fl.apply_op("SoftmaxCrossEntropyWithLogits", [x, fl.nn.softmax(x)], {})
+    made += fl.apply_op("SparseSoftmaxCrossEntropyWithLogits", [x, t["labels"]], {})
+    v = fl.Variable(np.ones((16, 16), np.float32), name="v")
+    vi = fl.Variable(np.ones((16, 16), np.int32), name="vi")
+    h = v.handle if hasattr(v, "handle") else v._handle
+    hi = vi.handle if hasattr(vi, "handle") else vi._handle
+    rows = t["labels"]
+    made += [fl.apply_op("ReadVariableOp", [h], {"dtype": DType.f32}),
+             fl.apply_op("ResourceGather", [h, rows], {"dtype": DType.f32}),
+             fl.apply_op("VarIsInitializedOp", [h], {})]
+    for op in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+        made.append(fl.apply_op(op, [h, m], {}))
+    made.append(fl.apply_op("AssignAddVariableOp", [hi, t["i2"]], {}))
+    for op in ("ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterUpdate"):
+        made.append(fl.apply_op(op, [h, rows, fl.zeros_like(x)], {}))
+    made.append(fl.apply_op("ResourceScatterUpdate", [h, rows, fl.constant(1.0)], {}))
+    return made
+
+
+def _array_cases(t):
+    x, i, m, rows = t["x"], t["i"], t["m"], t["labels"]
+    made = []
+    made += [fl.ones_like(x), fl.fill([3, 4], fl.constant(2.0)),
+             fl.apply_op("Fill", [fl.constant([2, 5]), fl.constant(True)], {}),
+             fl.shape(x), fl.size(x), fl.rank(t["x3"]),
+             fl.transpose(t["x3"], [2, 0, 1]), fl.slice(x, [1, 2], [-1, 5]),
+             fl.tile(x, [2, 3]), fl.concat([x, t["x2"], fl.zeros_like(x)], axis=1),
+             fl.concat([t["x3"], t["x3"]], axis=0), fl.stack([x, t["x2"]], axis=1),
+             fl.gather(m, rows), fl.gather(t["x3"], rows, axis=2),
+             fl.reshape(x, [-1]), fl.reshape(x, fl.shape(x) * fl.constant([1, 1])),
+             fl.squeeze(fl.expand_dims(x, 1), [1]), fl.identity(x), fl.stop_gradient(x),
+             fl.apply_op("Snapshot", [x], {}),
+             fl.placeholder_with_default(t["m"], [16, 16]),
+             fl.pad(x, [[1, 2], [0, 3]]), *fl.split(t["x3"], 2, axis=2),
+             *fl.split(x, [3, 13], axis=1), *fl.unstack(t["x3"], axis=0),
+             fl.one_hot(rows, 10), fl.one_hot(rows, 3, on_value=5, off_value=-1),
+             fl.apply_op("UnsortedSegmentSum", [x, rows, fl.constant(4)], {}),
+             fl.apply_op("UnsortedSegmentSum", [t["i"], rows, fl.constant(4)], {})]
+    for dtype in (DType.f32, DType.f64):
+        made += [fl.random_uniform([5, 7], dtype=dtype, seed=1),
+                 fl.random_normal([5, 7], dtype=dtype, seed=2),
+                 fl.truncated_normal([5, 7], dtype=dtype, seed=3)]
+    for dtype in (DType.i32, DType.i64):
+        made.append(fl.apply_op("RandomUniformInt", [fl.constant([9]), fl.constant(-3, dtype),
+                                                     fl.constant(40, dtype)], {"seed": 4}))
+    return made + _conv_cases(t)
+
+
+def _conv_cases(t):
+    x4 = t["x4"]                                              # NHWC [2, 3, 4, 5]
+    f = fl.constant(np.ones((3, 3, 5, 2), np.float32)) * fl.reduce_sum(t["y"])
+    window = {"strides": [1, 2, 1, 1], "padding": "SAME"}
+    y = fl.nn.conv2d(x4, f, strides=[1, 2, 1, 1], padding="SAME")
+    dy = fl.ones_like(y)
+    made = [y, fl.apply_op("Conv2DBackpropInput", [fl.constant([2, 3, 4, 5]), f, dy], window),
+            fl.apply_op("Conv2DBackpropFilter", [x4, fl.constant([3, 3, 5, 2]), dy], window),
+            fl.nn.conv2d(x4, f, strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 1, 2, 1])]
+    pool = {"ksize": [1, 2, 2, 1], "strides": [1, 1, 2, 1], "padding": "VALID"}
+    mp = fl.apply_op("MaxPool", [x4], pool)
+    ap = fl.apply_op("AvgPool", [x4], dict(pool, padding="SAME"))
+    made += [mp, ap, fl.apply_op("MaxPoolGrad", [x4, mp, fl.ones_like(mp)], pool),
+             fl.apply_op("AvgPoolGrad", [fl.constant([2, 3, 4, 5]), fl.ones_like(ap)],
+                         dict(pool, padding="SAME"))]
+    return made
+
+
+# The cases in three graphs: three modules, built by three nvcc processes at once.
+CASE_GROUPS = ("_elementwise_cases", "_other_cases", "_array_cases")
+
+
+def build_case_graph(group: str):
+    """A graph, its feeds and the outputs of one group of cases, all requested on GPU:0."""
+    g = fl.Graph()
+    with g.as_default(), fl.device("/device:GPU:0"):
+        t = {"x": fl.placeholder(fl.float32, [None, 16], name="x"),
+             "x2": fl.placeholder(fl.float32, [None, 16], name="x2"),
+             **{f"{k}{j}": fl.placeholder(dtype, [8, 16], name=f"{k}{j}")
+                for k, dtype in (("xs", fl.float32), ("is", fl.int32), ("bs", DType.bool))
+                for j in ("", "2")},
+             "i3": fl.placeholder(fl.int32, [None, 16], name="i3"),
+             "b2": fl.placeholder(DType.bool, [None, 16], name="b2"),
+             "y": fl.placeholder(fl.float32, [16], name="y"),
+             "x64": fl.placeholder(fl.float64, [None, 16], name="x64"),
+             "i": fl.placeholder(fl.int32, [None, 16], name="i"),
+             "i2": fl.placeholder(fl.int32, [16, 16], name="i2"),
+             "b": fl.placeholder(DType.bool, [None, 16], name="b"),
+             "m": fl.placeholder(fl.float32, [16, 16], name="m"),
+             "x3": fl.placeholder(fl.float32, [2, None, 16], name="x3"),
+             "x4": fl.placeholder(fl.float32, [2, 3, 4, 5], name="x4"),
+             "labels": fl.placeholder(fl.int32, [None], name="labels")}
+        cases = globals()[group](t)
+        outs = [c for c in cases if hasattr(c, "output")]
+        ops = [c for c in cases if not hasattr(c, "output")]
+    return g, list(t.values()), outs, ops
+
+
+def placed_step(g, feeds, fetches, targets):
+    step = make_step_graph(g, [f.output for f in feeds], [f.output for f in fetches],
+                           [getattr(o, "node", o) for o in targets])
+    # No constant folding or simplification: every case stays the op it is.
+    pm = optimize(step, PipelineOptions(devices=(CPU0, GPU0),
+                                        disable=("fold-constants", "simplify")))
+    return step, pm
+
+
+def _gpu_module(step):
+    parts = split_by_device(step.graph)
+    g = parts[GPU0]
+    feeds = sorted((n for n in g if n.op == "Placeholder"), key=lambda n: n.name)
+    retvals = sorted((n for n in g if n.op == "_Retval"), key=lambda n: n.attrs["index"])
+    for k, r in enumerate(retvals):
+        r.attrs["index"] = k
+    return g, emit_cuda(g, feeds, retvals)
+
+
+@pytest.fixture(scope="module")
+def case_steps():
+    steps = []
+    for group in CASE_GROUPS:
+        g, feeds, outs, ops = build_case_graph(group)
+        steps.append(placed_step(g, feeds, outs, ops)[0])
+    return steps
+
+
+def test_every_cuda_kernel_has_a_case_and_stays_on_the_gpu(case_steps):
+    covered = {n.op for step in case_steps for n in step.graph if n.assigned_device == GPU0}
+    missing = set(ops_with_cuda_kernels()) - covered
+    assert not missing, f"ops with CUDA kernels but no case on the GPU: {sorted(missing)}"
+    on_cpu = [f"{n.name} ({n.op})" for step in case_steps for n in step.graph
+              if n.assigned_device != GPU0]
+    assert not on_cpu, f"cases that fell back to the CPU: {on_cpu}"
+
+
+@needs_nvcc
+def test_every_op_kernel_compiles_with_nvcc(case_steps, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    modules = [_gpu_module(step)[1] for step in case_steps]
+    with concurrent.futures.ThreadPoolExecutor(len(modules)) as pool:
+        builds = list(pool.map(lambda m: build_cuda_module(m.source, "sm_90", name="cases"),
+                               modules))
+    for module, built in zip(modules, builds):
+        assert not built.cached
+        for kind in ("fatbin", "ptx", "cubin"):
+            assert os.path.getsize(built.files[kind]) > 0
+        kernels = set(re.findall(r"__global__ void __launch_bounds__\(FLOWC_BLOCK\) (\w+)\(",
+                                 module.source))
+        with open(built.files["ptx"]) as f:
+            ptx_entries = set(re.findall(r"\.entry (\w+)\(", f.read()))
+        assert kernels and kernels <= ptx_entries
+    again = build_cuda_module(modules[0].source, "sm_90", name="cases")
+    assert again.cached and again.key == builds[0].key

@@ -1,0 +1,93 @@
+"""Running GPU modules: the kernels against the numpy interpreter, Philox numbers against the
+CPU's, and a device data error naming its node. These need pycuda, a CUDA GPU and nvcc, and
+are skipped (with the reason) anywhere one is missing."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dsl as fl
+from compiler.codegen.cuda_build import find_nvcc
+from compiler.passes.manager import PipelineOptions
+from compiler.step import make_step_graph, optimize, write_artifact
+from oracle import assert_same
+from runtime.cuda_module import cuda_status
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+
+_OK, _WHY = cuda_status()
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not _OK, reason=f"no usable GPU: {_WHY}"),
+    pytest.mark.skipif(find_nvcc() is None, reason="nvcc (the CUDA compiler) is not installed"),
+]
+
+
+def _gpu_artifact(g, feeds, fetches, path):
+    step = make_step_graph(g, [f.output for f in feeds], [f.output for f in fetches])
+    optimize(step, PipelineOptions(devices=(CPU0, GPU0), default_device=GPU0,
+                                   disable=("fold-constants",)))
+    assert any(n.assigned_device == GPU0 for n in step.graph)
+    return write_artifact(step, str(path))
+
+
+def _run_on_gpu(path, feed_values):
+    from runtime.cuda_module import CudaContext, load_cuda_artifact
+    context = CudaContext(0)
+    art = load_cuda_artifact(path, context)
+    with context:
+        return art.executable.run(feed_values)
+
+
+def test_gpu_kernels_match_the_interpreter(tmp_path, rng):
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 33], name="x")
+        y = fl.placeholder(fl.float32, [33], name="y")
+        m = fl.placeholder(fl.float32, [33, 7], name="m")
+        ids = fl.placeholder(fl.int32, [None], name="ids")
+        h = fl.nn.relu(x * y - 0.5)
+        logits = fl.matmul(h, m)
+        fetches = [h, logits, fl.nn.softmax(logits), fl.reduce_sum(h, axis=0),
+                   fl.reduce_max(logits, axis=1), fl.argmax(logits, axis=1),
+                   fl.gather(m, ids), fl.transpose(m, [1, 0]),
+                   fl.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)]
+    values = [rng.uniform(-2, 2, (5, 33)).astype(np.float32),
+              rng.uniform(-2, 2, 33).astype(np.float32),
+              rng.uniform(-1, 1, (33, 7)).astype(np.float32),
+              np.array([0, 6, 3, 3, 1], np.int32)]
+    feeds = [x, y, m, ids]
+    with fl.Session(graph=g, backend="interpreter") as s:
+        want = s.run(fetches, dict(zip(feeds, values)))
+    got = _run_on_gpu(_gpu_artifact(g, feeds, fetches, tmp_path / "art"), values)
+    for k, (w, v) in enumerate(zip(want, got)):
+        if np.asarray(w).dtype.kind == "f":
+            np.testing.assert_allclose(v, w, rtol=1e-4, atol=1e-5, err_msg=f"fetch {k}")
+        else:
+            assert_same(w, v, f"fetch {k}")
+
+
+def test_philox_uniform_numbers_are_the_cpus(tmp_path):
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [], name="x")
+        u = fl.random_uniform([1000], seed=7) + x
+        n = fl.random_uniform([3, 5], dtype=fl.float64, seed=8) + fl.cast(x, fl.float64)
+    with fl.Session(graph=g) as s:                     # the C backend, same streams
+        want = s.run([u, n], {x: np.float32(0)})
+    got = _run_on_gpu(_gpu_artifact(g, [x], [u, n], tmp_path / "art"), [np.float32(0)])
+    for w, v in zip(want, got):
+        np.testing.assert_array_equal(v, w)
+
+
+def test_an_index_out_of_range_on_the_gpu_names_the_node(tmp_path):
+    from runtime.errors import FlowcError
+    g = fl.Graph()
+    with g.as_default():
+        m = fl.placeholder(fl.float32, [4, 3], name="m")
+        ids = fl.placeholder(fl.int32, [None], name="ids")
+        rows = fl.gather(m, ids, name="rows")
+    path = _gpu_artifact(g, [m, ids], [rows], tmp_path / "art")
+    with pytest.raises(FlowcError, match="rows"):
+        _run_on_gpu(path, [np.zeros((4, 3), np.float32), np.array([1, 9], np.int32)])
