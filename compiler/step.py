@@ -14,8 +14,8 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
 
 from compiler.codegen.build import build_shared_object, compiler_identity, compiler_command
 from compiler.codegen.emitter import emit_c
@@ -40,6 +40,8 @@ class StepGraph:
     feed_names: List[str]       # the tensor names the user fed
     retvals: List[Node]         # _Retval nodes, in fetch order
     fetch_names: List[str]
+    plan_memory: bool = True    # codegen plans an arena with reuse (the plan-memory pass)
+    memory_plans: Dict[str, object] = field(default_factory=dict)  # device -> its arena plan
 
 
 def tensor_name(out: Output) -> str:
@@ -79,6 +81,7 @@ def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Out
 def optimize(step: StepGraph, options: Optional[PipelineOptions] = None) -> PassManager:
     pm = PassManager(options or PipelineOptions())
     pm.run(step.graph)
+    step.plan_memory = "plan-memory" in pm.effective_options.pipeline()
     _check_unfed(step)
     return pm
 
@@ -123,7 +126,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "") -> str:
         retvals = sorted((n for n in g if n.op == "_Retval"), key=lambda n: fetch_index[n.name])
         for local, r in enumerate(retvals):
             r.attrs["index"] = local             # the module's own fetch numbering
-        emitted = emit_c(g, feeds, retvals)
+        emitted = emit_c(g, feeds, retvals, plan_memory=step.plan_memory)
+        step.memory_plans[device] = emitted.memory
         for r in retvals:
             r.attrs["index"] = fetch_index[r.name]
         modules.append((device, g, feeds, retvals, emitted))
@@ -204,6 +208,6 @@ def toolchain_fingerprint() -> str:
 def step_key(step: StepGraph) -> str:
     """Content hash of an optimized step graph, its feed/fetch names and the toolchain."""
     h = hashlib.sha256(print_graph(step.graph).encode())
-    h.update(json.dumps([step.feed_names, step.fetch_names]).encode())
+    h.update(json.dumps([step.feed_names, step.fetch_names, step.plan_memory]).encode())
     h.update(toolchain_fingerprint().encode())
     return h.hexdigest()

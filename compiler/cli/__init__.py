@@ -54,6 +54,9 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("-o", "--output", metavar="DIR", required=True, help="artifact folder to write")
     _add_selection(p)
+    p.add_argument("--memory-report", action="store_true",
+                   help="print each device module's memory plan: peak bytes (the arena size), "
+                   "buffers, how many share memory, and the largest buffers")
     add_pipeline_arguments(p)
     p.set_defaults(handler="compile")
 

@@ -58,6 +58,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}")
     print(f"  feeds:   {feeds or '(none)'}")
     print(f"  fetches: {fetches or '(none)'}")
+    if getattr(args, "memory_report", False):
+        from compiler.codegen.memory_plan import format_memory_report
+        for device, plan in step.memory_plans.items():
+            sys.stdout.write(format_memory_report(device, plan))
     return 0
 
 
