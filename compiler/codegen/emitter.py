@@ -9,6 +9,7 @@ caller (copied only if the caller could not own them).
 """
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
@@ -77,6 +78,10 @@ class _Emitter:
         self.graph = graph
         self.plan_memory = plan_memory
         self.memory: Optional[StepMemoryPlan] = None     # the arena plan, when there is one
+        self.in_place: set = set()                        # nodes writing over a dying input
+        # Their kernels read and write one buffer through two pointers: no ``restrict``.
+        self.aliasing_target = copy.copy(target)
+        self.aliasing_target.restrict = ""
         self.feeds = feeds
         self.retvals = retvals
         self.target = target
@@ -155,6 +160,7 @@ class _Emitter:
         if self.plan_memory and structured is None:
             self.memory = plan_step_memory(order, self.root, transferred)
             self.arena_size = self.memory.arena_size
+            self.in_place = {b.node for b in self.memory.buffers if b.in_place_of is not None}
         frees_after: Dict[int, List[Output]] = {}
         for n in order:
             for out in n.outputs:
@@ -209,7 +215,8 @@ class _Emitter:
             return
         inputs = [self._ref(i) for i in n.inputs]
         outputs = [self._ref(o) for o in n.outputs]
-        kc = KernelContext(n, inputs, outputs, self.target, self.module)
+        kc = KernelContext(n, inputs, outputs,
+                           self.aliasing_target if n in self.in_place else self.target, self.module)
         if op.extra.get("c_owns_outputs"):
             # The kernel fills its outputs whole (a receive): no dims or allocation here, but
             # the buffers are this step's to free.
