@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from compiler.codegen.build import build_shared_object, compiler_identity, compiler_command
 from compiler.codegen.emitter import emit_c
@@ -42,6 +42,8 @@ class StepGraph:
     retvals: List[Node]         # _Retval nodes, in fetch order
     fetch_names: List[str]
     origins: dict = field(default_factory=dict)   # name -> (op, location) before optimizing
+    plan_memory: bool = True    # codegen plans an arena with reuse (the plan-memory pass)
+    memory_plans: Dict[str, object] = field(default_factory=dict)  # device -> its arena plan
 
 
 def tensor_name(out: Output) -> str:
@@ -82,6 +84,7 @@ def optimize(step: StepGraph, options: Optional[PipelineOptions] = None) -> Pass
     pm = PassManager(options or PipelineOptions())
     step.origins = origins_of(step.graph)       # what Fused kernels replaced, for profiles
     pm.run(step.graph)
+    step.plan_memory = "plan-memory" in pm.effective_options.pipeline()
     _check_unfed(step)
     return pm
 
@@ -140,7 +143,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
             emitted = emit_cuda(g, feeds, retvals)
         else:
             emitted = emit_c(g, feeds, retvals, instrumentation=instrumentation,
-                             origins=step.origins)
+                             origins=step.origins, plan_memory=step.plan_memory)
+            step.memory_plans[device] = emitted.memory
         for r in retvals:
             r.attrs["index"] = fetch_index[r.name]
         modules.append((device, g, feeds, retvals, emitted))
@@ -243,7 +247,7 @@ def step_key(step: StepGraph, instrumentation: Instrumentation = Instrumentation
     """Content hash of an optimized step graph, its feed/fetch names, the instrumentation
     asked for and the toolchain."""
     h = hashlib.sha256(print_graph(step.graph).encode())
-    h.update(json.dumps([step.feed_names, step.fetch_names]).encode())
+    h.update(json.dumps([step.feed_names, step.fetch_names, step.plan_memory]).encode())
     if instrumentation:
         h.update(instrumentation.tag.encode())
     h.update(toolchain_fingerprint().encode())

@@ -153,7 +153,7 @@ def test_dump_folder_has_a_file_per_pass_and_a_table(tmp_path):
     expected = ["0000.input.ir"] + [f"{i:04d}.after_{n}.ir" for i, n in enumerate(names, 1)] + ["passes.tsv"]
     assert sorted(os.listdir(d)) == sorted(expected)
     assert open(d / "0000.input.ir").read() == print_graph(step())
-    assert open(d / f"{len(names):04d}.after_partition.ir").read() == print_graph(g)
+    assert open(d / f"{len(names):04d}.after_{names[-1]}.ir").read() == print_graph(g)
     rows = [r.split("\t") for r in open(d / "passes.tsv").read().splitlines()]
     assert rows[0] == ["index", "pass", "nodes_before", "nodes_after", "ms", "changed"]
     assert [r[1] for r in rows[1:]] == names
@@ -199,7 +199,7 @@ def test_time_passes_prints_a_table():
 def test_disable_list_removes_passes():
     g, pm, _ = run("--disable-passes=cse,simplify,fuse")
     assert [r.name for r in pm.records] == ["prune", "infer-shapes", "fold-constants", "place",
-                                            "partition"]
+                                            "partition", "plan-memory"]
     assert [n.op for n in g].count("Exp") == 2          # no cse
 
 
@@ -240,7 +240,7 @@ def test_env_flags_apply_when_a_pipeline_starts(monkeypatch):
     monkeypatch.setenv(ENV_VAR, "--disable-passes=cse --print-ir-after=simplify")
     g, pm, out = run(PipelineOptions(), env=True)
     assert [r.name for r in pm.records] == ["prune", "infer-shapes", "fold-constants", "simplify",
-                                            "place", "fuse", "partition"]
+                                            "place", "fuse", "partition", "plan-memory"]
     assert "// ----- IR after simplify -----" in out
 
 

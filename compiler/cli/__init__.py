@@ -70,6 +70,9 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--cuda-arch", metavar="SM", default=None,
                    help="GPU architecture for --target cuda (default sm_90, or FLOWC_CUDA_ARCH)")
     _add_selection(p)
+    p.add_argument("--memory-report", action="store_true",
+                   help="print each device module's memory plan: peak bytes (the arena size), "
+                   "buffers, how many share memory, and the largest buffers")
     add_pipeline_arguments(p)
     p.set_defaults(handler="compile")
 

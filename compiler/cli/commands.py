@@ -76,6 +76,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     for frame, count, nbytes in saved_bytes_per_iteration(step.graph):
         print(f"  loop {frame}: saves {count} values for its gradient, {nbytes} bytes per "
               "iteration" + (" (?: a dim known at run time)" if "?" in nbytes else ""))
+    if getattr(args, "memory_report", False):
+        from compiler.codegen.memory_plan import format_memory_report
+        for device, plan in step.memory_plans.items():
+            sys.stdout.write(format_memory_report(device, plan))
     return 0
 
 

@@ -2,20 +2,24 @@
 a static order, with shapes known at compile time baked in and no per-op dispatch.
 
 The step graph's feeds are ``Placeholder`` nodes (in ``feeds`` order) and its fetches are
-``_Retval`` nodes. Buffers are allocated per output and freed after their last use; fetched
-buffers are handed to the caller (copied only if the caller could not own them).
+``_Retval`` nodes. With a memory plan (``memory_plan.py``), every buffer of static size lives at
+a planned offset of the module's arena, which is kept across calls in a pool; buffers of dynamic
+size are allocated per output and freed after their last use. Fetched buffers are handed to the
+caller (copied only if the caller could not own them).
 """
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from compiler.codegen.control_flow import StructuredEmitter, has_control_flow
 from compiler.codegen.instrument import Instrumentation, Instrumenter, Origins
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
+from compiler.codegen.memory_plan import StepMemoryPlan, plan_step_memory
 from compiler.codegen.target import C, CTarget
 from compiler.errors import CodegenError
 from compiler.ir.graph import Graph, Node, Output
@@ -29,7 +33,8 @@ from runtime.module import ABI_VERSION
 # superlinear in function size, so this keeps compile time linear in the graph.
 NODES_PER_PART = 128
 
-# Static buffers up to this size live in one per-step arena instead of the allocator.
+# Without a memory plan, static buffers up to this size live in one per-step arena instead of
+# the allocator (each in its own slot).
 ARENA_MAX_BUFFER = 256
 
 _SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
@@ -47,6 +52,7 @@ class EmittedModule:
     streams: list = field(default_factory=list)       # random-op stream names, rt->streams order
     queues: list = field(default_factory=list)        # (name, components, capacity), rt->queues
     instrumentation: dict = field(default_factory=dict)  # manifest record (codegen/instrument.py)
+    memory: Optional[StepMemoryPlan] = None           # the arena plan (None: no plan)
 
 
 def _ident(name: str) -> str:
@@ -63,16 +69,26 @@ def _comment(text: str) -> str:
 
 def emit_c(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
            target: CTarget = C, instrumentation: Instrumentation = Instrumentation(),
-           origins: Origins = None) -> EmittedModule:
+           origins: Origins = None, plan_memory: bool = True) -> EmittedModule:
     """``instrumentation``: timers and numerics checks to add (none by default); ``origins``
-    names the nodes Fused kernels replaced, for the profile's kernel table."""
-    return _Emitter(graph, list(feeds), list(retvals), target, instrumentation, origins).emit()
+    names the nodes Fused kernels replaced, for the profile's kernel table. ``plan_memory``:
+    place static buffers in a planned, pooled arena with reuse (modules with control flow keep
+    allocating at run time); off, every buffer gets its own memory."""
+    return _Emitter(graph, list(feeds), list(retvals), target, instrumentation, origins,
+                    plan_memory).emit()
 
 
 class _Emitter:
     def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CTarget,
-                 instrumentation: Instrumentation = Instrumentation(), origins: Origins = None):
+                 instrumentation: Instrumentation = Instrumentation(), origins: Origins = None,
+                 plan_memory: bool = True):
         self.graph = graph
+        self.plan_memory = plan_memory
+        self.memory: Optional[StepMemoryPlan] = None     # the arena plan, when there is one
+        self.in_place: set = set()                        # nodes writing over a dying input
+        # Their kernels read and write one buffer through two pointers: no ``restrict``.
+        self.aliasing_target = copy.copy(target)
+        self.aliasing_target.restrict = ""
         self.feeds = feeds
         self.retvals = retvals
         self.target = target
@@ -150,6 +166,10 @@ class _Emitter:
                 self.fetch_plan.append((r, src, False))
             else:
                 self.fetch_plan.append((r, src, True))
+        if self.plan_memory and structured is None:
+            self.memory = plan_step_memory(order, self.root, transferred)
+            self.arena_size = self.memory.arena_size
+            self.in_place = {b.node for b in self.memory.buffers if b.in_place_of is not None}
         frees_after: Dict[int, List[Output]] = {}
         for n in order:
             for out in n.outputs:
@@ -188,7 +208,7 @@ class _Emitter:
         instrumented = self.instrument.finish() if self.instrument is not None else {}
         return EmittedModule(self._assemble(), set(self.module.features),
                              list(self.module.variables), list(self.module.streams),
-                             list(self.module.queues), instrumented)
+                             list(self.module.queues), instrumented, self.memory)
 
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
@@ -205,7 +225,8 @@ class _Emitter:
             return
         inputs = [self._ref(i) for i in n.inputs]
         outputs = [self._ref(o) for o in n.outputs]
-        kc = KernelContext(n, inputs, outputs, self.target, self.module)
+        kc = KernelContext(n, inputs, outputs,
+                           self.aliasing_target if n in self.in_place else self.target, self.module)
         if op.extra.get("c_owns_outputs"):
             # The kernel fills its outputs whole (a receive): no dims or allocation here, but
             # the buffers are this step's to free.
@@ -262,12 +283,15 @@ class _Emitter:
         self._push(n, placed + [self._outline(n, body)])
 
     def _arena_slot(self, out: Output, ref: TensorRef):
-        """Offset in the step's arena for a small, static, not fetched buffer (else None).
+        """Offset in the step's arena for a static, not fetched buffer (else None).
 
-        Small buffers skip malloc/free: a graph of scalar ops would otherwise spend most of
-        its time in the allocator. They live for the whole step; big buffers are freed after
-        their last use.
+        With a memory plan, the planned offset (buffers share memory by liveness). Without,
+        small buffers get a slot of their own so they skip malloc/free (a graph of scalar ops
+        would otherwise spend most of its time in the allocator); they live for the whole
+        step, and big buffers are freed after their last use.
         """
+        if self.memory is not None:
+            return self.memory.offsets.get(out)
         if not ref.static or out in self.transferred:
             return None
         nbytes = ref.dtype.itemsize
@@ -364,7 +388,7 @@ class _Emitter:
         out.extend(self.constants)
         out.extend(self.module.globals)
         out.append("")
-        out.append("/* Every tensor of the step is a slot of flowc_T (allocated per step, so the entry")
+        out.append("/* Every tensor of the step is a slot of flowc_T (one array per call, so the entry")
         out.append("   stays small for the C compiler and steps can run concurrently). */")
         out.extend(self.decls)
         out.append("")
@@ -373,6 +397,7 @@ class _Emitter:
         out.extend(self.kernels)
         out.extend(self.slot_tables)
         out.append("")
+        out.extend(self._pool_globals())
         bounds = self.part_starts + [len(self.body)]
         parts = [self.body[a:b] for a, b in zip(bounds, bounds[1:])]
         # The parts only sequence kernel calls: optimizing them hard buys nothing and costs
@@ -414,26 +439,57 @@ class _Emitter:
         out.append("    flowc_rt_call.timeout_ms = timeout_ms;")
         out.append("    const flowc_runtime *flowc_rt = &flowc_rt_call;")
         out.append("    st->code = 0;")
-        out.append(f"    flowc_tensor *flowc_T = (flowc_tensor *)calloc({max(len(self.decls), 1)}, sizeof(flowc_tensor));")
-        out.append("    if (!flowc_T) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", \"out of memory\");")
-        if self.arena_size:
-            out.append(f"    char *flowc_arena = (char *)flowc_alloc({self.arena_size});")
-            out.append("    if (!flowc_arena) { free(flowc_T); return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", \"out of memory\"); }")
-        else:
-            out.append("    char *flowc_arena = NULL;")
+        out.extend("    " + line for line in self._step_memory())
         for i in range(len(parts)):
             out.append(f"    if (flowc_part{i}(flowc_T, flowc_arena, feeds, flowc_rt, st)) goto fail;")
         out.extend(("    " + line) if line else "" for line in self.tail)
-        out.append("    free(flowc_arena);")
-        out.append("    free(flowc_T);")
+        out.extend("    " + line for line in self._release_step_memory())
         out.append("    return 0;")
         out.append("fail:")
         if self.owned:
             slots = ", ".join(str(self.slot[self.refs[r].var]) for r in self.owned)
             out.append(f"    static const int32_t owned[] = {{{slots}}};")
             out.append(f"    for (int i = 0; i < {len(self.owned)}; i++) free(flowc_T[owned[i]].data);")
-        out.append("    free(flowc_arena);")
-        out.append("    free(flowc_T);")
+        out.extend("    " + line for line in self._release_step_memory())
         out.append("    return st->code ? st->code : FLOWC_ERROR;")
         out.append("}")
         return "\n".join(out) + "\n"
+
+    # --- the step's memory: tensor slots and arena ----------------------------------------------
+    def _pool_globals(self) -> List[str]:
+        """With a memory plan: the block size and the module's pool of blocks."""
+        if self.memory is None:
+            return []
+        return ["/* Memory plan: each call runs in one block from this module's pool (tensor slots,",
+                f"   then the arena of planned buffers: {len(self.memory.buffers)} buffers, "
+                f"{self.memory.total_bytes} bytes without reuse). */",
+                f"#define FLOWC_SLOTS_BYTES ((size_t)(({max(len(self.decls), 1)} * sizeof(flowc_tensor) + 63) & ~(size_t)63))",
+                f"#define FLOWC_ARENA_BYTES ((size_t){self.arena_size})",
+                "static flowc_arena_pool flowc_arenas;",
+                "__attribute__((destructor)) static void flowc_arenas_release(void) "
+                "{ flowc_arena_pool_drain(&flowc_arenas); }",
+                ""]
+
+    def _step_memory(self) -> List[str]:
+        """Entry lines that set up ``flowc_T`` (zeroed slots) and ``flowc_arena``."""
+        oom = "return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", \"out of memory\");"
+        if self.memory is not None:
+            return ["char *flowc_block = (char *)flowc_arena_take(&flowc_arenas, "
+                    "FLOWC_SLOTS_BYTES + FLOWC_ARENA_BYTES);",
+                    f"if (!flowc_block) {oom}",
+                    "flowc_tensor *flowc_T = (flowc_tensor *)flowc_block;",
+                    "memset(flowc_T, 0, FLOWC_SLOTS_BYTES);",
+                    "char *flowc_arena = flowc_block + FLOWC_SLOTS_BYTES;"]
+        lines = [f"flowc_tensor *flowc_T = (flowc_tensor *)calloc({max(len(self.decls), 1)}, sizeof(flowc_tensor));",
+                 f"if (!flowc_T) {oom}"]
+        if self.arena_size:
+            lines.append(f"char *flowc_arena = (char *)flowc_alloc({self.arena_size});")
+            lines.append(f"if (!flowc_arena) {{ free(flowc_T); {oom} }}")
+        else:
+            lines.append("char *flowc_arena = NULL;")
+        return lines
+
+    def _release_step_memory(self) -> List[str]:
+        if self.memory is not None:
+            return ["flowc_arena_give(&flowc_arenas, flowc_block);"]
+        return ["free(flowc_arena);", "free(flowc_T);"]

@@ -106,6 +106,44 @@ static inline void *flowc_alloc(size_t nbytes) {
     return aligned_alloc(64, n ? n : 64);
 }
 
+/* --- arena pool: a module's step memory, kept mapped across calls ----------------------------
+ * A module with a memory plan runs each call in one block of a fixed size (its tensor slots
+ * and its arena). Blocks are taken from the module's pool at the start of a call and put back
+ * at the end, so the pages stay mapped and warm instead of being allocated and faulted in every
+ * step. Calls of one module may run at once from several threads: each takes its own block
+ * (lock-free: every slot is swapped atomically); when all are busy a new block is allocated,
+ * and a block returned to a full pool is freed. */
+#define FLOWC_ARENA_POOL_SLOTS 16
+
+typedef struct flowc_arena_pool {
+    void *slots[FLOWC_ARENA_POOL_SLOTS];
+} flowc_arena_pool;
+
+static inline void *flowc_arena_take(flowc_arena_pool *pool, size_t nbytes) {
+    for (int i = 0; i < FLOWC_ARENA_POOL_SLOTS; i++) {
+        if (!__atomic_load_n(&pool->slots[i], __ATOMIC_RELAXED)) continue;
+        void *block = __atomic_exchange_n(&pool->slots[i], NULL, __ATOMIC_ACQUIRE);
+        if (block) return block;
+    }
+    return flowc_alloc(nbytes);
+}
+
+static inline void flowc_arena_give(flowc_arena_pool *pool, void *block) {
+    for (int i = 0; i < FLOWC_ARENA_POOL_SLOTS; i++) {
+        void *empty = NULL;
+        if (!__atomic_load_n(&pool->slots[i], __ATOMIC_RELAXED) &&
+            __atomic_compare_exchange_n(&pool->slots[i], &empty, block, false,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            return;
+    }
+    free(block);
+}
+
+static inline void flowc_arena_pool_drain(flowc_arena_pool *pool) {
+    for (int i = 0; i < FLOWC_ARENA_POOL_SLOTS; i++)
+        free(__atomic_exchange_n(&pool->slots[i], NULL, __ATOMIC_ACQUIRE));
+}
+
 static inline int64_t flowc_floordiv_i64(int64_t a, int64_t b) {
     int64_t q = a / b;
     return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
