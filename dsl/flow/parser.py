@@ -9,6 +9,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Set
 import lark
 
 from dsl.flow.errors import FlowError, Source
+from dsl.flow.lalr_driver import Rejected, TableDrivenParser, table_driven_parser
 
 _GRAMMAR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "grammar.lark")
 
@@ -55,6 +56,13 @@ def _parser() -> lark.Lark:
 
 
 @functools.lru_cache(maxsize=1)
+def fast_parser() -> Optional[TableDrivenParser]:
+    """The fast loop over the grammar's tables (None if this lark version's internals differ:
+    then lark parses everything, only slower). Its newline handling is ``_NewlineFilter``'s."""
+    return table_driven_parser(_parser(), "_NL", _OPENERS)
+
+
+@functools.lru_cache(maxsize=1)
 def _literals() -> Dict[str, str]:
     """Terminal names of literal strings (``LPAR``, ``LET``) to their text."""
     return {t.name: t.pattern.value for t in _parser().terminals
@@ -62,9 +70,17 @@ def _literals() -> Dict[str, str]:
 
 
 def parse_text(source: Source) -> lark.Tree:
-    """The syntax tree of ``source`` (a ``FlowError`` when it does not parse)."""
+    """The syntax tree of ``source`` (a ``FlowError`` when it does not parse). The fast loop
+    parses; where it rejects the text, lark parses it again to say what is wrong."""
+    text = source.text + "\n"
+    fast = fast_parser()
+    if fast is not None:
+        try:
+            return fast.parse(text)
+        except Rejected:
+            pass
     try:
-        return _parser().parse(source.text + "\n")
+        return _parser().parse(text)
     except lark.UnexpectedInput as e:
         raise syntax_error(e, source) from None
 

@@ -1,0 +1,202 @@
+"""A fast LALR(1) loop for ``*.flow`` text, over lark's own parse table, contextual lexers and
+tree-building callbacks.
+
+lark's general parser spends most of a parse on bookkeeping per token and per reduction
+(hashing grammar rules, counting lines, building tokens through keyword arguments). This loop
+does the same work with the same tables, so it accepts the same language and builds the same
+tree, several times faster. It only handles text that parses: at the first thing it cannot
+accept it raises ``Rejected``, and the caller parses again with lark, whose exception says what
+was wrong (see ``parse_text`` in ``dsl/flow/parser.py``).
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+import lark
+from lark.lexer import PatternStr, Token, UnlessCallback
+from lark.parse_tree_builder import ExpandSingleChild
+
+
+class Rejected(Exception):
+    """The text does not parse: lark's parser says why."""
+
+
+class Unsupported(Exception):
+    """The grammar uses a lark feature this loop does not reproduce."""
+
+
+# One parser state's lexer: the regular expression of the terminals it accepts, keyword types
+# by terminal (a NAME that spells an accepted keyword is that keyword), the terminals it
+# skips, and those that may contain a newline.
+_StateLexer = Tuple[Callable, Dict[str, Dict[str, str]], frozenset, frozenset]
+
+_new_token = Token._future_new if hasattr(Token, "_future_new") else Token
+
+
+class TableDrivenParser:
+    """Parses text with ``parser``'s tables (a ``lark.Lark`` built with ``parser='lalr'`` and
+    the contextual lexer). The post-lexer ``parser`` was built with is given here as what it
+    does: ``newline`` tokens are dropped inside brackets (``brackets``: opener type to closer
+    type) and right after another ``newline``."""
+
+    def __init__(self, parser: lark.Lark, newline: str, brackets: Dict[str, str]):
+        frontend = parser.parser
+        if parser.options.parser != "lalr" or parser.options.lexer != "contextual":
+            raise Unsupported("only LALR with the contextual lexer")
+        table = frontend.parser._parse_table
+        callbacks = frontend.parser.parser.callbacks
+        if any(isinstance(key, str) for key in callbacks):
+            raise Unsupported("token callbacks")
+        starts = list(table.start_states)
+        if len(starts) != 1:
+            raise Unsupported("several start symbols")
+        self._start_state = table.start_states[starts[0]]
+        self._end_state = table.end_states[starts[0]]
+        # Actions as integers: a shift (or goto) is the next state, a reduction is ~rule.
+        rule_index: Dict[object, int] = {}
+        self._rules: List[Tuple[int, str, Callable]] = []
+        self._actions: Dict[int, Dict[str, int]] = {}
+        for state, actions in table.states.items():
+            row: Dict[str, int] = {}
+            for symbol, (action, arg) in actions.items():
+                symbol = str(symbol)          # lark's names may be tokens: slow to compare
+                if action.name == "Shift":
+                    row[symbol] = arg
+                    continue
+                index = rule_index.get(id(arg))
+                if index is None:
+                    index = rule_index[id(arg)] = len(self._rules)
+                    callback = callbacks[arg]
+                    if len(arg.expansion) == 1 and type(callback) is ExpandSingleChild:
+                        callback = None             # the rule's value is its one child
+                    self._rules.append((len(arg.expansion), str(arg.origin.name), callback))
+                row[symbol] = ~index
+            self._actions[state] = row
+        self._contextual = frontend.lexer.lexer
+        if type(self._contextual).__name__ != "ContextualLexer":
+            raise Unsupported("a lexer other than the contextual one")
+        self._newline = newline
+        self._openers = frozenset(brackets)
+        self._closers = frozenset(brackets.values())
+        self._lexers: Dict[int, _StateLexer] = {}
+        for state in self._actions:                 # fail now, not at the first parse
+            self._lexer(state)
+
+    def _lexer(self, state: int) -> _StateLexer:
+        found = self._lexers.get(state)
+        if found is not None:
+            return found
+        basic = self._contextual.lexers[state]
+        scanner = basic.scanner
+        if len(scanner._mres) != 1 or basic.user_callbacks:
+            raise Unsupported("a split scanner or user lexer callbacks")
+        keywords: Dict[str, Dict[str, str]] = {}
+        for terminal, callback in basic.callback.items():
+            if not isinstance(callback, UnlessCallback):
+                raise Unsupported(f"lexer callback {callback!r}")
+            words = callback.scanner.terminals
+            if not all(isinstance(t.pattern, PatternStr) and not t.pattern.flags for t in words):
+                raise Unsupported("keywords with flags")
+            keywords[terminal] = {t.pattern.value: t.name for t in words}
+        found = self._lexers[state] = (scanner._mres[0].match, keywords, basic.ignore_types,
+                                       basic.newline_types)
+        return found
+
+    def parse(self, text: str) -> lark.Tree:
+        """The tree lark would build for ``text``; ``Rejected`` where lark would raise.
+
+        One loop lexes a token in the context of the current parser state (as lark's contextual
+        lexer), applies the newline filter, and feeds the token to the parser."""
+        states: List[int] = [self._start_state]
+        values: list = []
+        actions, rules, lexers = self._actions, self._rules, self._lexers
+        newline, openers, closers = self._newline, self._openers, self._closers
+        pos, end, line, line_start = 0, len(text), 1, 0
+        depth, after_newline = 0, False
+        while pos < end:
+            state = states[-1]
+            match, keywords, ignore, newline_types = lexers.get(state) or self._lexer(state)
+            m = match(text, pos)
+            if m is None:
+                raise Rejected()
+            type_, start, pos = m.lastgroup, pos, m.end()
+            token_line = line
+            if type_ in newline_types:
+                value = m.group()
+                newlines = value.count("\n")
+                if newlines:
+                    line += newlines
+                    line_start = start + value.rindex("\n") + 1
+            if type_ in ignore:
+                continue
+            words = keywords.get(type_)
+            if words is not None:
+                type_ = words.get(m.group(), type_)
+            if type_ in openers:
+                depth += 1
+            elif type_ in closers:
+                depth = depth - 1 if depth else 0
+            if type_ == newline:
+                if depth or after_newline:
+                    continue
+                after_newline = True
+            else:
+                after_newline = False
+            token = _new_token(type_, m.group(), start, token_line, start - line_start + 1, line,
+                               pos - line_start + 1, pos)
+            row = actions[state]
+            while True:
+                code = row.get(type_)
+                if code is None:
+                    raise Rejected()
+                if code >= 0:
+                    states.append(code)
+                    values.append(token)
+                    break
+                size, origin, callback = rules[~code]
+                if callback is None:            # X: Y, where X is Y: only the state changes
+                    state = states[-1] = actions[states[-2]][origin]
+                    row = actions[state]
+                    continue
+                if size:
+                    children = values[-size:]
+                    del states[-size:]
+                    del values[-size:]
+                else:
+                    children = []
+                values.append(callback(children))
+                state = actions[states[-1]][origin]
+                states.append(state)
+                row = actions[state]
+        return self._finish(states, values)
+
+    def _finish(self, states: List[int], values: list) -> lark.Tree:
+        """Reduce at the end of the text until the start symbol is complete."""
+        actions, rules = self._actions, self._rules
+        while True:
+            code = actions[states[-1]].get("$END")
+            if code is None or code >= 0:
+                raise Rejected()
+            size, origin, callback = rules[~code]
+            if callback is None:
+                states[-1] = actions[states[-2]][origin]
+            else:
+                if size:
+                    children = values[-size:]
+                    del states[-size:]
+                    del values[-size:]
+                else:
+                    children = []
+                values.append(callback(children))
+                states.append(actions[states[-1]][origin])
+            if states[-1] == self._end_state:
+                return values[-1]
+
+
+def table_driven_parser(parser: lark.Lark, newline: str,
+                        brackets: Dict[str, str]) -> Optional[TableDrivenParser]:
+    """The fast loop for ``parser``, or None where its grammar needs a feature it lacks."""
+    try:
+        return TableDrivenParser(parser, newline, brackets)
+    except (Unsupported, AttributeError, KeyError, TypeError):
+        return None
