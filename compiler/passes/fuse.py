@@ -2,7 +2,8 @@
 
 A node is fusable when its op is elementwise, floating-point, without attrs other than ``T``,
 with a scalar C expression and no data error to report (integer division by zero and the
-like stay separate kernels). A fusable node whose only use is one input of a fusable
+like stay separate kernels). ``BiasAdd`` over the last dim is fused as the broadcasting add
+it is (``bias_add + relu``, the most common pair in a network, is one kernel). A fusable node whose only use is one input of a fusable
 consumer on the same device is folded into that consumer; the chain becomes one ``Fused``
 node whose inputs are the chain's external operands (each read once per output element,
 broadcast to the output's shape) and whose ``fused_from`` lists the nodes it replaced.
@@ -31,11 +32,24 @@ _FLOATS = (DType.f32, DType.f64)
 MAX_FUSED_OPS = 64
 
 
+def _is_bias_add(node: Node) -> bool:
+    """A BiasAdd over the last dim (NHWC, or any rank-2 input): a broadcasting add."""
+    if node.op != "BiasAdd" or set(node.attrs) - {"T", "data_format"}:
+        return False
+    value = node.inputs[0].shape if node.inputs else None
+    return node.attrs.get("data_format", "NHWC") == "NHWC" or (value is not None
+                                                              and len(value) == 2)
+
+
 def fusable(node: Node) -> bool:
     if node.op == "Fused":
         return True
     if not has_op(node.op) or node.num_outputs != 1:
         return False
+    if _is_bias_add(node):
+        t = node.output_types[0]
+        return (t.dtype in _FLOATS and not node.control_inputs
+                and all(i.dtype is t.dtype for i in node.inputs))
     op = get_op(node.op)
     if op.group != "elementwise" or op.stateful or op.extra.get("c_expr") is None:
         return False
@@ -71,7 +85,8 @@ def _expr_of(node: Node):
     from compiler.ops.fused import parse_expr
     if node.op == "Fused":
         return parse_expr(node.attrs["expr"]), list(node.inputs), list(node.attrs["fused_from"])
-    return (node.op, list(range(len(node.inputs)))), list(node.inputs), [node.name]
+    op = "AddV2" if _is_bias_add(node) else node.op     # bias [C] broadcasts over [..., C]
+    return (op, list(range(len(node.inputs)))), list(node.inputs), [node.name]
 
 
 def _substitute(expr: Expr, mapping: Dict[int, Expr]) -> Expr:
