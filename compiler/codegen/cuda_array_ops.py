@@ -20,7 +20,7 @@ from compiler.ops.array import _c, _constant_axis, _normalize_axis, _pad_plan, _
 from runtime.dtypes import DType
 
 # Atomic adds exist for these (UnsortedSegmentSum).
-_ATOMIC = {DType.f32: "float", DType.f64: "double", DType.i32: "int",
+_ATOMIC = {DType.f32: "float", DType.f64: "double", DType.i32: "unsigned int",
            DType.i64: "unsigned long long"}
 
 
