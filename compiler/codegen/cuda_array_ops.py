@@ -1,6 +1,7 @@
 """GPU kernels of array ops: fills (ZerosLike, OnesLike, Fill), Shape/Size/Rank (computed on
 the host from the dims, then copied), and data movement as index maps (Transpose, Slice,
-Tile, ConcatV2, Pack, GatherV2, OneHot) plus UnsortedSegmentSum (atomic adds; the gradient
+Tile, Pad, StridedSlice, ConcatV2, Pack, Split, SplitV, Unpack, GatherV2, OneHot) plus
+UnsortedSegmentSum (atomic adds; the gradient
 of a gather).
 
 Every output element is computed by one iteration of a grid-stride loop that recovers its
@@ -16,11 +17,13 @@ from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 from compiler.ir.graph import Node
-from compiler.ops.array import _c, _constant_axis, _normalize_axis, _pad_plan, _split_v_plan
+from compiler.ops.array import (_add, _c, _constant_axis, _contiguous_strides, _dim, _mul,
+                                _normalize_axis, _pad_plan, _split_v_plan, _strided_slice_plan,
+                                _used_step, _values)
 from runtime.dtypes import DType
 
 # Atomic adds exist for these (UnsortedSegmentSum).
-_ATOMIC = {DType.f32: "float", DType.f64: "double", DType.i32: "int",
+_ATOMIC = {DType.f32: "float", DType.f64: "double", DType.i32: "unsigned int",
            DType.i64: "unsigned long long"}
 
 
@@ -220,6 +223,24 @@ def _pad(kc: KernelContext) -> str:
     return index_map(kc, x, lambda launch: _offset(launch, x, src), valid=inside)
 
 
+def _strided_slice(kc: KernelContext) -> str:
+    """numpy basic indexing from the C target's plan: out[c] = x[base + sum c_k * step_k]."""
+    x, out = kc.inputs[0], kc.out
+    plan, final = _strided_slice_plan(kc, checks=True)
+    x_strides = _contiguous_strides(_values(x))
+    base = _add([_mul([start, stride]) for (start, _, _), stride in zip(plan, x_strides)])
+    terms = []
+    for k, j in enumerate(final):
+        if j is not None:
+            step = _mul([_used_step(plan[j][2], _dim(out, k)), x_strides[j]])
+            terms.append((k, _c(step)))
+
+    def source(launch: CudaLaunch) -> str:
+        parts = [launch.value(_c(base))] + [f"c{k} * {launch.value(step)}" for k, step in terms]
+        return " + ".join(parts)
+    return index_map(kc, x, source)
+
+
 def _gather(kc: KernelContext) -> str:
     params, indices = kc.inputs[0], kc.inputs[1]
     (axis,) = _const(kc, 2)
@@ -310,5 +331,6 @@ register_cuda_kernel("Pad", _pad, supports=constant_inputs(1))
 register_cuda_kernel("Split", _split, supports=constant_inputs(0))
 register_cuda_kernel("SplitV", _split_v, supports=constant_inputs(1, 2))
 register_cuda_kernel("Unpack", _unpack)
+register_cuda_kernel("StridedSlice", _strided_slice, supports=constant_inputs(1, 2, 3))
 register_cuda_kernel("OneHot", _one_hot, supports=_one_hot_supports)
 register_cuda_kernel("UnsortedSegmentSum", _segment_sum, supports=_segment_supports)

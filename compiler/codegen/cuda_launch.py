@@ -130,8 +130,8 @@ class CudaLaunch:
             params.insert(0, "int32_t *__restrict__ flowc_err")
             args.insert(0, "flowc_err")
         prologue = "    if (flowc_err[0]) return;\n" if self.guards_state else ""
-        text = (f"extern \"C\" __global__ void __launch_bounds__(FLOWC_BLOCK) "
-                f"FLOWC_KERNEL_NAME({', '.join(params) or 'void'}) {{\n{prologue}"
+        signature = f"FLOWC_KERNEL_NAME({', '.join(params) or 'void'})"
+        text = (f"{self.kc.target.kernel_qualifier} {signature} {{\n{prologue}"
                 + "\n".join("    " + line if line else "" for line in body.strip("\n").splitlines())
                 + "\n}\n")
         name = self.module.kernel(hint or self.hint, text)

@@ -19,8 +19,9 @@ from compiler.ops.state import (_check_initialized, _check_value_dims, _gather_c
 from runtime.dtypes import DType
 
 # Dtypes CUDA has atomicAdd for (scatter-add and -sub with repeated indices add up).
-_ATOMIC = {DType.f32: ("float", "float"), DType.f64: ("double", "double"),
-           DType.i32: ("int", "int"), DType.i64: ("unsigned long long", "unsigned long long")}
+# Integers add as unsigned (two's complement wraps; negation never overflows).
+_ATOMIC = {DType.f32: "float", DType.f64: "double", DType.i32: "unsigned int",
+           DType.i64: "unsigned long long"}
 
 
 def _var_name(kc: KernelContext) -> str:
@@ -180,9 +181,11 @@ def _scatter(mode: str):
         if mode == "update":
             stmt = f"{target} = {src};"
         else:
-            cast, _ = _ATOMIC[upd.dtype]
-            sign = "" if mode == "add" else "-"
-            stmt = f"atomicAdd(({cast} *)&{target}, ({cast})({sign}{src}));"
+            cast = _ATOMIC[upd.dtype]
+            value = f"({cast}){src}"
+            if mode == "sub":
+                value = f"-{value}" if upd.dtype.is_floating else f"({cast})0 - {value}"
+            stmt = f"atomicAdd(({cast} *)&{target}, {value});"
         second = launch.launch(f"{kc.target.grid_stride_loop('i', n)} {stmt}", total)
         kc.module.add_global(_INNER_OF)
         return first + "\n" + second

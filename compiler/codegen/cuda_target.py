@@ -17,7 +17,8 @@ class CudaTarget(CTarget):
     name = "cuda"
     restrict = "__restrict__"
     function_qualifier = "static __device__ __forceinline__"
-    kernel_qualifier = "extern \"C\" __global__ void __launch_bounds__(256)"
+    # Kernels have C names (pycuda finds them in the fatbin) and FLOWC_BLOCK threads a block.
+    kernel_qualifier = "extern \"C\" __global__ void __launch_bounds__(FLOWC_BLOCK)"
     file_suffix = ".cu"
     block_size = BLOCK_SIZE
 
