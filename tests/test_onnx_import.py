@@ -1,7 +1,5 @@
 """The ONNX front end: models built with onnx.helper, imported, compiled to C and checked
 against numpy; the ``flowc compile model.onnx`` path; errors that name the node."""
-import os
-
 import numpy as np
 import pytest
 
@@ -11,8 +9,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import dsl as fl  # noqa: E402
 import runtime  # noqa: E402
 from compiler.model_loader import load_model, register_model_loader  # noqa: E402
-from dsl.onnx import (NotConstantError, OnnxImportError, UnsupportedOpsError,  # noqa: E402
-                      import_onnx, load_onnx_model)
+from dsl.onnx import NotConstantError, UnsupportedOpsError, import_onnx, load_onnx_model  # noqa: E402
 from cli_runner import flowc  # noqa: E402
 
 

@@ -3,6 +3,7 @@ variables), graph inputs placeholders (dims without a value unknown), and every 
 to flowc ops by the function the lowering table names for its op type and opset."""
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -75,19 +76,15 @@ def _placeholder(vi: onnx.ValueInfoProto, path: str, scope: str) -> Tensor:
 
 
 def _constant(array: np.ndarray, name: str, path: str, what: str) -> Tensor:
-    try:
-        dtype = fl.DType.from_numpy(array.dtype)
-    except TypeError:
-        dtype = None
-    if dtype is None or flowc_dtype_ok(array) is False:
+    if array.dtype.name not in _FLOWC_NUMPY_TYPES:
         raise OnnxImportError(f"{path}: {what} '{name}' has element type {array.dtype}, which "
                               "flowc does not have")
-    return fl.constant(array, dtype=dtype, name=node_name(name, "initializer"))
+    return fl.constant(array, dtype=fl.DType.from_numpy(array.dtype),
+                       name=node_name(name, "initializer"))
 
 
-def flowc_dtype_ok(array: np.ndarray) -> bool:
-    return array.dtype.kind in "fiub" and array.dtype.name in (
-        "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+_FLOWC_NUMPY_TYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                      "uint8", "bool")
 
 
 def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = None, *,
@@ -137,10 +134,9 @@ def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = Non
 
 
 def graph_name(path: str) -> str:
-    import os
+    """The graph's name: the file's stem, with characters a graph name refuses replaced."""
     stem = os.path.splitext(os.path.basename(path))[0]
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
-    return name or "onnx"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", stem) or "onnx"
 
 
 def _lower_node(node: onnx.NodeProto, index: int, opset: int, values: Dict[str, Tensor],

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from functools import reduce
 
-import numpy as np
-
 import dsl as fl
 from dsl.onnx.values import binary, scalar, unary
 from dsl.ops import apply_op

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-import dsl as fl
 from dsl.onnx.dtypes import flowc_dtype, onnx_type_name
 from dsl.onnx.values import binary, scalar, unary
 from dsl.ops import apply_op

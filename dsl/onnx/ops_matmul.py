@@ -1,7 +1,6 @@
 """MatMul (numpy's matmul: 1-D operands, broadcast batch dims) and Gemm."""
 from __future__ import annotations
 
-import dsl as fl
 from dsl.onnx.values import binary, index_scalar, rank_of, scalar
 from dsl.ops import apply_op
 

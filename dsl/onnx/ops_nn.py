@@ -120,6 +120,65 @@ def lower_conv(ctx):
     return _from_2d(_transpose(y, _TO_NCHW), spatial)
 
 
+def lower_conv_transpose(ctx):
+    """The transpose of a convolution: flowc's Conv2DBackpropInput, whose forward convolution
+    maps the output (Cout channels) back to the input (Cin)."""
+    x, w = ctx.input(0), ctx.input(1)
+    spatial = _spatial_rank(ctx, x)
+    xshape, wshape = static_shape(x), static_shape(w)
+    if None in xshape or wshape is None or None in wshape:
+        raise ctx.error("needs the input and kernel shapes known")
+    group = ctx.attr("group", 1)
+    kernel = [int(k) for k in wshape[2:]]
+    strides = _ints(ctx, "strides", spatial, 1)
+    dilations = _ints(ctx, "dilations", spatial, 1)
+    out_pad = _ints(ctx, "output_padding", spatial, 0)
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    full = [s * (h - 1) + op + span for h, s, op, span in zip(xshape[2:], strides, out_pad, spans)]
+    out_shape = ctx.attr("output_shape", None)
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if out_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = list(out_shape)[-spatial:] if out_shape is not None else \
+            [h * s for h, s in zip(xshape[2:], strides)]
+        pads = []
+        for f, t in zip(full, target):
+            total = max(f - t, 0)
+            small = total // 2
+            pads.append((total - small, small) if auto_pad == "SAME_LOWER" else (small, total - small))
+    elif auto_pad == "VALID":
+        pads = [(0, 0)] * spatial
+    else:
+        p = list(ctx.attr("pads", [0] * (2 * spatial)))
+        pads = list(zip(p[:spatial], p[spatial:]))
+    out_dims = [f - b - e for f, (b, e) in zip(full, pads)]
+    if out_shape is not None:            # past the full size: rows only the bias reaches
+        out_dims = [int(t) for t in list(out_shape)[-spatial:]]
+    cout = wshape[1] * group
+    if spatial == 1:
+        kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
+        pads, out_dims = [(0, 0)] + pads, [1] + out_dims
+        w = apply_op("ExpandDims", [w, index_scalar(2)])
+    xh = _transpose(_as_2d(x, spatial), _TO_NHWC)
+    wh = _transpose(w, [2, 3, 1, 0])                         # [Cin, Cout/g, kh, kw] -> HWOI
+    attrs = {"strides": [1, *strides, 1], "dilations": [1, *dilations, 1],
+             "padding": "EXPLICIT", "explicit_paddings": [0, 0, *pads[0], *pads[1], 0, 0]}
+
+    def transposed(inp, filt, channels):
+        sizes = fl.constant(np.array([xshape[0], *out_dims, channels], np.int32))
+        return apply_op("Conv2DBackpropInput", [sizes, filt, inp], attrs)
+    if group == 1:
+        y = transposed(xh, wh, cout)
+    else:
+        xs = apply_op("Split", [fl.constant(np.int32(3)), xh], {"num_split": group})
+        ws = apply_op("Split", [fl.constant(np.int32(3)), wh], {"num_split": group})
+        y = apply_op("ConcatV2", [[transposed(a, b, cout // group) for a, b in zip(xs, ws)],
+                                  index_scalar(3)])
+    bias = ctx.optional_input(2)
+    if bias is not None:
+        y = apply_op("BiasAdd", [y, bias])
+    return _from_2d(_transpose(y, _TO_NCHW), spatial)
+
+
 def _pool_setup(ctx):
     x = ctx.input(0)
     spatial = _spatial_rank(ctx, x)
@@ -329,6 +388,7 @@ LOWERINGS = {
     "SpaceToDepth": [(1, None, lower_space_to_depth)],
     "DepthToSpace": [(1, None, lower_depth_to_space)],
     "Conv": [(1, None, lower_conv)],
+    "ConvTranspose": [(1, None, lower_conv_transpose)],
     "MaxPool": [(1, None, lower_max_pool)],
     "AveragePool": [(1, None, lower_average_pool)],
     "GlobalAveragePool": [(1, None, _global("Mean"))],
