@@ -14,13 +14,16 @@ hidden and embedding 64, sequence 10, batch 16) is a quick run.
 flowc's loop collects the hidden states in a loop variable that grows by one step per
 iteration (``shape_invariants``) and the softmax runs once on all of them, as PyTorch and
 TensorFlow do. Every framework starts from the same numpy-drawn weights and the same batch;
-the losses of the first --check-steps steps must agree before anything is timed.
+the losses of the first --check-steps steps must agree before anything is timed (they are the
+warm-up); then the rows take turns, one step each, and each row's median is reported.
 """
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -160,6 +163,23 @@ def tensorflow_trainer(tf, params, x, y, cfg: Config, jit: bool = False):
 
 
 # --- the benchmark -------------------------------------------------------------------------
+def interleaved_medians(steps: Dict[str, Tuple[Callable, int]], settle: float = 0.25
+                        ) -> Dict[str, float]:
+    """Median seconds per step of each row, the rows taking turns one step at a time (so a
+    change of machine load falls on every row alike), each row until it has its repeats.
+    The steps run before (the loss check) are the warm-up: a step here costs seconds."""
+    times: Dict[str, List[float]] = {name: [] for name in steps}
+    for k in range(max(repeats for _, repeats in steps.values())):
+        for name, (step, repeats) in steps.items():
+            if k >= repeats:
+                continue
+            time.sleep(settle)            # other libraries' BLAS threads stop spinning
+            t0 = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def check_losses(trainers, steps: int, reference: str) -> None:
     losses = {name: [check() for _ in range(steps)] for name, (check, _, _) in trainers.items()}
     want = np.array(losses[reference])
@@ -175,7 +195,7 @@ def check_losses(trainers, steps: int, reference: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--check-steps", type=int, default=2)
     parser.add_argument("--small", action="store_true", help="a quick run on a small model")
     parser.add_argument("--no-xla", dest="xla", action="store_false",
@@ -183,7 +203,6 @@ def main() -> None:
     add_threads_argument(parser)
     args = parser.parse_args()
     apply_threads(args.threads)
-    from bench_train_mlp import interleaved_medians
     torch = optional_import("torch")
     tf = optional_import("tensorflow")
     apply_framework_threads(torch, tf, args.threads)
@@ -192,7 +211,7 @@ def main() -> None:
     params = init_params(cfg)
     x, y = sample_batch(cfg)
     model = FlowcModel(params, cfg)
-    few = max(args.repeats // 5, 2)
+    few = max(args.repeats // 3, 1)
     compiled = "flowc compiled C (Session.run)"
     trainers: Dict[str, Tuple[Callable, Callable, int]] = {
         compiled: (*flowc_trainer(model, "c", x, y, cfg), args.repeats),
@@ -210,8 +229,7 @@ def main() -> None:
             *torch_trainer(torch, params, x, y, cfg), args.repeats)
     check_losses(trainers, args.check_steps, "flowc interpreter (Session.run)")
     medians = interleaved_medians({name: (step, repeats)
-                                   for name, (_, step, repeats) in trainers.items()},
-                                  rounds=min(5, args.repeats), warmup=1)
+                                   for name, (_, step, repeats) in trainers.items()})
     rows = [Row(name, seconds) for name, seconds in medians.items()]
     if tf is None:
         rows.append(Row("TensorFlow", None, "not installed"))
@@ -220,7 +238,7 @@ def main() -> None:
     print_table(f"LSTM language model training step: vocabulary {cfg.vocab:,}, embedding "
                 f"{cfg.embed}, hidden {cfg.hidden}, sequence {cfg.seq}, batch {cfg.batch}, "
                 f"full softmax, SGD (median of {args.repeats} steps, interpreter {few}, after "
-                "warm-up)", rows, baseline=compiled, unit="ms", work=cfg.seq * cfg.batch,
+                f"{args.check_steps} checked steps)", rows, baseline=compiled, unit="ms", work=cfg.seq * cfg.batch,
                 work_unit="tokens")
 
 
