@@ -146,3 +146,20 @@ def test_initializers_match_their_definitions(graph):
     assert abs(got["normal"].mean() - 1) < 0.05 and abs(got["normal"].std() - 2) < 0.05
     assert np.abs(got["truncated"]).max() < 1.0
     assert (got["const"] == 0.25).all() and (got["zeros"] == 0).all() and (got["ones"] == 1).all()
+
+
+def test_raw_variables_and_queues_without_shared_names_are_distinct():
+    """An empty shared_name (the attr's default, written '' in the op's signature) falls back
+    to the node's name: two raw VarHandleOps, or two FIFOQueueV2s, are two resources."""
+    from compiler.ops.queue import queue_key
+    from compiler.ops.state import variable_key
+    from dsl.ops import apply_op
+    g = fl.Graph()
+    with g.as_default():
+        a = apply_op("VarHandleOp", [], {"dtype": fl.float32, "shape": [2]}, name="a")
+        b = apply_op("VarHandleOp", [], {"dtype": fl.float32, "shape": [2]}, name="b")
+        q1 = apply_op("FIFOQueueV2", [], {"component_types": [fl.float32]}, name="q1")
+        q2 = apply_op("FIFOQueueV2", [], {"component_types": [fl.float32]}, name="q2")
+    assert a.op.node.attrs["shared_name"] == ""
+    assert variable_key(a.op.node) == "a" and variable_key(b.op.node) == "b"
+    assert queue_key(q1.op.node) == "q1" and queue_key(q2.op.node) == "q2"

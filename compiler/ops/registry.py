@@ -155,8 +155,10 @@ def _parse_default(kind: str, text: str):
         return int(t)
     if kind == "float":
         return float(t)
-    if kind == "string":
-        return t.strip('"')
+    if kind == "string":                       # "text" or 'text' (so '' is the empty string)
+        if len(t) >= 2 and t[0] == t[-1] and t[0] in "\"'":
+            return t[1:-1]
+        return t
     if kind == "type":
         return DType.parse(t)
     if kind == "shape":
