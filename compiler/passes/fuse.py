@@ -10,7 +10,10 @@ broadcast to the output's shape) and whose ``fused_from`` lists the nodes it rep
 Fetched, stateful, control-flow and communication nodes are never fused; nodes with control
 inputs or control users keep their own kernels.
 
-A Fused node holds at most ``MAX_FUSED_OPS`` ops; longer chains become several kernels.
+A Fused node holds at most ``MAX_FUSED_OPS`` ops, and its expression (a tree: a value the
+chain reads twice, like ``x`` in ``square(x) - abs(x)``, is inlined at each use) evaluates at
+most ``MAX_FUSED_OPS`` ops per element; longer chains become several kernels. Without the
+second bound, a chain of such steps doubles its expression at each step.
 ``--disable-passes=fuse`` compiles the unfused program, for comparison.
 """
 from __future__ import annotations
@@ -80,6 +83,29 @@ def _op_count(node: Node) -> int:
     return len(node.attrs["fused_from"]) if node.op == "Fused" else 1
 
 
+def _expr_size(expr: Expr) -> int:
+    """Ops evaluated per output element (a sub-expression used twice counts twice)."""
+    if isinstance(expr, int):
+        return 0
+    return 1 + sum(_expr_size(a) for a in expr[1])
+
+
+def _uses(expr: Expr, operand: int) -> int:
+    if isinstance(expr, int):
+        return int(expr == operand)
+    return sum(_uses(a, operand) for a in expr[1])
+
+
+def _merged_size(producer: Node, consumer: Node) -> int:
+    """Size of the consumer's expression with the producer inlined at each of its uses (an
+    expression is a tree: a value read twice is computed twice)."""
+    p_expr, _, _ = _expr_of(producer)
+    c_expr, c_operands, _ = _expr_of(consumer)
+    produced = producer.output(0)
+    uses = sum(_uses(c_expr, k) for k, o in enumerate(c_operands) if o == produced)
+    return _expr_size(c_expr) + uses * _expr_size(p_expr)
+
+
 def _expr_of(node: Node):
     """(expression, operands) of a fusable node: its own op over its inputs, or its Fused expr."""
     from compiler.ops.fused import parse_expr
@@ -113,6 +139,8 @@ class Fuse(Pass):
                     continue
                 if _op_count(node) + _op_count(user) > MAX_FUSED_OPS:
                     continue
+                if _merged_size(node, user) > MAX_FUSED_OPS:
+                    continue              # inlining a value read twice doubles its work
                 self._merge(graph, node, user)
                 changed = progress = True
         return changed
