@@ -5,7 +5,6 @@ interpreter's results with reuse on and off; the arena is kept in a per-module p
 concurrent calls share safely; ``flowc compile --memory-report`` reports the arena's size.
 """
 import concurrent.futures
-import os
 import re
 import textwrap
 
@@ -19,7 +18,6 @@ from cli_runner import flowc
 from compiler.codegen.memory_plan import ALIGNMENT, LiveBuffer, aligned, plan_offsets
 from compiler.passes.manager import PipelineOptions
 from compiler.step import make_step_graph, optimize, write_artifact
-from oracle import assert_same
 from runtime.artifact import load_artifact
 
 REUSE = PipelineOptions(disable=("fold-constants",))
@@ -137,7 +135,8 @@ def test_random_graphs_give_the_interpreters_results_with_reuse_on_and_off(seed,
         exe, plan = compile_step(g, feeds, fetches, options, tmp_path / f"m{k}")
         got = exe.run([values[f] for f in feeds])
         for i, (w, v) in enumerate(zip(want, got)):
-            np.testing.assert_allclose(v, w, rtol=1e-4, atol=1e-5, err_msg=f"fetch {i}, options {k}")
+            np.testing.assert_allclose(v, w, rtol=1e-4, atol=1e-5,
+                                       err_msg=f"fetch {i}, options {k}")
         planned.append(plan)
     assert planned[1] is None                       # reuse off: no plan, every buffer its own
     for plan in (planned[0], planned[2]):

@@ -463,7 +463,8 @@ class _Emitter:
         return ["/* Memory plan: each call runs in one block from this module's pool (tensor slots,",
                 f"   then the arena of planned buffers: {len(self.memory.buffers)} buffers, "
                 f"{self.memory.total_bytes} bytes without reuse). */",
-                f"#define FLOWC_SLOTS_BYTES ((size_t)(({max(len(self.decls), 1)} * sizeof(flowc_tensor) + 63) & ~(size_t)63))",
+                f"#define FLOWC_SLOTS_BYTES ((size_t)(({max(len(self.decls), 1)} "
+                "* sizeof(flowc_tensor) + 63) & ~(size_t)63))",
                 f"#define FLOWC_ARENA_BYTES ((size_t){self.arena_size})",
                 "static flowc_arena_pool flowc_arenas;",
                 "__attribute__((destructor)) static void flowc_arenas_release(void) "

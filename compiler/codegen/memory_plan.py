@@ -62,7 +62,8 @@ def plan_offsets(buffers: Sequence[LiveBuffer], alignment: int = ALIGNMENT) -> A
     n = len(buffers)
     for b in buffers:
         if b.end < b.start or b.nbytes < 0:
-            raise ValueError(f"buffer {b.key!r}: bad interval [{b.start}, {b.end}] or size {b.nbytes}")
+            raise ValueError(f"buffer {b.key!r}: bad interval [{b.start}, {b.end}] "
+                             f"or size {b.nbytes}")
     sizes = [aligned(b.nbytes, alignment) for b in buffers]
     order = sorted(range(n), key=lambda i: (-sizes[i], buffers[i].start, buffers[i].end, i))
     # the buffers placed so far, as arrays: one vectorized test finds those live at the same time
@@ -242,7 +243,7 @@ def format_memory_report(device: str, plan: Optional[StepMemoryPlan], largest: i
              f"({plan.in_place_count()} written in place over a dying input)"]
     biggest = sorted(plan.buffers, key=lambda b: (-b.nbytes, b.start))[:largest]
     if biggest:
-        lines.append(f"  largest buffers:")
+        lines.append("  largest buffers:")
         lines.append(f"    {'bytes':>12}  {'offset':>12}  {'live':>11}  node (op)  location")
         for b in biggest:
             n = b.node
