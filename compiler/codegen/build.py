@@ -17,7 +17,12 @@ from runtime.artifact import sha256_file
 from compiler.errors import BuildError
 
 RUNTIME_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(runtime.__file__)), "csrc")
+# -fno-math-errno and -fno-trapping-math change no result (generated code never reads errno
+# or the floating-point exception flags, and never enables traps) but let gcc if-convert and
+# vectorize loops with comparisons (ReLU, clamps, NaN selects); no -ffast-math: NaN, Inf,
+# signed zeros and the order of float operations are kept.
 BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-std=gnu11", "-fno-math-errno",
+              "-fno-trapping-math",
               "-Wall", "-Wno-unused-variable", "-Wno-unused-label", "-Wno-unused-but-set-variable")
 
 
@@ -54,8 +59,17 @@ class BuildResult:
     cached: bool         # True when nothing was compiled
 
 
+# Flags of each module-level feature a kernel may ask for (``kc.require``), added to the
+# compile and link line of only the modules that use it.
+OPENMP_FLAGS = ("-fopenmp",)
+
+
 def feature_flags(features: Sequence[str]) -> List[str]:
+    """Compile and link flags for the features a module asked for: ``blas`` (flowc's
+    OpenBLAS), ``openmp`` (parallel loops, see codegen_templates/c/parallel.c.j2)."""
     flags: List[str] = []
+    if "openmp" in features:
+        flags.extend(OPENMP_FLAGS)
     if "blas" in features:
         flags.extend(blas_flags())
     return flags

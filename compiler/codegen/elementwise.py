@@ -1,9 +1,12 @@
 """Elementwise kernels with numpy broadcasting, shared by every elementwise op (and later by
 fused kernels). Inputs of the output's shape are read with the flat index; size-1 inputs as a
 scalar; anything else through a loop nest with per-input strides (0 on broadcast dims), so the
-innermost loop stays contiguous and vectorizable."""
+innermost loop stays contiguous and vectorizable. Large outputs are split across cores
+(``parallel.c.j2``), and float32 ``expf`` calls become flowc's vectorizable exp
+(``math_helpers.c.j2``), so loops of exp and sigmoid vectorize too."""
 from __future__ import annotations
 
+import re
 from typing import List, Optional
 
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
@@ -68,6 +71,21 @@ def input_strides(out: TensorRef, x: TensorRef) -> List[str]:
     return strides
 
 
+_EXPF_CALL = re.compile(r"\bexpf\(")
+
+
+def use_vector_expf(kc: KernelContext, expr: str) -> str:
+    """``expr`` with each libm ``expf(`` call replaced by flowc's branch-free float exp
+    (same IEEE special cases, within 2 ulp), which the C compiler vectorizes; libm's ``expf``
+    is an opaque call that keeps the whole loop scalar."""
+    if not _EXPF_CALL.search(expr):
+        return expr
+    name = "flowc_vexpf"
+    kc.module.add_global(kc.render("math_helpers.c.j2", fn="vexpf", name=name, T="float",
+                                   U="uint32_t", is_signed=False, fmod=""))
+    return _EXPF_CALL.sub(name + "(", expr)
+
+
 def emit_elementwise(kc: KernelContext, expr: str, out_index: int = 0,
                      fail_if: Optional[str] = None, fail_message: str = "") -> str:
     """Render ``out[i] = expr`` where ``expr`` reads the inputs as ``a0``, ``a1``, ...
@@ -87,5 +105,6 @@ def emit_elementwise(kc: KernelContext, expr: str, out_index: int = 0,
             modes.append("strided")
     strides = [input_strides(out, x) for x in kc.inputs]
     fail = kc.fail(fail_message) if fail_if else ""
-    return kc.render("elementwise.c.j2", expr=expr, out=out, modes=modes, strides=strides,
-                     nested=("strided" in modes), fail_if=fail_if, fail=fail)
+    return kc.render("elementwise.c.j2", expr=use_vector_expf(kc, expr), out=out, modes=modes,
+                     strides=strides, nested=("strided" in modes), inner=out.dim_product(1),
+                     fail_if=fail_if, fail=fail)

@@ -12,8 +12,9 @@ loop (``codegen/elementwise.py``).
 """
 from __future__ import annotations
 
+import itertools
 import re
-from typing import List, Tuple, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -114,8 +115,10 @@ def _kernel(ctx, *xs):
 _ARG = re.compile(r"\ba(\d+)\b")
 
 
-def _c_expr(kc: KernelContext, expr: Expr) -> str:
-    """The scalar C expression of ``expr`` over the kernel's inputs ``a0``, ``a1``, ..."""
+def _c_expr(kc: KernelContext, expr: Expr, names: Optional[Iterator[int]] = None) -> str:
+    """The scalar C expression of ``expr`` over the kernel's inputs ``a0``, ``a1``, ...
+    (``names`` numbers the locals it binds, unique within the expression)."""
+    names = itertools.count() if names is None else names
     if isinstance(expr, int):
         return f"a{expr}"
     op_name, args = expr
@@ -123,14 +126,25 @@ def _c_expr(kc: KernelContext, expr: Expr) -> str:
     c_expr = op.extra.get("c_expr")
     if c_expr is None:
         raise kc.error(f"op {op_name} in a fused expression has no scalar C expression")
-    parts = [_c_expr(kc, a) for a in args]
+    parts = [_c_expr(kc, a, names) for a in args]
     if callable(c_expr):
         T = kc.out.dtype
         scalar = TensorType(T, ())
         sub = KernelContext(kc.node, [TensorRef(f"a{i}", scalar, kc.target) for i in range(len(args))],
                             [TensorRef("o", scalar, kc.target)], kc.target, kc.module)
         c_expr = c_expr(sub)
-    return "(" + _ARG.sub(lambda m: f"({parts[int(m.group(1))]})", c_expr) + ")"
+    # An operand the op's expression reads more than once (Square is ``a0 * a0``) is bound
+    # to a local first (a GNU statement expression), so the text of a long chain stays
+    # linear in its length instead of doubling at each such op.
+    uses = [m.group(1) for m in _ARG.finditer(c_expr)]
+    binds = []
+    for i, part in enumerate(parts):
+        if uses.count(str(i)) > 1 and not _ARG.fullmatch(part):
+            name = f"fx{next(names)}"
+            binds.append(f"const {kc.out.ctype} {name} = {part};")
+            parts[i] = name
+    text = "(" + _ARG.sub(lambda m: f"({parts[int(m.group(1))]})", c_expr) + ")"
+    return f"({{ {' '.join(binds)} {text}; }})" if binds else text
 
 
 def _c_kernel(kc: KernelContext) -> str:

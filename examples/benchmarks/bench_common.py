@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import platform
 import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -22,13 +23,15 @@ def import_example(name: str):
     return importlib.import_module(name)
 
 
-THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                    "FLOWC_NUM_THREADS")
 
 
 def add_threads_argument(parser) -> None:
     parser.add_argument("--threads", type=int, default=None,
-                        help="threads for every BLAS and for PyTorch (default: the libraries' "
-                        "own); 1 gives steadier numbers on a small or busy machine")
+                        help="threads for every BLAS, flowc's parallel loops, PyTorch and "
+                        "TensorFlow (default: the libraries' own); 1 gives steadier numbers on "
+                        "a small or busy machine")
 
 
 def apply_threads(threads: Optional[int]) -> None:
@@ -113,3 +116,82 @@ def print_table(title: str, rows: List[Row], baseline: str, unit: str = "ms",
         line += f"{r.seconds / base:>10.2f}"
         print(line + (f"  {r.note}" if r.note else ""))
     print(f"ratio: time per step divided by that of '{baseline}' (lower is faster)")
+
+
+# --- the one table of run_all.py ---------------------------------------------------------
+FLOWC = "flowc C"
+SYSTEMS = (FLOWC, "numpy", "PyTorch eager", "torch.compile", "TF1 session", "tf.function",
+           "tf.function XLA", "JAX", "onnxruntime")
+NOT_INSTALLED = "not installed"
+
+
+@dataclass
+class Result:
+    """One system on one benchmark: seconds per step (None: not measured, ``note`` says why)
+    and the work one step does (``work`` of ``work_unit``, for the rate column)."""
+    benchmark: str
+    system: str
+    seconds: Optional[float]
+    work: float = 0.0
+    work_unit: str = ""
+    note: str = ""
+
+
+@dataclass
+class Frameworks:
+    """The peers found in this process (None when not installed) and the thread count given
+    to them (None: each library's default)."""
+    torch: object = None
+    tf: object = None
+    threads: Optional[int] = None
+
+    @classmethod
+    def load(cls, threads: Optional[int] = None) -> "Frameworks":
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        torch, tf = optional_import("torch"), optional_import("tensorflow")
+        apply_framework_threads(torch, tf, threads)
+        return cls(torch, tf, threads)
+
+    def missing(self, benchmark: str, systems: Sequence[str]) -> List[Result]:
+        """'not installed' results for those of ``systems`` whose library is missing."""
+        needs = {"PyTorch eager": self.torch, "torch.compile": self.torch,
+                 "TF1 session": self.tf, "tf.function": self.tf, "tf.function XLA": self.tf}
+        return [Result(benchmark, s, None, note=NOT_INSTALLED)
+                for s in systems if s in needs and needs[s] is None]
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it)."""
+    return importlib.util.find_spec(module) is not None
+
+
+def print_summary(results: Sequence[Result], title: str) -> None:
+    """One table: every benchmark, every system, time per step, the rate, and flowc/peer (the
+    flowc C row's time divided by the row's: below 1, flowc is faster)."""
+    print(title)
+    head = (f"{'benchmark':<34}{'system':<34}{'ms/step':>12}{'rate':>22}{'flowc/peer':>12}")
+    print(head)
+    print("-" * len(head))
+    order: List[str] = []
+    for r in results:
+        if r.benchmark not in order:
+            order.append(r.benchmark)
+    for bench in order:
+        rows = [r for r in results if r.benchmark == bench]
+        flowc = next((r.seconds for r in rows if r.system == FLOWC), None)
+        for r in rows:
+            if r.seconds is None:
+                print(f"{bench:<34}{r.system:<34}{'-':>12}{'-':>22}{'-':>12}  {r.note}")
+                continue
+            rate = format_rate(r.work / r.seconds, r.work_unit) if r.work else "-"
+            ratio = f"{flowc / r.seconds:.2f}" if flowc and r.system != FLOWC else "-"
+            note = f"  {r.note}" if r.note else ""
+            print(f"{bench:<34}{r.system:<34}{r.seconds * 1e3:>12.3f}{rate:>22}{ratio:>12}{note}")
+        bench = ""
+    print("flowc/peer: flowc C's time per step divided by the row's (below 1: flowc is faster)")
+
+
+def format_rate(per_second: float, unit: str) -> str:
+    if per_second >= 1e4 and unit in ("ops", "examples"):
+        return f"{per_second:,.0f} {unit}/s"
+    return f"{per_second:,.2f} {unit}/s"

@@ -15,11 +15,12 @@ import os
 import sys
 import tempfile
 import time
+from typing import Callable, Dict, List
 
 import numpy as np
 
-from bench_common import (Row, add_threads_argument, apply_threads, environment_line,
-                          median_seconds, optional_import, print_table)
+from bench_common import (FLOWC, Frameworks, Result, Row, add_threads_argument, apply_threads,
+                          environment_line, median_seconds, optional_import, print_table)
 
 import dsl as fl  # noqa: E402
 from compiler.passes.manager import PipelineOptions  # noqa: E402
@@ -88,6 +89,72 @@ def python_loop(add, x, n: int):
             y = add(y, x)
         return y
     return run
+
+
+# --- for run_all.py ----------------------------------------------------------------------
+NAME = "dispatch"
+WHOLE_CHAIN_COMPILERS = "not measured: compiles the chain into one fused kernel"
+
+
+def tf1_chain(tf, n: int):
+    """The chain as a TF1 graph of ``n`` tf.add ops run by a session (the paper's executor)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        y = x
+        for _ in range(n):
+            y = tf.add(y, x)
+        empty = tf.identity(x)
+    sess = tf.compat.v1.Session(graph=graph)
+    return (lambda: sess.run(y, {x: 1.0})), (lambda: sess.run(empty, {x: 1.0}))
+
+
+def tf_function_chain(tf, n: int):
+    @tf.function
+    def chain(x):
+        y = x
+        for _ in range(n):
+            y = tf.add(y, x)
+        return y
+
+    @tf.function
+    def empty(x):
+        return tf.identity(x)
+    x = tf.constant(1.0)
+    return (lambda: chain(x).numpy()), (lambda: empty(x).numpy())
+
+
+def measure(fw: Frameworks, quick: bool = False, n: int = 10_000) -> List[Result]:
+    """Ops/s of the n-op chain (fusion off) and the latency of an empty step, per system."""
+    repeats = 5 if quick else 20
+    one = np.float32(1.0)
+    graph, x, y = chain_graph(n)
+    compiled = fl.Session(graph=graph, backend="c", options=NO_FUSION)
+    chains: Dict[str, Callable] = {FLOWC: lambda: compiled.run(y, {x: one}),
+                                   "numpy": python_loop(lambda a, b: a + b, one, n)}
+    eg, ex, ey = empty_graph()
+    empty_c = fl.Session(graph=eg, backend="c")
+    empties: Dict[str, Callable] = {FLOWC: lambda: empty_c.run(ey, {ex: one})}
+    if fw.torch is not None:
+        t = fw.torch.tensor(1.0)
+        chains["PyTorch eager"] = python_loop(lambda a, b: a + b, t, n)
+    if fw.tf is not None:
+        chains["TF1 session"], empties["TF1 session"] = tf1_chain(fw.tf, n)
+        chains["tf.function"], empties["tf.function"] = tf_function_chain(fw.tf, n)
+    for name, step in chains.items():
+        if float(step()) != n + 1:
+            raise SystemExit(f"{name} computed {float(step())}, expected {n + 1}")
+    bench = f"dispatch: {n:,} scalar adds"
+    results = [Result(bench, k, median_seconds(fn, repeats), n, "ops",
+                      note="Python loop" if k in ("numpy", "PyTorch eager") else "")
+               for k, fn in chains.items()]
+    results += [Result(bench, k, None, note=WHOLE_CHAIN_COMPILERS)
+                for k in ("torch.compile", "tf.function XLA")]
+    results += fw.missing(bench, ("PyTorch eager", "TF1 session", "tf.function"))
+    bench = "empty step (1 feed, 1 fetch)"
+    results += [Result(bench, k, median_seconds(fn, repeats * 50), 1, "steps")
+                for k, fn in empties.items()]
+    return results
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
-"""One SGD training step of a small CNN on 8x8x1 digit-sized images (float32, NHWC):
-conv 3x3x1x16 SAME + bias, ReLU, 2x2 max pool, conv 3x3x16x32 SAME + bias, ReLU, flatten,
-dense 512x10, mean sparse softmax cross-entropy, learning rate 0.01. flowc's compiled C and
-interpreter beside, when installed, PyTorch and TensorFlow.
+"""One SGD training step of a small CNN on 28x28x1 (MNIST-sized) images, batch 64 (float32,
+NHWC): conv 5x5x1x32 SAME + bias, ReLU, 2x2 max pool, conv 5x5x32x64 SAME + bias, ReLU, 2x2
+max pool, flatten, dense 3136x128 + bias, ReLU, dense 128x10 + bias, mean sparse softmax
+cross-entropy, learning rate 0.01. flowc's compiled C and interpreter beside, when installed,
+PyTorch (eager and torch.compile) and TensorFlow (TF1 session, tf.function, XLA).
 
     python3 examples/benchmarks/bench_train_cnn.py [--batch B] [--repeats N] [--threads T]
 
@@ -24,7 +25,8 @@ from bench_train_mlp import interleaved_medians
 import dsl as fl  # noqa: E402
 
 LEARNING_RATE = 0.01
-IMAGE = (8, 8, 1)
+IMAGE = (28, 28, 1)
+FLAT = 7 * 7 * 64
 CLASSES = 10
 REFERENCE = "flowc interpreter (Session.run)"
 BASELINE = "flowc compiled C (Session.run)"
@@ -41,12 +43,13 @@ def init_params(seed: int = 0) -> Params:
 
     def bias(n):
         return rng.uniform(-0.1, 0.1, n).astype(np.float32)
-    return {"f1": glorot((3, 3, 1, 16), 9, 9 * 16), "b1": bias(16),
-            "f2": glorot((3, 3, 16, 32), 9 * 16, 9 * 32), "b2": bias(32),
-            "w3": glorot((4 * 4 * 32, CLASSES), 512, CLASSES), "b3": bias(CLASSES)}
+    return {"f1": glorot((5, 5, 1, 32), 25, 25 * 32), "b1": bias(32),
+            "f2": glorot((5, 5, 32, 64), 25 * 32, 25 * 64), "b2": bias(64),
+            "w3": glorot((FLAT, 128), FLAT, 128), "b3": bias(128),
+            "w4": glorot((128, CLASSES), 128, CLASSES), "b4": bias(CLASSES)}
 
 
-ORDER = ("f1", "b1", "f2", "b2", "w3", "b3")
+ORDER = ("f1", "b1", "f2", "b2", "w3", "b3", "w4", "b4")
 
 
 def sample_batch(batch: int, seed: int = 1) -> Tuple[np.ndarray, np.ndarray]:
@@ -66,7 +69,9 @@ def flowc_model(params: Params):
         h = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(x, v["f1"], 1, "SAME"), v["b1"]))
         h = fl.nn.max_pool(h, 2, 2, "VALID")
         h = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(h, v["f2"], 1, "SAME"), v["b2"]))
-        logits = fl.matmul(fl.reshape(h, [-1, 4 * 4 * 32]), v["w3"]) + v["b3"]
+        h = fl.nn.max_pool(h, 2, 2, "VALID")
+        h = fl.nn.relu(fl.matmul(fl.reshape(h, [-1, FLAT]), v["w3"]) + v["b3"])
+        logits = fl.matmul(h, v["w4"]) + v["b4"]
         loss = fl.reduce_mean(fl.nn.sparse_softmax_cross_entropy_with_logits(
             labels=labels, logits=logits), name="loss")
         var_list = [v[k] for k in ORDER]
@@ -93,12 +98,12 @@ def flowc_trainer(model, backend: str, xv, lv):
 
 
 # --- PyTorch -------------------------------------------------------------------------------
-def torch_trainer(torch, params: Params, xv, lv):
+def torch_trainer(torch, params: Params, xv, lv, compile: bool = False):
     """NCHW convolutions (PyTorch's layout; the input is converted once, outside the timing);
     the activations go back to NHWC before the flatten so the dense weights are the same."""
     nn, F = torch.nn, torch.nn.functional
-    conv1, conv2 = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(16, 32, 3, padding=1)
-    dense = nn.Linear(512, CLASSES)
+    conv1, conv2 = nn.Conv2d(1, 32, 5, padding=2), nn.Conv2d(32, 64, 5, padding=2)
+    dense, out = nn.Linear(FLAT, 128), nn.Linear(128, CLASSES)
     with torch.no_grad():
         conv1.weight.copy_(torch.from_numpy(params["f1"].transpose(3, 2, 0, 1).copy()))
         conv1.bias.copy_(torch.from_numpy(params["b1"]))
@@ -106,16 +111,23 @@ def torch_trainer(torch, params: Params, xv, lv):
         conv2.bias.copy_(torch.from_numpy(params["b2"]))
         dense.weight.copy_(torch.from_numpy(params["w3"].T.copy()))
         dense.bias.copy_(torch.from_numpy(params["b3"]))
-    modules = nn.ModuleList([conv1, conv2, dense])
+        out.weight.copy_(torch.from_numpy(params["w4"].T.copy()))
+        out.bias.copy_(torch.from_numpy(params["b4"]))
+    modules = nn.ModuleList([conv1, conv2, dense, out])
     opt = torch.optim.SGD(modules.parameters(), lr=LEARNING_RATE)
     xt = torch.from_numpy(xv).permute(0, 3, 1, 2).contiguous()
     lt = torch.from_numpy(lv)
 
+    def forward():
+        h = F.max_pool2d(F.relu(conv1(xt)), 2)
+        h = F.max_pool2d(F.relu(conv2(h)), 2).permute(0, 2, 3, 1).reshape(h.shape[0], -1)
+        return F.cross_entropy(out(F.relu(dense(h))), lt)
+    if compile:                     # forward and backward compiled; the SGD update eager
+        forward = torch.compile(forward)
+
     def step():
         opt.zero_grad()
-        h = F.max_pool2d(F.relu(conv1(xt)), 2)
-        h = F.relu(conv2(h)).permute(0, 2, 3, 1).reshape(h.shape[0], -1)
-        loss = F.cross_entropy(dense(h), lt)
+        loss = forward()
         loss.backward()
         opt.step()
         return loss
@@ -131,16 +143,64 @@ def tensorflow_trainer(tf, params: Params, xv, lv, jit: bool = False):
     @tf.function(jit_compile=jit)
     def step():
         with tf.GradientTape() as tape:
-            h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(xt, v["f1"], 1, "SAME"), v["b1"]))
-            h = tf.nn.max_pool2d(h, 2, 2, "VALID")
-            h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, v["f2"], 1, "SAME"), v["b2"]))
-            logits = tf.matmul(tf.reshape(h, [-1, 512]), v["w3"]) + v["b3"]
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=lt, logits=logits))
+            loss = tf_loss(tf, v, xt, lt)
         for var, g in zip(flat, tape.gradient(loss, flat)):
             var.assign_sub(LEARNING_RATE * g)
         return loss
     return lambda: float(step().numpy()), step
+
+
+def tf_loss(tf, v, x, labels):
+    h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, v["f1"], 1, "SAME"), v["b1"]))
+    h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+    h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, v["f2"], 1, "SAME"), v["b2"]))
+    h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+    h = tf.nn.relu(tf.matmul(tf.reshape(h, [-1, FLAT]), v["w3"]) + v["b3"])
+    logits = tf.matmul(h, v["w4"]) + v["b4"]
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits))
+
+
+def tf1_session_trainer(tf, params: Params, xv, lv):
+    """TensorFlow 1.x style: a graph, tf.compat.v1.train.GradientDescentOptimizer, a session."""
+    graph = tf.Graph()
+    with graph.as_default():
+        v = {k: tf.compat.v1.Variable(params[k]) for k in ORDER}
+        loss = tf_loss(tf, v, tf.constant(xv), tf.constant(lv))
+        train = tf.compat.v1.train.GradientDescentOptimizer(LEARNING_RATE).minimize(loss)
+        init = tf.compat.v1.global_variables_initializer()
+    sess = tf.compat.v1.Session(graph=graph)
+    sess.run(init)
+    return lambda: float(sess.run([loss, train])[0]), lambda: sess.run(train)
+
+
+# --- for run_all.py ------------------------------------------------------------------------
+NAME = "cnn"
+
+
+def measure(fw, quick: bool = False, batch: int = 64) -> list:
+    from bench_common import FLOWC, Result
+    params = init_params()
+    xv, lv = sample_batch(batch)
+    model = flowc_model(params)
+    trainers = {FLOWC: (*flowc_trainer(model, "c", xv, lv), 0),
+                REFERENCE: (*flowc_trainer(model, "interpreter", xv, lv), 0)}
+    if fw.torch is not None:
+        trainers["PyTorch eager"] = (*torch_trainer(fw.torch, params, xv, lv), 0)
+        trainers["torch.compile"] = (*torch_trainer(fw.torch, params, xv, lv, compile=True), 0)
+    if fw.tf is not None:
+        trainers["TF1 session"] = (*tf1_session_trainer(fw.tf, params, xv, lv), 0)
+        trainers["tf.function"] = (*tensorflow_trainer(fw.tf, params, xv, lv), 0)
+        trainers["tf.function XLA"] = (*tensorflow_trainer(fw.tf, params, xv, lv, jit=True), 0)
+    check_losses(trainers, 2 if quick else 3)
+    del trainers[REFERENCE]
+    repeats = 5 if quick else 30
+    medians = interleaved_medians({k: (step, repeats) for k, (_, step, _) in trainers.items()})
+    bench = f"CNN train step 28x28x1, batch {batch}"
+    return ([Result(bench, k, v, batch, "examples") for k, v in medians.items()]
+            + [Result(bench, "numpy", None, note="not measured: no hand-written numpy CNN")]
+            + fw.missing(bench, ("PyTorch eager", "torch.compile", "TF1 session",
+                                 "tf.function", "tf.function XLA")))
 
 
 # --- the benchmark -------------------------------------------------------------------------
@@ -184,7 +244,11 @@ def main() -> None:
     if torch is not None:
         trainers["PyTorch (eager, optim.SGD)"] = (*torch_trainer(torch, params, xv, lv),
                                                   args.repeats)
+        trainers["PyTorch (torch.compile, optim.SGD)"] = (
+            *torch_trainer(torch, params, xv, lv, compile=True), args.repeats)
     if tf is not None:
+        trainers["TensorFlow (TF1 session)"] = (*tf1_session_trainer(tf, params, xv, lv),
+                                                args.repeats)
         trainers["TensorFlow (tf.function)"] = (*tensorflow_trainer(tf, params, xv, lv),
                                                 args.repeats)
         if args.xla:
@@ -199,7 +263,8 @@ def main() -> None:
         rows.append(Row("PyTorch", None, "not installed"))
     if tf is None:
         rows.append(Row("TensorFlow", None, "not installed"))
-    title = (f"CNN training step (8x8x1 -> conv3x3x16 -> pool -> conv3x3x32 -> dense 10), "
+    title = (f"CNN training step (28x28x1 -> conv5x5x32 -> pool -> conv5x5x64 -> pool -> "
+             f"dense 128 -> dense 10), "
              f"batch {args.batch}, SGD (flowc: {model[-1]}; median of {args.repeats} steps in 5 "
              f"interleaved rounds, interpreter: {few})")
     print_table(title, rows, baseline=BASELINE, unit="ms", work=args.batch, work_unit="examples")

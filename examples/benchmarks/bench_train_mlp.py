@@ -134,7 +134,7 @@ def numpy_trainer(params: Params, x, labels):
 
 
 # --- PyTorch -------------------------------------------------------------------------------
-def torch_trainer(torch, params: Params, x, labels):
+def torch_trainer(torch, params: Params, x, labels, compile: bool = False):
     layers = []
     for i, (w, b) in enumerate(params):
         lin = torch.nn.Linear(*w.shape)
@@ -146,6 +146,8 @@ def torch_trainer(torch, params: Params, x, labels):
             layers.append(torch.nn.ReLU())
     model = torch.nn.Sequential(*layers)
     opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    if compile:                     # forward and backward compiled; the SGD update eager
+        model = torch.compile(model)
     xt, lt = torch.from_numpy(x), torch.from_numpy(labels)
 
     def step() -> float:
@@ -177,6 +179,61 @@ def tensorflow_trainer(tf, params: Params, x, labels, jit: bool = False):
             v.assign_sub(LEARNING_RATE * g)
         return loss
     return lambda: float(step().numpy()), step
+
+
+def tf1_session_trainer(tf, params: Params, x, labels):
+    """TensorFlow 1.x style: a graph, tf.compat.v1.train.GradientDescentOptimizer, a session."""
+    graph = tf.Graph()
+    with graph.as_default():
+        h = tf.constant(x)
+        for i, (w, b) in enumerate(params):
+            h = tf.matmul(h, tf.compat.v1.Variable(w)) + tf.compat.v1.Variable(b)
+            if i < len(params) - 1:
+                h = tf.nn.relu(h)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.constant(labels), logits=h))
+        train = tf.compat.v1.train.GradientDescentOptimizer(LEARNING_RATE).minimize(loss)
+        init = tf.compat.v1.global_variables_initializer()
+    sess = tf.compat.v1.Session(graph=graph)
+    sess.run(init)
+    return lambda: float(sess.run([loss, train])[0]), lambda: sess.run(train)
+
+
+# --- for run_all.py ------------------------------------------------------------------------
+NAME = "mlp"
+
+
+def peer_trainers(fw, params: Params, x, labels) -> Dict[str, Tuple[Callable, Callable]]:
+    """Every installed peer's (step returning the loss, step), named as in run_all's table."""
+    out: Dict[str, Tuple[Callable, Callable]] = {"numpy": numpy_trainer(params, x, labels)}
+    if fw.torch is not None:
+        out["PyTorch eager"] = torch_trainer(fw.torch, params, x, labels)
+        out["torch.compile"] = torch_trainer(fw.torch, params, x, labels, compile=True)
+    if fw.tf is not None:
+        out["TF1 session"] = tf1_session_trainer(fw.tf, params, x, labels)
+        out["tf.function"] = tensorflow_trainer(fw.tf, params, x, labels)
+        out["tf.function XLA"] = tensorflow_trainer(fw.tf, params, x, labels, jit=True)
+    return out
+
+
+def measure(fw, quick: bool = False) -> list:
+    from bench_common import FLOWC, Result
+    results = []
+    for batch in BATCHES:
+        params = init_params()
+        x, labels = sample_batch(batch)
+        trainers = {FLOWC: flowc_trainer(FlowcModel(params), "c", x, labels)}
+        trainers.update(peer_trainers(fw, params, x, labels))
+        checked = {name: (check, step, 0) for name, (check, step) in trainers.items()}
+        checked[NUMPY] = checked.pop("numpy")
+        check_losses(checked, 3)
+        repeats = 10 if quick else 50
+        medians = interleaved_medians({k: (step, repeats) for k, (_, step) in trainers.items()})
+        bench = f"MLP train step, batch {batch}"
+        results += [Result(bench, k, v, batch, "examples") for k, v in medians.items()]
+        results += fw.missing(bench, ("PyTorch eager", "torch.compile", "TF1 session",
+                                      "tf.function", "tf.function XLA"))
+    return results
 
 
 # --- the benchmark -------------------------------------------------------------------------
