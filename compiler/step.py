@@ -180,6 +180,9 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                 continue
             with open(os.path.join(tmp, f"{label}.c"), "w") as f:
                 f.write(emitted.source)
+            for fname, data in getattr(emitted, "blobs", {}).items():   # what .incbin reads
+                with open(os.path.join(tmp, fname), "wb") as f:
+                    f.write(data)
             shutil.copyfile(built.path, os.path.join(tmp, f"{label}.so"))
             for fname in (f"{label}.c", f"{label}.so"):
                 files[fname] = sha256_file(os.path.join(tmp, fname))
@@ -217,7 +220,8 @@ def _build_module(device: str, emitted, cuda_arch: Optional[str]):
     if _is_gpu(device):
         from compiler.codegen.cuda_build import build_cuda_module
         return build_cuda_module(emitted.source, cuda_arch, name=device_label(device))
-    return build_shared_object(emitted.source, sorted(emitted.features))
+    return build_shared_object(emitted.source, sorted(emitted.features),
+                               blobs=getattr(emitted, "blobs", None))
 
 
 @functools.lru_cache(maxsize=1)

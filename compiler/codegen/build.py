@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import runtime
 from compiler.build_cache import cache_root
@@ -75,14 +75,20 @@ def feature_flags(features: Sequence[str]) -> List[str]:
     return flags
 
 
-def build_shared_object(source: str, features: Sequence[str] = (), name: str = "module") -> BuildResult:
+def build_shared_object(source: str, features: Sequence[str] = (), name: str = "module",
+                        blobs: Optional[Dict[str, bytes]] = None) -> BuildResult:
+    """``blobs``: files the source includes with ``.incbin`` (written beside it)."""
     cc = compiler_command()
     flags = list(BASE_FLAGS) + [f"-I{RUNTIME_INCLUDE}"]
     link = feature_flags(features)
+    blobs = dict(blobs or {})
     with open(os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"), "rb") as f:
         header = f.read()
-    key = hashlib.sha256(b"\0".join([source.encode(), header, compiler_identity(cc).encode(),
-                                     " ".join(flags + link).encode()])).hexdigest()
+    parts = [source.encode(), header, compiler_identity(cc).encode(),
+             " ".join(flags + link).encode()]
+    for fname in sorted(blobs):
+        parts += [fname.encode(), hashlib.sha256(blobs[fname]).digest()]
+    key = hashlib.sha256(b"\0".join(parts)).hexdigest()
     d = os.path.join(cache_dir(), "objects", key[:2])
     os.makedirs(d, exist_ok=True)
     so = os.path.join(d, key + ".so")
@@ -96,8 +102,11 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
         src = os.path.join(tmpdir, name + ".c")
         with open(src, "w") as f:
             f.write(source)
+        for fname, data in blobs.items():
+            with open(os.path.join(tmpdir, fname), "wb") as f:
+                f.write(data)
         out = os.path.join(tmpdir, name + ".so")
-        cmd = [cc] + flags + [src, "-o", out] + link + ["-lm"]
+        cmd = [cc] + flags + [f"-Wa,-I{tmpdir}", src, "-o", out] + link + ["-lm"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             keep = os.path.join(cache_dir(), "failed", key + ".c")

@@ -326,6 +326,9 @@ def write_c_library(step, out_dir: str, name: str, checkpoint: Optional[str] = N
         if variables:
             with open(os.path.join(src, WEIGHTS_FILE), "wb") as f:
                 f.write(blob)
+        for fname, data in emitted.blobs.items():       # big constants (.incbin, -Wa,-Isrc)
+            with open(os.path.join(src, fname), "wb") as f:
+                f.write(data)
         cmd = _build(tmp, name, [f"src/{name}_module.c", f"src/{name}_api.c",
                                  "src/flowc_library.c"], sorted(emitted.features))
         info = {

@@ -33,6 +33,9 @@ from runtime.module import ABI_VERSION
 # superlinear in function size, so this keeps compile time linear in the graph.
 NODES_PER_PART = 128
 
+# Constants of at least this many bytes are raw files included with ``.incbin``.
+BLOB_MIN_BYTES = 64 * 1024
+
 # Without a memory plan, static buffers up to this size live in one per-step arena instead of
 # the allocator (each in its own slot).
 ARENA_MAX_BUFFER = 256
@@ -53,6 +56,9 @@ class EmittedModule:
     queues: list = field(default_factory=list)        # (name, components, capacity), rt->queues
     instrumentation: dict = field(default_factory=dict)  # manifest record (codegen/instrument.py)
     memory: Optional[StepMemoryPlan] = None           # the arena plan (None: no plan)
+    # Big constants as raw files the source includes with ``.incbin`` (file name -> bytes):
+    # whoever compiles the source puts them beside it (and passes -Wa,-I<that folder>).
+    blobs: Dict[str, bytes] = field(default_factory=dict)
 
 
 def _ident(name: str) -> str:
@@ -107,6 +113,7 @@ class _Emitter:
         self.transferred: set = set()              # buffers handed to the caller
         self.arena_size = 0                        # bytes of small per-step buffers
         self.kernel_names: Dict[str, str] = {}      # canonical kernel code -> C function
+        self.blobs: Dict[str, bytes] = {}           # big constants' files (see _emit_blob)
         self.slot_tables: List[str] = []
         self._names: set = set()
         self.instrument = (Instrumenter(instrumentation, self.module, origins)
@@ -208,7 +215,8 @@ class _Emitter:
         instrumented = self.instrument.finish() if self.instrument is not None else {}
         return EmittedModule(self._assemble(), set(self.module.features),
                              list(self.module.variables), list(self.module.streams),
-                             list(self.module.queues), instrumented, self.memory)
+                             list(self.module.queues), instrumented, self.memory,
+                             dict(self.blobs))
 
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
@@ -368,12 +376,33 @@ class _Emitter:
         ref = self._ref(n.output(0))
         dtype = n.output_types[0].dtype
         name = "c_" + ref.var[2:]
+        if value.nbytes >= BLOB_MIN_BYTES:
+            self._emit_blob(n, ref, name, value)
+            return
         flat = value.reshape(-1).tolist()
         if not flat:
             flat = [0]
         items = ", ".join(self.target.literal(v, dtype) for v in flat)
         self.constants.append(f"/* %{n.name} : {n.output_types[0]} */\n"
                               f"static const {ref.ctype} {name}[{len(flat)}] __attribute__((aligned(64))) = {{{items}}};")
+        self.body.append(f"{ref.var}.data = (void *){name}; {ref.var}.rank = {ref.rank}; "
+                         f"{ref.var}.dtype = {dtype.code};")
+        for d, dim in enumerate(value.shape):
+            self.body.append(f"{ref.var}.dims[{d}] = {dim};")
+
+    def _emit_blob(self, n: Node, ref: TensorRef, name: str, value: np.ndarray) -> None:
+        """A big constant: its bytes go to ``<name>.bin``, assembled into the module's
+        read-only data with ``.incbin`` (a C initializer of a million numbers takes the
+        compiler minutes and gigabytes; a raw file takes the assembler nothing)."""
+        dtype = n.output_types[0].dtype
+        data = np.ascontiguousarray(value, dtype=dtype.np.newbyteorder("<")).tobytes()
+        file = f"{name}.bin"
+        self.blobs[file] = data
+        self.constants.append(
+            f"/* %{n.name} : {n.output_types[0]} ({len(data)} bytes, from {file}) */\n"
+            f"__asm__(\".section .rodata\\n.balign 64\\n{name}:\\n.incbin \\\"{file}\\\"\\n"
+            f".previous\");\n"
+            f"extern const {ref.ctype} {name}[] __attribute__((visibility(\"hidden\")));")
         self.body.append(f"{ref.var}.data = (void *){name}; {ref.var}.rank = {ref.rank}; "
                          f"{ref.var}.dtype = {dtype.code};")
         for d, dim in enumerate(value.shape):
