@@ -9,6 +9,7 @@ import numpy as np
 
 from compiler.errors import OpError
 from compiler.ir.construct import make_node
+from compiler.ir.graph import Output
 from compiler.ir.location import caller_location
 from compiler.ir.types import normalize_shape
 from compiler.ops.registry import get_op, has_op, all_ops, OpDef
@@ -81,10 +82,43 @@ def _to_array(value, dtype: DType, what: str = "value") -> np.ndarray:
     return np.array(arr, dtype=dtype.np)
 
 
+# Python scalars that become these dtypes exactly, without numpy's general conversion (a
+# model has thousands of ``x * 0.5``): the largest magnitude each takes as is.
+_F32_MAX = float(np.finfo(np.float32).max)
+_SCALAR_LIMITS = {DType.f32: _F32_MAX, DType.f64: float("inf")}
+_INT_LIMITS = {DType.i32: 2**31 - 1, DType.i64: 2**63 - 1}
+
+
+def _scalar_array(value, dtype: Optional[DType]) -> Optional[np.ndarray]:
+    """``value`` (a Python bool, int or float) as a 0-d array of ``dtype`` (None: the
+    inferred one) when that is exact and in range, else None (the general path decides)."""
+    kind = type(value)
+    if kind is float:
+        dtype = dtype or DType.f32
+        limit = _SCALAR_LIMITS.get(dtype)
+        if limit is not None and (abs(value) <= limit or value != value):
+            return np.array(value, dtype=dtype.np)
+    elif kind is int:
+        dtype = dtype or DType.i32
+        limit = _INT_LIMITS.get(dtype)
+        if limit is not None and -limit - 1 <= value <= limit:
+            return np.array(value, dtype=dtype.np)
+        if dtype in _SCALAR_LIMITS and abs(value) <= 2**24:       # exact in f32 and f64
+            return np.array(value, dtype=dtype.np)
+    elif kind is bool and (dtype is None or dtype is DType.bool):
+        return np.array(value, dtype=np.bool_)
+    return None
+
+
 def constant(value, dtype=None, shape=None, name: Optional[str] = None) -> Tensor:
     """A constant tensor (``tf.constant``); ``shape`` broadcasts a scalar or reshapes."""
-    dt = as_dtype(dtype) if dtype is not None else _infer_dtype(value)
-    arr = _to_array(value, dt)
+    dt = as_dtype(dtype) if dtype is not None else None
+    arr = _scalar_array(value, dt)
+    if arr is not None:
+        dt = dt or DType.from_numpy(arr.dtype)
+    else:
+        dt = dt or _infer_dtype(value)
+        arr = _to_array(value, dt)
     if shape is not None:
         shape = tuple(int(d) for d in shape)
         if arr.size == 1:
@@ -114,7 +148,7 @@ def placeholder_with_default(input, shape, name: Optional[str] = None) -> Tensor
 def convert_to_tensor(value, dtype=None, name: Optional[str] = None) -> Tensor:
     """Tensors pass through (dtype checked); Python and numpy values become constants;
     variables (and sparse IndexedSlices) give their value."""
-    if hasattr(value, "_as_graph_tensor"):
+    if type(value) is not Tensor and hasattr(value, "_as_graph_tensor"):
         value = value._as_graph_tensor(dtype)
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype != as_dtype(dtype):
@@ -154,31 +188,45 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
     work as in TensorFlow).
     """
     op = get_op(op_name)
-    attrs = dict(attrs or {})
+    attrs = dict(attrs) if attrs else {}
     g = get_default_graph()
     loc = caller_location()
-    if len(inputs) != len(op.inputs):
-        raise OpError(f"{op_name} takes {len(op.inputs)} inputs "
-                      f"({', '.join(a.name for a in op.inputs) or 'none'}), got {len(inputs)}",
+    op_inputs = op.inputs
+    if len(inputs) != len(op_inputs):
+        raise OpError(f"{op_name} takes {len(op_inputs)} inputs "
+                      f"({', '.join(a.name for a in op_inputs) or 'none'}), got {len(inputs)}",
                       None, loc)
     # Known type attrs: explicit attrs first, then tensor inputs.
     known: Dict[str, DType] = {}
     for k, v in attrs.items():
-        if k in op.attrs and op.attrs[k].kind == "type":
+        a = op.attrs.get(k)
+        if a is not None and a.kind == "type":
             try:
                 known[k] = as_dtype(v)
             except (TypeError, ValueError) as e:
                 raise OpError(f"attr {k} of {op_name}: {e}", None, loc) from None
-    inputs = [_graph_value(v) for v in inputs]
-    for arg, value in zip(op.inputs, inputs):
-        vals = value if arg.is_list and isinstance(value, (list, tuple)) else [value]
+    inputs = [v if type(v) is Tensor else _graph_value(v) for v in inputs]
+    for arg, value in zip(op_inputs, inputs):
         if arg.type_attr and arg.type_attr not in known:
+            if type(value) is Tensor:
+                known[arg.type_attr] = value.output.dtype
+                continue
+            vals = value if arg.is_list and isinstance(value, (list, tuple)) else [value]
             for v in vals:
                 if isinstance(v, Tensor):
                     known[arg.type_attr] = v.dtype
                     break
     flat_inputs = []
-    for arg, value in zip(op.inputs, inputs):
+    input_nodes = []
+    for arg, value in zip(op_inputs, inputs):
+        if type(value) is Tensor and not arg.is_list:       # the usual case, in short
+            out = value.output
+            if out.node.graph is not g:
+                raise OpError(f"tensor {value.name} is from another graph than the default "
+                              "graph", None, loc)
+            flat_inputs.append(out)
+            input_nodes.append(out.node)
+            continue
         if arg.is_list:
             if isinstance(value, Tensor) or not isinstance(value, (list, tuple)):
                 raise OpError(f"input '{arg.name}' of {op_name} must be a list of tensors", None, loc)
@@ -215,22 +263,21 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
                 raise OpError(f"input '{arg.name}' of {op_name}: {e}", None, loc) from None
             converted.append(c.output)
         flat_inputs.append(converted if arg.is_list else converted[0])
+        input_nodes.extend(o.node for o in converted)
     if g._colocation_stack and g._colocation_stack[-1] and "_class" not in attrs:
         attrs["_class"] = list(g._colocation_stack[-1])
     full_name, exact = _op_name(g, name or op_name)
-    input_nodes = [o.node for group in flat_inputs
-                   for o in (group if isinstance(group, list) else [group])]
-    control = g.current_control_inputs(input_nodes)
-    dev = device_for(g, PendingOp(op_name, full_name, attrs))
+    control = g.current_control_inputs(input_nodes) if g._control_stack else []
+    dev = device_for(g, PendingOp(op_name, full_name, attrs)) if g._device_stack else ""
     if exact and g.get(full_name) is not None:
         raise OpError(f"an op named '{full_name}' already exists", None, loc)
     node = make_node(g, op_name, flat_inputs, attrs, name=full_name, exact_name=exact,
                      control_inputs=control, device=dev, location=loc)
     g._record_created(node)
-    if node.num_outputs == 0:
+    if not node.output_types:
         return Operation(node)
     if len(op.outputs) == 1 and not op.outputs[0].is_list:
-        return Tensor(node.output(0))
+        return Tensor(Output(node, 0))
     return [Tensor(o) for o in node.outputs]
 
 

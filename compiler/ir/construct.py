@@ -48,7 +48,7 @@ def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
         if node.output_types:
             return list(node.output_types)
         raise ShapeError("op has no shape function and no declared output types", node)
-    ctx = ShapeContext(node, input_types, node.attrs, [constant_value(i) for i in node.inputs])
+    ctx = ShapeContext(node, input_types, node.attrs, _ConstantInputs(node), op)
     try:
         result = op.shape_fn(ctx)
         out = []
@@ -64,6 +64,22 @@ def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
     except (ValueError, TypeError, IndexError) as e:
         raise ShapeError(str(e), node) from None
     return out
+
+
+class _ConstantInputs:
+    """The constant values of a node's inputs, each found when a shape function asks (most
+    never ask, and a graph of thousands of nodes is built one shape function at a time)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node):
+        self.node = node
+
+    def __getitem__(self, i: int) -> Optional[np.ndarray]:
+        return constant_value(self.node._inputs[i])
+
+    def __len__(self) -> int:
+        return len(self.node._inputs)
 
 
 def resolve_signature(op: OpDef, inputs: Sequence, attrs: Dict[str, Any], node_desc=None):
@@ -116,9 +132,9 @@ def make_node(graph: Graph, op_name: str, inputs: Sequence = (), attrs: Optional
 
     ``name`` is made unique (``add``, ``add_1``, ...) unless ``exact_name``.
     """
-    op = get_op(op_name, _Desc(name or op_name, op_name, location))
-    desc = name or op_name
-    flat, full_attrs = resolve_signature(op, inputs, dict(attrs or {}), _Desc(desc, op_name, location))
+    desc = _Desc(name or op_name, op_name, location)
+    op = get_op(op_name, desc)
+    flat, full_attrs = resolve_signature(op, inputs, attrs or {}, desc)
     node = graph.add_node(op_name, flat, full_attrs, name=name, control_inputs=control_inputs,
                           device=device, location=location, output_types=output_types or (),
                           exact_name=exact_name)

@@ -178,7 +178,7 @@ class Graph:
         self._nodes: List[Node] = []
         self._by_name: Dict[str, Node] = {}
         self._insert_at: Optional[int] = None
-        self._name_counts: Counter = Counter()
+        self._name_counts: Dict[str, int] = {}     # base name -> next suffix to try
         self.version = 0
 
     # --- access ------------------------------------------------------------------------
@@ -222,15 +222,16 @@ class Graph:
     def unique_name(self, base: str) -> str:
         """``base`` if unused, else ``base_1``, ``base_2``, ... (TensorFlow's rule); reserves it."""
         base = base or "node"
-        if base not in self._by_name and self._name_counts[base] == 0:
-            self._name_counts[base] = 1
+        counts = self._name_counts
+        if base not in self._by_name and not counts.get(base):
+            counts[base] = 1
             return base
         while True:
-            n = max(self._name_counts[base], 1)
-            self._name_counts[base] = n + 1
+            n = counts.get(base) or 1
+            counts[base] = n + 1
             candidate = f"{base}_{n}"
-            if candidate not in self._by_name and self._name_counts[candidate] == 0:
-                self._name_counts[candidate] = 1
+            if candidate not in self._by_name and not counts.get(candidate):
+                counts[candidate] = 1
                 return candidate
 
     def add_node(self, op: str, inputs: Sequence[Output] = (), attrs: Optional[Dict[str, Any]] = None,
@@ -259,7 +260,7 @@ class Graph:
                 raise GraphError(f"control input %{c.name} is not a node of graph @{self.name}",
                                  name or op, location)
         if exact_name:
-            self._name_counts[name] = max(self._name_counts[name], 1)
+            self._name_counts[name] = self._name_counts.get(name) or 1
         else:
             name = self.unique_name(name or op)
         node = Node(self, name, op, dict(attrs or {}), list(output_types), device, location)
@@ -369,7 +370,7 @@ class Graph:
             back_edges.extend((m, k, n._inputs[k]) for k in late)
         for m, k, src in back_edges:
             m.set_input(k, Output(mapping[src.node], src.index))
-        g._name_counts = Counter(self._name_counts)
+        g._name_counts = dict(self._name_counts)
         return g, mapping
 
     def __str__(self) -> str:

@@ -1,14 +1,13 @@
 """Source locations: where a node was written (a DSL file or the user's Python frame)."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import re
 import sys
 import threading
-from typing import Iterator, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 _DIGITS = re.compile(r"^[0-9]+$")
 
@@ -84,16 +83,24 @@ class _Override(threading.local):
 _override = _Override()
 
 
-@contextlib.contextmanager
-def location_override(location: Optional[SourceLocation]) -> Iterator[None]:
+class location_override:  # noqa: N801  (used as a function: ``with location_override(loc):``)
     """Nodes created inside get ``location`` instead of the Python frame's (front ends such as
-    the text DSL use it to point at their own source)."""
-    saved = _override.location
-    _override.location = location
-    try:
-        yield
-    finally:
-        _override.location = saved
+    the text DSL use it to point at their own source). A small class rather than a generator:
+    the DSL enters one per builder call."""
+
+    __slots__ = ("location", "saved")
+
+    def __init__(self, location: Optional[SourceLocation]):
+        self.location = location
+        self.saved: Optional[SourceLocation] = None
+
+    def __enter__(self) -> None:
+        self.saved = _override.location
+        _override.location = self.location
+
+    def __exit__(self, *exc) -> bool:
+        _override.location = self.saved
+        return False
 
 
 def caller_location() -> Optional[SourceLocation]:

@@ -50,10 +50,12 @@ class ArgDef:
     dtype: Optional[DType] = None
     number_attr: Optional[str] = None
     type_list_attr: Optional[str] = None
+    # a list of tensors (``N * T`` or a type list); a field, as every node built reads it
+    is_list: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_list(self) -> bool:
-        return self.number_attr is not None or self.type_list_attr is not None
+    def __post_init__(self):
+        object.__setattr__(self, "is_list",
+                           self.number_attr is not None or self.type_list_attr is not None)
 
 
 @dataclass(frozen=True)
@@ -353,15 +355,18 @@ class ShapeContext:
     """What a shape function sees: input types, attrs, and constant input values if known."""
 
     def __init__(self, node, input_types: Sequence[TensorType], attrs: Dict[str, Any],
-                 input_values: Optional[Sequence[Optional[np.ndarray]]] = None):
+                 input_values: Optional[Sequence[Optional[np.ndarray]]] = None,
+                 op: Optional[OpDef] = None):
         self.node = node
+        self._op = op
         self.input_types = list(input_types)
         self.attrs = attrs
-        self._values = list(input_values) if input_values is not None else [None] * len(input_types)
+        # a sequence indexed on demand (it may compute each value when asked)
+        self._values = input_values if input_values is not None else [None] * len(input_types)
 
     @property
     def op(self) -> OpDef:
-        return get_op(self.node.op, self.node)
+        return self._op if self._op is not None else get_op(self.node.op, self.node)
 
     def attr(self, name: str):
         return self.attrs[name]

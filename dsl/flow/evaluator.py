@@ -3,7 +3,6 @@ builder (``dsl``) with the node's ``file:line:col`` as the location of the ops i
 from __future__ import annotations
 
 import ast
-import contextlib
 import difflib
 import functools
 import inspect
@@ -45,6 +44,7 @@ class _Poisoned:
 
 
 POISONED = _Poisoned()
+_UNRESOLVED = object()
 
 # Statements that define the name in their second child.
 _DEFINING = {"input_stmt", "let_stmt", "var_stmt", "output_stmt", "def_stmt", "metric_stmt"}
@@ -117,6 +117,28 @@ class _Return(Exception):
         self.value = value
 
 
+class _Building:
+    """``Evaluator.building``: a class, not a generator, as the DSL enters one per builder
+    call."""
+
+    __slots__ = ("file", "item", "what", "override")
+
+    def __init__(self, file: FileUnit, item, what: str):
+        self.file, self.item, self.what = file, item, what
+
+    def __enter__(self) -> None:
+        self.override = location_override(self.file.location(self.item))
+        self.override.__enter__()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self.override.__exit__()
+        if exc_type is None or not issubclass(exc_type, Exception) or \
+                issubclass(exc_type, (FlowError, _Return)):
+            return False
+        # any builder failure is the user's error here
+        raise self.file.error(self.what + _builder_message(exc), self.item) from None
+
+
 def _unparen(tree):
     """The expression inside parentheses (``(x)`` is ``x``)."""
     while isinstance(tree, lark.Tree) and tree.data == "paren":
@@ -129,6 +151,8 @@ def _position(item) -> Tuple[int, int]:
     that starts each statement and expression in the tree (lark's ``propagate_positions`` would
     cost more than half of parsing). A parenthesized expression is at its own first token, but
     a node that starts with one, as ``(a + b) * c``, is at the '('."""
+    if type(item) is lark.Token:
+        return item.line or 1, item.column or 1
     item = _unparen(item)
     while not isinstance(item, lark.Token):
         item = next((c for c in getattr(item, "children", ()) if c is not None), None)
@@ -178,6 +202,16 @@ class Evaluator:
         self.errors: List[FlowError] = []        # every error of the model, in order
         self.import_stack: List[str] = []
         self.depth = 0
+        self.builtins: Dict[Tuple[str, ...], Any] = {}   # resolved builtin names, this run
+
+    def builtin(self, parts: List[str]) -> Any:
+        """``resolve_builtin(parts)``, remembered for the run (a model calls the same few
+        builtins thousands of times); raises ``Missing``."""
+        key = tuple(parts)
+        value = self.builtins.get(key, _UNRESOLVED)
+        if value is _UNRESOLVED:
+            value = self.builtins[key] = resolve_builtin(parts)
+        return value
 
     # --- files -------------------------------------------------------------------------------
     def run_text(self, text: str, filename: str, path: str) -> Dict[str, Binding]:
@@ -233,16 +267,9 @@ class Evaluator:
                                    name_tok)
         scope.names[name] = Binding(value, scope.file.where(name_tok))
 
-    @contextlib.contextmanager
-    def building(self, scope: Scope, item, what: str = ""):
+    def building(self, scope: Scope, item, what: str = "") -> "_Building":
         """Builder calls inside get ``item``'s location; their errors become FlowErrors."""
-        try:
-            with location_override(scope.file.location(item)):
-                yield
-        except (FlowError, _Return):
-            raise
-        except Exception as e:  # noqa: BLE001  (any builder failure is the user's error here)
-            raise scope.file.error(what + _builder_message(e), item) from None
+        return _Building(scope.file, item, what)
 
     # --- statements --------------------------------------------------------------------------
     def input_stmt(self, tree, scope: Scope) -> None:
@@ -659,7 +686,7 @@ class Evaluator:
                                        f"{parts[0]}(...)", tree)
             return binding.value
         try:
-            return resolve_builtin(parts)
+            return self.builtin(parts)
         except Missing:
             name = ".".join(parts)
             raise scope.file.error(f"unknown name '{name}'"
@@ -751,18 +778,24 @@ class Evaluator:
                                        "function", tree)
             return self.call_function(binding.value, args, kwargs, tree, scope)
         try:
-            fn = resolve_builtin(parts)
+            fn = self.builtin(parts)
         except Missing:
             raise scope.file.error(f"unknown function '{name}'"
                                    f"{_closest(name, scope.visible() + builtin_names())}",
                                    dotted) from None
         if not callable(fn):
             raise scope.file.error(f"'{name}' is {describe_value(fn)}, not a function", tree)
-        self.check_signature(fn, name, args, kwargs, tree, scope)
+        given = kwargs
         if default_name is not None and "name" not in kwargs and _takes_name(fn):
-            kwargs["name"] = default_name
+            kwargs = dict(kwargs, name=default_name)
         with self.building(scope, tree, f"{name}: "):
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except TypeError:
+                # Arguments that do not fit the signature fail before the builder runs: say
+                # so with the signature (checked only now: binding costs as much as a call).
+                self.check_signature(fn, name, args, given, tree, scope)
+                raise
 
     def arguments(self, args_tree, scope: Scope) -> Tuple[list, dict]:
         args: list = []
@@ -822,10 +855,11 @@ class Evaluator:
             raise scope.file.error(f"calls nest more than {MAX_CALL_DEPTH} deep in "
                                    f"'{fn.name}' (recursion?)", tree)
         local = Scope(fn.scope.file, parent=fn.scope, function=fn.name)
+        where = fn.scope.file.where(fn.token)
         for param, value in zip(fn.params, args):
-            local.names[param] = Binding(value, fn.scope.file.where(fn.token))
+            local.names[param] = Binding(value, where)
         for param, value in kwargs.items():
-            local.names[param] = Binding(value, fn.scope.file.where(fn.token))
+            local.names[param] = Binding(value, where)
         self.depth += 1
         try:
             self.run_statements(fn.body.children, local)

@@ -30,7 +30,9 @@ class Unsupported(Exception):
 # skips, and those that may contain a newline.
 _StateLexer = Tuple[Callable, Dict[str, Dict[str, str]], frozenset, frozenset]
 
-_new_token = Token._future_new if hasattr(Token, "_future_new") else Token
+_TOKEN_FIELDS = ('type', 'start_pos', 'value', 'line', 'column', 'end_line', 'end_column',
+                 'end_pos')
+_new_str = str.__new__
 
 
 class TableDrivenParser:
@@ -41,6 +43,8 @@ class TableDrivenParser:
 
     def __init__(self, parser: lark.Lark, newline: str, brackets: Dict[str, str]):
         frontend = parser.parser
+        if not set(_TOKEN_FIELDS) <= set(getattr(Token, "__slots__", ())):
+            raise Unsupported("tokens with other fields")
         if parser.options.parser != "lalr" or parser.options.lexer != "contextual":
             raise Unsupported("only LALR with the contextual lexer")
         table = frontend.parser._parse_table
@@ -120,7 +124,7 @@ class TableDrivenParser:
             if m is None:
                 raise Rejected()
             type_, start, pos = m.lastgroup, pos, m.end()
-            token_line = line
+            token_line, column = line, start - line_start + 1
             if type_ in newline_types:
                 value = m.group()
                 newlines = value.count("\n")
@@ -142,8 +146,13 @@ class TableDrivenParser:
                 after_newline = True
             else:
                 after_newline = False
-            token = _new_token(type_, m.group(), start, token_line, start - line_start + 1, line,
-                               pos - line_start + 1, pos)
+            # lark.Token(type_, value, start, line, column, end_line, end_column, end_pos),
+            # without the constructor's call overhead (tens of thousands of tokens)
+            value = m.group()
+            token = _new_str(Token, value)
+            token.type, token.start_pos, token.value = type_, start, value
+            token.line, token.column = token_line, column
+            token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
             row = actions[state]
             while True:
                 code = row.get(type_)
