@@ -125,6 +125,13 @@ CASES: Dict[str, Builder] = {
     "Tile": lambda p: fl.tile(p.n(2, 3), [2, 1]),
     "Pad": lambda p: fl.pad(p.n(2, 3), [[1, 0], [0, 2]]),
     "GatherV2": lambda p: fl.gather(p.n(4, 3), [0, 2, 0]),
+    "DynamicPartition": lambda p: [
+        fl.reshape(part, shape) for part, shape in zip(
+            fl.dynamic_partition(p.n(5, 2), fl.constant([1, 0, 2, 1, 0], dtype=fl.int32), 3),
+            ([2, 2], [2, 2], [1, 2]))],
+    "DynamicStitch": lambda p: fl.dynamic_stitch(
+        [fl.constant([0, 3], dtype=fl.int32), fl.constant([[1], [2]], dtype=fl.int32)],
+        [p.n(2, 3), p.n(2, 1, 3)]),
     "ReadVariableOp": lambda p: fl.tanh(p.var(2, 3)) * p.var(3),
     "ResourceGather": lambda p: (lambda v: v.sparse_read([2, 0, 2]) * 3.0 + v.sparse_read([[1]]))(
         p.var(4, 3)),
