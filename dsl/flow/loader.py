@@ -1,8 +1,6 @@
 """Loading ``*.flow`` files into graphs, and the ``.flow`` model loader of ``flowc``."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import re
 from dataclasses import dataclass, field
@@ -12,6 +10,7 @@ from compiler.model_loader import Model, sink_outputs, tensor_name
 from dsl.context import Graph
 from dsl.flow.errors import FlowError, FlowErrors
 from dsl.flow.evaluator import Evaluator
+from dsl.flow.gc_pause import gc_paused
 from dsl.flow.training import TrainingDecl
 from dsl.tensor import Tensor
 
@@ -33,27 +32,13 @@ def graph_name(path: str) -> str:
     return name if re.match(r"^[A-Za-z_]", name) else "flow_" + name
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Parsing and building allocate hundreds of thousands of objects (syntax tree, nodes),
-    none garbage until the build ends: Python's cyclic collector would scan them again and
-    again (a third of the time of a 5,000-line model), so it waits until the build is done."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def build_flow(text: str, filename: str = "<flow>", graph: Optional[Graph] = None,
                check_data: bool = True) -> FlowProgram:
     """Run the DSL ``text`` (imports relative to ``filename``'s folder) into ``graph``.
     ``check_data``: a ``data`` declaration naming a missing file is an error."""
     graph = graph if graph is not None else Graph(graph_name(filename))
     evaluator = Evaluator(check_data=check_data)
-    with graph.as_default(), _gc_paused():
+    with graph.as_default(), gc_paused():
         try:
             evaluator.run_text(text, filename, filename)
         except RecursionError:

@@ -9,6 +9,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Set
 import lark
 
 from dsl.flow.errors import FlowError, Source
+from dsl.flow.gc_pause import gc_paused
 from dsl.flow.lalr_driver import Rejected, TableDrivenParser, table_driven_parser
 
 _GRAMMAR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "grammar.lark")
@@ -76,7 +77,8 @@ def parse_text(source: Source) -> lark.Tree:
     fast = fast_parser()
     if fast is not None:
         try:
-            return fast.parse(text)
+            with gc_paused():
+                return fast.parse(text)
         except Rejected:
             pass
     try:
