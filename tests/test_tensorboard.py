@@ -156,3 +156,21 @@ def test_flowc_train_logs_scalars(tmp_path, capsys):
     assert [s for s, _ in values["eval/accuracy"]] == [10, 20]
     assert all(v > 0 for _, v in values["train/steps_per_sec"])
     assert any(ev.graph_def for ev in read_events(logdir))
+
+
+def test_tensorboards_own_reader_loads_the_training_scalars_and_the_graph(tmp_path):
+    accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator",
+        reason="the tensorboard package (TensorBoard's own reader) is not installed")
+    logdir = str(tmp_path / "train")
+    assert flowc_main(["train", os.path.join(ROOT, "examples", "digits_mlp.flow"), "--steps",
+                       "10", "--eval-every", "5", "--logdir", logdir, "-q"]) == 0
+    acc = accumulator.EventAccumulator(logdir)
+    acc.Reload()
+    tags = acc.Tags()
+    assert {"train/loss", "eval/loss", "eval/accuracy", "train/steps_per_sec"} <= \
+        set(tags["scalars"])
+    assert [e.step for e in acc.Scalars("eval/accuracy")] == [5, 10]
+    assert tags["graph"] is True
+    graph = acc.Graph()
+    assert "hidden/MatMul" in {n.name for n in graph.node}
