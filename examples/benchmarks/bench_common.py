@@ -195,3 +195,19 @@ def format_rate(per_second: float, unit: str) -> str:
     if per_second >= 1e4 and unit in ("ops", "examples"):
         return f"{per_second:,.0f} {unit}/s"
     return f"{per_second:,.2f} {unit}/s"
+
+
+def run_alone(doc: str, title: str, measure: Callable, add_arguments: Optional[Callable] = None) -> None:
+    """The ``main()`` of a benchmark file run by itself: ``--quick``, ``--threads T`` (and the
+    file's own arguments), the environment line, then the table of ``measure(fw, args)``."""
+    import argparse
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    add_threads_argument(parser)
+    if add_arguments is not None:
+        add_arguments(parser)
+    args = parser.parse_args()
+    apply_threads(args.threads)
+    fw = Frameworks.load(args.threads)
+    print(environment_line(fw.torch, fw.tf))
+    print_summary(measure(fw, args), title)

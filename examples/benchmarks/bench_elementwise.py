@@ -11,14 +11,12 @@ XLA (x a tensor argument). All results are checked against a float64 numpy refer
 """
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Callable, Dict, List
 
 import numpy as np
 
-from bench_common import (FLOWC, Frameworks, Result, add_threads_argument, apply_threads,
-                          environment_line, print_summary)
+from bench_common import FLOWC, Frameworks, Result, run_alone
 from bench_train_mlp import interleaved_medians
 from stream_triad import measure_triad
 
@@ -105,15 +103,9 @@ def measure(fw: Frameworks, quick: bool = False, n: int = ELEMENTS) -> List[Resu
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=ELEMENTS)
-    parser.add_argument("--quick", action="store_true")
-    add_threads_argument(parser)
-    args = parser.parse_args()
-    apply_threads(args.threads)
-    fw = Frameworks.load(args.threads)
-    print(environment_line(fw.torch, fw.tf))
-    print_summary(measure(fw, args.quick, args.n), "elementwise chain: effective bandwidth")
+    run_alone(__doc__, "elementwise chain: effective bandwidth",
+              lambda fw, args: measure(fw, args.quick, args.n),
+              lambda parser: parser.add_argument("--n", type=int, default=ELEMENTS))
 
 
 if __name__ == "__main__":

@@ -14,13 +14,11 @@ and without XLA. All start from the same table; the losses of the first steps mu
 """
 from __future__ import annotations
 
-import argparse
 from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
-from bench_common import (FLOWC, Frameworks, Result, add_threads_argument, apply_threads,
-                          environment_line, print_summary)
+from bench_common import FLOWC, Frameworks, Result, run_alone
 from bench_train_mlp import interleaved_medians
 
 import dsl as fl  # noqa: E402
@@ -153,14 +151,7 @@ def measure(fw: Frameworks, quick: bool = False) -> List[Result]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    add_threads_argument(parser)
-    args = parser.parse_args()
-    apply_threads(args.threads)
-    fw = Frameworks.load(args.threads)
-    print(environment_line(fw.torch, fw.tf))
-    print_summary(measure(fw, args.quick), "sparse embedding training step")
+    run_alone(__doc__, "sparse embedding training step", lambda fw, args: measure(fw, args.quick))
 
 
 if __name__ == "__main__":

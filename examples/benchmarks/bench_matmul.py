@@ -10,13 +10,11 @@ new n x n array; results are checked against numpy in float64.
 """
 from __future__ import annotations
 
-import argparse
 from typing import Callable, Dict, List
 
 import numpy as np
 
-from bench_common import (FLOWC, Frameworks, Result, add_threads_argument, apply_threads,
-                          environment_line, print_summary)
+from bench_common import FLOWC, Frameworks, Result, run_alone
 from bench_train_mlp import interleaved_medians
 
 import dsl as fl  # noqa: E402
@@ -88,14 +86,7 @@ def measure(fw: Frameworks, quick: bool = False) -> List[Result]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    add_threads_argument(parser)
-    args = parser.parse_args()
-    apply_threads(args.threads)
-    fw = Frameworks.load(args.threads)
-    print(environment_line(fw.torch, fw.tf))
-    print_summary(measure(fw, args.quick), "float32 matmul")
+    run_alone(__doc__, "float32 matmul", lambda fw, args: measure(fw, args.quick))
 
 
 if __name__ == "__main__":
