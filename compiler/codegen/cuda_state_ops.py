@@ -15,6 +15,7 @@ from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ops.state import (_check_initialized, _check_value_dims, _gather_c_dims,
                                 _handle_c, _read_c_dims, _var_expr, declared_shape,
+                                scatter_shape_checks,
                                 handle_source, variable_key)
 from runtime.dtypes import DType
 
@@ -145,15 +146,7 @@ def _scatter(mode: str):
     def emit(kc: KernelContext) -> str:
         ind, upd = kc.inputs[1], kc.inputs[2]
         v = _var_expr(kc)
-        if upd.rank != 0:
-            kc.check(f"{v}->value.rank == {upd.rank - ind.rank + 1}",
-                     f"variable '%s' has rank %d; the updates need {upd.rank - ind.rank + 1}",
-                     f"{v}->name", f"(int){v}->value.rank")
-            for k in range(ind.rank, upd.rank):
-                kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {upd.dim(k)}",
-                         f"variable '%s' has dim {k - ind.rank + 1} = %lld; the updates have %lld",
-                         f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]",
-                         f"(long long)({upd.dim(k)})")
+        scatter_shape_checks(kc, v)
         # every index first: an error leaves the variable unchanged
         check = CudaLaunch(kc, "scatter_check")
         idx = check.ptr(ind)

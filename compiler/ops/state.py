@@ -335,20 +335,28 @@ def _gather_c(kc: KernelContext) -> str:
     return _render(kc, "gather", indices=ind, bad_index=bad)
 
 
+def scatter_shape_checks(kc: KernelContext, v: str) -> None:
+    """Run-time checks that variable ``v`` (a ``flowc_var *`` expression) has the rank and
+    trailing dims its scatter's updates need (shared by the C and CUDA kernels)."""
+    ind, upd = kc.inputs[1], kc.inputs[2]
+    if upd.rank == 0:
+        return
+    kc.check(f"{v}->value.rank == {upd.rank - ind.rank + 1}",
+             f"variable '%s' has rank %d; the updates need {upd.rank - ind.rank + 1}",
+             f"{v}->name", f"(int){v}->value.rank")
+    for k in range(ind.rank, upd.rank):
+        kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {upd.dim(k)}",
+                 f"variable '%s' has dim {k - ind.rank + 1} = %lld; the updates have %lld",
+                 f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]",
+                 f"(long long)({upd.dim(k)})")
+
+
 def _scatter_c(mode: str):
     def emit(kc: KernelContext) -> str:
         ind, upd = kc.inputs[1], kc.inputs[2]
         bad = _rows_checks(kc)
         v = _var_expr(kc)
-        if upd.rank != 0:
-            kc.check(f"{v}->value.rank == {upd.rank - ind.rank + 1}",
-                     f"variable '%s' has rank %d; the updates need {upd.rank - ind.rank + 1}",
-                     f"{v}->name", f"(int){v}->value.rank")
-            for k in range(ind.rank, upd.rank):
-                kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {upd.dim(k)}",
-                         f"variable '%s' has dim {k - ind.rank + 1} = %lld; the updates have %lld",
-                         f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]",
-                         f"(long long)({upd.dim(k)})")
+        scatter_shape_checks(kc, v)
         return _render(kc, "scatter", indices=ind, updates=upd, mode=mode, bad_index=bad)
     return emit
 
