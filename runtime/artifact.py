@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
 from runtime.errors import ArtifactError, FeedError
 from runtime.executor import DevicePart, MultiDeviceExecutable
@@ -158,8 +158,17 @@ def write_manifest(path: str, manifest: dict) -> None:
     os.replace(tmp, os.path.join(path, MANIFEST))
 
 
-def load_artifact(path: str) -> Artifact:
-    """Load an artifact: one ``Executable`` per device (run together when there are several)."""
+def _cpu_module(path: str, d: dict) -> CModule:
+    if d.get("kind") != "cpu":
+        raise ArtifactError(f"{path}: device {d.get('device')} is of kind {d.get('kind')!r}; "
+                            "this runtime runs CPU modules")
+    return CModule(os.path.join(path, d["module"]))
+
+
+def load_artifact(path: str, load_module: Callable[[str, dict], CModule] = _cpu_module) -> Artifact:
+    """Load an artifact: one ``Executable`` per device (run together when there are several).
+    ``load_module(path, device_entry)`` loads each device's module (CPU modules by default;
+    ``runtime.cuda_module`` passes one that also loads GPU modules)."""
     manifest = verify_artifact(path)
     devices = manifest.get("devices") or []
     if not devices:
@@ -168,10 +177,7 @@ def load_artifact(path: str) -> Artifact:
     fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]
     parts = []
     for d in devices:
-        if d.get("kind") != "cpu":
-            raise ArtifactError(f"{path}: device {d.get('device')} is of kind {d.get('kind')!r}; "
-                                "this runtime runs CPU modules")
-        module = CModule(os.path.join(path, d["module"]))
+        module = load_module(path, d)
         try:
             exe = Executable(module, [feeds[i] for i in d["feeds"]],
                              [fetches[i] for i in d["fetches"]],

@@ -29,10 +29,9 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from runtime.artifact import Artifact, verify_artifact
+from runtime.artifact import Artifact, load_artifact
 from runtime.errors import ArtifactError, FlowcError
-from runtime.executor import DevicePart, MultiDeviceExecutable
-from runtime.module import CModule, Executable, TensorSpec, ffi
+from runtime.module import CModule, ffi
 
 _CUDA_CDEF = """
 int flowc_cuda_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
@@ -136,38 +135,19 @@ def load_cuda_artifact(path: str, context: Optional[CudaContext] = None) -> Arti
     """Load an artifact whose devices may include GPUs (``kind: cuda``); CPU devices load as
     ``runtime.artifact.load_artifact`` loads them. Runs of the returned artifact must happen
     with ``context`` entered (the GPU modules use its primary context)."""
-    manifest = verify_artifact(path)
-    devices = manifest.get("devices") or []
-    if not devices:
-        raise ArtifactError(f"{path}: the manifest lists no devices")
-    feeds = [TensorSpec.from_json(f) for f in manifest["feeds"]]
-    fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]
-    parts = []
-    for d in devices:
+    shared = [context]
+
+    def load_module(path: str, d: dict) -> CModule:
         kind = d.get("kind")
         if kind == "cuda":
-            context = context or CudaContext(0)
-            module: CModule = CudaModule(os.path.join(path, d["module"]),
-                                         os.path.join(path, d["fatbin"]), d.get("arch", "?"),
-                                         context)
-        elif kind == "cpu":
-            module = CModule(os.path.join(path, d["module"]))
-        else:
-            raise ArtifactError(f"{path}: device {d.get('device')} is of unknown kind {kind!r}")
-        try:
-            exe = Executable(module, [feeds[i] for i in d["feeds"]],
-                             [fetches[i] for i in d["fetches"]],
-                             [TensorSpec.from_json(v) for v in d.get("variables", [])],
-                             list(d.get("random_streams", [])), list(d.get("queues", [])))
-        except (IndexError, KeyError) as e:
-            raise ArtifactError(f"{path}: the manifest entry of {d.get('device')} is malformed "
-                                f"({e})") from None
-        parts.append(DevicePart(d["device"], exe, d["feeds"], d["fetches"]))
-    if len(parts) == 1 and parts[0].feeds == list(range(len(feeds))) \
-            and parts[0].fetches == list(range(len(fetches))):
-        return Artifact(path, manifest, parts[0].executable)
-    return Artifact(path, manifest, MultiDeviceExecutable(parts, feeds, fetches,
-                                                          int(manifest.get("rendezvous_slots", 0))))
+            shared[0] = shared[0] or CudaContext(0)
+            return CudaModule(os.path.join(path, d["module"]), os.path.join(path, d["fatbin"]),
+                              d.get("arch", "?"), shared[0])
+        if kind == "cpu":
+            return CModule(os.path.join(path, d["module"]))
+        raise ArtifactError(f"{path}: device {d.get('device')} is of unknown kind {kind!r}")
+
+    return load_artifact(path, load_module)
 
 
 def read_gpu_variable(var) -> np.ndarray:

@@ -15,7 +15,7 @@ from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ops.state import (_check_initialized, _check_value_dims, _gather_c_dims,
                                 _handle_c, _read_c_dims, _var_expr, declared_shape,
-                                scatter_shape_checks,
+                                gather_shape_checks, scatter_shape_checks,
                                 handle_source, variable_key)
 from runtime.dtypes import DType
 
@@ -118,14 +118,7 @@ def _rows_and_inner(kc: KernelContext, launch: CudaLaunch, inner_dims):
 def _gather(kc: KernelContext) -> str:
     ind, out = kc.inputs[1], kc.out
     v = _var_expr(kc)
-    kc.check(f"{v}->value.rank == {out.rank - ind.rank + 1}",
-             f"variable '%s' has rank %d; the gather expects {out.rank - ind.rank + 1}",
-             f"{v}->name", f"(int){v}->value.rank")
-    for k in range(ind.rank, out.rank):
-        if out.shape[k] is not None:
-            kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {out.shape[k]}",
-                     f"variable '%s' has dim {k - ind.rank + 1} = %lld, expected {out.shape[k]}",
-                     f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]")
+    gather_shape_checks(kc, v)
     launch = CudaLaunch(kc, "gather_rows")
     o = launch.ptr(out, writable=True)
     p = launch.raw_ptr(out.ctype, f"{v}->value.data", writable=False)

@@ -320,10 +320,10 @@ def _gather_c_dims(kc: KernelContext) -> List[List[str]]:
     return [dims]
 
 
-def _gather_c(kc: KernelContext) -> str:
+def gather_shape_checks(kc: KernelContext, v: str) -> None:
+    """Run-time checks that variable ``v`` has the rank and known dims the gather's output
+    implies (shared by the C and CUDA kernels)."""
     ind, out = kc.inputs[1], kc.out
-    bad = _rows_checks(kc)
-    v = _var_expr(kc)
     kc.check(f"{v}->value.rank == {out.rank - ind.rank + 1}",
              f"variable '%s' has rank %d; the gather expects {out.rank - ind.rank + 1}",
              f"{v}->name", f"(int){v}->value.rank")
@@ -332,6 +332,12 @@ def _gather_c(kc: KernelContext) -> str:
             kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {out.shape[k]}",
                      f"variable '%s' has dim {k - ind.rank + 1} = %lld, expected {out.shape[k]}",
                      f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]")
+
+
+def _gather_c(kc: KernelContext) -> str:
+    ind = kc.inputs[1]
+    bad = _rows_checks(kc)
+    gather_shape_checks(kc, _var_expr(kc))
     return _render(kc, "gather", indices=ind, bad_index=bad)
 
 
