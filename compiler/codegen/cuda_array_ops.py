@@ -19,7 +19,7 @@ from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 from compiler.ir.graph import Node
 from compiler.ops.array import (_add, _c, _constant_axis, _contiguous_strides, _dim, _mul,
                                 _normalize_axis, _pad_plan, _split_v_plan, _strided_slice_plan,
-                                _used_step, _values)
+                                _used_step, _values, check_even_split)
 from runtime.dtypes import DType
 
 # Atomic adds exist for these (UnsortedSegmentSum).
@@ -189,11 +189,7 @@ def _axis_slices(kc: KernelContext, x: TensorRef, axis: int) -> str:
 def _split(kc: KernelContext) -> str:
     x = kc.inputs[1]
     a = _constant_axis(kc, 0, x.rank)
-    n = kc.attr("num_split")
-    if x.shape[a] is None:
-        kc.check(f"{x.dim(a)} % {n} == 0", "Number of ways to split should evenly divide the "
-                 f"split dimension, but got split_dim {a} (size = %lld) and num_split {n}",
-                 f"(long long){x.dim(a)}")
+    check_even_split(kc, x, a, kc.attr("num_split"))
     return _axis_slices(kc, x, a)
 
 

@@ -669,14 +669,20 @@ def _split_c_dims(kc: KernelContext) -> List[List[str]]:
     return [list(dims) for _ in range(n)]
 
 
-def _split_c(kc: KernelContext) -> str:
-    x = kc.inputs[1]
-    a = _constant_axis(kc, 0, x.rank)
-    n = kc.attr("num_split")
+def check_even_split(kc: KernelContext, x, a: int, n: int) -> None:
+    """A run-time check that Split's dynamic dim ``a`` of ``x`` divides into ``n`` (shared by
+    the C and CUDA kernels; a static dim was checked by the shape function)."""
     if x.shape[a] is None:
         kc.check(f"{x.dim(a)} % {n} == 0", "Number of ways to split should evenly divide the "
                  f"split dimension, but got split_dim {a} (size = %lld) and num_split {n}",
                  f"(long long){x.dim(a)}")
+
+
+def _split_c(kc: KernelContext) -> str:
+    x = kc.inputs[1]
+    a = _constant_axis(kc, 0, x.rank)
+    n = kc.attr("num_split")
+    check_even_split(kc, x, a, n)
     dims = _values(x)
     return _emit_axis_copies(kc, x, kc.outputs, [_dim(o, a) for o in kc.outputs], _dim(x, a),
                              _mul(dims[:a]), _mul(dims[a + 1:]), into_whole=False)
