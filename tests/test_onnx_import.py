@@ -209,3 +209,28 @@ def test_a_shape_computed_from_a_dynamic_batch_reshapes_at_run_time(tmp_path, rn
         with fl.Session(graph=model.graph) as sess:
             (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
         np.testing.assert_array_equal(y, x.reshape(batch, 6))
+
+
+def test_values_computed_from_static_shapes_and_bound_inputs_are_folded(tmp_path, rng):
+    """A center crop as ONNX's function body writes it: Slice starts from Shape(x) (static)
+    and a graph input. The error names that graph input (not the intermediate value), and
+    once it is bound the starts fold at import time."""
+    nodes = [helper.make_node("Shape", ["x"], ["xs"]),
+             helper.make_node("Sub", ["xs", "size"], ["diff"]),
+             helper.make_node("Div", ["diff", "two"], ["starts"]),
+             helper.make_node("Add", ["starts", "size"], ["ends"]),
+             helper.make_node("Slice", ["x", "starts", "ends"], ["y"], name="crop")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 5]),
+                           helper.make_tensor_value_info("size", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                   [_init("two", np.array([2], np.int64))])
+    path = _save(model, tmp_path, "crop.onnx")
+    with pytest.raises(NotConstantError) as err:
+        load_onnx_model(path)
+    assert err.value.input_name == "size"
+    assert "input 'starts'" in str(err.value) and "graph input 'size'" in str(err.value)
+    model = load_onnx_model(path, constant_inputs={"size": np.array([2, 3], np.int64)})
+    x = rng.random((6, 5), dtype=np.float32)
+    with fl.Session(graph=model.graph) as sess:
+        (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+    np.testing.assert_array_equal(y, x[2:4, 1:4])

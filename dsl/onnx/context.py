@@ -2,14 +2,14 @@
 tensors, the opset it was written for, and errors that point at the node."""
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from compiler.ir.location import SourceLocation
-from dsl.onnx.folding import static_value
+from dsl.onnx.folding import fed_ancestors, static_value
 from dsl.onnx.errors import NotConstantError, OnnxImportError
 from dsl.tensor import Tensor
 
@@ -34,8 +34,10 @@ class LoweringContext:
     """One ONNX node being lowered; lowering functions return its outputs as flowc tensors."""
 
     def __init__(self, node: onnx.NodeProto, index: int, opset: int,
-                 inputs: List[Optional[Tensor]], location: SourceLocation):
+                 inputs: List[Optional[Tensor]], location: SourceLocation,
+                 graph_inputs: Optional[Dict[object, str]] = None):
         self.node = node
+        self.graph_inputs = graph_inputs or {}     # placeholder node -> ONNX graph input name
         self.index = index
         self.opset = opset
         self.inputs = inputs
@@ -83,10 +85,15 @@ class LoweringContext:
         value = static_value(t.output)
         if value is None:
             name = self.node.input[i]
+            fed = [self.graph_inputs[n] for n in fed_ancestors(t.output) if n in self.graph_inputs]
+            source = f"graph input '{name}'"
+            if fed and fed[0] != name:        # computed from a graph input: name that one
+                source = f"graph input '{fed[0]}' it is computed from"
+                name = fed[0]
             raise NotConstantError(
                 f"{self.op_type} '{self.node.name or self.node.output[0]}': its {what} (input "
-                f"'{name}') must be known at compile time (an initializer or a Constant); bind "
-                f"graph input '{name}' with constant_inputs", name, self.location)
+                f"'{self.node.input[i]}') must be known at compile time (an initializer or a "
+                f"Constant); bind {source} with constant_inputs", name, self.location)
         return np.asarray(value)
 
     def optional_const(self, i: int, what: str) -> Optional[np.ndarray]:

@@ -48,6 +48,9 @@ def _constant_ancestors(node: Node):
         n = stack.pop()
         if n in seen:
             continue
+        if n is not node and n.num_outputs == 1 and constant_value(n.output(0)) is not None:
+            seen.add(n)                  # known without its inputs (Shape of a static shape)
+            continue
         if n.op in _NOT_FOLDABLE or n.control_inputs or get_op(n.op).stateful:
             return None
         seen.add(n)
@@ -55,3 +58,21 @@ def _constant_ancestors(node: Node):
             return None
         stack.extend(i.node for i in n.inputs)
     return seen
+
+
+def fed_ancestors(out: Output) -> List[Node]:
+    """The placeholders ``out``'s value depends on (through nodes not known at compile time),
+    in graph order: the graph inputs to bind so that the value becomes static."""
+    found, seen, stack = set(), set(), [out.node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.num_outputs == 1 and constant_value(n.output(0)) is not None:
+            continue
+        if n.op in _NOT_FOLDABLE:
+            found.add(n)
+            continue
+        stack.extend(i.node for i in n.inputs)
+    return [n for n in out.node.graph if n in found]

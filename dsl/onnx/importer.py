@@ -123,8 +123,9 @@ def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = Non
                                             "bound input")
             else:
                 values[vi.name] = inputs[vi.name] = _placeholder(vi, path, scope)
+        fed = {t.output.node: name for name, t in inputs.items()}
         for i, node in enumerate(g.node):
-            _lower_node(node, i, opset, values, path)
+            _lower_node(node, i, opset, values, path, fed)
     outputs = {}
     for vi in g.output:
         if vi.name not in values:
@@ -140,7 +141,7 @@ def graph_name(path: str) -> str:
 
 
 def _lower_node(node: onnx.NodeProto, index: int, opset: int, values: Dict[str, Tensor],
-                path: str) -> None:
+                path: str, graph_inputs: Optional[Dict[object, str]] = None) -> None:
     location = SourceLocation(path, index, 0)
     fn, why = find_lowering(node.op_type, node.domain, opset)
     if fn is None:                       # check_supported ran first; kept for direct callers
@@ -155,7 +156,7 @@ def _lower_node(node: onnx.NodeProto, index: int, opset: int, values: Dict[str, 
             raise OnnxImportError(f"{node.op_type} '{node.name}': input '{name}' is produced by "
                                   "no earlier node (the graph must be topologically sorted)",
                                   location)
-    ctx = LoweringContext(node, index, opset, ins, location)
+    ctx = LoweringContext(node, index, opset, ins, location, graph_inputs)
     scope = node_name(node.name, f"{node.op_type}_{index}")
     with location_override(location), name_scope(scope):
         try:
