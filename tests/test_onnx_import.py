@@ -234,3 +234,47 @@ def test_values_computed_from_static_shapes_and_bound_inputs_are_folded(tmp_path
     with fl.Session(graph=model.graph) as sess:
         (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
     np.testing.assert_array_equal(y, x[2:4, 1:4])
+
+
+def _pool_by_loops(x, kernel, strides, dilations, pads):
+    """3-D max and mean (pads not counted) with the flat argmax, window by window in numpy."""
+    n, c = x.shape[:2]
+    padded = np.pad(x, [(0, 0), (0, 0)] + pads, constant_values=np.nan)
+    out = [(p - (k - 1) * d - 1) // s + 1 for p, k, s, d in
+           zip(padded.shape[2:], kernel, strides, dilations)]
+    flat = np.pad(np.arange(x.size).reshape(x.shape), [(0, 0), (0, 0)] + pads, constant_values=-1)
+    y_max, y_mean, arg = (np.zeros([n, c] + out, x.dtype), np.zeros([n, c] + out, x.dtype),
+                          np.zeros([n, c] + out, np.int64))
+    for pos in np.ndindex(*out):
+        sl = tuple(slice(o * s, o * s + (k - 1) * d + 1, d) for o, s, k, d in
+                   zip(pos, strides, kernel, dilations))
+        window = padded[(slice(None), slice(None)) + sl].reshape(n, c, -1)
+        where = flat[(slice(None), slice(None)) + sl].reshape(n, c, -1)
+        y_max[(...,) + pos] = np.nanmax(window, axis=2)
+        y_mean[(...,) + pos] = np.nanmean(window, axis=2)
+        best = np.nanargmax(window, axis=2)
+        arg[(...,) + pos] = np.take_along_axis(where, best[..., None], axis=2)[..., 0]
+    return y_max, y_mean, arg
+
+
+def test_3d_dilated_pooling_and_max_pool_indices_match_numpy(tmp_path, rng):
+    """Windows flowc's MaxPool/AvgPool kernels don't take (3-D, dilated, with the Indices
+    output) are lowered by window offsets; checked window by window against numpy."""
+    attrs = dict(kernel_shape=[2, 3, 2], strides=[1, 2, 2], dilations=[2, 1, 2],
+                 pads=[1, 0, 1, 0, 1, 1])
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "i"], name="max", **attrs),
+             helper.make_node("AveragePool", ["x"], ["m"], name="mean", **attrs)]
+    out = [2, 3, 4, 5, 3]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 8, 6])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, out),
+                    helper.make_tensor_value_info("i", TensorProto.INT64, out),
+                    helper.make_tensor_value_info("m", TensorProto.FLOAT, out)], [], opset=19)
+    model = load_onnx_model(_save(model, tmp_path, "pool3d.onnx"))
+    x = rng.standard_normal((2, 3, 5, 8, 6)).astype(np.float32)
+    with fl.Session(graph=model.graph) as sess:
+        y, i, m = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+    want_max, want_mean, want_arg = _pool_by_loops(x, [2, 3, 2], [1, 2, 2], [2, 1, 2],
+                                                   [(1, 0), (0, 1), (1, 1)])
+    np.testing.assert_array_equal(y, want_max)
+    np.testing.assert_array_equal(i, want_arg)
+    np.testing.assert_allclose(m, want_mean, rtol=1e-5)

@@ -11,6 +11,7 @@ from typing import List, Tuple
 import numpy as np
 
 import dsl as fl
+from dsl.onnx import pool_windows
 from dsl.onnx.values import (binary, index_const, index_scalar, normalize_axis, rank_of,
                              scalar, shape_i64, static_shape, unary)
 from dsl.ops import apply_op
@@ -185,8 +186,6 @@ def _pool_setup(ctx):
     kernel = [int(k) for k in ctx.attr("kernel_shape")]
     strides = _ints(ctx, "strides", spatial, 1)
     dilations = _ints(ctx, "dilations", spatial, 1)
-    if any(d != 1 for d in dilations):
-        raise ctx.error("dilated pooling is not supported")
     in_dims = static_shape(x)[2:]
     pads = _window_pads(ctx, in_dims, kernel, strides, dilations, bool(ctx.attr("ceil_mode", 0)))
     explicit = _window_pads(ctx, in_dims, kernel, strides, dilations)     # without ceil_mode
@@ -198,9 +197,48 @@ def _pool_setup(ctx):
     return xh, attrs, pads, explicit, spatial
 
 
+def _by_window_offsets(ctx, indices: bool = False) -> bool:
+    """Whether a pooling node needs pool_windows: windows flowc's MaxPool/AvgPool don't take."""
+    spatial = rank_of(ctx.input(0), ctx) - 2
+    return spatial == 3 or indices or any(d != 1 for d in _ints(ctx, "dilations", spatial, 1))
+
+
+def _windows(ctx):
+    """The node's windows (pool_windows.Windows) and its explicit pads (without ceil_mode)."""
+    x = ctx.input(0)
+    spatial = rank_of(x, ctx) - 2
+    if spatial not in (1, 2, 3):
+        raise ctx.error(f"only 1-D, 2-D and 3-D {ctx.op_type} are supported "
+                        f"(input rank {spatial + 2})")
+    in_dims = static_shape(x)[2:]
+    if None in in_dims:
+        raise ctx.error("dilated and 3-D pooling need the spatial dims known")
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    strides = _ints(ctx, "strides", spatial, 1)
+    dilations = _ints(ctx, "dilations", spatial, 1)
+    pads = _window_pads(ctx, in_dims, kernel, strides, dilations, bool(ctx.attr("ceil_mode", 0)))
+    explicit = _window_pads(ctx, in_dims, kernel, strides, dilations)
+    win = pool_windows.Windows(tuple(in_dims), tuple(kernel), tuple(strides), tuple(dilations),
+                               tuple(tuple(p) for p in pads))
+    return win, explicit
+
+
+def _max_pool_by_windows(ctx):
+    x = ctx.input(0)
+    win, _ = _windows(ctx)
+    if not ctx.output_wanted(1):
+        return pool_windows.max_pool(x, win)
+    n, c = static_shape(x)[:2]
+    if n is None or c is None:
+        raise ctx.error("the Indices output needs the batch and channel dims known")
+    return list(pool_windows.max_pool(x, win, indices=True,
+                                      storage_order=ctx.attr("storage_order", 0),
+                                      batch_channels=(n, c)))
+
+
 def lower_max_pool(ctx):
-    if ctx.output_wanted(1):
-        raise ctx.error("the Indices output of MaxPool is not supported")
+    if _by_window_offsets(ctx, ctx.output_wanted(1)):
+        return _max_pool_by_windows(ctx)
     if ctx.attr("storage_order", 0):
         raise ctx.error("storage_order 1 is not supported")
     xh, attrs, pads, _, spatial = _pool_setup(ctx)
@@ -214,6 +252,10 @@ def lower_max_pool(ctx):
 
 
 def lower_average_pool(ctx):
+    if _by_window_offsets(ctx):
+        win, explicit = _windows(ctx)
+        counted = explicit if ctx.attr("count_include_pad", 0) else [(0, 0)] * len(explicit)
+        return pool_windows.average_pool(ctx.input(0), win, counted)
     xh, attrs, pads, explicit, spatial = _pool_setup(ctx)
     if all(p == (0, 0) for p in pads):
         y = apply_op("AvgPool", [xh], attrs)
