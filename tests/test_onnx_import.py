@@ -278,3 +278,27 @@ def test_3d_dilated_pooling_and_max_pool_indices_match_numpy(tmp_path, rng):
     np.testing.assert_array_equal(y, want_max)
     np.testing.assert_array_equal(i, want_arg)
     np.testing.assert_allclose(m, want_mean, rtol=1e-5)
+
+
+def test_training_mode_batch_norm_uses_batch_statistics_and_updates_the_running_ones(tmp_path, rng):
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"],
+                            ["y", "running_mean", "running_var"], name="bn", training_mode=1,
+                            momentum=0.7, epsilon=1e-3)
+    c = 4
+    params = {"s": rng.random(c), "b": rng.random(c), "mean": rng.random(c), "var": rng.random(c)}
+    params = {k: v.astype(np.float32) for k, v in params.items()}
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, c, 5])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, c, 5]),
+                    helper.make_tensor_value_info("running_mean", TensorProto.FLOAT, [c]),
+                    helper.make_tensor_value_info("running_var", TensorProto.FLOAT, [c])],
+                   [_init(k, v) for k, v in params.items()], opset=15)
+    model = load_onnx_model(_save(model, tmp_path, "bn.onnx"))
+    x = rng.standard_normal((3, c, 5)).astype(np.float32)
+    with fl.Session(graph=model.graph) as sess:
+        y, mean, var = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+    batch_mean, batch_var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    want = (x - batch_mean[:, None]) / np.sqrt(batch_var[:, None] + 1e-3)
+    np.testing.assert_allclose(y, want * params["s"][:, None] + params["b"][:, None], rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(mean, 0.7 * params["mean"] + 0.3 * batch_mean, rtol=1e-5)
+    np.testing.assert_allclose(var, 0.7 * params["var"] + 0.3 * batch_var, rtol=1e-5)

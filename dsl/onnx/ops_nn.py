@@ -321,11 +321,33 @@ def _channel_param(p, rank):
 
 
 def lower_batch_norm(ctx):
-    if ctx.attr("training_mode", 0) or ctx.output_wanted(1):
-        raise ctx.error("training-mode BatchNormalization is not supported (inference only)")
+    """Inference normalizes with the running statistics; training mode (opset 14's attribute,
+    or extra outputs before it) with the batch's, and also returns the running statistics
+    updated with ``momentum`` (and, before opset 14, the batch statistics)."""
     x = ctx.input(0)
     rank = rank_of(x, ctx)
-    scale, bias, mean, var = (_channel_param(ctx.input(i), rank) for i in range(1, 5))
+    training = ctx.attr("training_mode", 0) if ctx.opset >= 14 else ctx.num_outputs > 1
+    if not training:
+        scale, bias, mean, var = (_channel_param(ctx.input(i), rank) for i in range(1, 5))
+        return _batch_normalized(ctx, x, scale, bias, mean, var)
+    axes = index_const([0] + list(range(2, rank)))
+    batch_mean = apply_op("Mean", [x, axes], {"keep_dims": True})
+    centered = binary("Sub", x, batch_mean)
+    batch_var = apply_op("Mean", [binary("Mul", centered, centered), axes], {"keep_dims": True})
+    scale, bias = _channel_param(ctx.input(1), rank), _channel_param(ctx.input(2), rank)
+    y = _batch_normalized(ctx, x, scale, bias, batch_mean, batch_var)
+    momentum = ctx.attr("momentum", 0.9)
+    flat_mean, flat_var = (apply_op("Reshape", [t, index_const([-1])])
+                           for t in (batch_mean, batch_var))
+
+    def running(old, batch):
+        return binary("AddV2", binary("Mul", old, scalar(momentum, old)),
+                      binary("Mul", batch, scalar(1 - momentum, batch)))
+    return [y, running(ctx.input(3), flat_mean), running(ctx.input(4), flat_var),
+            flat_mean, flat_var]
+
+
+def _batch_normalized(ctx, x, scale, bias, mean, var):
     eps = scalar(ctx.attr("epsilon", 1e-5), var)
     inv = unary("Rsqrt", binary("AddV2", var, eps))
     y = binary("Mul", binary("Sub", x, mean), binary("Mul", inv, scale))
