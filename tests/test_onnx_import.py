@@ -302,3 +302,38 @@ def test_training_mode_batch_norm_uses_batch_statistics_and_updates_the_running_
                                atol=1e-5)
     np.testing.assert_allclose(mean, 0.7 * params["mean"] + 0.3 * batch_mean, rtol=1e-5)
     np.testing.assert_allclose(var, 0.7 * params["var"] + 0.3 * batch_var, rtol=1e-5)
+
+
+def _conv_transpose_by_loops(x, w, b, strides, dilations, pads, output_padding, group):
+    n, cin = x.shape[:2]
+    cig, cog = cin // group, w.shape[1]
+    full = [s * (i - 1) + op + (k - 1) * d + 1 for i, s, op, k, d in
+            zip(x.shape[2:], strides, output_padding, w.shape[2:], dilations)]
+    y = np.zeros([n, cog * group] + full, np.float64)
+    for pos in np.ndindex(*x.shape[2:]):
+        for tap in np.ndindex(*w.shape[2:]):
+            at = tuple(p * s + k * d for p, s, k, d in zip(pos, strides, tap, dilations))
+            for g in range(group):
+                xs = x[(slice(None), slice(g * cig, (g + 1) * cig)) + pos]          # [n, cig]
+                ws = w[(slice(g * cig, (g + 1) * cig), slice(None)) + tap]          # [cig, cog]
+                y[(slice(None), slice(g * cog, (g + 1) * cog)) + at] += xs @ ws
+    crop = tuple(slice(p0, f - p1) for (p0, p1), f in zip(pads, full))
+    return (y[(slice(None), slice(None)) + crop] + b.reshape(1, -1, 1, 1, 1)).astype(x.dtype)
+
+
+def test_3d_conv_transpose_with_strides_dilations_groups_matches_numpy(tmp_path, rng):
+    attrs = dict(strides=[2, 1, 3], dilations=[1, 2, 1], pads=[1, 0, 2, 0, 1, 1],
+                 output_padding=[1, 0, 2], group=2)
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], name="up", **attrs)
+    x = rng.standard_normal((2, 4, 3, 4, 2)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 2, 3, 2)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    want = _conv_transpose_by_loops(x, w, b, [2, 1, 3], [1, 2, 1], [(1, 0), (0, 1), (2, 1)],
+                                    [1, 0, 2], 2)
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, want.shape)],
+                   [_init("w", w), _init("b", b)])
+    model = load_onnx_model(_save(model, tmp_path, "up3d.onnx"))
+    with fl.Session(graph=model.graph) as sess:
+        (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)

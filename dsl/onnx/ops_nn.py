@@ -11,7 +11,7 @@ from typing import List, Tuple
 import numpy as np
 
 import dsl as fl
-from dsl.onnx import pool_windows
+from dsl.onnx import conv_transpose_offsets, pool_windows
 from dsl.onnx.values import (binary, index_const, index_scalar, normalize_axis, rank_of,
                              scalar, shape_i64, static_shape, unary)
 from dsl.ops import apply_op
@@ -125,7 +125,9 @@ def lower_conv_transpose(ctx):
     """The transpose of a convolution: flowc's Conv2DBackpropInput, whose forward convolution
     maps the output (Cout channels) back to the input (Cin)."""
     x, w = ctx.input(0), ctx.input(1)
-    spatial = _spatial_rank(ctx, x)
+    spatial = rank_of(x, ctx) - 2
+    if spatial not in (1, 2, 3):
+        raise ctx.error(f"only 1-D, 2-D and 3-D ConvTranspose are supported (input rank {spatial + 2})")
     xshape, wshape = static_shape(x), static_shape(w)
     if None in xshape or wshape is None or None in wshape:
         raise ctx.error("needs the input and kernel shapes known")
@@ -155,6 +157,11 @@ def lower_conv_transpose(ctx):
     if out_shape is not None:            # past the full size: rows only the bias reaches
         out_dims = [int(t) for t in list(out_shape)[-spatial:]]
     cout = wshape[1] * group
+    if spatial == 3:
+        win = conv_transpose_offsets.TransposedWindows(
+            tuple(xshape[2:]), tuple(kernel), tuple(strides), tuple(dilations), tuple(out_pad),
+            tuple(tuple(p) for p in pads), tuple(out_dims))
+        return conv_transpose_offsets.conv_transpose(x, w, ctx.optional_input(2), win, group)
     if spatial == 1:
         kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
         pads, out_dims = [(0, 0)] + pads, [1] + out_dims
