@@ -337,3 +337,26 @@ def test_3d_conv_transpose_with_strides_dilations_groups_matches_numpy(tmp_path,
     with fl.Session(graph=model.graph) as sess:
         (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+
+
+def test_training_mode_dropout_keeps_and_scales_with_flowc_random_numbers(tmp_path, rng):
+    """Training-mode Dropout draws its mask from flowc's Philox streams: kept elements are
+    scaled by 1 / (1 - ratio), about 1 - ratio of them are kept, and training_mode fed as
+    False makes it the identity."""
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"], name="drop", seed=3)
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [100, 100]),
+                            helper.make_tensor_value_info("t", TensorProto.BOOL, [])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [100, 100]),
+                    helper.make_tensor_value_info("mask", TensorProto.BOOL, [100, 100])],
+                   [_init("r", np.array(0.3, np.float32))])
+    model = load_onnx_model(_save(model, tmp_path, "dropout.onnx"))
+    x = rng.standard_normal((100, 100)).astype(np.float32) + 5.0
+    with fl.Session(graph=model.graph) as sess:
+        fetches = [fl.Tensor(f) for f in model.fetches]
+        y, mask = sess.run(fetches, {"x": x, "t": np.bool_(True)})
+        y_off, mask_off = sess.run(fetches, {"x": x, "t": np.bool_(False)})
+    np.testing.assert_allclose(y, np.where(mask, x / np.float32(0.7), 0), rtol=1e-6)
+    kept = mask.mean()
+    assert abs(kept - 0.7) < 6 * np.sqrt(0.7 * 0.3 / mask.size), kept
+    np.testing.assert_array_equal(y_off, x)
+    assert mask_off.all()

@@ -336,16 +336,35 @@ def lower_constant(ctx):
 
 
 def lower_dropout(ctx):
+    """Identity in inference. In training mode (opset 12's ``training_mode`` input, known at
+    compile time or fed) each element is kept when a uniform number in [0, 1) is at least
+    ``ratio`` and scaled by 1 / (1 - ratio). The numbers are flowc's (Philox streams seeded
+    from the ``seed`` attribute, as ``fl.random_uniform``); ONNX leaves the generator to the
+    backend, so masks agree with other backends in distribution only."""
     x = ctx.input(0)
-    training = ctx.optional_const(2, "training_mode") if ctx.opset >= 12 else None
-    if training is not None and bool(training.reshape(-1)[0]):
-        ratio = ctx.optional_const(1, "ratio")
-        if ratio is not None and float(ratio.reshape(-1)[0]) != 0.0:
-            raise ctx.error("training-mode Dropout is not supported (inference only)")
-    y = apply_op("Identity", [x])
-    if ctx.output_wanted(1):
-        return [y, apply_op("Fill", [shape_i64(x), fl.constant(True)])]
-    return y
+    training = ctx.optional_input(2) if ctx.opset >= 12 else None
+    known = static_value(training.output) if training is not None else None
+    if training is None or (known is not None and not bool(np.asarray(known).reshape(-1)[0])):
+        y = apply_op("Identity", [x])
+        if ctx.output_wanted(1):
+            return [y, apply_op("Fill", [shape_i64(x), fl.constant(True)])]
+        return y
+    ratio = ctx.optional_input(1)
+    if ratio is None:
+        ratio = scalar(0.5, x)
+    else:
+        ratio = fl.cast(apply_op("Reshape", [ratio, index_const([])]), x.dtype)
+    seed = ctx.attr("seed", None)
+    uniform = fl.random_uniform(shape_i64(x), dtype=x.dtype,
+                                seed=None if seed is None else int(seed))
+    keep = binary("GreaterEqual", uniform, ratio)
+    scale = binary("RealDiv", scalar(1, x), binary("Sub", scalar(1, x), ratio))
+    y = fl.where(keep, binary("Mul", x, scale), scalar(0, x))
+    if known is None:                   # training_mode fed at run time
+        flag = apply_op("Reshape", [fl.cast(training, fl.bool_), index_const([])])
+        y = fl.where(flag, y, x)
+        keep = binary("LogicalOr", keep, apply_op("LogicalNot", [flag]))
+    return [y, keep] if ctx.output_wanted(1) else y
 
 
 def lower_trilu(ctx):
