@@ -9,8 +9,9 @@ C) and its outputs compared with the test's expected outputs at ONNX's backend t
   ``tests/data/onnx_backend_skips.tsv``; ``test_skip_list_is_current`` checks it against the
   lowering table, so it can't go stale either way.
 - Expected failures: tests of implemented ops that flowc gets wrong or refuses (training-mode
-  Dropout, whose expected values come from numpy's random generator), listed with the reason in ``tests/data/onnx_backend_xfails.tsv``;
-  they are strict: one that starts passing fails until it is taken off the list.
+  Dropout, whose expected values come from numpy's random generator), listed with the reason
+  in ``tests/data/onnx_backend_xfails.tsv``; they are strict: one that starts passing fails
+  until it is taken off the list.
 - Inputs a lowering needs at compile time (a Reshape's shape fed as a graph input) are bound
   as constants from the test's data (``constant_inputs``), as TVM's ``freeze_params`` does.
 

@@ -84,7 +84,7 @@ def _products(x: Tensor, w: Tensor, win: TransposedWindows, group: int) -> Tenso
     n = len(win.in_dims)
     taps = int(np.prod(win.kernel))
     xh = _transpose(x, [0, *range(2, n + 2), 1])                 # NC... -> N...C
-    wh = _transpose(w, [0, *range(2, n + 2), 1])                 # [Cin, Cout/g, k...] -> [Cin, k..., Cout/g]
+    wh = _transpose(w, [0, *range(2, n + 2), 1])  # [Cin, Cout/g, k...] -> [Cin, k..., Cout/g]
     cin, cout_g = int(w.shape[0]), int(w.shape[1])
     if group == 1:
         xs, ws = [xh], [wh]

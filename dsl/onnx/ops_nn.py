@@ -127,7 +127,8 @@ def lower_conv_transpose(ctx):
     x, w = ctx.input(0), ctx.input(1)
     spatial = rank_of(x, ctx) - 2
     if spatial not in (1, 2, 3):
-        raise ctx.error(f"only 1-D, 2-D and 3-D ConvTranspose are supported (input rank {spatial + 2})")
+        raise ctx.error("only 1-D, 2-D and 3-D ConvTranspose are supported "
+                        f"(input rank {spatial + 2})")
     xshape, wshape = static_shape(x), static_shape(w)
     if None in xshape or wshape is None or None in wshape:
         raise ctx.error("needs the input and kernel shapes known")
