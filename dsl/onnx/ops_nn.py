@@ -245,10 +245,9 @@ def _max_pool_by_windows(ctx):
 
 
 def lower_max_pool(ctx):
+    # storage_order orders the Indices output only, which the window-offset lowering makes
     if _by_window_offsets(ctx, ctx.output_wanted(1)):
         return _max_pool_by_windows(ctx)
-    if ctx.attr("storage_order", 0):
-        raise ctx.error("storage_order 1 is not supported")
     xh, attrs, pads, _, spatial = _pool_setup(ctx)
     dtype = xh.dtype
     if dtype.np.kind != "f":             # flowc pools floats: integers go through f64 exactly
