@@ -166,6 +166,7 @@ class Master:
             for job, k, addr in self.cluster.tasks()}
         self._registered: Dict[Tuple[str, int], set] = {t: set() for t in self.clients}
         self._lock = threading.Lock()
+        self.reregistrations = 0         # steps registered again because a task restarted
 
     def close(self) -> None:
         for c in self.clients.values():
@@ -220,6 +221,8 @@ class Master:
         try:
             return self._run(step, arrays, timeout_ms, scalars)
         except StepNotRegisteredError:
+            with self._lock:
+                self.reregistrations += 1
             for p in step.partitions:            # a task restarted: register again, once
                 self._register(p)
             return self._run(step, arrays, timeout_ms, scalars)
