@@ -284,10 +284,10 @@ class Master:
 
 
 def _first_cause(errors: List[FlowcError]) -> FlowcError:
-    """The error that explains the failure: an unreachable or refusing task first, then any
-    error that is not an abort another task's failure caused."""
+    """The error that explains the failure: an unreachable, refusing or restarted task first,
+    then any error that is not an abort another task's failure caused."""
     for e in errors:
-        if isinstance(e, (UnavailableError, UnauthenticatedError)):
+        if isinstance(e, (UnavailableError, UnauthenticatedError, StepNotRegisteredError)):
             return e
     for e in errors:
         if not isinstance(e, AbortedError):

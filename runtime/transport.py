@@ -443,6 +443,9 @@ class TaskClient:
             response = future.result()
         except grpc.RpcError as e:
             raise self.error(e, method) from None
+        except grpc.FutureCancelledError:
+            raise AbortedError(f"{method} to {self.name} at {self.address} was cancelled") \
+                from None
         return self._response(response, method, future.deadline)
 
     def _response(self, response: bytes, method: str, deadline: float):

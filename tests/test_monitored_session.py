@@ -191,11 +191,13 @@ def cluster(tmp_path):
 
 class KillPsOnceHook(fl.train.SessionRunHook):
     """After the step that takes the global step to ``at_step``, SIGKILLs the PS task and, as
-    a launcher would, starts it again a moment later (in the background)."""
+    a launcher would, starts it again: in the background (the next steps find it gone), or
+    before the next step (it finds a fresh task that lost its steps and variables)."""
 
-    def __init__(self, cluster, at_step):
+    def __init__(self, cluster, at_step, restart_at_once):
         self.cluster = cluster
         self.at_step = at_step
+        self.restart_at_once = restart_at_once
         self.restarter = None
         self.sessions = 0
 
@@ -212,12 +214,15 @@ class KillPsOnceHook(fl.train.SessionRunHook):
                 self.cluster.wait_ready("ps", 0)
             self.restarter = threading.Thread(target=restart)
             self.restarter.start()
+            if self.restart_at_once:
+                self.restarter.join(60)
 
 
-def test_training_recovers_from_a_killed_ps_task_and_ends_at_the_requested_step(tmp_path,
-                                                                                 cluster, graph):
+@pytest.mark.parametrize("restart_at_once", [False, True], ids=["ps_gone", "ps_restarted"])
+def test_training_recovers_from_a_killed_ps_task_and_ends_at_the_requested_step(
+        tmp_path, cluster, graph, restart_at_once):
     x, w, b, gstep, loss, train = _model("/job:ps/task:0", "/job:worker/task:0")
-    killer = KillPsOnceHook(cluster, at_step=5)
+    killer = KillPsOnceHook(cluster, at_step=5, restart_at_once=restart_at_once)
     ckpt_dir = str(tmp_path / "ckpt")
     with fl.train.MonitoredTrainingSession(
             master=cluster.target(), checkpoint_dir=ckpt_dir, save_checkpoint_steps=3,
@@ -228,8 +233,11 @@ def test_training_recovers_from_a_killed_ps_task_and_ends_at_the_requested_step(
         final = sess.run([w, b, gstep])
         recoveries = list(sess.recoveries)
     killer.restarter.join(60)
-    assert killer.sessions == 2 and len(recoveries) >= 1
-    assert "UnavailableError" in recoveries[0] and "/job:ps/task:0" in recoveries[0]
+    assert killer.sessions == 2 and len(recoveries) == 1
+    if restart_at_once:          # the fresh task lost the step, then the variables it reads
+        assert "UnavailableError" not in recoveries[0]
+    else:
+        assert "UnavailableError" in recoveries[0] and "/job:ps/task:0" in recoveries[0]
     # Steps 4..5 were lost with the PS and redone from the checkpoint of step 3: the values
     # are those of 9 uninterrupted steps, and the last checkpoint holds them.
     assert final[2] == 9
