@@ -150,7 +150,8 @@ class WorkerSessionCreator:
 
 class MonitoredSession:
     """A session created by ``session_creator``, run through ``hooks``, and re-created when a
-    task is lost. ``recovery_timeout_secs`` bounds each re-creation (retries back off from
+    task is lost. Threads registered with its ``coord`` are asked to stop and joined on close
+    (for at most ``stop_grace_period_secs``). ``recovery_timeout_secs`` bounds each re-creation (retries back off from
     ``retry_initial_secs`` up to ``retry_max_secs``); ``max_consecutive_recoveries`` bounds
     recoveries with no successful step between them."""
 
@@ -290,6 +291,8 @@ class MonitoredSession:
             self._closed = True
             self.coord.request_stop()
             self._drop_session()
+        if run_end_hooks:             # e.g. queue runners the caller started with ``coord``
+            self.coord.join(stop_grace_period_secs=self.stop_grace_period_secs)
 
     def __enter__(self):
         return self
