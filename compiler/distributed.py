@@ -39,7 +39,7 @@ from runtime.errors import AbortedError, FeedError, FlowcError
 from runtime.feeds import FeedCheck
 from runtime.module import TensorSpec
 from runtime.transport import (CONTROL_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES,
-                               StepNotRegisteredError, TaskClient, TransportError,
+                               DEFAULT_MAX_TENSOR_BYTES, StepNotRegisteredError, TaskClient, TransportError,
                                UnauthenticatedError, UnavailableError, task_name)
 
 DEFAULT_STEP_TIMEOUT_S = 300.0          # a step without RunOptions(timeout_in_ms=...)
@@ -148,13 +148,14 @@ class Master:
 
     def __init__(self, target: str, token: Optional[str] = None,
                  step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES):
         if not target.startswith("grpc://"):
             raise ValueError(f"a distributed session's target is grpc://host:port, not {target!r}")
         address = target[len("grpc://"):]
         self.token = token
         self.step_timeout_s = step_timeout_s
-        first = TaskClient(address, address, token, max_message_bytes)
+        first = TaskClient(address, address, token, max_message_bytes, max_tensor_bytes)
         try:
             status, _ = first.call("Status", {}, timeout=CONTROL_TIMEOUT_S)
         finally:
@@ -162,10 +163,12 @@ class Master:
         self.cluster = ClusterSpec.from_json(status.get("cluster"), f"{target}'s cluster")
         self.target_task = (status["job"], int(status["task"]))
         self.clients: Dict[Tuple[str, int], TaskClient] = {
-            (job, k): TaskClient(addr, task_name(job, k), token, max_message_bytes)
+            (job, k): TaskClient(addr, task_name(job, k), token, max_message_bytes,
+                                 max_tensor_bytes)
             for job, k, addr in self.cluster.tasks()}
         self._registered: Dict[Tuple[str, int], set] = {t: set() for t in self.clients}
         self._lock = threading.Lock()
+        self.reregistrations = 0         # steps registered again because a task restarted
 
     def close(self) -> None:
         for c in self.clients.values():
@@ -220,6 +223,8 @@ class Master:
         try:
             return self._run(step, arrays, timeout_ms, scalars)
         except StepNotRegisteredError:
+            with self._lock:
+                self.reregistrations += 1
             for p in step.partitions:            # a task restarted: register again, once
                 self._register(p)
             return self._run(step, arrays, timeout_ms, scalars)
@@ -279,10 +284,10 @@ class Master:
 
 
 def _first_cause(errors: List[FlowcError]) -> FlowcError:
-    """The error that explains the failure: an unreachable or refusing task first, then any
-    error that is not an abort another task's failure caused."""
+    """The error that explains the failure: an unreachable, refusing or restarted task first,
+    then any error that is not an abort another task's failure caused."""
     for e in errors:
-        if isinstance(e, (UnavailableError, UnauthenticatedError)):
+        if isinstance(e, (UnavailableError, UnauthenticatedError, StepNotRegisteredError)):
             return e
     for e in errors:
         if not isinstance(e, AbortedError):

@@ -13,16 +13,20 @@ from typing import Optional
 
 from compiler.distributed import DEFAULT_STEP_TIMEOUT_S, Master
 from dsl.session import Session
+from runtime.transport import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYTES
 
 
 class DistributedSession(Session):
     """A ``Session`` on a cluster. ``token`` (or ``FLOWC_TOKEN``) is the tasks' shared token;
     ``config.operation_timeout_in_ms`` (or ``step_timeout_s``) bounds steps without a
-    ``RunOptions`` deadline."""
+    ``RunOptions`` deadline. ``max_message_bytes`` caps one gRPC message (larger feeds and
+    fetches travel as streams of chunks); ``max_tensor_bytes`` caps one tensor."""
 
     def __init__(self, target: str = "", graph=None, config=None, backend: str = "c",
                  options=None, token: Optional[str] = None,
-                 step_timeout_s: Optional[float] = None):
+                 step_timeout_s: Optional[float] = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES):
         if backend != "c":
             raise ValueError("a grpc:// session runs compiled steps (backend='c')")
         super().__init__("", graph, config, backend, options)
@@ -31,7 +35,8 @@ class DistributedSession(Session):
         if timeout is None and getattr(config, "operation_timeout_in_ms", 0):
             timeout = config.operation_timeout_in_ms / 1000.0
         self.master = Master(target, token if token is not None else os.environ.get("FLOWC_TOKEN"),
-                             timeout or DEFAULT_STEP_TIMEOUT_S)
+                             timeout or DEFAULT_STEP_TIMEOUT_S, max_message_bytes,
+                             max_tensor_bytes)
 
     def _compile(self, feeds, fetches, targets):
         step = self.master.compile(self.graph, feeds, fetches, targets, self.options)

@@ -27,11 +27,14 @@ from runtime.errors import (AbortedError, DeadlineExceededError, FeedError, Flow
                             RuntimeExecutionError)
 from runtime.module import Executable, ffi
 from runtime.resources import ResourceStore
-from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, ERROR_METADATA, METHODS, SERVICE,
-                               TOKEN_METADATA, Outbox, StepContext, StepNotRegisteredError,
-                               TaskClient, TransportError, UnauthenticatedError, WireFormatError,
-                               activate, channel_options, deactivate, decode_frame, encode_frame,
-                               grpc_code_of, header_field, task_name)
+from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYTES,
+                               ERROR_METADATA, METHODS, SERVICE, STREAM_REQUEST, STREAM_RESPONSE,
+                               STREAM_TICKET, TOKEN_METADATA, Outbox, ParkedResponses, StepContext,
+                               StepNotRegisteredError, StreamLimits, TaskClient, TransportError,
+                               UnauthenticatedError, WireFormatError, activate, channel_options,
+                               check_tensor_sizes, deactivate, decode_frame, decode_stream,
+                               encode_frame, encode_stream, grpc_code_of, header_field,
+                               payload_bytes, task_name, tensor_names)
 
 # build(ir_text, feed_names, fetch_names) -> an Executable for this task's device(s).
 BuildFn = Callable[[str, List[str], List[str]], Executable]
@@ -60,7 +63,8 @@ class TaskServer:
 
     def __init__(self, cluster: ClusterSpec, job: str, task: int, build: Optional[BuildFn] = None,
                  host: str = "127.0.0.1", port: Optional[int] = None, token: Optional[str] = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, workers: int = 64):
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, workers: int = 64,
+                 max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES):
         self.cluster = cluster
         self.job = job
         self.task = task
@@ -69,8 +73,10 @@ class TaskServer:
         self.build = build
         self.token = token or None
         self.max_message_bytes = max_message_bytes
+        self.limits = StreamLimits(max_message_bytes, max_tensor_bytes)
         self.store = ResourceStore()
         self.outbox = Outbox()
+        self.parked = ParkedResponses()
         self.devices = [task_device(job, task)]
         self._steps: Dict[str, RegisteredStep] = {}
         self._building: Dict[str, threading.Lock] = {}
@@ -84,6 +90,10 @@ class TaskServer:
                         self._handler(m, getattr(self, "_" + m)),
                         request_deserializer=_identity, response_serializer=_identity)
                     for m in METHODS}
+        handlers[STREAM_REQUEST] = grpc.stream_unary_rpc_method_handler(
+            self._stream_request, request_deserializer=_identity, response_serializer=_identity)
+        handlers[STREAM_RESPONSE] = grpc.unary_stream_rpc_method_handler(
+            self._stream_response, request_deserializer=_identity, response_serializer=_identity)
         self._server.add_generic_rpc_handlers(
             [grpc.method_handlers_generic_handler(SERVICE, handlers)])
         bind_port = split_address(self.address)[1] if port is None else port
@@ -113,19 +123,61 @@ class TaskServer:
     # --- the RPC plumbing ---------------------------------------------------------------
     def _handler(self, method: str, fn):
         def handle(request, context):
-            try:
-                self._check_token(context)
-                header, tensors = decode_frame(request)
-                rheader, rtensors = fn(header, tensors, context)
-                return encode_frame(rheader, rtensors)
-            except FlowcError as e:
-                err, code, text = type(e).__name__, grpc_code_of(e), str(e)
-            except Exception as e:                 # noqa: BLE001  (a bug: report, keep serving)
-                err, code, text = "TransportError", grpc.StatusCode.INTERNAL, \
-                    f"{self.name}: {method} failed: {type(e).__name__}: {e}"
-            context.set_trailing_metadata(((ERROR_METADATA, err),))
-            context.abort(code, text)
+            return self._serve(method, context, lambda: (fn,) + decode_frame(request))
         return handle
+
+    def _serve(self, method: str, context, parse):
+        """Check the token, parse the request (``parse() -> (fn, header, tensors)``), run the
+        method and encode its response; a flowc error becomes a gRPC status."""
+        try:
+            self._check_token(context)
+            fn, header, tensors = parse()
+            rheader, rtensors = fn(header, tensors, context)
+            return self._respond(rheader, rtensors)
+        except Exception as e:                     # noqa: BLE001  (reported, keep serving)
+            self._fail(method, context, e)
+
+    def _fail(self, method: str, context, e: Exception) -> None:
+        if isinstance(e, FlowcError):
+            err, code, text = type(e).__name__, grpc_code_of(e), str(e)
+        else:                                      # a bug: report it as such
+            err, code, text = "TransportError", grpc.StatusCode.INTERNAL, \
+                f"{self.name}: {method} failed: {type(e).__name__}: {e}"
+        context.set_trailing_metadata(((ERROR_METADATA, err),))
+        context.abort(code, text)
+
+    # --- streams ------------------------------------------------------------------------
+    def _respond(self, header: dict, tensors: list) -> bytes:
+        """One frame, or, when the tensors exceed one chunk, a ticket the caller redeems with
+        ``StreamResponse``."""
+        if payload_bytes(tensors) <= self.limits.chunk_bytes:
+            return encode_frame(header, tensors)
+        check_tensor_sizes(tensors, tensor_names(header, len(tensors)),
+                           self.limits.max_tensor_bytes)
+        return encode_frame({STREAM_TICKET: self.parked.put(header, tensors),
+                             "bytes": payload_bytes(tensors)})
+
+    def _stream_request(self, request_iterator, context):
+        """A request streamed in chunks: its head names the method it is for."""
+        def parse():
+            header, tensors = decode_stream(request_iterator, self.limits.max_tensor_bytes)
+            method = header.pop("method", None)
+            if method not in METHODS:
+                raise WireFormatError(f"a streamed request names no method of {SERVICE} "
+                                      f"({method!r})")
+            return getattr(self, "_" + method), header, tensors
+        return self._serve(STREAM_REQUEST, context, parse)
+
+    def _stream_response(self, request, context):
+        """The chunks of a parked response."""
+        try:
+            self._check_token(context)
+            ticket = header_field(decode_frame(request)[0], "ticket", str, STREAM_RESPONSE)
+            header, tensors = self.parked.take(ticket)
+            messages = encode_stream(header, tensors, self.limits.chunk_bytes)
+        except Exception as e:                     # noqa: BLE001  (reported, keep serving)
+            self._fail(STREAM_RESPONSE, context, e)
+        yield from messages
 
     def _check_token(self, context) -> None:
         if self.token is None:
@@ -240,7 +292,7 @@ class TaskServer:
     def _RecvTensor(self, header, tensors, context):
         step_id = header_field(header, "step_id", int, "RecvTensor")
         key = header_field(header, "key", str, "RecvTensor")
-        return {}, [self.outbox.take(step_id, key, self._deadline_s(context))]
+        return {"key": key}, [self.outbox.take(step_id, key, self._deadline_s(context))]
 
     def _AbortStep(self, header, tensors, context):
         step_id = header_field(header, "step_id", int, "AbortStep")
@@ -258,7 +310,7 @@ class TaskServer:
             if c is None:
                 c = self._peers[(job, task)] = TaskClient(
                     self.cluster.address(job, task), task_name(job, task), self.token,
-                    self.max_message_bytes)
+                    self.max_message_bytes, self.limits.max_tensor_bytes)
         return c
 
     def fetch_remote(self, ctx: StepContext, send_device: str, key: str, node: str) -> np.ndarray:

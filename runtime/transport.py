@@ -24,12 +24,15 @@ This module also provides the host ops that cross-task ``_Send``/``_Recv`` kerne
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import math
+import secrets
 import struct
 import threading
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import grpc
 import numpy as np
@@ -48,6 +51,13 @@ DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 MAX_HEADER_BYTES = 1 << 20
 MAX_RANK = 8
 CONTROL_TIMEOUT_S = 10.0               # Status, Deregister, AbortStep
+STREAM_MAGIC = b"FLS1"
+STREAM_REQUEST = "StreamRequest"       # stream-unary: a request too large for one message
+STREAM_RESPONSE = "StreamResponse"     # unary-stream: a parked response too large for one
+STREAM_TICKET = "stream_ticket"        # the response header field naming a parked response
+DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
+MIN_CHUNK_BYTES = 64 * 1024
+DEFAULT_MAX_TENSOR_BYTES = 16 * 1024 * 1024 * 1024
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -67,13 +77,18 @@ class WireFormatError(TransportError):
     """A frame is malformed: bad magic, truncated, a header that is not JSON, bad tensors."""
 
 
+class MessageTooLargeError(TransportError):
+    """A tensor is larger than the configured maximum (``max_tensor_bytes``); names both."""
+
+
 class StepNotRegisteredError(TransportError):
     """RunStep named a step key the task does not have (it restarted, or it was deregistered)."""
 
 
 def _error_classes() -> Dict[str, type]:
     classes = {c.__name__: c for c in (TransportError, UnavailableError, UnauthenticatedError,
-                                       WireFormatError, StepNotRegisteredError)}
+                                       WireFormatError, StepNotRegisteredError,
+                                       MessageTooLargeError)}
     for name in dir(_errors):
         obj = getattr(_errors, name)
         if isinstance(obj, type) and issubclass(obj, FlowcError):
@@ -90,6 +105,7 @@ _GRPC_CODE_OF = [
     (AbortedError, grpc.StatusCode.ABORTED),
     (OutOfRangeError, grpc.StatusCode.OUT_OF_RANGE),
     (FeedError, grpc.StatusCode.INVALID_ARGUMENT),
+    (MessageTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED),
 ]
 
 
@@ -114,15 +130,7 @@ def encode_frame(header: dict, tensors: Sequence[np.ndarray] = ()) -> bytes:
     parts: List[object] = [MAGIC, _U32.pack(len(head)), head]
     for t in tensors:
         arr = np.asarray(t, order="C")
-        try:
-            dtype = DType.from_numpy(arr.dtype)
-        except TypeError:
-            raise WireFormatError(f"cannot send a tensor of numpy dtype {arr.dtype}") from None
-        if arr.ndim > MAX_RANK:
-            raise WireFormatError(f"cannot send a {arr.dtype} tensor of rank {arr.ndim}")
-        parts.append(_REC.pack(dtype.code, arr.ndim))
-        parts.append(struct.pack(f"<{arr.ndim}q", *arr.shape))
-        parts.append(_U64.pack(arr.nbytes))
+        parts.append(_record_head(arr))
         if arr.nbytes:
             parts.append(memoryview(arr).cast("B"))
     return b"".join(parts)
@@ -134,46 +142,10 @@ def decode_frame(data: bytes, copy: bool = False) -> Tuple[dict, List[np.ndarray
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise WireFormatError("a frame must be bytes")
     view = memoryview(data)
-    if len(view) < 8 or bytes(view[:4]) != MAGIC:
-        raise WireFormatError("not a flowc frame (bad magic)")
-    (hlen,) = _U32.unpack_from(view, 4)
-    if hlen > MAX_HEADER_BYTES or 8 + hlen > len(view):
-        raise WireFormatError(f"truncated frame: header of {hlen} bytes, frame of {len(view)}")
-    try:
-        header = json.loads(bytes(view[8:8 + hlen]).decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise WireFormatError(f"frame header is not JSON: {e}") from None
-    if not isinstance(header, dict):
-        raise WireFormatError("frame header is not a JSON object")
-    count = header.get("tensors", 0)
-    if not isinstance(count, int) or count < 0:
-        raise WireFormatError("frame header has a bad tensor count")
-    pos = 8 + hlen
+    header, count, pos = _read_header(view, MAGIC, "frame")
     tensors = []
     for k in range(count):
-        if pos + _REC.size > len(view):
-            raise WireFormatError(f"truncated frame: tensor {k} is missing")
-        code, rank = _REC.unpack_from(view, pos)
-        pos += _REC.size
-        try:
-            dtype = DType.from_code(code)
-        except KeyError:
-            raise WireFormatError(f"tensor {k} has an unknown dtype code {code}") from None
-        if dtype in (DType.resource, DType.bf16):
-            raise WireFormatError(f"tensor {k} has dtype {dtype.ir_name}, which cannot be sent")
-        if not 0 <= rank <= MAX_RANK:
-            raise WireFormatError(f"tensor {k} has rank {rank} (0..{MAX_RANK})")
-        if pos + 8 * rank + 8 > len(view):
-            raise WireFormatError(f"truncated frame: tensor {k}'s dims are cut off")
-        dims = struct.unpack_from(f"<{rank}q", view, pos)
-        pos += 8 * rank
-        (nbytes,) = _U64.unpack_from(view, pos)
-        pos += 8
-        if any(d < 0 for d in dims):
-            raise WireFormatError(f"tensor {k} has a negative dim {list(dims)}")
-        itemsize = np.dtype(dtype.np).itemsize
-        if math.prod(dims) * itemsize != nbytes:
-            raise WireFormatError(f"tensor {k}: {nbytes} bytes do not hold {dtype.ir_name}{list(dims)}")
+        dtype, dims, nbytes, pos = _read_record(view, pos, k)
         if pos + nbytes > len(view):
             raise WireFormatError(f"truncated frame: tensor {k} has {len(view) - pos} of its "
                                   f"{nbytes} bytes")
@@ -184,6 +156,65 @@ def decode_frame(data: bytes, copy: bool = False) -> Tuple[dict, List[np.ndarray
     if pos != len(view):
         raise WireFormatError(f"{len(view) - pos} stray bytes after the frame's tensors")
     return header, tensors
+
+
+def _read_header(view: memoryview, magic: bytes, what: str) -> Tuple[dict, int, int]:
+    """The JSON header after ``magic``, its tensor count, and the position after it."""
+    if len(view) < 8 or bytes(view[:4]) != magic:
+        raise WireFormatError(f"not a flowc {what} (bad magic)")
+    (hlen,) = _U32.unpack_from(view, 4)
+    if hlen > MAX_HEADER_BYTES or 8 + hlen > len(view):
+        raise WireFormatError(f"truncated {what}: header of {hlen} bytes, message of {len(view)}")
+    try:
+        header = json.loads(bytes(view[8:8 + hlen]).decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise WireFormatError(f"{what} header is not JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise WireFormatError(f"{what} header is not a JSON object")
+    count = header.get("tensors", 0)
+    if not isinstance(count, int) or count < 0:
+        raise WireFormatError(f"{what} header has a bad tensor count")
+    return header, count, 8 + hlen
+
+
+def _record_head(arr: np.ndarray) -> bytes:
+    """A tensor record without its data: dtype code, rank, dims, byte count."""
+    try:
+        dtype = DType.from_numpy(arr.dtype)
+    except TypeError:
+        raise WireFormatError(f"cannot send a tensor of numpy dtype {arr.dtype}") from None
+    if arr.ndim > MAX_RANK:
+        raise WireFormatError(f"cannot send a {arr.dtype} tensor of rank {arr.ndim}")
+    return (_REC.pack(dtype.code, arr.ndim) + struct.pack(f"<{arr.ndim}q", *arr.shape)
+            + _U64.pack(arr.nbytes))
+
+
+def _read_record(view: memoryview, pos: int, k: int):
+    """Tensor record ``k``'s head at ``pos``: (dtype, dims, nbytes, position of its data)."""
+    if pos + _REC.size > len(view):
+        raise WireFormatError(f"truncated frame: tensor {k} is missing")
+    code, rank = _REC.unpack_from(view, pos)
+    pos += _REC.size
+    try:
+        dtype = DType.from_code(code)
+    except KeyError:
+        raise WireFormatError(f"tensor {k} has an unknown dtype code {code}") from None
+    if dtype in (DType.resource, DType.bf16):
+        raise WireFormatError(f"tensor {k} has dtype {dtype.ir_name}, which cannot be sent")
+    if not 0 <= rank <= MAX_RANK:
+        raise WireFormatError(f"tensor {k} has rank {rank} (0..{MAX_RANK})")
+    if pos + 8 * rank + 8 > len(view):
+        raise WireFormatError(f"truncated frame: tensor {k}'s dims are cut off")
+    dims = struct.unpack_from(f"<{rank}q", view, pos)
+    pos += 8 * rank
+    (nbytes,) = _U64.unpack_from(view, pos)
+    pos += 8
+    if any(d < 0 for d in dims):
+        raise WireFormatError(f"tensor {k} has a negative dim {list(dims)}")
+    itemsize = np.dtype(dtype.np).itemsize
+    if math.prod(dims) * itemsize != nbytes:
+        raise WireFormatError(f"tensor {k}: {nbytes} bytes do not hold {dtype.ir_name}{list(dims)}")
+    return dtype, dims, nbytes, pos
 
 
 def header_field(header: dict, name: str, kind, what: str = ""):
@@ -197,11 +228,151 @@ def header_field(header: dict, name: str, kind, what: str = ""):
     return value
 
 
+# --- streams: tensors too large for one message travel as chunks -----------------------------
+@dataclass(frozen=True)
+class StreamLimits:
+    """Sizes on the wire. A request or response whose tensors total more than ``chunk_bytes``
+    travels as a stream: a head message (``FLS1``, the header and every tensor's record without
+    its data) and then the tensors' bytes in chunks of at most ``chunk_bytes``, so no message
+    comes near ``max_message_bytes``. No single tensor may exceed ``max_tensor_bytes``."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES
+    chunk_bytes: int = 0                       # 0: half the message limit, at most 4 MiB
+
+    def __post_init__(self):
+        if not self.chunk_bytes:
+            chunk = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, self.max_message_bytes // 2))
+            object.__setattr__(self, "chunk_bytes", chunk)
+        if self.chunk_bytes >= self.max_message_bytes:
+            raise ValueError(f"chunks of {self.chunk_bytes} bytes do not fit in messages of at "
+                             f"most {self.max_message_bytes} bytes")
+
+
+def payload_bytes(tensors: Sequence[np.ndarray]) -> int:
+    return sum(np.asarray(t).nbytes for t in tensors)
+
+
+def tensor_names(header: dict, count: int) -> List[str]:
+    """What to call a message's tensors in errors: its feeds or fetches, else its key."""
+    for field in ("feeds", "fetches"):
+        names = header.get(field)
+        if isinstance(names, list) and len(names) == count:
+            return [str(n) for n in names]
+    key = header.get("key")
+    return [f"{key}" if isinstance(key, str) and count == 1 else f"#{k}" for k in range(count)]
+
+
+def check_tensor_sizes(tensors: Sequence[np.ndarray], names: Sequence[str], limit: int) -> None:
+    """``MessageTooLargeError`` naming the first tensor over ``limit`` bytes, if any."""
+    for name, t in zip(names, tensors):
+        nbytes = np.asarray(t).nbytes
+        if nbytes > limit:
+            raise MessageTooLargeError(_too_large(name, nbytes, limit))
+
+
+def _too_large(name: str, nbytes: int, limit: int) -> str:
+    return (f"tensor '{name}' has {nbytes} bytes, over the limit of {limit} bytes for one "
+            "tensor between tasks (max_tensor_bytes; flowc serve --max-tensor-mb)")
+
+
+def encode_stream(header: dict, tensors: Sequence[np.ndarray],
+                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[bytes]:
+    """The messages of a stream: the head (checked now), then the data in chunks (lazily)."""
+    header = dict(header)
+    header["tensors"] = len(tensors)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    arrays = [np.asarray(t, order="C") for t in tensors]
+    parts = [STREAM_MAGIC, _U32.pack(len(head)), head] + [_record_head(a) for a in arrays]
+    return itertools.chain([b"".join(parts)], _chunks(arrays, chunk_bytes))
+
+
+def _chunks(arrays: Sequence[np.ndarray], chunk_bytes: int) -> Iterator[bytes]:
+    for arr in arrays:
+        if arr.nbytes:
+            data = memoryview(arr).cast("B")
+            for start in range(0, arr.nbytes, chunk_bytes):
+                yield bytes(data[start:start + chunk_bytes])
+
+
+def decode_stream(messages: Iterable[bytes],
+                  max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> Tuple[dict, List[np.ndarray]]:
+    """Assemble a stream into (header, tensors). Each tensor is allocated once, from the head,
+    and every chunk is copied straight into it. A bad head, a tensor over ``max_tensor_bytes``,
+    missing or extra bytes raise ``WireFormatError``/``MessageTooLargeError``."""
+    messages = iter(messages)
+    first = next(messages, None)
+    if not isinstance(first, (bytes, bytearray, memoryview)):
+        raise WireFormatError("empty stream (no head message)")
+    view = memoryview(first)
+    header, count, pos = _read_header(view, STREAM_MAGIC, "stream head")
+    names = tensor_names(header, count)
+    tensors, buffers = [], []
+    for k in range(count):
+        dtype, dims, nbytes, pos = _read_record(view, pos, k)
+        if nbytes > max_tensor_bytes:
+            raise MessageTooLargeError(_too_large(names[k], nbytes, max_tensor_bytes))
+        arr = np.empty(dims, dtype=dtype.np)
+        tensors.append(arr)
+        if nbytes:
+            buffers.append(memoryview(arr).cast("B"))
+    if pos != len(view):
+        raise WireFormatError(f"{len(view) - pos} stray bytes after the stream head's records")
+    k, filled = 0, 0
+    for chunk in messages:
+        data = memoryview(chunk)
+        while len(data):
+            if k == len(buffers):
+                raise WireFormatError(f"{len(data)} stray bytes after the stream's tensors")
+            take = min(len(data), len(buffers[k]) - filled)
+            buffers[k][filled:filled + take] = data[:take]
+            filled += take
+            data = data[take:]
+            if filled == len(buffers[k]):
+                k, filled = k + 1, 0
+    if k < len(buffers):
+        raise WireFormatError(f"truncated stream: a tensor has {filled} of its "
+                              f"{len(buffers[k])} bytes")
+    return header, tensors
+
+
+class ParkedResponses:
+    """Responses too large for one message, kept under a random ticket until the caller
+    fetches them with ``StreamResponse``; a ticket nobody fetches expires after ``ttl_s``."""
+
+    def __init__(self, ttl_s: float = 120.0):
+        self._items: Dict[str, Tuple[dict, list, float]] = {}
+        self._lock = threading.Lock()
+        self.ttl_s = ttl_s
+
+    def put(self, header: dict, tensors: list) -> str:
+        ticket = secrets.token_hex(16)
+        now = time.monotonic()
+        with self._lock:
+            for t in [t for t, (_, _, at) in self._items.items() if at < now - self.ttl_s]:
+                del self._items[t]
+            self._items[ticket] = (header, tensors, now)
+        return ticket
+
+    def take(self, ticket: str) -> Tuple[dict, list]:
+        with self._lock:
+            item = self._items.pop(ticket, None)
+        if item is None:
+            raise WireFormatError(f"no streamed response {ticket[:8]}… (it expired after "
+                                  f"{self.ttl_s:.0f} s or was already taken)")
+        return item[0], item[1]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
 # --- channels and the client side ------------------------------------------------------------
 def channel_options(max_message_bytes: int) -> list:
     return [("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.enable_retries", 0)]
+            ("grpc.enable_retries", 0),
+            ("grpc.initial_reconnect_backoff_ms", 200),     # a restarted task is found soon
+            ("grpc.max_reconnect_backoff_ms", 2000)]
 
 
 def task_name(job: str, task: int) -> str:
@@ -210,18 +381,27 @@ def task_name(job: str, task: int) -> str:
 
 class TaskClient:
     """Calls to one task. Errors come back as flowc errors; an unreachable task is an
-    ``UnavailableError`` naming it (``/job:ps/task:0 at localhost:2222``)."""
+    ``UnavailableError`` naming it (``/job:ps/task:0 at localhost:2222``). Requests and
+    responses larger than one chunk travel as streams (``StreamLimits``)."""
 
     def __init__(self, address: str, name: str = "", token: Optional[str] = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES):
         self.address = address
         self.name = name or address
         self.token = token
+        self.limits = StreamLimits(max_message_bytes, max_tensor_bytes)
         self._channel = grpc.insecure_channel(address, options=channel_options(max_message_bytes))
         self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}",
                                                     request_serializer=_identity,
                                                     response_deserializer=_identity)
                        for m in METHODS}
+        self._stream_request = self._channel.stream_unary(
+            f"/{SERVICE}/{STREAM_REQUEST}", request_serializer=_identity,
+            response_deserializer=_identity)
+        self._stream_response = self._channel.unary_stream(
+            f"/{SERVICE}/{STREAM_RESPONSE}", request_serializer=_identity,
+            response_deserializer=_identity)
 
     def close(self) -> None:
         self._channel.close()
@@ -229,31 +409,66 @@ class TaskClient:
     def _metadata(self):
         return ((TOKEN_METADATA, self.token),) if self.token else None
 
+    def _start(self, method: str, header: dict, tensors: Sequence[np.ndarray], timeout: float,
+               as_future: bool):
+        """Send the request: one frame, or a stream when its tensors exceed one chunk."""
+        if payload_bytes(tensors) <= self.limits.chunk_bytes:
+            rpc, request = self._calls[method], encode_frame(header, tensors)
+        else:
+            check_tensor_sizes(tensors, tensor_names(header, len(tensors)),
+                               self.limits.max_tensor_bytes)
+            rpc = self._stream_request
+            request = encode_stream(dict(header, method=method), tensors,
+                                    self.limits.chunk_bytes)
+        start = rpc.future if as_future else rpc
+        return start(request, timeout=max(timeout, 0.001), metadata=self._metadata())
+
     def call(self, method: str, header: dict, tensors: Sequence[np.ndarray] = (),
              timeout: float = CONTROL_TIMEOUT_S) -> Tuple[dict, List[np.ndarray]]:
-        request = encode_frame(header, tensors)
+        deadline = time.monotonic() + timeout
         try:
-            response = self._calls[method](request, timeout=max(timeout, 0.001),
-                                           metadata=self._metadata())
+            response = self._start(method, header, tensors, timeout, as_future=False)
         except grpc.RpcError as e:
             raise self.error(e, method) from None
-        try:
-            return decode_frame(response, copy=True)
-        except WireFormatError as e:
-            raise TransportError(f"{self.name} at {self.address} answered {method} with a "
-                                 f"malformed frame: {e}") from None
+        return self._response(response, method, deadline)
 
     def future(self, method: str, header: dict, tensors: Sequence[np.ndarray] = (),
-               timeout: float = CONTROL_TIMEOUT_S):
-        return self._calls[method].future(encode_frame(header, tensors),
-                                          timeout=max(timeout, 0.001), metadata=self._metadata())
+               timeout: float = CONTROL_TIMEOUT_S) -> "CallFuture":
+        deadline = time.monotonic() + timeout
+        return CallFuture(self._start(method, header, tensors, timeout, as_future=True),
+                          deadline)
 
-    def result(self, future, method: str) -> Tuple[dict, List[np.ndarray]]:
+    def result(self, future: "CallFuture", method: str) -> Tuple[dict, List[np.ndarray]]:
         try:
             response = future.result()
         except grpc.RpcError as e:
             raise self.error(e, method) from None
-        return decode_frame(response, copy=True)
+        except grpc.FutureCancelledError:
+            raise AbortedError(f"{method} to {self.name} at {self.address} was cancelled") \
+                from None
+        return self._response(response, method, future.deadline)
+
+    def _response(self, response: bytes, method: str, deadline: float):
+        """The decoded response; a parked one (too large for one message) is fetched as a
+        stream within what is left of the call's deadline."""
+        try:
+            header, tensors = decode_frame(response, copy=True)
+        except WireFormatError as e:
+            raise TransportError(f"{self.name} at {self.address} answered {method} with a "
+                                 f"malformed frame: {e}") from None
+        ticket = header.get(STREAM_TICKET)
+        if ticket is None:
+            return header, tensors
+        try:
+            chunks = self._stream_response(encode_frame({"ticket": ticket}),
+                                           timeout=max(deadline - time.monotonic(), 0.001),
+                                           metadata=self._metadata())
+            return decode_stream(chunks, self.limits.max_tensor_bytes)
+        except grpc.RpcError as e:
+            raise self.error(e, f"{method} (streamed response)") from None
+        except WireFormatError as e:
+            raise TransportError(f"{self.name} at {self.address} streamed a malformed "
+                                 f"{method} response: {e}") from None
 
     def error(self, e: grpc.RpcError, method: str) -> FlowcError:
         """The flowc error a failed call stands for."""
@@ -284,6 +499,30 @@ class TaskClient:
             return TransportError(f"{where} refused {method}: {details} (a message over the "
                                   "size limit?)")
         return TransportError(f"{method} to {where} failed: {code.name}: {details}")
+
+
+class CallFuture:
+    """A call in flight (``TaskClient.future``): the gRPC future and the call's deadline,
+    which also bounds fetching a streamed response."""
+
+    def __init__(self, future, deadline: float):
+        self._future = future
+        self.deadline = deadline
+
+    def add_done_callback(self, fn) -> None:
+        self._future.add_done_callback(lambda _: fn(self))
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def cancel(self) -> bool:
+        return self._future.cancel()
+
+    def exception(self):
+        return self._future.exception()
+
+    def result(self):
+        return self._future.result()
 
 
 def _identity(b):

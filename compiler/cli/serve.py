@@ -35,7 +35,10 @@ def add_serve_command(sub) -> None:
     p.add_argument("--bind", metavar="HOST", default="127.0.0.1",
                    help="interface to listen on (default: 127.0.0.1; 0.0.0.0 for every one)")
     p.add_argument("--max-message-mb", metavar="MB", type=int, default=256,
-                   help="largest request or response accepted (default: 256)")
+                   help="largest single message accepted or sent; larger requests and "
+                        "responses travel as streams of chunks (default: 256)")
+    p.add_argument("--max-tensor-mb", metavar="MB", type=int, default=16384,
+                   help="largest single tensor accepted or sent (default: 16384)")
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("cluster", help="start every task of a cluster on this machine",
@@ -135,7 +138,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     task = 0 if task is None else task
     token = args.token if args.token is not None else os.environ.get("FLOWC_TOKEN") or None
     server = TaskServer(cluster, job, task, build=build_partition, host=args.bind, token=token,
-                        max_message_bytes=args.max_message_mb * 1024 * 1024).start()
+                        max_message_bytes=args.max_message_mb * 1024 * 1024,
+                        max_tensor_bytes=args.max_tensor_mb * 1024 * 1024).start()
     print(f"flowc: serving {server.name} on {server.bound}"
           + (" (token required)" if token else ""), file=sys.stderr, flush=True)
 

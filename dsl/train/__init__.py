@@ -19,6 +19,12 @@ from dsl.train.rmsprop import RMSPropOptimizer
 from dsl.queues import Coordinator, QueueRunner
 from dsl.train.device_setter import (GreedyLoadBalancingStrategy, RoundRobinStrategy,
                                      byte_size_load_fn, replica_device_setter)
+from dsl.train.hooks import (CheckpointSaverHook, LoggingTensorHook, NanLossDuringTrainingError,
+                             NanTensorHook, SecondOrStepTimer, SessionRunArgs, SessionRunContext,
+                             SessionRunHook, SessionRunValues, StepCounterHook, StopAtStepHook)
+from dsl.train.monitored_session import (ChiefSessionCreator, MonitoredSession,
+                                         MonitoredTrainingSession, Scaffold, SessionNotReadyError,
+                                         WorkerSessionCreator)
 from dsl.saver import (CheckpointState, Saver, best_checkpoint, checkpoint_exists,
                        get_checkpoint_state, latest_checkpoint, list_variables, load_variable)
 
@@ -28,7 +34,12 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "optimizer_by_name", "OPTIMIZERS", "Saver", "CheckpointState", "latest_checkpoint",
            "get_checkpoint_state", "best_checkpoint", "checkpoint_exists", "list_variables",
            "load_variable", "Coordinator", "QueueRunner", "replica_device_setter",
-           "RoundRobinStrategy", "GreedyLoadBalancingStrategy", "byte_size_load_fn"]
+           "RoundRobinStrategy", "GreedyLoadBalancingStrategy", "byte_size_load_fn",
+           "MonitoredTrainingSession", "MonitoredSession", "Scaffold", "ChiefSessionCreator",
+           "WorkerSessionCreator", "SessionNotReadyError", "SessionRunHook", "SessionRunArgs",
+           "SessionRunContext", "SessionRunValues", "SecondOrStepTimer", "StopAtStepHook",
+           "CheckpointSaverHook", "StepCounterHook", "LoggingTensorHook", "NanTensorHook",
+           "NanLossDuringTrainingError"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,

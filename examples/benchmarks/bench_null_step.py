@@ -1,0 +1,237 @@
+"""Null training steps on a loopback cluster (the paper's Figure 6): step time against workers.
+
+    python3 examples/benchmarks/bench_null_step.py [--quick] [--workers 1,2,4,8]
+                                                   [--models scalar,sparse,dense] [--mb MB]
+
+Starts ``flowc serve`` tasks on this machine (``--ps`` parameter-server tasks and as many
+worker tasks as the largest worker count), then, for each model and each worker count W, W
+client processes, one per worker task, step concurrently; each step does no training, only
+the communication of one:
+
+- ``scalar``: the worker reads a scalar variable from the PS and returns one scalar.
+- ``sparse``: the client feeds 32 random ids; the PS gathers those rows of a ``--rows`` x 64
+  float32 table (default 1,000,000 x 64, 256 MB) and the worker sums them.
+- ``dense``: the worker fetches every variable of a ``--mb`` MB model (split into variables
+  of at most 16 MB, round-robin over the PS tasks) and sums them. The paper's model is
+  100 MB; the default here is 16 MB because eight workers each pulling 100 MB per step
+  saturate a small machine (``--mb 100`` runs the paper's size).
+
+Prints, per model and worker count, the median and 10th/90th percentile of the step times
+of all workers (milliseconds) and the cluster's steps per second. Times are wall-clock on a
+loopback network: every process shares this machine's cores. ``--quick`` runs fewer steps
+on smaller models.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+MAX_VARIABLE_MB = 16
+START_TIMEOUT_S = 120.0
+EMBEDDING_DIM = 64
+LOOKUP_IDS = 32
+
+
+# --- the cluster ----------------------------------------------------------------------------
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalCluster:
+    """``flowc serve`` processes for every task of a spec, stopped together."""
+
+    def __init__(self, ps: int, workers: int, folder: str):
+        self.spec = {"ps": [f"localhost:{free_port()}" for _ in range(ps)],
+                     "worker": [f"localhost:{free_port()}" for _ in range(workers)]}
+        path = os.path.join(folder, "cluster.json")
+        with open(path, "w") as f:
+            json.dump(self.spec, f)
+        self.procs = []
+        for job, addresses in self.spec.items():
+            for k in range(len(addresses)):
+                log = open(os.path.join(folder, f"{job}_{k}.log"), "w")
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "compiler.cli", "serve", "--cluster", path, "--job",
+                     job, "--task", str(k)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+                log.close()
+        for address in self.spec["ps"] + self.spec["worker"]:
+            self._wait_ready(address)
+
+    def _wait_ready(self, address: str) -> None:
+        from runtime.transport import TaskClient, UnavailableError
+        client = TaskClient(address)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        try:
+            while True:
+                try:
+                    client.call("Status", {}, timeout=2.0)
+                    return
+                except UnavailableError:
+                    if time.monotonic() > deadline or any(p.poll() is not None
+                                                          for p in self.procs):
+                        raise
+                    time.sleep(0.2)
+        finally:
+            client.close()
+
+    def target(self, worker: int) -> str:
+        return f"grpc://{self.spec['worker'][worker]}"
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            p.wait(timeout=10)
+
+
+# --- the models -------------------------------------------------------------------------------
+def build_model(model: str, worker: int, params: dict):
+    """(fetch, feed function, initializer) of ``model`` with its computation on ``worker``."""
+    import dsl as fl
+    ps = params["ps"]
+    on_worker = f"/job:worker/task:{worker}"
+    if model == "scalar":
+        with fl.device("/job:ps/task:0"):
+            v = fl.Variable(fl.random_uniform([]), name="scalar")
+        with fl.device(on_worker):
+            fetch = v.read_value() * 2.0
+        return fetch, (lambda rng: None), fl.global_variables_initializer()
+    if model == "sparse":
+        rows = params["rows"]
+        with fl.device("/job:ps/task:0"):
+            table = fl.Variable(fl.random_uniform([rows, EMBEDDING_DIM]), name="table")
+        with fl.device(on_worker):
+            ids = fl.placeholder(fl.int64, [LOOKUP_IDS], name="ids")
+            fetch = fl.reduce_sum(fl.nn.embedding_lookup(table, ids))
+        return fetch, (lambda rng: {ids: rng.integers(0, rows, LOOKUP_IDS)}), \
+            fl.global_variables_initializer()
+    if model == "dense":
+        total = int(params["mb"] * 2 ** 20) // 4
+        per = MAX_VARIABLE_MB * 2 ** 20 // 4
+        sizes = [min(per, total - start) for start in range(0, total, per)]
+        parts = []
+        for k, n in enumerate(sizes):
+            with fl.device(f"/job:ps/task:{k % ps}"):
+                parts.append(fl.Variable(fl.random_uniform([n]), name=f"dense_{k}"))
+        with fl.device(on_worker):
+            fetch = fl.add_n([fl.reduce_sum(p.read_value()) for p in parts])
+        return fetch, (lambda rng: None), fl.global_variables_initializer()
+    raise ValueError(f"unknown model {model!r}")
+
+
+def initialize(model: str, target: str, params: dict) -> None:
+    import dsl as fl
+    with fl.Graph().as_default():
+        _, _, init = build_model(model, 0, params)
+        with fl.Session(target) as sess:
+            sess.run(init)
+
+
+def client(model: str, target: str, worker: int, params: dict, steps: int, warmup: int,
+           barrier, results) -> None:
+    """One worker's client: warm up (compiles), wait for the others, time ``steps`` steps."""
+    try:
+        import dsl as fl
+        rng = np.random.default_rng(worker)
+        with fl.Graph().as_default():
+            fetch, feed, _ = build_model(model, worker, params)
+            with fl.Session(target) as sess:
+                for _ in range(warmup):
+                    sess.run(fetch, feed(rng))
+                barrier.wait(timeout=START_TIMEOUT_S * 4)
+                times = []
+                for _ in range(steps):
+                    t0 = time.perf_counter()
+                    sess.run(fetch, feed(rng))
+                    times.append(time.perf_counter() - t0)
+        results.put((worker, times, None))
+    except BaseException as e:                   # noqa: BLE001  (reported to the parent)
+        results.put((worker, [], f"{type(e).__name__}: {e}"))
+
+
+def measure(cluster: LocalCluster, model: str, workers: int, params: dict, steps: int,
+            warmup: int) -> Dict[str, float]:
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(workers + 1)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=client, args=(model, cluster.target(k), k, params, steps,
+                                              warmup, barrier, results))
+             for k in range(workers)]
+    for p in procs:
+        p.start()
+    try:
+        barrier.wait(timeout=START_TIMEOUT_S * 4)          # every client has warmed up
+        t0 = time.perf_counter()
+        gathered: List[float] = []
+        for _ in range(workers):
+            _, times, error = results.get(timeout=START_TIMEOUT_S * 4)
+            if error:
+                raise RuntimeError(f"a {model} client failed: {error}")
+            gathered.extend(times)
+        wall = time.perf_counter() - t0
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    ms = np.array(gathered) * 1000
+    return {"median": float(np.median(ms)), "p10": float(np.percentile(ms, 10)),
+            "p90": float(np.percentile(ms, 90)), "steps_per_s": len(ms) / wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps, smaller models")
+    parser.add_argument("--workers", default="1,2,4,8", help="worker counts (default 1,2,4,8)")
+    parser.add_argument("--models", default="scalar,sparse,dense")
+    parser.add_argument("--ps", type=int, default=1, help="parameter-server tasks (default 1)")
+    parser.add_argument("--mb", type=float, default=None,
+                        help="dense model size in MB (default 16; 4 with --quick)")
+    parser.add_argument("--rows", type=int, default=None,
+                        help="sparse table rows (default 1,000,000; 100,000 with --quick)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed steps per worker (default 100; 20 with --quick)")
+    args = parser.parse_args()
+    worker_counts = [int(w) for w in args.workers.split(",")]
+    models = args.models.split(",")
+    params = {"ps": args.ps,
+              "mb": args.mb if args.mb is not None else (4.0 if args.quick else 16.0),
+              "rows": args.rows or (100_000 if args.quick else 1_000_000)}
+    steps = args.steps or (20 if args.quick else 100)
+    warmup = 3
+    print(f"null steps on loopback: {args.ps} ps task(s), workers {worker_counts}, "
+          f"{steps} timed steps per worker, dense {params['mb']:g} MB, sparse table "
+          f"{params['rows']}x{EMBEDDING_DIM}, {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="flowc-null-step-") as folder:
+        cluster = LocalCluster(args.ps, max(worker_counts), folder)
+        try:
+            print(f"{'model':<8} {'workers':>7} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8} "
+                  f"{'steps/s':>9}")
+            for model in models:
+                initialize(model, cluster.target(0), params)
+                for w in worker_counts:
+                    r = measure(cluster, model, w, params, steps, warmup)
+                    print(f"{model:<8} {w:>7} {r['median']:>10.2f} {r['p10']:>8.2f} "
+                          f"{r['p90']:>8.2f} {r['steps_per_s']:>9.1f}", flush=True)
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
