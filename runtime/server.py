@@ -32,6 +32,7 @@ from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, ERROR_METADATA, METHOD
                                TaskClient, TransportError, UnauthenticatedError, WireFormatError,
                                activate, channel_options, deactivate, decode_frame, encode_frame,
                                grpc_code_of, header_field, task_name)
+from runtime.transport import TrafficCounters
 
 # build(ir_text, feed_names, fetch_names) -> an Executable for this task's device(s).
 BuildFn = Callable[[str, List[str], List[str]], Executable]
@@ -71,6 +72,7 @@ class TaskServer:
         self.max_message_bytes = max_message_bytes
         self.store = ResourceStore()
         self.outbox = Outbox()
+        self.traffic = TrafficCounters()
         self.devices = [task_device(job, task)]
         self._steps: Dict[str, RegisteredStep] = {}
         self._building: Dict[str, threading.Lock] = {}
@@ -115,9 +117,12 @@ class TaskServer:
         def handle(request, context):
             try:
                 self._check_token(context)
+                self.traffic.add(method, request_bytes=len(request), calls=1)
                 header, tensors = decode_frame(request)
                 rheader, rtensors = fn(header, tensors, context)
-                return encode_frame(rheader, rtensors)
+                response = encode_frame(rheader, rtensors)
+                self.traffic.add(method, response_bytes=len(response))
+                return response
             except FlowcError as e:
                 err, code, text = type(e).__name__, grpc_code_of(e), str(e)
             except Exception as e:                 # noqa: BLE001  (a bug: report, keep serving)
@@ -154,7 +159,8 @@ class TaskServer:
         return {"job": self.job, "task": self.task, "name": self.name, "address": self.address,
                 "devices": self.devices, "cluster": self.cluster.to_json(), "pid": os.getpid(),
                 "steps": steps, "can_build": self.build is not None,
-                "variables": sorted(self.store.variables())}, []
+                "variables": sorted(self.store.variables()),
+                "traffic": self.traffic.snapshot()}, []
 
     def _RegisterPartition(self, header, tensors, context):
         key = header_field(header, "key", str, "RegisterPartition")

@@ -201,3 +201,46 @@ def test_weights_sharded_over_two_ps_tasks_train_like_one_table(tmp_path):
     assert not np.allclose(local[0], _train_sampled_softmax("", sharded=False, steps=0)[0])
     np.testing.assert_allclose(remote[0], local[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(remote[1], local[1], rtol=1e-5, atol=1e-6)
+
+
+def test_a_sampled_step_moves_the_sampled_rows_not_the_table(tmp_path):
+    """4,000 classes x 16 over two PS tasks, 8 examples, 24 sampled: per step the PS tasks send
+    the worker the 32 gathered rows of weights and biases (plus frame headers), far less than
+    the table, as the servers' traffic counters (the ``Status`` reply) show."""
+    classes, dim, batch, sampled = 4000, 16, 8, 24
+    rng = np.random.default_rng(5)
+    c = Cluster(tmp_path, {"ps": 2, "worker": 1})
+    try:
+        ws, bs = [], []
+        for k in range(2):
+            with fl.device(f"/job:ps/task:{k}"):
+                ws.append(fl.Variable(rng.normal(size=(classes // 2, dim)).astype(np.float32),
+                                      name=f"w{k}"))
+                bs.append(fl.Variable(np.zeros(classes // 2, np.float32), name=f"b{k}"))
+        with fl.device("/job:worker/task:0"):
+            x = fl.placeholder(fl.float32, [batch, dim], name="x")
+            y = fl.placeholder(fl.int64, [batch, 1], name="y")
+            loss = fl.reduce_mean(fl.nn.sampled_softmax_loss(ws, bs, y, x, sampled, classes,
+                                                             seed=2))
+            step = fl.train.GradientDescentOptimizer(0.1).minimize(loss)
+        feed = {x: rng.normal(size=(batch, dim)).astype(np.float32),
+                y: rng.integers(0, classes, (batch, 1))}
+
+        def ps_sent():
+            return sum(c.wait_ready("ps", k)["traffic"].get("RecvTensor", {})
+                       .get("response_bytes", 0) for k in range(2))
+
+        with fl.Session(c.target()) as sess:
+            sess.run(fl.global_variables_initializer())
+            sess.run(step, feed)
+            before = ps_sent()
+            for _ in range(3):
+                sess.run(step, feed)
+            per_step = (ps_sent() - before) / 3
+        traffic = c.wait_ready("worker", 0)["traffic"]
+    finally:
+        c.stop()
+    rows_bytes = (batch + sampled) * (dim + 1) * 4
+    assert rows_bytes <= per_step < rows_bytes + 2048, per_step
+    assert per_step < classes * dim * 4 / 40
+    assert traffic["RunStep"]["calls"] >= 4 and traffic["RunStep"]["request_bytes"] > 0
