@@ -215,7 +215,7 @@ def _sampler_c(kc: KernelContext, kind: str) -> str:
                   "}",
                   "tries = n;"]
     else:
-        cap = 1
+        cap = 2                                # a power of two, at least 2 n: half full at most
         while cap < 2 * n:
             cap *= 2
         bits = cap.bit_length() - 1
@@ -224,8 +224,8 @@ def _sampler_c(kc: KernelContext, kind: str) -> str:
                   "int64_t got = 0;",
                   "for (uint64_t k = 0; got < n; k++) {",
                   f"        {draw}",
-                  f"        uint64_t h = ((uint64_t)v * UINT64_C(0x9E3779B97F4A7C15)) >> {64 - bits};"
-                  if bits else "        uint64_t h = 0;",
+                  "        uint64_t h = ((uint64_t)v * UINT64_C(0x9E3779B97F4A7C15)) >> "
+                  f"{64 - bits};",
                   f"        while (seen[h] && seen[h] != (uint64_t)v + 1) h = (h + 1) & {cap - 1};",
                   "        if (!seen[h]) { seen[h] = (uint64_t)v + 1; out[got++] = v; }",
                   "        tries = (int64_t)k + 1;",
