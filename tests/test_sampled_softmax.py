@@ -50,10 +50,12 @@ def test_sampling_every_class_without_correction_is_the_full_softmax(graph, num_
         fl.constant(w_np), fl.constant(b_np), labels, x, C, C, num_true=num_true,
         sampled_values=every_class)}
     for strategy in ("mod", "div"):
-        losses[strategy] = fl.nn.sampled_softmax_loss(
-            [fl.constant(s) for s in _split(w_np, strategy)],
-            [fl.constant(s) for s in _split(b_np, strategy)], labels, x, C, C,
-            num_true=num_true, sampled_values=every_class, partition_strategy=strategy)
+        for colocate in (True, False):
+            losses[f"{strategy}/colocate_matmul={colocate}"] = fl.nn.sampled_softmax_loss(
+                [fl.constant(s) for s in _split(w_np, strategy)],
+                [fl.constant(s) for s in _split(b_np, strategy)], labels, x, C, C,
+                num_true=num_true, sampled_values=every_class, partition_strategy=strategy,
+                colocate_matmul=colocate)
     sampler = fl.nn.uniform_candidate_sampler(labels, num_true, C, True, C, seed=4)
     losses["sampler"] = fl.nn.sampled_softmax_loss(fl.constant(w_np), fl.constant(b_np), labels,
                                                    x, C, C, num_true=num_true,
@@ -82,9 +84,11 @@ def test_logits_are_corrected_and_accidental_hits_removed(graph):
     assert np.all(got[:, 1:][hits] < -1e38)
 
 
-def test_gradients_match_finite_differences_and_are_sparse(graph):
+@pytest.mark.parametrize("colocate_matmul", [True, False])
+def test_gradients_match_finite_differences_and_are_sparse(graph, colocate_matmul):
     """Two shards of weights and biases, a fixed sample with a correction and an accidental
-    hit: the gradient of the summed loss against central differences, for every element."""
+    hit: the gradient of the summed loss against central differences, for every element,
+    with each shard's logits computed on the shard or from its gathered rows."""
     w_np, b_np, x_np, labels_np = _data(3)
     sample = (np.array([2, 9, labels_np[0, 0], 4], np.int64), np.full((B, 1), 0.3, np.float32),
               np.array([0.2, 0.7, 1.5, 0.4], np.float32))
@@ -92,7 +96,8 @@ def test_gradients_match_finite_differences_and_are_sparse(graph):
     bs = [fl.placeholder(fl.float64, [None], name=f"b{k}") for k in range(2)]
     x = fl.placeholder(fl.float64, [B, D], name="x")
     loss = fl.reduce_sum(fl.nn.sampled_softmax_loss(ws, bs, labels_np, x, 4, C,
-                                                    sampled_values=sample))
+                                                    sampled_values=sample,
+                                                    colocate_matmul=colocate_matmul))
     grads = fl.gradients(loss, ws + bs + [x])
     assert all(isinstance(g, fl.IndexedSlices) for g in grads[:4])
     values = {"w0": w_np[0::2], "w1": w_np[1::2], "b0": b_np[0::2], "b1": b_np[1::2], "x": x_np}
@@ -203,44 +208,64 @@ def test_weights_sharded_over_two_ps_tasks_train_like_one_table(tmp_path):
     np.testing.assert_allclose(remote[1], local[1], rtol=1e-5, atol=1e-6)
 
 
-def test_a_sampled_step_moves_the_sampled_rows_not_the_table(tmp_path):
-    """4,000 classes x 16 over two PS tasks, 8 examples, 24 sampled: per step the PS tasks send
-    the worker the 32 gathered rows of weights and biases (plus frame headers), far less than
-    the table, as the servers' traffic counters (the ``Status`` reply) show."""
-    classes, dim, batch, sampled = 4000, 16, 8, 24
+def _traffic_of_sampled_steps(cluster, colocate_matmul: bool, steps: int = 3):
+    """Bytes the PS tasks and the worker sent each other per sampled-softmax training step
+    (RecvTensor responses), from the servers' traffic counters."""
     rng = np.random.default_rng(5)
-    c = Cluster(tmp_path, {"ps": 2, "worker": 1})
-    try:
+    with fl.Graph().as_default():
         ws, bs = [], []
         for k in range(2):
             with fl.device(f"/job:ps/task:{k}"):
-                ws.append(fl.Variable(rng.normal(size=(classes // 2, dim)).astype(np.float32),
+                ws.append(fl.Variable(rng.normal(size=(BIG_C // 2, BIG_D)).astype(np.float32),
                                       name=f"w{k}"))
-                bs.append(fl.Variable(np.zeros(classes // 2, np.float32), name=f"b{k}"))
+                bs.append(fl.Variable(np.zeros(BIG_C // 2, np.float32), name=f"b{k}"))
         with fl.device("/job:worker/task:0"):
-            x = fl.placeholder(fl.float32, [batch, dim], name="x")
-            y = fl.placeholder(fl.int64, [batch, 1], name="y")
-            loss = fl.reduce_mean(fl.nn.sampled_softmax_loss(ws, bs, y, x, sampled, classes,
-                                                             seed=2))
+            x = fl.placeholder(fl.float32, [BIG_B, BIG_D], name="x")
+            y = fl.placeholder(fl.int64, [BIG_B, 1], name="y")
+            loss = fl.reduce_mean(fl.nn.sampled_softmax_loss(
+                ws, bs, y, x, BIG_S, BIG_C, seed=2, colocate_matmul=colocate_matmul))
             step = fl.train.GradientDescentOptimizer(0.1).minimize(loss)
-        feed = {x: rng.normal(size=(batch, dim)).astype(np.float32),
-                y: rng.integers(0, classes, (batch, 1))}
+        feed = {x: rng.normal(size=(BIG_B, BIG_D)).astype(np.float32),
+                y: rng.integers(0, BIG_C, (BIG_B, 1))}
 
-        def ps_sent():
-            return sum(c.wait_ready("ps", k)["traffic"].get("RecvTensor", {})
-                       .get("response_bytes", 0) for k in range(2))
+        def sent(job, tasks):
+            return sum(cluster.wait_ready(job, k)["traffic"].get("RecvTensor", {})
+                       .get("response_bytes", 0) for k in range(tasks))
 
-        with fl.Session(c.target()) as sess:
+        with fl.Session(cluster.target()) as sess:
             sess.run(fl.global_variables_initializer())
             sess.run(step, feed)
-            before = ps_sent()
-            for _ in range(3):
+            before = sent("ps", 2), sent("worker", 1)
+            for _ in range(steps):
                 sess.run(step, feed)
-            per_step = (ps_sent() - before) / 3
+            after = sent("ps", 2), sent("worker", 1)
+    return [(a - b) / steps for a, b in zip(after, before)]
+
+
+BIG_C, BIG_D, BIG_B, BIG_S = 4000, 64, 8, 24
+
+
+def test_a_sampled_step_moves_rows_or_logits_not_the_table(tmp_path):
+    """4,000 classes x 64 over two PS tasks, 8 examples, 24 sampled, as the servers' traffic
+    counters (the ``Status`` reply) show per step. Rows: the PS tasks send the 32 gathered rows
+    of weights and biases and get their sparse gradient back (plus frame headers). Matmul on
+    the shards: they receive the inputs and the logits' gradient and send each shard's logits
+    [rows, batch] (the inputs are fed, so no gradient of theirs); the rows' gradient never
+    leaves them."""
+    c = Cluster(tmp_path, {"ps": 2, "worker": 1})
+    try:
+        rows_mode = _traffic_of_sampled_steps(c, colocate_matmul=False)
+        logits_mode = _traffic_of_sampled_steps(c, colocate_matmul=True)
         traffic = c.wait_ready("worker", 0)["traffic"]
     finally:
         c.stop()
-    rows_bytes = (batch + sampled) * (dim + 1) * 4
-    assert rows_bytes <= per_step < rows_bytes + 2048, per_step
-    assert per_step < classes * dim * 4 / 40
-    assert traffic["RunStep"]["calls"] >= 4 and traffic["RunStep"]["request_bytes"] > 0
+    n = BIG_B + BIG_S
+    rows_bytes = n * (BIG_D + 1) * 4
+    assert rows_bytes <= rows_mode[0] < rows_bytes + 2048, rows_mode
+    assert rows_bytes <= rows_mode[1] < rows_bytes + 2048, rows_mode     # sparse gradients
+    logits_bytes, inputs_bytes = n * BIG_B * 4, 2 * BIG_B * BIG_D * 4
+    assert logits_bytes <= logits_mode[0] < logits_bytes + 2048, logits_mode
+    assert logits_bytes + inputs_bytes <= logits_mode[1] < logits_bytes + inputs_bytes + 2048, \
+        logits_mode
+    assert max(rows_mode + logits_mode) < BIG_C * BIG_D * 4 / 20
+    assert traffic["RunStep"]["calls"] >= 8 and traffic["RunStep"]["request_bytes"] > 0
