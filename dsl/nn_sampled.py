@@ -7,10 +7,11 @@ sharded over parameter-server tasks (a list of shards), each shard by default ga
 rows and multiplies them with the inputs on its own task (``colocate_matmul``,
 ``dsl/sharded_logits.py``), so the inputs go to the shards and only logits [batch, rows] come
 back; with ``colocate_matmul=False`` the rows themselves travel to the inputs. Either way the
-gradient reaches each shard as sparse ``IndexedSlices`` of those rows, applied there. The logits are corrected by the
-log of each class's expected count (``subtract_log_q``), so the loss estimates the full
-softmax's; a sampled class equal to one of an example's true classes (an accidental hit) gets
-logit ``-FLT_MAX``, so it does not count twice.
+gradient reaches each shard as sparse ``IndexedSlices`` of those rows, applied there.
+
+The logits are corrected by the log of each class's expected count (``subtract_log_q``), so
+the loss estimates the full softmax's; a sampled class equal to one of an example's true
+classes (an accidental hit) gets logit ``-FLT_MAX``, so it does not count twice.
 
 The loss is per example (shape [batch]); the sample is shared by the whole batch.
 """
