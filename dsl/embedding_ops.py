@@ -55,10 +55,10 @@ def embedding_lookup(params, ids, partition_strategy: str = "mod", name: Optiona
         return _sharded(shards, ids, partition_strategy)
 
 
-def _sharded(shards: Sequence, ids: Tensor, strategy: str) -> Tensor:
+def shard_routing(shards: Sequence, flat: Tensor, strategy: str):
+    """(shard, row in that shard) of each id of ``flat`` (int32 shards, ids' dtype rows)."""
     p = len(shards)
-    idt = ids.dtype.np
-    flat = apply_op("Reshape", [ids, np.array([-1], np.int32)], {})
+    idt = flat.dtype.np
     if strategy == "mod":
         assign = apply_op("FloorMod", [flat, np.array(p, idt)], {})
         new_ids = apply_op("FloorDiv", [flat, np.array(p, idt)], {})
@@ -81,6 +81,13 @@ def _sharded(shards: Sequence, ids: Tensor, strategy: str) -> Tensor:
             apply_op("FloorMod", [apply_op("Sub", [flat, np.array(extras, idt)], {}),
                                   np.array(max(per, 1), idt)], {})], {})
     assign = apply_op("Cast", [assign], {"DstT": np.int32}) if idt != np.int32 else assign
+    return assign, new_ids
+
+
+def _sharded(shards: Sequence, ids: Tensor, strategy: str) -> Tensor:
+    p = len(shards)
+    flat = apply_op("Reshape", [ids, np.array([-1], np.int32)], {})
+    assign, new_ids = shard_routing(shards, flat, strategy)
     count = apply_op("Size", [flat], {"out_type": np.int32})
     positions = apply_op("Range", [np.array(0, np.int32), count, np.array(1, np.int32)], {})
     shard_ids = dynamic_partition(new_ids, assign, p)

@@ -62,5 +62,10 @@ from dsl import nn_conv as _nn_conv, nn_losses as _nn_losses  # noqa: E402
 from dsl.embedding_ops import embedding_lookup  # noqa: E402,F401
 from dsl.nn_conv import *  # noqa: E402,F401,F403  (conv2d, max_pool, ...)
 from dsl.nn_losses import *  # noqa: E402,F401,F403  (softmax_cross_entropy_with_logits, ...)
+from dsl.candidate_sampling import (log_uniform_candidate_sampler,  # noqa: E402,F401
+                                    uniform_candidate_sampler)
+from dsl.nn_sampled import compute_sampled_logits, sampled_softmax_loss  # noqa: E402,F401
 
 __all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
+__all__ += ["uniform_candidate_sampler", "log_uniform_candidate_sampler", "sampled_softmax_loss",
+            "compute_sampled_logits"]

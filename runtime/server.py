@@ -17,7 +17,7 @@ import hmac
 import os
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import numpy as np
@@ -30,7 +30,8 @@ from runtime.resources import ResourceStore
 from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYTES,
                                ERROR_METADATA, METHODS, SERVICE, STREAM_REQUEST, STREAM_RESPONSE,
                                STREAM_TICKET, TOKEN_METADATA, Outbox, ParkedResponses, StepContext,
-                               StepNotRegisteredError, StreamLimits, TaskClient, TransportError,
+                               StepNotRegisteredError, StreamLimits, TaskClient, TrafficCounters,
+                               TransportError,
                                UnauthenticatedError, WireFormatError, activate, channel_options,
                                check_tensor_sizes, deactivate, decode_frame, decode_stream,
                                encode_frame, encode_stream, grpc_code_of, header_field,
@@ -77,6 +78,7 @@ class TaskServer:
         self.store = ResourceStore()
         self.outbox = Outbox()
         self.parked = ParkedResponses()
+        self.traffic = TrafficCounters()
         self.devices = [task_device(job, task)]
         self._steps: Dict[str, RegisteredStep] = {}
         self._building: Dict[str, threading.Lock] = {}
@@ -123,17 +125,22 @@ class TaskServer:
     # --- the RPC plumbing ---------------------------------------------------------------
     def _handler(self, method: str, fn):
         def handle(request, context):
-            return self._serve(method, context, lambda: (fn,) + decode_frame(request))
+            return self._serve(method, context,
+                               lambda: (method, fn, len(request)) + decode_frame(request))
         return handle
 
     def _serve(self, method: str, context, parse):
-        """Check the token, parse the request (``parse() -> (fn, header, tensors)``), run the
-        method and encode its response; a flowc error becomes a gRPC status."""
+        """Check the token, parse the request (``parse() -> (name, fn, request bytes, header,
+        tensors)``), run the method and encode its response, counting the traffic under the
+        method's name; a flowc error becomes a gRPC status."""
         try:
             self._check_token(context)
-            fn, header, tensors = parse()
+            name, fn, request_bytes, header, tensors = parse()
+            self.traffic.add(name, request_bytes=request_bytes, calls=1)
             rheader, rtensors = fn(header, tensors, context)
-            return self._respond(rheader, rtensors)
+            response, moved = self._respond(rheader, rtensors)
+            self.traffic.add(name, response_bytes=moved)
+            return response
         except Exception as e:                     # noqa: BLE001  (reported, keep serving)
             self._fail(method, context, e)
 
@@ -147,15 +154,17 @@ class TaskServer:
         context.abort(code, text)
 
     # --- streams ------------------------------------------------------------------------
-    def _respond(self, header: dict, tensors: list) -> bytes:
+    def _respond(self, header: dict, tensors: list) -> Tuple[bytes, int]:
         """One frame, or, when the tensors exceed one chunk, a ticket the caller redeems with
-        ``StreamResponse``."""
+        ``StreamResponse``; and the bytes the response moves (the frame's, or the streamed
+        tensors')."""
         if payload_bytes(tensors) <= self.limits.chunk_bytes:
-            return encode_frame(header, tensors)
+            frame = encode_frame(header, tensors)
+            return frame, len(frame)
         check_tensor_sizes(tensors, tensor_names(header, len(tensors)),
                            self.limits.max_tensor_bytes)
         return encode_frame({STREAM_TICKET: self.parked.put(header, tensors),
-                             "bytes": payload_bytes(tensors)})
+                             "bytes": payload_bytes(tensors)}), payload_bytes(tensors)
 
     def _stream_request(self, request_iterator, context):
         """A request streamed in chunks: its head names the method it is for."""
@@ -165,7 +174,7 @@ class TaskServer:
             if method not in METHODS:
                 raise WireFormatError(f"a streamed request names no method of {SERVICE} "
                                       f"({method!r})")
-            return getattr(self, "_" + method), header, tensors
+            return method, getattr(self, "_" + method), payload_bytes(tensors), header, tensors
         return self._serve(STREAM_REQUEST, context, parse)
 
     def _stream_response(self, request, context):
@@ -206,7 +215,8 @@ class TaskServer:
         return {"job": self.job, "task": self.task, "name": self.name, "address": self.address,
                 "devices": self.devices, "cluster": self.cluster.to_json(), "pid": os.getpid(),
                 "steps": steps, "can_build": self.build is not None,
-                "variables": sorted(self.store.variables())}, []
+                "variables": sorted(self.store.variables()),
+                "traffic": self.traffic.snapshot()}, []
 
     def _RegisterPartition(self, header, tensors, context):
         key = header_field(header, "key", str, "RegisterPartition")

@@ -529,6 +529,29 @@ def _identity(b):
     return b
 
 
+# --- traffic counters ---------------------------------------------------------------------------
+class TrafficCounters:
+    """Calls and bytes of request and response frames per RPC method, as a task served them
+    (its ``Status`` reply carries ``snapshot()`` under ``traffic``)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._counts: Dict[str, List[int]] = {}          # method -> [calls, request, response]
+
+    def add(self, method: str, request_bytes: int = 0, response_bytes: int = 0,
+            calls: int = 0) -> None:
+        with self._lock:
+            c = self._counts.setdefault(method, [0, 0, 0])
+            c[0] += calls
+            c[1] += request_bytes
+            c[2] += response_bytes
+
+    def snapshot(self) -> Dict[str, Dict[str, int]]:
+        with self._lock:
+            return {m: {"calls": c[0], "request_bytes": c[1], "response_bytes": c[2]}
+                    for m, c in self._counts.items()}
+
+
 # --- the sending side: tensors waiting for their receiver ------------------------------------
 class Outbox:
     """Tensors sent by this task's steps, by (step id, rendezvous key), until a receiver takes
