@@ -16,6 +16,7 @@ from dsl.train.gradient_descent import GradientDescentOptimizer
 from dsl.train.momentum import MomentumOptimizer
 from dsl.train.optimizer import Optimizer
 from dsl.train.rmsprop import RMSPropOptimizer
+from dsl.train.sync_replicas import SyncReplicasOptimizer
 from dsl.queues import Coordinator, QueueRunner
 from dsl.train.device_setter import (GreedyLoadBalancingStrategy, RoundRobinStrategy,
                                      byte_size_load_fn, replica_device_setter)
@@ -28,7 +29,8 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "optimizer_by_name", "OPTIMIZERS", "Saver", "CheckpointState", "latest_checkpoint",
            "get_checkpoint_state", "best_checkpoint", "checkpoint_exists", "list_variables",
            "load_variable", "Coordinator", "QueueRunner", "replica_device_setter",
-           "RoundRobinStrategy", "GreedyLoadBalancingStrategy", "byte_size_load_fn"]
+           "RoundRobinStrategy", "GreedyLoadBalancingStrategy", "byte_size_load_fn",
+           "SyncReplicasOptimizer"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,
