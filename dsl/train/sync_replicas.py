@@ -41,10 +41,11 @@ applied (every variable update waits for every take). The protocol, step by step
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+import contextlib
+from typing import List, Optional
 
 from dsl.accumulator_ops import ConditionalAccumulator
-from dsl.context import colocate_with, control_dependencies, name_scope
+from dsl.context import colocate_with, control_dependencies, device, name_scope
 from dsl.control_ops import group
 from dsl.indexed_slices import IndexedSlices
 from dsl.math_ops import add_n
@@ -111,7 +112,7 @@ class SyncReplicasOptimizer(Optimizer):
             with control_dependencies(takes):
                 update = self._opt.apply_gradients(
                     [(t, v) for t, (_, v) in zip(takes, pairs)], global_step=global_step)
-            with control_dependencies([update]), colocate_with(global_step.handle):
+            with control_dependencies([update]), _placed_with(global_step):
                 step = global_step.read_value()
                 self.sync_op = group(*[q.enqueue([step]) for q in self._token_queues],
                                      name="sync_op")
@@ -121,9 +122,10 @@ class SyncReplicasOptimizer(Optimizer):
                                              for a in self._accumulators], name="chief_init")
             self.local_step_init_op = self._local_step.assign(step, read_value=False,
                                                               name="local_step_init")
-            self.end_of_input_op = group(*[a.close() for a in self._accumulators],
-                                         *[q.close(cancel_pending_enqueues=True)
-                                           for q in self._token_queues], name="end_of_input")
+            with _placed_with(global_step):
+                closes = [q.close(cancel_pending_enqueues=True) for q in self._token_queues]
+            self.end_of_input_op = group(*[a.close() for a in self._accumulators], *closes,
+                                         name="end_of_input")
             counts = [a.dropped_counts() for a in self._accumulators]
             self.num_dropped_gradients = _total([c[0] for c in counts], "num_dropped_gradients")
             self.num_stale_gradients = _total([c[1] for c in counts], "num_stale_gradients")
@@ -156,13 +158,13 @@ class SyncReplicasOptimizer(Optimizer):
 
     # --- building blocks --------------------------------------------------------------------
     def _make_local_step(self, global_step: Variable) -> Variable:
-        with _init_scope(), colocate_with(global_step.handle):
+        with _init_scope(), _placed_with(global_step):
             return Variable(0, dtype=DType.i64, trainable=False,
                             name=f"sync_rep_local_step_{self.replica_id}",
                             collections=[GraphKeys.LOCAL_VARIABLES])
 
     def _make_token_queues(self, global_step: Variable) -> List[FIFOQueue]:
-        with _init_scope(), colocate_with(global_step.handle):
+        with _init_scope(), _placed_with(global_step):
             return [FIFOQueue(-1, [DType.i64], shapes=[[]],
                               shared_name=f"{self._name}/token_queue_{k}",
                               name=f"sync_token_q_{k}")
@@ -171,7 +173,7 @@ class SyncReplicasOptimizer(Optimizer):
     def _make_accumulator(self, var: Variable) -> ConditionalAccumulator:
         if var.shape is None:
             raise ValueError(f"SyncReplicasOptimizer needs the rank of {var.name}")
-        with _init_scope(), colocate_with(var):
+        with _init_scope(), _placed_with(var):
             return ConditionalAccumulator(var.dtype, var.shape,
                                           shared_name=f"{var.op.name}/grad_accum",
                                           max_accumulated=self.replicas_to_aggregate,
@@ -186,7 +188,7 @@ class SyncReplicasOptimizer(Optimizer):
             with colocate_with(v):
                 applies.append(acc.apply_grad(g, local, name=f"apply_{v.op.name}"))
         own = self._token_queues[self.replica_id]
-        with control_dependencies(applies), colocate_with(global_step.handle):
+        with control_dependencies(applies), _placed_with(global_step):
             token = own.dequeue(name="wait_for_token")
         with control_dependencies([token]), colocate_with(global_step.handle):
             step = global_step.read_value()
@@ -201,6 +203,15 @@ class SyncReplicasOptimizer(Optimizer):
 
     def variables(self) -> List[Variable]:
         return self._opt.variables()
+
+
+@contextlib.contextmanager
+def _placed_with(var: Variable):
+    """Colocated with ``var`` and on its requested device: a step that does not use ``var``
+    (closing the accumulators) still places the resource on the right task, where a
+    colocation tag alone names a node that step does not have."""
+    with colocate_with(var), device(var.device or ""):
+        yield
 
 
 def _total(counts: List[Tensor], name: str) -> Tensor:
