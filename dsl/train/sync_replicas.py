@@ -15,7 +15,7 @@ What the graph holds (shared by name on the parameter servers):
   fresh gradients of a step (``max_accumulated = m``);
 - one token queue per replica (int64 tokens), colocated with the global step;
 - per replica, a local step (the step its gradients are computed for), also with the global
-  step and named after the replica.
+  step and named after the optimizer and the replica (``sync_replicas_local_step_0``).
 
 A replica's ``train_op`` applies its gradients to the accumulators tagged with its local step,
 then dequeues one token from its own queue (a barrier: the token comes when the chief has
@@ -160,7 +160,7 @@ class SyncReplicasOptimizer(Optimizer):
     def _make_local_step(self, global_step: Variable) -> Variable:
         with _init_scope(), _placed_with(global_step):
             return Variable(0, dtype=DType.i64, trainable=False,
-                            name=f"sync_rep_local_step_{self.replica_id}",
+                            name=f"{self._name}_local_step_{self.replica_id}",
                             collections=[GraphKeys.LOCAL_VARIABLES])
 
     def _make_token_queues(self, global_step: Variable) -> List[FIFOQueue]:
