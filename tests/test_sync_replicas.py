@@ -154,6 +154,34 @@ def test_sync_replicas_arguments_are_checked():
         fl.train.SyncReplicasOptimizer("sgd", 1)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_replica_in_one_process_and_a_chief_that_stops(backend):
+    """m = n = 1 in one session: each step applies the gradient once (plain SGD's result);
+    when the coordinator stops the chief, its queue runner closes everything and the
+    replica's next step fails instead of waiting."""
+    g = fl.Graph()
+    with g.as_default():
+        w = fl.Variable(np.zeros([3], np.float32), name="w")
+        x = fl.placeholder(fl.float32, [3], name="x")
+        gs = fl.train.get_or_create_global_step()
+        opt = fl.train.SyncReplicasOptimizer(fl.train.GradientDescentOptimizer(0.5), 1)
+        train = opt.minimize(fl.reduce_sum(w * x), global_step=gs)
+        init = fl.global_variables_initializer()
+    with fl.Session(graph=g, backend=backend) as sess:
+        sess.run(init)
+        sess.run(opt.local_step_init_op)
+        coord = fl.train.Coordinator()
+        threads = opt.start_chief(sess, coord)
+        for s in range(3):
+            sess.run(train, {x: np.float32([1, 2, 3]) * (s + 1)})
+        coord.request_stop()
+        coord.join(threads, stop_grace_period_secs=JOIN_S)
+        with pytest.raises((fl.OutOfRangeError, fl.AbortedError), match="is closed"):
+            sess.run(train, {x: np.float32([1, 1, 1])})
+        np.testing.assert_allclose(sess.run(w), [-3.0, -6.0, -9.0])
+        assert sess.run(gs) == 3 and sess.run(opt.local_step.value()) == 3
+
+
 # --- real task processes -----------------------------------------------------------------------
 def _linear_replica(k, m, n, lr):
     """Replica ``k``'s graph: a linear model on the PS task, its gradients computed on worker
