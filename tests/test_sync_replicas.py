@@ -383,8 +383,11 @@ def test_replicas_with_different_amounts_of_input_all_end(tmp_path):
             t.join(JOIN_S)
         assert not any(t.is_alive() for t in chief)
         assert ended[0] == (3, "ran out")
-        # its 4th step waited for a token (OutOfRange), or began after the close (Aborted)
-        assert ended[1][0] == 3 and ended[1][1] in ("OutOfRangeError", "AbortedError")
+        # Its 4th step waited for a token (OutOfRange) or began after the close (Aborted).
+        # (Its 3rd can end so too, applied but without its token, if replica 0's close
+        # overtakes the chief putting that token in its queue: the tokens of a step go into
+        # the queues one after the other.)
+        assert ended[1][0] in (2, 3) and ended[1][1] in ("OutOfRangeError", "AbortedError")
         r = reps[0]
         w, step = sessions[0].run([r["w"], r["gs"]])
         assert step == 3
