@@ -15,11 +15,13 @@ from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import DType, as_dtype
 
-__all__ = ["ConditionalAccumulator"]
+__all__ = ["ConditionalAccumulator", "SparseConditionalAccumulator"]
 
 
 class ConditionalAccumulator:
     """``ConditionalAccumulator(dtype, shape, shared_name=None, max_accumulated=0)``."""
+
+    _OP = "ConditionalAccumulator"
 
     def __init__(self, dtype, shape, shared_name: Optional[str] = None,
                  max_accumulated: int = 0, name: str = "conditional_accumulator"):
@@ -29,7 +31,7 @@ class ConditionalAccumulator:
         self.shape = tuple(None if d is None or d < 0 else int(d) for d in shape)
         self.max_accumulated = int(max_accumulated)
         self.accumulator_ref = apply_op(
-            "ConditionalAccumulator", [],
+            self._OP, [],
             {"dtype": self.dtype, "shape": self.shape, "shared_name": shared_name or "",
              "max_accumulated": self.max_accumulated}, name=name)
         self.name = self.accumulator_ref.op.name
@@ -66,3 +68,39 @@ class ConditionalAccumulator:
     def close(self, name: Optional[str] = None) -> Operation:
         """End of input: waiting takes end with OutOfRangeError, later applies AbortedError."""
         return self._op("AccumulatorClose", [], {}, name)
+
+
+class SparseConditionalAccumulator(ConditionalAccumulator):
+    """The same for sparse gradients (``fl.IndexedSlices`` of a tensor of ``shape``):
+    ``apply_indexed_slices_grad`` and ``take_indexed_slices_grad`` (each touched row once)."""
+
+    _OP = "SparseConditionalAccumulator"
+
+    def __init__(self, dtype, shape, shared_name: Optional[str] = None,
+                 max_accumulated: int = 0, name: str = "sparse_conditional_accumulator"):
+        super().__init__(dtype, shape, shared_name, max_accumulated, name)
+
+    def apply_grad(self, grad_indices, grad_values, local_step=0,
+                   name: Optional[str] = None) -> Operation:
+        from dsl.array_ops import cast
+        indices = convert_to_tensor(grad_indices)
+        if indices.dtype is not DType.i64:
+            indices = cast(indices, DType.i64)
+        return self._op("SparseAccumulatorApplyGradient",
+                        [convert_to_tensor(local_step, dtype=DType.i64), indices,
+                         convert_to_tensor(grad_values, dtype=self.dtype)], {}, name)
+
+    def apply_indexed_slices_grad(self, grad, local_step=0,
+                                  name: Optional[str] = None) -> Operation:
+        return self.apply_grad(grad.indices, grad.values, local_step, name)
+
+    def take_grad(self, num_required, name: Optional[str] = None):
+        """(indices, values, dense_shape) of the mean, once ``num_required`` are there."""
+        return self._op("SparseAccumulatorTakeGradient",
+                        [convert_to_tensor(num_required, dtype=DType.i32)],
+                        {"dtype": self.dtype}, name)
+
+    def take_indexed_slices_grad(self, num_required, name: Optional[str] = None):
+        from dsl.indexed_slices import IndexedSlices
+        indices, values, shape = self.take_grad(num_required, name)
+        return IndexedSlices(values, indices, shape)

@@ -20,6 +20,9 @@ Rules:
   (``DeadlineExceededError``) and ``close`` (``OutOfRangeError``);
 - after ``close`` an ``apply`` fails with ``AbortedError``, a waiting or later ``take`` with
   ``OutOfRangeError``: the end-of-input signal of ``fl.train.SyncReplicasOptimizer``.
+
+``SparseAccumulator`` follows the same rules for sparse gradients (rows ``indices`` of a
+tensor, their slices ``values``): its mean holds each touched row once.
 """
 from __future__ import annotations
 
@@ -63,30 +66,46 @@ class Accumulator:
     # --- what the ops do ------------------------------------------------------------------
     def apply(self, local_step: int, gradient: np.ndarray) -> bool:
         """Add ``gradient`` if it is fresh and wanted; True when it was kept."""
-        grad = np.asarray(gradient)
-        if grad.dtype != self.dtype.np:
+        grad = self._checked_values(gradient)
+        return self._apply(local_step, lambda: self._add(grad))
+
+    def _checked_values(self, values) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.dtype != self.dtype.np:
             raise _error(InvalidArgumentError, _INVALID_ARGUMENT,
                          f"accumulator '{self.name}' holds {self.dtype.ir_name} gradients, got "
-                         f"{DType.from_numpy(grad.dtype).ir_name}")
+                         f"{DType.from_numpy(arr.dtype).ir_name}")
+        return arr
+
+    def _apply(self, local_step: int, add) -> bool:
+        """The rules every gradient goes through; ``add()`` (under the lock) keeps it."""
         with self._cv:
             if self._closed:
                 raise _error(AbortedError, _ABORTED, f"accumulator '{self.name}' is closed")
-            self._check_shape(grad.shape)
             if int(local_step) < self._global_step:
                 self._stale += 1
                 return False
             if 0 < self.max_accumulated <= self._count:
                 self._dropped += 1
                 return False
-            if self._sum is None:
-                self._sum = grad.astype(self.dtype.np, copy=True)
-            else:
-                self._sum += grad
+            add()
             self._count += 1
             self._cv.notify_all()
             return True
 
-    def take(self, num_required: int, timeout_ms: int = 0) -> np.ndarray:
+    def _add(self, grad: np.ndarray) -> None:
+        self._check_shape(grad.shape)
+        if self._sum is None:
+            self._sum = grad.astype(self.dtype.np, copy=True)
+        else:
+            self._sum += grad
+
+    def _mean_and_reset(self):
+        mean = (self._sum / self._count).astype(self.dtype.np)
+        self._sum = None
+        return mean
+
+    def take(self, num_required: int, timeout_ms: int = 0):
         """The mean of the held gradients once ``num_required`` are held; resets and advances."""
         need = int(num_required)
         if need < 1:
@@ -110,8 +129,8 @@ class Accumulator:
                 raise _error(OutOfRangeError, _OUT_OF_RANGE,
                              f"accumulator '{self.name}' is closed (it holds {self._count} of "
                              f"the {need} gradient(s) needed for step {self._global_step})")
-            mean = (self._sum / self._count).astype(self.dtype.np)
-            self._sum, self._count = None, 0
+            mean = self._mean_and_reset()
+            self._count = 0
             self._global_step += 1
             self._cv.notify_all()
             return mean
@@ -156,19 +175,73 @@ class Accumulator:
                          f"{list(self._sum.shape)} this step, got {list(shape)}")
 
 
+class SparseAccumulator(Accumulator):
+    """The same rules for sparse gradients (``indices``, ``values``: rows of a tensor of
+    ``shape``, TensorFlow's ``SparseConditionalAccumulator``). ``take`` returns ``(indices,
+    values, dense_shape)``: each row that any gradient touched, once, in increasing order,
+    with the sum of its slices divided by the number of gradients taken."""
+
+    def __init__(self, name: str, dtype: DType, shape: Optional[tuple], max_accumulated: int = 0):
+        super().__init__(name, dtype, shape, max_accumulated)
+        self._parts: list = []
+
+    def apply_sparse(self, local_step: int, indices, values) -> bool:
+        idx = np.asarray(indices).astype(np.int64).reshape(-1)
+        vals = self._checked_values(values)
+        if vals.ndim < 1 or vals.shape[0] != idx.shape[0]:
+            raise _error(InvalidArgumentError, _INVALID_ARGUMENT,
+                         f"accumulator '{self.name}': {idx.shape[0]} indices for values of "
+                         f"shape {list(vals.shape)}")
+        return self._apply(local_step, lambda: self._add_rows(idx, vals))
+
+    def _add_rows(self, idx: np.ndarray, vals: np.ndarray) -> None:
+        want = self.shape
+        if want is not None:
+            self._check_shape((want[0],) + tuple(vals.shape[1:]))
+            rows = want[0]
+            if rows is not None and idx.size and (idx.min() < 0 or idx.max() >= rows):
+                bad = idx[(idx < 0) | (idx >= rows)][0]
+                raise _error(InvalidArgumentError, _INVALID_ARGUMENT,
+                             f"accumulator '{self.name}': row index {int(bad)} is out of range "
+                             f"[0, {rows})")
+        if self._parts and self._parts[0][1].shape[1:] != vals.shape[1:]:
+            raise _error(InvalidArgumentError, _INVALID_ARGUMENT,
+                         f"accumulator '{self.name}' holds rows of shape "
+                         f"{list(self._parts[0][1].shape[1:])} this step, got "
+                         f"{list(vals.shape[1:])}")
+        self._parts.append((idx.copy(), vals.astype(self.dtype.np, copy=True)))
+
+    def _mean_and_reset(self):
+        idx = np.concatenate([p[0] for p in self._parts])
+        vals = np.concatenate([p[1] for p in self._parts])
+        rows, where = np.unique(idx, return_inverse=True)
+        sums = np.zeros((rows.shape[0],) + vals.shape[1:], self.dtype.np)
+        np.add.at(sums, where, vals)
+        self._parts = []
+        first = self.shape[0] if self.shape is not None and self.shape[0] is not None else \
+            (int(rows.max()) + 1 if rows.size else 0)
+        dense = np.array([first] + list(vals.shape[1:]), np.int64)
+        return rows.astype(np.int64), (sums / self._count).astype(self.dtype.np), dense
+
+
 # --- the store's accumulators -------------------------------------------------------------
 _LOCK = threading.Lock()
 
 
 def accumulator(store: ResourceStore, name: str, dtype: DType, shape: Optional[Sequence],
-                max_accumulated: int = 0) -> Accumulator:
+                max_accumulated: int = 0, sparse: bool = False) -> Accumulator:
     """The accumulator ``name`` of ``store`` (created when missing; a mismatch is an error)."""
+    kind = SparseAccumulator if sparse else Accumulator
     with _LOCK:
         table: Dict[str, Accumulator] = store.accumulators
         acc = table.get(name)
         if acc is None:
-            acc = table[name] = Accumulator(name, dtype, None if shape is None else tuple(shape),
-                                            max_accumulated)
+            acc = table[name] = kind(name, dtype, None if shape is None else tuple(shape),
+                                     max_accumulated)
+    if type(acc) is not kind:
+        raise _error(InvalidArgumentError, _INVALID_ARGUMENT,
+                     f"accumulator '{name}' exists as a {type(acc).__name__}; this graph "
+                     f"uses it as a {kind.__name__}")
     if acc.dtype is not dtype or acc.max_accumulated != int(max_accumulated):
         raise _error(InvalidArgumentError, _INVALID_ARGUMENT,
                      f"accumulator '{name}' exists with dtype {acc.dtype.ir_name} and "
@@ -182,7 +255,8 @@ def accumulator_from_attrs(store: ResourceStore, attrs: dict) -> Accumulator:
     ``max_accumulated``)."""
     shape = attrs.get("shape")
     return accumulator(store, attrs["name"], DType.parse(attrs["dtype"]),
-                       None if shape is None else tuple(shape), attrs.get("max_accumulated", 0))
+                       None if shape is None else tuple(shape), attrs.get("max_accumulated", 0),
+                       bool(attrs.get("sparse", False)))
 
 
 # --- host ops: how the C kernels reach an accumulator --------------------------------------
@@ -195,6 +269,15 @@ def _apply_host(store, node, attrs, local_step, gradient):
 
 def _take_host(store, node, attrs, num_required, timeout_ms):
     return [accumulator_from_attrs(store, attrs).take(int(num_required), int(timeout_ms))]
+
+
+def _sparse_apply_host(store, node, attrs, local_step, indices, values):
+    accumulator_from_attrs(store, attrs).apply_sparse(int(local_step), indices, values)
+    return []
+
+
+def _sparse_take_host(store, node, attrs, num_required, timeout_ms):
+    return list(accumulator_from_attrs(store, attrs).take(int(num_required), int(timeout_ms)))
 
 
 def _num_accumulated_host(store, node, attrs):
@@ -219,6 +302,8 @@ def _close_host(store, node, attrs):
 HOST_OPS = {"AccumulatorApplyGradient": _apply_host, "AccumulatorTakeGradient": _take_host,
             "AccumulatorNumAccumulated": _num_accumulated_host,
             "AccumulatorSetGlobalStep": _set_global_step_host,
-            "AccumulatorDropCounts": _counts_host, "AccumulatorClose": _close_host}
+            "AccumulatorDropCounts": _counts_host, "AccumulatorClose": _close_host,
+            "SparseAccumulatorApplyGradient": _sparse_apply_host,
+            "SparseAccumulatorTakeGradient": _sparse_take_host}
 for _name, _fn in HOST_OPS.items():
     register_host_op(_name, _fn)

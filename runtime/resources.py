@@ -283,7 +283,8 @@ _BUILTIN_HOST_OPS = {"SaveV2": "runtime.checkpoint", "RestoreV2": "runtime.check
                      **{op: "runtime.accumulators" for op in (
                          "AccumulatorApplyGradient", "AccumulatorTakeGradient",
                          "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
-                         "AccumulatorDropCounts", "AccumulatorClose")}}
+                         "AccumulatorDropCounts", "AccumulatorClose",
+                         "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient")}}
 
 
 def _find_host_op(name: str) -> HostOp:

@@ -116,6 +116,69 @@ def test_closing_ends_a_waiting_take_and_refuses_later_gradients(backend):
             sess.run(ops["apply"], {step: 0, grad: [1, 1]})
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sparse_accumulator_averages_rows(backend):
+    g = fl.Graph()
+    with g.as_default():
+        acc = fl.SparseConditionalAccumulator(fl.float32, [5, 2], max_accumulated=2)
+        idx = fl.placeholder(fl.int32, [None], name="idx")
+        vals = fl.placeholder(fl.float32, [None, 2], name="vals")
+        step = fl.placeholder(fl.int64, [], name="step")
+        apply = acc.apply_grad(idx, vals, step)
+        take = acc.take_grad(2)
+        counts = acc.dropped_counts()
+    with fl.Session(graph=g, backend=backend) as sess:
+        sess.run(apply, {idx: [1, 3], vals: [[1, 1], [2, 2]], step: 0})
+        sess.run(apply, {idx: [3, 0, 3], vals: [[4, 4], [5, 5], [6, 6]], step: 0})
+        sess.run(apply, {idx: [4], vals: [[9, 9]], step: 0})          # a third: dropped
+        rows, mean, shape = sess.run(take)
+        np.testing.assert_array_equal(rows, [0, 1, 3])
+        np.testing.assert_allclose(mean, [[2.5, 2.5], [0.5, 0.5], [6.0, 6.0]])
+        np.testing.assert_array_equal(shape, [5, 2])
+        sess.run(apply, {idx: [2], vals: [[1, 1]], step: 0})          # stale
+        assert [int(c) for c in sess.run(counts)] == [1, 1]
+        with pytest.raises(fl.InvalidArgumentError, match="row index 7 is out of range"):
+            sess.run(apply, {idx: [7], vals: [[1, 1]], step: 1})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sync_replicas_keeps_an_embedding_update_sparse(backend):
+    """An embedding's IndexedSlices gradient goes through a sparse accumulator: one replica
+    (m = n = 1) gives plain SGD's table, and rows no step used are untouched."""
+    table0 = np.arange(12, dtype=np.float32).reshape(6, 2)
+    ids = [np.int32([0, 2, 2]), np.int32([5, 0])]
+    results = []
+    for sync in (False, True):
+        g = fl.Graph()
+        with g.as_default():
+            table = fl.Variable(table0, name="table")
+            x = fl.placeholder(fl.int32, [None], name="ids")
+            loss = fl.reduce_sum(fl.square(fl.nn.embedding_lookup([table], x)))
+            gs = fl.train.get_or_create_global_step()
+            opt = fl.train.GradientDescentOptimizer(0.1)
+            if sync:
+                opt = fl.train.SyncReplicasOptimizer(opt, 1)
+            train = opt.minimize(loss, global_step=gs)
+            init = fl.global_variables_initializer()
+        with fl.Session(graph=g, backend=backend) as sess:
+            sess.run(init)
+            threads = []
+            if sync:
+                sess.run(opt.local_step_init_op)
+                threads = opt.start_chief(sess)
+                assert "SparseConditionalAccumulator" in {n.op for n in g}
+            for batch in ids:
+                sess.run(train, {x: batch})
+            results.append(sess.run(table))
+            if sync:
+                sess.run(opt.end_of_input_op)
+                for t in threads:
+                    t.join(JOIN_S)
+                assert not any(t.is_alive() for t in threads)
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+    np.testing.assert_array_equal(results[1][[1, 3, 4]], table0[[1, 3, 4]])
+
+
 def test_accumulator_graph_errors_name_the_node():
     g = fl.Graph()
     with g.as_default():

@@ -18,7 +18,10 @@ its shared name, the node name when empty; ``runtime/accumulators.py`` holds the
 The reference kernels call the runtime's accumulator directly; the C kernels reach the same
 object through the runtime's host-call hook (``codegen_templates/c/accumulator.c.j2``), as the
 checkpoint ops do, so the interpreter and compiled steps share one accumulator per store.
-Gradients are dense; ``SyncReplicasOptimizer`` densifies ``IndexedSlices`` first.
+``SparseConditionalAccumulator`` holds sparse gradients (rows and their slices, as
+``IndexedSlices``) under the same rules: ``SparseAccumulatorApplyGradient`` and
+``SparseAccumulatorTakeGradient`` (each touched row once, with its mean); the other ops take
+either kind of handle.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from runtime.dtypes import DType
 from runtime.errors import RuntimeExecutionError
 
 _GRAD_TYPES = "{f16, f32, f64}"
+ACCUMULATOR_OPS = ("ConditionalAccumulator", "SparseConditionalAccumulator")
 
 
 def accumulator_key(node) -> str:
@@ -47,7 +51,7 @@ def accumulator_source(out):
     """The ConditionalAccumulator node a handle comes from (through Identity), or None."""
     for _ in range(64):
         n = out.node
-        if n.op == "ConditionalAccumulator":
+        if n.op in ACCUMULATOR_OPS:
             return n
         if n.op == "Identity" and n.inputs:
             out = n.inputs[0]
@@ -59,8 +63,20 @@ def accumulator_source(out):
 def _source_of(node):
     src = accumulator_source(node.inputs[0])
     if src is None:
-        raise ShapeError("input 0 must be an accumulator handle made by ConditionalAccumulator",
-                         node)
+        raise ShapeError("input 0 must be an accumulator handle made by ConditionalAccumulator "
+                         "or SparseConditionalAccumulator", node)
+    return src
+
+
+def _is_sparse(src) -> bool:
+    return src.op == "SparseConditionalAccumulator"
+
+
+def _source_of_kind(node, sparse: bool):
+    src = _source_of(node)
+    if _is_sparse(src) != sparse:
+        want = "SparseConditionalAccumulator" if sparse else "ConditionalAccumulator"
+        raise ShapeError(f"input 0 is a {src.op} handle; {node.op} takes a {want}'s", node)
     return src
 
 
@@ -84,7 +100,7 @@ def _check_dtype(ctx, src) -> None:
 
 
 def _apply_shape(ctx):
-    src = _source_of(ctx.node)
+    src = _source_of_kind(ctx.node, sparse=False)
     _check_dtype(ctx, src)
     step = ctx.input_shape(1)
     if step is not None and len(step) != 0:
@@ -97,9 +113,7 @@ def _apply_shape(ctx):
     return []
 
 
-def _take_shape(ctx):
-    src = _source_of(ctx.node)
-    _check_dtype(ctx, src)
+def _check_num_required(ctx, src) -> None:
     n = ctx.input_value(1)
     if n is not None and int(n) < 1:
         raise ctx.error(f"num_required must be at least 1, got {int(n)}")
@@ -107,7 +121,43 @@ def _take_shape(ctx):
     if n is not None and 0 < limit < int(n):
         raise ctx.error(f"the accumulator keeps at most {limit} gradients a step; taking "
                         f"{int(n)} would wait forever")
+
+
+def _take_shape(ctx):
+    src = _source_of_kind(ctx.node, sparse=False)
+    _check_dtype(ctx, src)
+    _check_num_required(ctx, src)
     return [TensorType(src.attrs["dtype"], _declared_shape(src))]
+
+
+def _sparse_apply_shape(ctx):
+    src = _source_of_kind(ctx.node, sparse=True)
+    _check_dtype(ctx, src)
+    step, idx, vals = ctx.input_shape(1), ctx.input_shape(2), ctx.input_shape(3)
+    if step is not None and len(step) != 0:
+        raise ctx.error(f"local_step must be a scalar, got shape {shape_str(step)}")
+    if idx is not None and len(idx) != 1:
+        raise ctx.error(f"gradient_indices must be a vector, got shape {shape_str(idx)}")
+    want = _declared_shape(src)
+    if vals is not None and want is not None and (len(vals) != len(want) or any(
+            a is not None and b is not None and a != b for a, b in zip(want[1:], vals[1:]))):
+        raise ctx.error(f"gradient_values have shape {shape_str(vals)}; the accumulator holds "
+                        f"rows of {shape_str(want)}")
+    if vals is not None and idx is not None and vals and idx[0] is not None and \
+            vals[0] is not None and idx[0] != vals[0]:
+        raise ctx.error(f"{idx[0]} indices for {vals[0]} rows of values")
+    return []
+
+
+def _sparse_take_shape(ctx):
+    src = _source_of_kind(ctx.node, sparse=True)
+    _check_dtype(ctx, src)
+    _check_num_required(ctx, src)
+    want = _declared_shape(src)
+    rows = None if want is None else (None,) + tuple(want[1:])
+    rank = None if want is None else len(want)
+    return [TensorType(DType.i64, (None,)), TensorType(src.attrs["dtype"], rows),
+            TensorType(DType.i64, None if rank is None else (rank,))]
 
 
 def _handle_only_shape(outputs):
@@ -129,7 +179,7 @@ def _set_step_shape(ctx):
 def _acc(ctx):
     src = _source_of(ctx.node)
     return accumulator(ctx.state, accumulator_key(src), src.attrs["dtype"], _declared_shape(src),
-                       src.attrs.get("max_accumulated", 0))
+                       src.attrs.get("max_accumulated", 0), _is_sparse(src))
 
 
 def _timeout(ctx) -> int:
@@ -172,6 +222,17 @@ def _take_kernel(ctx, handle, num_required):
 
 
 @_naming_node
+def _sparse_apply_kernel(ctx, handle, local_step, indices, values):
+    _acc(ctx).apply_sparse(int(local_step), indices, values)
+    return []
+
+
+@_naming_node
+def _sparse_take_kernel(ctx, handle, num_required):
+    return list(_acc(ctx).take(int(num_required), _timeout(ctx)))
+
+
+@_naming_node
 def _num_accumulated_kernel(ctx, handle):
     return [np.array(_acc(ctx).num_accumulated(), np.int32)]
 
@@ -200,7 +261,8 @@ def _attrs_literal(kc: KernelContext) -> str:
     shape = _declared_shape(src)
     attrs = {"name": accumulator_key(src), "dtype": src.attrs["dtype"].ir_name,
              "shape": None if shape is None else [d for d in shape],
-             "max_accumulated": int(src.attrs.get("max_accumulated", 0))}
+             "max_accumulated": int(src.attrs.get("max_accumulated", 0)),
+             "sparse": _is_sparse(src)}
     return c_bytes_literal(json.dumps(attrs, separators=(",", ":")))
 
 
@@ -230,6 +292,33 @@ register_op("ConditionalAccumulator", outputs=["handle: resource"],
             stateful=True, group="source",
             doc="A handle to the gradient accumulator ``shared_name`` (the node's name); "
                 "``max_accumulated`` > 0 keeps only the first that many fresh gradients a step.")
+
+register_op("SparseConditionalAccumulator", outputs=["handle: resource"],
+            attrs=[f"dtype: {_GRAD_TYPES}", "shape: shape", "container: string = ''",
+                   "shared_name: string = ''", "max_accumulated: int = 0"],
+            shape=_accumulator_shape, kernel=_accumulator_kernel, c_kernel=_accumulator_c,
+            stateful=True, group="source",
+            doc="A handle to the sparse gradient accumulator ``shared_name`` (rows of a tensor "
+                "of ``shape``); the other Accumulator* ops work on it too.")
+
+register_op("SparseAccumulatorApplyGradient",
+            inputs=["handle: resource", "local_step: i64", "gradient_indices: i64",
+                    "gradient_values: dtype"],
+            attrs=[f"dtype: {_GRAD_TYPES}"], shape=_sparse_apply_shape,
+            kernel=_sparse_apply_kernel, c_kernel=_host_c("SparseAccumulatorApplyGradient"),
+            stateful=True,
+            doc="Add the rows ``gradient_indices`` with slices ``gradient_values`` under the "
+                "rules of AccumulatorApplyGradient.")
+
+register_op("SparseAccumulatorTakeGradient", inputs=["handle: resource", "num_required: i32"],
+            outputs=["indices: i64", "values: dtype", "shape: i64"],
+            attrs=[f"dtype: {_GRAD_TYPES}"], shape=_sparse_take_shape,
+            kernel=_sparse_take_kernel,
+            c_kernel=_host_c("SparseAccumulatorTakeGradient", with_timeout=True),
+            c_output_dims=_take_c_dims, stateful=True,
+            doc="Wait for ``num_required`` gradients; return each touched row once (increasing) "
+                "with its summed slices divided by the number of gradients taken, and the "
+                "dense shape.")
 
 register_op("AccumulatorApplyGradient",
             inputs=["handle: resource", "local_step: i64", "gradient: dtype"],

@@ -12,7 +12,8 @@ Each of ``n = total_num_replicas`` replicas builds its own graph over shared var
 What the graph holds (shared by name on the parameter servers):
 
 - one ``ConditionalAccumulator`` per variable, colocated with it, that keeps the first ``m``
-  fresh gradients of a step (``max_accumulated = m``);
+  fresh gradients of a step (``max_accumulated = m``); a ``SparseConditionalAccumulator``
+  where the gradient is ``IndexedSlices`` (an embedding's), so the update stays sparse;
 - one token queue per replica (int64 tokens), colocated with the global step;
 - per replica, a local step (the step its gradients are computed for), also with the global
   step and named after the optimizer and the replica (``sync_replicas_local_step_0``).
@@ -44,7 +45,7 @@ from __future__ import annotations
 import contextlib
 from typing import List, Optional
 
-from dsl.accumulator_ops import ConditionalAccumulator
+from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl.context import colocate_with, control_dependencies, device, name_scope
 from dsl.control_ops import group
 from dsl.indexed_slices import IndexedSlices
@@ -101,15 +102,20 @@ class SyncReplicasOptimizer(Optimizer):
         with name_scope(name or self._name):
             self._local_step = self._make_local_step(global_step)
             self._token_queues = self._make_token_queues(global_step)
-            self._accumulators = [self._make_accumulator(v) for _, v in pairs]
+            self._accumulators = [self._make_accumulator(v, isinstance(g, IndexedSlices))
+                                  for g, v in pairs]
             train_op = self._replica_train_op(pairs, global_step)
             takes = []
             for acc, (_, v) in zip(self._accumulators, pairs):
                 with colocate_with(v):
-                    takes.append(acc.take_grad(m, name=f"take_{v.op.name}"))
+                    if isinstance(acc, SparseConditionalAccumulator):
+                        takes.append(acc.take_indexed_slices_grad(m, name=f"take_{v.op.name}"))
+                    else:
+                        takes.append(acc.take_grad(m, name=f"take_{v.op.name}"))
             # Every update waits for every take: a step cut short by end of input applies
             # nothing.
-            with control_dependencies(takes):
+            with control_dependencies([t.values if isinstance(t, IndexedSlices) else t
+                                       for t in takes]):
                 update = self._opt.apply_gradients(
                     [(t, v) for t, (_, v) in zip(takes, pairs)], global_step=global_step)
             with control_dependencies([update]), _placed_with(global_step):
@@ -170,11 +176,12 @@ class SyncReplicasOptimizer(Optimizer):
                               name=f"sync_token_q_{k}")
                     for k in range(self.total_num_replicas)]
 
-    def _make_accumulator(self, var: Variable) -> ConditionalAccumulator:
+    def _make_accumulator(self, var: Variable, sparse: bool) -> ConditionalAccumulator:
         if var.shape is None:
             raise ValueError(f"SyncReplicasOptimizer needs the rank of {var.name}")
+        kind = SparseConditionalAccumulator if sparse else ConditionalAccumulator
         with _init_scope(), _placed_with(var):
-            return ConditionalAccumulator(var.dtype, var.shape,
+            return kind(var.dtype, var.shape,
                                           shared_name=f"{var.op.name}/grad_accum",
                                           max_accumulated=self.replicas_to_aggregate,
                                           name=f"{var.op.name}_grad_accum")
@@ -183,10 +190,12 @@ class SyncReplicasOptimizer(Optimizer):
         local = self._local_step.value()
         applies = []
         for acc, (g, v) in zip(self._accumulators, pairs):
-            if isinstance(g, IndexedSlices):       # no sparse accumulator: densify
-                g = g.to_dense()
             with colocate_with(v):
-                applies.append(acc.apply_grad(g, local, name=f"apply_{v.op.name}"))
+                if isinstance(g, IndexedSlices):
+                    applies.append(acc.apply_indexed_slices_grad(g, local,
+                                                                 name=f"apply_{v.op.name}"))
+                else:
+                    applies.append(acc.apply_grad(g, local, name=f"apply_{v.op.name}"))
         own = self._token_queues[self.replica_id]
         with control_dependencies(applies), _placed_with(global_step):
             token = own.dequeue(name="wait_for_token")
