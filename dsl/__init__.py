@@ -25,6 +25,7 @@ from dsl.variables import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl.clip_ops import *  # noqa: F401,F403
 from dsl.data_flow_ops import *  # noqa: F401,F403
+from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl import nn
 from dsl import summary
 from dsl import train

@@ -154,6 +154,7 @@ class ResourceStore:
         self._vars: Dict[str, Variable] = {}
         self._streams: Dict[str, object] = {}      # name -> its uint64_t counter
         self._queues: Dict[str, object] = {}       # name -> CQueue or PyQueue
+        self.accumulators: Dict[str, object] = {}  # name -> runtime.accumulators.Accumulator
         self._step = threading.local()             # the interpreter's per-step deadline
         self._lock = threading.Lock()
         self._host = ffi.new_handle(self)
@@ -241,9 +242,12 @@ class ResourceStore:
         return getattr(self._step, "timeout_ms", 0)
 
     def close_queues(self, cancel_pending_enqueues: bool = True) -> None:
-        """Close every queue (a closing session: blocked steps end instead of hanging)."""
+        """Close every queue and accumulator (a closing session: blocked steps end instead of
+        hanging)."""
         for q in list(self._queues.values()):
             q.close(cancel_pending_enqueues)
+        for acc in list(self.accumulators.values()):
+            acc.close()
 
     # --- binding a step ----------------------------------------------------------------
     def runtime_struct(self, variables: Sequence[TensorSpec], streams: Sequence[str],
@@ -275,7 +279,12 @@ class ResourceStore:
 
 
 # Host ops the runtime itself provides, imported on first use (a module registers its ops).
-_BUILTIN_HOST_OPS = {"SaveV2": "runtime.checkpoint", "RestoreV2": "runtime.checkpoint"}
+_BUILTIN_HOST_OPS = {"SaveV2": "runtime.checkpoint", "RestoreV2": "runtime.checkpoint",
+                     **{op: "runtime.accumulators" for op in (
+                         "AccumulatorApplyGradient", "AccumulatorTakeGradient",
+                         "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
+                         "AccumulatorDropCounts", "AccumulatorClose",
+                         "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient")}}
 
 
 def _find_host_op(name: str) -> HostOp:

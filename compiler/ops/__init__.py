@@ -5,7 +5,8 @@ from compiler.ops.registry import (OpDef, ArgDef, AttrDef, register_op, get_op, 
 from compiler.ops import core  # noqa: F401  (registers ops)
 
 _FAMILIES = ("math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state", "io",
-             "comm", "queue", "stack", "control_flow", "fused", "data_flow", "candidate_sampling")
+             "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
+             "candidate_sampling")
 for _f in _FAMILIES:
     try:
         __import__(f"compiler.ops.{_f}")

@@ -16,6 +16,7 @@ from dsl.train.gradient_descent import GradientDescentOptimizer
 from dsl.train.momentum import MomentumOptimizer
 from dsl.train.optimizer import Optimizer
 from dsl.train.rmsprop import RMSPropOptimizer
+from dsl.train.sync_replicas import SyncReplicasOptimizer
 from dsl.queues import Coordinator, QueueRunner
 from dsl.train.device_setter import (GreedyLoadBalancingStrategy, RoundRobinStrategy,
                                      byte_size_load_fn, replica_device_setter)
@@ -39,7 +40,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "WorkerSessionCreator", "SessionNotReadyError", "SessionRunHook", "SessionRunArgs",
            "SessionRunContext", "SessionRunValues", "SecondOrStepTimer", "StopAtStepHook",
            "CheckpointSaverHook", "StepCounterHook", "LoggingTensorHook", "NanTensorHook",
-           "NanLossDuringTrainingError"]
+           "NanLossDuringTrainingError", "SyncReplicasOptimizer"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,
