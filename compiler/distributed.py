@@ -210,9 +210,12 @@ class Master:
             raise _first_cause(errors)
 
     def _register_future(self, p: TaskPartition):
+        # The IR text travels as a byte tensor, not in the header: a partition with large
+        # constants is megabytes of text, and tensors stream in chunks past the message limit.
+        ir = np.frombuffer(p.ir.encode(), dtype=np.uint8)
         return self.clients[(p.job, p.task)].future(
-            "RegisterPartition", {"key": p.key, "ir": p.ir, "feeds": p.feeds,
-                                  "fetches": p.fetches}, timeout=REGISTER_TIMEOUT_S)
+            "RegisterPartition", {"key": p.key, "feeds": p.feeds, "fetches": p.fetches,
+                                  "names": ["ir"]}, [ir], timeout=REGISTER_TIMEOUT_S)
 
     def _register(self, p: TaskPartition) -> None:
         self.clients[(p.job, p.task)].result(self._register_future(p), "RegisterPartition")

@@ -220,7 +220,7 @@ class TaskServer:
 
     def _RegisterPartition(self, header, tensors, context):
         key = header_field(header, "key", str, "RegisterPartition")
-        ir = header_field(header, "ir", str, "RegisterPartition")
+        ir = _partition_text(header, tensors)
         feeds = header_field(header, "feeds", list, "RegisterPartition")
         fetches = header_field(header, "fetches", list, "RegisterPartition")
         if key in self._steps:
@@ -351,3 +351,16 @@ class TaskServer:
 
 def _identity(b):
     return b
+
+
+def _partition_text(header: dict, tensors: list) -> str:
+    """A partition's IR text: one uint8 tensor of UTF-8 (or, from older masters, the
+    header's ``ir`` string)."""
+    if not tensors:
+        return header_field(header, "ir", str, "RegisterPartition")
+    if len(tensors) != 1 or tensors[0].dtype != np.uint8 or tensors[0].ndim != 1:
+        raise WireFormatError("RegisterPartition carries its IR text as one uint8 vector")
+    try:
+        return tensors[0].tobytes().decode()
+    except UnicodeDecodeError as e:
+        raise WireFormatError(f"RegisterPartition: the IR text is not UTF-8 ({e})") from None

@@ -253,8 +253,8 @@ def payload_bytes(tensors: Sequence[np.ndarray]) -> int:
 
 
 def tensor_names(header: dict, count: int) -> List[str]:
-    """What to call a message's tensors in errors: its feeds or fetches, else its key."""
-    for field in ("feeds", "fetches"):
+    """What to call a message's tensors in errors: its ``names``, feeds or fetches, else its key."""
+    for field in ("names", "feeds", "fetches"):
         names = header.get(field)
         if isinstance(names, list) and len(names) == count:
             return [str(n) for n in names]

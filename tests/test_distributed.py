@@ -59,6 +59,20 @@ def test_ps_variable_and_worker_computation_equal_a_local_session(cluster, graph
     assert {"w", "b"} <= set(ps["variables"]) and not {"w", "b"} & set(worker["variables"])
 
 
+def test_a_partition_with_megabytes_of_constants_registers(cluster, graph):
+    """The IR text of a partition travels as a streamed tensor, not in a frame's header, so
+    a variable initialized from a large array (its value is a constant in the IR) registers."""
+    init = np.random.default_rng(0).standard_normal((1024, 512)).astype(np.float32)
+    with fl.device("/job:ps/task:0"):
+        table = fl.Variable(init, name="table")
+    with fl.device("/job:worker/task:0"):
+        total = fl.reduce_sum(table * 2.0)
+    with fl.Session(cluster.target()) as sess:
+        sess.run(table.initializer)
+        np.testing.assert_allclose(sess.run(total), (init * 2.0).sum(dtype=np.float64),
+                                   rtol=1e-4)
+
+
 def test_variables_persist_across_client_sessions(cluster, graph):
     x, w, b, h, total = _model()
     bump = w.assign_add(np.ones([3, 4], np.float32))
