@@ -58,8 +58,22 @@ typedef struct flowc_runtime {
                      int32_t n_in, const flowc_tensor *in, int32_t n_out, flowc_tensor *out,
                      flowc_status *st);
 } flowc_runtime;
+typedef struct flowc_pool {
+    int32_t lock;
+    int32_t initialized;
+    int64_t max_cached_bytes;
+    int64_t cached_bytes;
+    int64_t cached_blocks;
+    int64_t live_blocks;
+    int64_t hits;
+    int64_t misses;
+    int64_t fail_countdown;
+    void *free_lists[160];
+} flowc_pool;
 int flowc_abi_version(void);
 void flowc_free(void *p);
+void flowc_use_pool(void *pool);
+void flowc_pool_drop_idle(void *pool);
 int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
                 void *rendezvous, int64_t timeout_ms, flowc_status *st);
 size_t flowc_queue_struct_size(void);
@@ -80,6 +94,16 @@ void flowc_profile_reset(void);
 ffi = cffi.FFI()
 ffi.cdef(ABI_CDEF)
 _open_lock = threading.Lock()
+
+# The process's buffer pool (flowc_pool in flowc_rt.h): every module loaded here allocates
+# its fetched results and dynamic-size buffers from it, and a fetched array gives its block
+# back when it is collected, so a step's outputs reuse memory that is already mapped. It is
+# never freed (blocks name it in their headers). See runtime/buffer_pool.py.
+DEFAULT_POOL_CACHED_BYTES = 1 << 30
+PROCESS_POOL = ffi.new("flowc_pool *")
+PROCESS_POOL.max_cached_bytes = DEFAULT_POOL_CACHED_BYTES
+PROCESS_POOL.initialized = 1
+_pool_libs: list = []          # a loaded module's library, for the pool's C functions
 
 # C types cffi can read a scalar fetch through directly (others go through numpy).
 _SCALAR_CTYPES = {DType.f32: "float *", DType.f64: "double *", DType.i8: "int8_t *",
@@ -119,6 +143,13 @@ class CModule:
             raise ArtifactError(f"{path} is not a flowc module (no flowc_abi_version)") from None
         if version != ABI_VERSION:
             raise ArtifactError(f"{path} was built for runtime ABI {version}; this runtime speaks {ABI_VERSION}")
+        try:
+            use_pool = self.lib.flowc_use_pool
+        except AttributeError:          # a module without the pool (CUDA host objects)
+            return
+        use_pool(PROCESS_POOL)
+        if not _pool_libs:
+            _pool_libs.append(self.lib)
 
 
 class _FetchReader:
