@@ -106,9 +106,25 @@ PROCESS_POOL.initialized = 1
 _pool_libs: list = []          # a loaded module's library, for the pool's C functions
 
 # C types cffi can read a scalar fetch through directly (others go through numpy).
-_SCALAR_CTYPES = {DType.f32: "float *", DType.f64: "double *", DType.i8: "int8_t *",
-                  DType.i16: "int16_t *", DType.i32: "int32_t *", DType.i64: "int64_t *",
-                  DType.u8: "uint8_t *", DType.bool: "_Bool *"}
+_SCALAR_CTYPES = {d: ffi.typeof(c) for d, c in (
+    (DType.f32, "float *"), (DType.f64, "double *"), (DType.i8, "int8_t *"),
+    (DType.i16, "int16_t *"), (DType.i32, "int32_t *"), (DType.i64, "int64_t *"),
+    (DType.u8, "uint8_t *"), (DType.bool, "_Bool *"))}
+
+# The run path calls cffi's backend directly where its Python-level wrappers only forward
+# (ffi.from_buffer, ffi.gc): a call saves a Python frame each.
+_CHAR_ARRAY = ffi.typeof("char[]")
+_backend = getattr(ffi, "_backend", None)
+if hasattr(_backend, "from_buffer") and hasattr(_backend, "gcp"):
+    _from_buffer = _backend.from_buffer
+    _gc = _backend.gcp
+else:                                    # pragma: no cover  (another cffi backend)
+    def _from_buffer(_ctype, obj):
+        return ffi.from_buffer(obj)
+    _gc = ffi.gc
+_buffer = ffi.buffer
+_cast = ffi.cast
+_NULL = ffi.NULL
 
 
 @dataclass(frozen=True)
@@ -179,8 +195,10 @@ class _FetchReader:
         if nbytes == 0:
             self.free(t.data)
             return np.empty(shape, dtype=self.np_dtype)
-        owner = ffi.gc(t.data, self.free)
-        arr = np.frombuffer(ffi.buffer(owner, nbytes), dtype=self.np_dtype)
+        # The array's base holds ``owner``; when the last view of it is collected, the block
+        # goes back to the pool (flowc_free), never before.
+        owner = _gc(t.data, self.free)
+        arr = np.frombuffer(_buffer(owner, nbytes), dtype=self.np_dtype)
         return arr if len(shape) == 1 else arr.reshape(shape)
 
     def scalar(self, t):
@@ -188,7 +206,7 @@ class _FetchReader:
         if self.scalar_ptr is None:
             return self.array(t)[()]
         data = t.data
-        value = self.np_dtype.type(ffi.cast(self.scalar_ptr, data)[0])
+        value = self.np_dtype.type(_cast(self.scalar_ptr, data)[0])
         self.free(data)
         return value
 
@@ -225,6 +243,7 @@ class Executable:
         self.queues = [dict(q) for q in queues]
         self.kernel_table: Optional[dict] = None     # --profile builds: runtime/profile.py
         self._bound = weakref.WeakKeyDictionary()    # store -> its flowc_runtime *
+        self._last_bound = (None, None)              # (weakref to a store, its runtime)
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
         self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in self.feeds]
@@ -242,10 +261,14 @@ class Executable:
 
     def bind(self, store):
         """The ``flowc_runtime`` of this step in ``store`` (built once per store)."""
+        ref, rt = self._last_bound
+        if ref is not None and ref() is store:
+            return rt
         rt = self._bound.get(store)
         if rt is None:
             rt = self._bound[store] = store.runtime_struct(self.variables, self.streams,
                                                            self.queues, self.module.lib)
+        self._last_bound = (weakref.ref(store), rt)
         return rt
 
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
@@ -263,11 +286,11 @@ class Executable:
             if ndim > MAX_RANK:
                 raise FeedError(f"a feed has rank {ndim}; the maximum is {MAX_RANK}")
             if arr.size:
-                buf = ffi.from_buffer(arr)
+                buf = _from_buffer(_CHAR_ARRAY, arr)
                 keep.append(buf)
                 t.data = buf
             else:
-                t.data = ffi.NULL
+                t.data = _NULL
             t.rank = ndim
             t.dtype = code
             if ndim == 1:
@@ -275,7 +298,8 @@ class Executable:
             elif ndim:
                 t.dims[0:ndim] = arr.shape
         status = bufs.status
-        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, rendezvous, int(timeout_ms or 0),
+        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, rendezvous,
+                       timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
                        status) != 0:
             raise _status_error(status)
         if scalars:
