@@ -3,8 +3,9 @@
  * A compiled device subgraph exports
  *   int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
  *                   void *rendezvous, int64_t timeout_ms, flowc_status *st);
- * which runs the subgraph's kernels in a static order. Fetched tensors own their data, allocated
- * with flowc_alloc; the caller releases it with the module's exported flowc_free.
+ * which runs the subgraph's kernels in a static order. Fetched tensors own their data, a block of
+ * the buffer pool (flowc_pool_alloc, below); the caller releases it with the module's exported
+ * flowc_free.
  *
  * State lives in the runtime, outside any step: ``rt->vars`` holds the variables the step uses
  * (in the order of the artifact manifest), ``rt->streams`` the counters of its random ops (each
