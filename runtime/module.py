@@ -58,8 +58,22 @@ typedef struct flowc_runtime {
                      int32_t n_in, const flowc_tensor *in, int32_t n_out, flowc_tensor *out,
                      flowc_status *st);
 } flowc_runtime;
+typedef struct flowc_pool {
+    int32_t lock;
+    int32_t initialized;
+    int64_t max_cached_bytes;
+    int64_t cached_bytes;
+    int64_t cached_blocks;
+    int64_t live_blocks;
+    int64_t hits;
+    int64_t misses;
+    int64_t fail_countdown;
+    void *free_lists[160];
+} flowc_pool;
 int flowc_abi_version(void);
 void flowc_free(void *p);
+void flowc_use_pool(void *pool);
+void flowc_pool_drop_idle(void *pool);
 int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
                 void *rendezvous, int64_t timeout_ms, flowc_status *st);
 size_t flowc_queue_struct_size(void);
@@ -81,10 +95,36 @@ ffi = cffi.FFI()
 ffi.cdef(ABI_CDEF)
 _open_lock = threading.Lock()
 
+# The process's buffer pool (flowc_pool in flowc_rt.h): every module loaded here allocates
+# its fetched results and dynamic-size buffers from it, and a fetched array gives its block
+# back when it is collected, so a step's outputs reuse memory that is already mapped. It is
+# never freed (blocks name it in their headers). See runtime/buffer_pool.py.
+DEFAULT_POOL_CACHED_BYTES = 1 << 30
+PROCESS_POOL = ffi.new("flowc_pool *")
+PROCESS_POOL.max_cached_bytes = DEFAULT_POOL_CACHED_BYTES
+PROCESS_POOL.initialized = 1
+_pool_libs: list = []          # a loaded module's library, for the pool's C functions
+
 # C types cffi can read a scalar fetch through directly (others go through numpy).
-_SCALAR_CTYPES = {DType.f32: "float *", DType.f64: "double *", DType.i8: "int8_t *",
-                  DType.i16: "int16_t *", DType.i32: "int32_t *", DType.i64: "int64_t *",
-                  DType.u8: "uint8_t *", DType.bool: "_Bool *"}
+_SCALAR_CTYPES = {d: ffi.typeof(c) for d, c in (
+    (DType.f32, "float *"), (DType.f64, "double *"), (DType.i8, "int8_t *"),
+    (DType.i16, "int16_t *"), (DType.i32, "int32_t *"), (DType.i64, "int64_t *"),
+    (DType.u8, "uint8_t *"), (DType.bool, "_Bool *"))}
+
+# The run path calls cffi's backend directly where its Python-level wrappers only forward
+# (ffi.from_buffer, ffi.gc): a call saves a Python frame each.
+_CHAR_ARRAY = ffi.typeof("char[]")
+_backend = getattr(ffi, "_backend", None)
+if hasattr(_backend, "from_buffer") and hasattr(_backend, "gcp"):
+    _from_buffer = _backend.from_buffer
+    _gc = _backend.gcp
+else:                                    # pragma: no cover  (another cffi backend)
+    def _from_buffer(_ctype, obj):
+        return ffi.from_buffer(obj)
+    _gc = ffi.gc
+_buffer = ffi.buffer
+_cast = ffi.cast
+_NULL = ffi.NULL
 
 
 @dataclass(frozen=True)
@@ -119,6 +159,13 @@ class CModule:
             raise ArtifactError(f"{path} is not a flowc module (no flowc_abi_version)") from None
         if version != ABI_VERSION:
             raise ArtifactError(f"{path} was built for runtime ABI {version}; this runtime speaks {ABI_VERSION}")
+        try:
+            use_pool = self.lib.flowc_use_pool
+        except AttributeError:          # a module without the pool (CUDA host objects)
+            return
+        use_pool(PROCESS_POOL)
+        if not _pool_libs:
+            _pool_libs.append(self.lib)
 
 
 class _FetchReader:
@@ -148,8 +195,10 @@ class _FetchReader:
         if nbytes == 0:
             self.free(t.data)
             return np.empty(shape, dtype=self.np_dtype)
-        owner = ffi.gc(t.data, self.free)
-        arr = np.frombuffer(ffi.buffer(owner, nbytes), dtype=self.np_dtype)
+        # The array's base holds ``owner``; when the last view of it is collected, the block
+        # goes back to the pool (flowc_free), never before.
+        owner = _gc(t.data, self.free)
+        arr = np.frombuffer(_buffer(owner, nbytes), dtype=self.np_dtype)
         return arr if len(shape) == 1 else arr.reshape(shape)
 
     def scalar(self, t):
@@ -157,7 +206,7 @@ class _FetchReader:
         if self.scalar_ptr is None:
             return self.array(t)[()]
         data = t.data
-        value = self.np_dtype.type(ffi.cast(self.scalar_ptr, data)[0])
+        value = self.np_dtype.type(_cast(self.scalar_ptr, data)[0])
         self.free(data)
         return value
 
@@ -194,6 +243,7 @@ class Executable:
         self.queues = [dict(q) for q in queues]
         self.kernel_table: Optional[dict] = None     # --profile builds: runtime/profile.py
         self._bound = weakref.WeakKeyDictionary()    # store -> its flowc_runtime *
+        self._last_bound = (None, None)              # (weakref to a store, its runtime)
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
         self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in self.feeds]
@@ -211,10 +261,14 @@ class Executable:
 
     def bind(self, store):
         """The ``flowc_runtime`` of this step in ``store`` (built once per store)."""
+        ref, rt = self._last_bound
+        if ref is not None and ref() is store:
+            return rt
         rt = self._bound.get(store)
         if rt is None:
             rt = self._bound[store] = store.runtime_struct(self.variables, self.streams,
                                                            self.queues, self.module.lib)
+        self._last_bound = (weakref.ref(store), rt)
         return rt
 
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
@@ -232,11 +286,11 @@ class Executable:
             if ndim > MAX_RANK:
                 raise FeedError(f"a feed has rank {ndim}; the maximum is {MAX_RANK}")
             if arr.size:
-                buf = ffi.from_buffer(arr)
+                buf = _from_buffer(_CHAR_ARRAY, arr)
                 keep.append(buf)
                 t.data = buf
             else:
-                t.data = ffi.NULL
+                t.data = _NULL
             t.rank = ndim
             t.dtype = code
             if ndim == 1:
@@ -244,7 +298,8 @@ class Executable:
             elif ndim:
                 t.dims[0:ndim] = arr.shape
         status = bufs.status
-        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, rendezvous, int(timeout_ms or 0),
+        if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, rendezvous,
+                       timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
                        status) != 0:
             raise _status_error(status)
         if scalars:

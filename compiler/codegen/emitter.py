@@ -73,6 +73,14 @@ def _comment(text: str) -> str:
     return text.replace("*/", "* /")
 
 
+def _kernel_replaces_buffer(code: str, var: str) -> bool:
+    """Whether a kernel's C code frees, reallocates or reassigns tensor ``var``'s buffer itself
+    (then the buffer must come from ``flowc_alloc``, not the pool)."""
+    v = re.escape(var)
+    return re.search(rf"\b{v}\s*=[^=]|\b{v}\.data\s*=[^=]|free\(\s*{v}\.data|"
+                     rf"realloc\(\s*{v}\.data|memset\(\s*&{v}\b", code) is not None
+
+
 def emit_c(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
            target: CTarget = C, instrumentation: Instrumentation = Instrumentation(),
            origins: Origins = None, plan_memory: bool = True) -> EmittedModule:
@@ -115,6 +123,11 @@ class _Emitter:
         self.kernel_names: Dict[str, str] = {}      # canonical kernel code -> C function
         self.blobs: Dict[str, bytes] = {}           # big constants' files (see _emit_blob)
         self.slot_tables: List[str] = []
+        # Buffers from the process's buffer pool (flowc_pool_alloc; released with
+        # flowc_pool_release): fetched results and dynamic-size buffers of modules without
+        # control flow, unless their kernel replaces or frees the buffer itself.
+        self.use_pool = False
+        self.pooled: set = set()
         self._names: set = set()
         self.instrument = (Instrumenter(instrumentation, self.module, origins)
                            if instrumentation else None)
@@ -157,6 +170,7 @@ class _Emitter:
         structured = StructuredEmitter(self, order) if has_control_flow(order) else None
         if structured is not None:
             structured.fix_roots()
+        self.use_pool = structured is None
         last_use: Dict[Output, int] = {}
         for n in order:
             for i in n.inputs:
@@ -197,26 +211,53 @@ class _Emitter:
             for root in frees_after.get(position[n], []):
                 if root in self.owned:
                     ref = self.refs[root]
-                    self.body.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
-        for r, src, copy in self.fetch_plan:
-            k = r.attrs["index"]
-            ref = self._ref(src)
-            if copy:
-                nbytes = f"(size_t){ref.size} * sizeof({ref.ctype})"
-                self.tail.append(f"/* fetch {k}: %{src.node.name} (copied: the caller cannot own it) */")
-                self.tail.append(f"fetches[{k}] = {ref.var};")
-                self.tail.append(f"fetches[{k}].data = flowc_alloc({nbytes});")
-                self.tail.append(f"if (!fetches[{k}].data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
-                                 f"{c_string(src.node.name)}, \"\", \"out of memory\"); goto fail; }}")
-                self.tail.append(f"if ({ref.size} > 0) memcpy(fetches[{k}].data, {ref.var}.data, {nbytes});")
-            else:
-                self.tail.append(f"/* fetch {k}: %{src.node.name} */")
-                self.tail.append(f"fetches[{k}] = {ref.var};")
+                    release = "flowc_pool_release" if root in self.pooled else "free"
+                    self.body.append(f"{release}({ref.var}.data); {ref.var}.data = NULL;")
+        self._emit_fetches()
         instrumented = self.instrument.finish() if self.instrument is not None else {}
         return EmittedModule(self._assemble(), set(self.module.features),
                              list(self.module.variables), list(self.module.streams),
                              list(self.module.queues), instrumented, self.memory,
                              dict(self.blobs))
+
+    def _emit_fetches(self) -> None:
+        """The tail: hand every fetched buffer to the caller as a pool block, which the caller
+        releases with the module's ``flowc_free``. A fetch the caller cannot own (a feed, a
+        constant, a view, a second fetch of one buffer) is copied into a new block; so is one
+        whose buffer is not a pool block (received, dequeued, made in a loop), whose buffer is
+        then freed. The copies come first, each into ``fetches[k].data`` (NULL from the entry's
+        start), so when one cannot be allocated the entry's ``fail:`` releases the copies made
+        so far with the step's own buffers, and nothing is handed over."""
+        moves = []                                  # (k, src, copy, rehome)
+        for r, src, copy in self.fetch_plan:
+            rehome = not copy and self.root[src] not in self.pooled
+            moves.append((r.attrs["index"], src, copy, rehome))
+        self.copied_fetches = [k for k, _, copy, rehome in moves if copy or rehome]
+        self.fetch_indices = [k for k, _, _, _ in moves]
+        for k, src, copy, rehome in moves:
+            if not (copy or rehome):
+                continue
+            ref = self._ref(src)
+            nbytes = f"(size_t){ref.size} * sizeof({ref.ctype})"
+            why = "the caller cannot own it" if copy else "into a pool block"
+            self.tail.append(f"/* fetch {k}: %{src.node.name} (copied: {why}) */")
+            self.tail.append(f"fetches[{k}].data = flowc_pool_alloc(flowc_pool_used, {nbytes});")
+            self.tail.append(f"if (!fetches[{k}].data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
+                             f"{c_string(src.node.name)}, \"\", \"out of memory copying a fetch "
+                             f"of %zu bytes\", {nbytes}); goto fail; }}")
+            self.tail.append(f"if ({ref.size} > 0) memcpy(fetches[{k}].data, {ref.var}.data, {nbytes});")
+        for k, src, copy, rehome in moves:
+            ref = self._ref(src)
+            if copy or rehome:
+                self.tail.append(f"{{ void *flowc_copy = fetches[{k}].data; fetches[{k}] = {ref.var}; "
+                                 f"fetches[{k}].data = flowc_copy; }}")
+            else:
+                self.tail.append(f"/* fetch {k}: %{src.node.name} */")
+                self.tail.append(f"fetches[{k}] = {ref.var};")
+        for k, src, copy, rehome in moves:
+            if rehome:
+                ref = self._ref(self.root[src])
+                self.tail.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
 
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
@@ -271,6 +312,7 @@ class _Emitter:
                 self._push(n, [self._outline(n, "\n".join(checks + lines))])
                 return
         placed: List[str] = []
+        allocated: List[int] = []
         if op.c_alias is None:
             for k, o in enumerate(outputs):
                 if o.dtype is DType.resource:          # the kernel points it at runtime state
@@ -279,14 +321,21 @@ class _Emitter:
                 if offset is not None:
                     placed.append(f"{o.var}.data = flowc_arena + {offset};")
                     continue
-                nbytes = f"(size_t){o.size} * sizeof({o.ctype})"
-                lines.append(f"{o.var}.data = flowc_alloc({nbytes});")
-                lines.append(f"if (!{o.var}.data) {kc.fail('out of memory allocating %zu bytes', nbytes, code='FLOWC_RESOURCE_EXHAUSTED')}")
-                self.owned.append(Output(n, k))
+                allocated.append(k)
         if op.c_kernel is None:
             raise CodegenError("op has no C kernel", n)
         code = op.c_kernel(kc)
         checks += kc.checks
+        for k in allocated:
+            o = outputs[k]
+            nbytes = f"(size_t){o.size} * sizeof({o.ctype})"
+            pooled = self.use_pool and not _kernel_replaces_buffer(code, o.var)
+            alloc = f"flowc_pool_alloc(flowc_pool_used, {nbytes})" if pooled else f"flowc_alloc({nbytes})"
+            lines.append(f"{o.var}.data = {alloc};")
+            lines.append(f"if (!{o.var}.data) {kc.fail('out of memory allocating %zu bytes', nbytes, code='FLOWC_RESOURCE_EXHAUSTED')}")
+            self.owned.append(Output(n, k))
+            if pooled:
+                self.pooled.add(Output(n, k))
         body = "\n".join(checks + lines + ["{"] + ["    " + l for l in code.strip("\n").splitlines()] + ["}"])
         self._push(n, placed + [self._outline(n, body)])
 
@@ -414,6 +463,8 @@ class _Emitter:
         if "blas" in self.module.features:
             out.append("#include <cblas.h>")
         out.append("")
+        out.append("/* The process's buffer pool, set by the runtime (flowc_use_pool); NULL: none. */")
+        out.append("static flowc_pool *flowc_pool_used;")
         out.extend(self.constants)
         out.extend(self.module.globals)
         out.append("")
@@ -447,7 +498,10 @@ class _Emitter:
         out.append("#pragma GCC pop_options")
         out.append("")
         out.append(f"int flowc_abi_version(void) {{ return {ABI_VERSION}; }}")
-        out.append("void flowc_free(void *p) { free(p); }")
+        out.append("/* Fetched buffers are pool blocks: the caller gives them back with flowc_free. */")
+        out.append("void flowc_free(void *p) { flowc_pool_release(p); }")
+        out.append("void flowc_use_pool(void *pool) { flowc_pool_used = (flowc_pool *)pool; }")
+        out.append("void flowc_pool_drop_idle(void *pool) { flowc_pool_trim((flowc_pool *)pool); }")
         out.append("size_t flowc_rendezvous_size(void) { return sizeof(flowc_rendezvous); }")
         out.append("int flowc_rendezvous_init(void *rv, int32_t nslots, int64_t timeout_ms) "
                    "{ return flowc_rv_init((flowc_rendezvous *)rv, nslots, timeout_ms); }")
@@ -468,6 +522,8 @@ class _Emitter:
         out.append("    flowc_rt_call.timeout_ms = timeout_ms;")
         out.append("    const flowc_runtime *flowc_rt = &flowc_rt_call;")
         out.append("    st->code = 0;")
+        for k in self.copied_fetches:
+            out.append(f"    fetches[{k}].data = NULL;   /* a copy, made in the tail */")
         out.extend("    " + line for line in self._step_memory())
         for i in range(len(parts)):
             out.append(f"    if (flowc_part{i}(flowc_T, flowc_arena, feeds, flowc_rt, st)) goto fail;")
@@ -475,10 +531,17 @@ class _Emitter:
         out.extend("    " + line for line in self._release_step_memory())
         out.append("    return 0;")
         out.append("fail:")
-        if self.owned:
-            slots = ", ".join(str(self.slot[self.refs[r].var]) for r in self.owned)
-            out.append(f"    static const int32_t owned[] = {{{slots}}};")
-            out.append(f"    for (int i = 0; i < {len(self.owned)}; i++) free(flowc_T[owned[i]].data);")
+        plain = [r for r in self.owned if r not in self.pooled]
+        pooled = [r for r in self.owned if r in self.pooled]
+        for name, roots, release in (("owned", plain, "free"), ("pooled", pooled, "flowc_pool_release")):
+            if roots:
+                slots = ", ".join(str(self.slot[self.refs[r].var]) for r in roots)
+                out.append(f"    static const int32_t {name}[] = {{{slots}}};")
+                out.append(f"    for (int i = 0; i < {len(roots)}; i++) {release}(flowc_T[{name}[i]].data);")
+        for k in self.copied_fetches:
+            out.append(f"    flowc_pool_release(fetches[{k}].data);")
+        for k in self.fetch_indices:
+            out.append(f"    fetches[{k}].data = NULL;")
         out.extend("    " + line for line in self._release_step_memory())
         out.append("    return st->code ? st->code : FLOWC_ERROR;")
         out.append("}")

@@ -3,8 +3,9 @@
  * A compiled device subgraph exports
  *   int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
  *                   void *rendezvous, int64_t timeout_ms, flowc_status *st);
- * which runs the subgraph's kernels in a static order. Fetched tensors own their data, allocated
- * with flowc_alloc; the caller releases it with the module's exported flowc_free.
+ * which runs the subgraph's kernels in a static order. Fetched tensors own their data, a block of
+ * the buffer pool (flowc_pool_alloc, below); the caller releases it with the module's exported
+ * flowc_free.
  *
  * State lives in the runtime, outside any step: ``rt->vars`` holds the variables the step uses
  * (in the order of the artifact manifest), ``rt->streams`` the counters of its random ops (each
@@ -142,6 +143,152 @@ static inline void flowc_arena_give(flowc_arena_pool *pool, void *block) {
 static inline void flowc_arena_pool_drain(flowc_arena_pool *pool) {
     for (int i = 0; i < FLOWC_ARENA_POOL_SLOTS; i++)
         free(__atomic_exchange_n(&pool->slots[i], NULL, __ATOMIC_ACQUIRE));
+}
+
+/* --- buffer pool: fetched results and step buffers the memory plan does not cover -----------
+ * A step's fetched outputs (and its dynamic-size buffers) are allocated here instead of with
+ * the system allocator. A block starts with a 64-byte header naming its pool and capacity;
+ * flowc_pool_release puts it back on its size class's free list, so the next step that needs
+ * a buffer of that size gets memory whose pages are already mapped (a fresh 64 MiB buffer from
+ * malloc is a new mmap and 16,384 first-touch page faults). The pool is one per process: the
+ * runtime creates it and hands it to every module it loads (flowc_use_pool), and a block goes
+ * back to the pool in its header, whichever module frees it. Without a pool (a module used
+ * alone), blocks still carry a header and are freed straight away. Blocks of at least
+ * FLOWC_POOL_MIN_BYTES are cached, in size classes of four per power of two, up to
+ * ``max_cached_bytes`` idle in all; smaller ones are malloc'd and freed. */
+#define FLOWC_POOL_HEADER 64
+#define FLOWC_POOL_MIN_BYTES ((size_t)1 << 14)
+#define FLOWC_POOL_CLASSES 160
+
+typedef struct flowc_pool {
+    int32_t lock;
+    int32_t initialized;
+    int64_t max_cached_bytes;    /* idle bytes kept; a block returned beyond this is freed */
+    int64_t cached_bytes;        /* idle bytes in the free lists */
+    int64_t cached_blocks;
+    int64_t live_blocks;         /* handed out and not yet released (pooled or not) */
+    int64_t hits;                /* allocations served from a free list */
+    int64_t misses;              /* allocations of a size class with no idle block */
+    int64_t fail_countdown;      /* test hook: > 0 fails the allocation it counts down to */
+    void *free_lists[FLOWC_POOL_CLASSES];
+} flowc_pool;
+
+typedef struct flowc_pool_block {
+    flowc_pool *pool;            /* NULL: not cached, freed on release */
+    size_t capacity;             /* usable bytes after the header */
+    int32_t size_class;          /* -1: below FLOWC_POOL_MIN_BYTES */
+    int32_t reserved;
+    void *next;                  /* free-list link while idle */
+} flowc_pool_block;
+
+static inline void flowc_pool_init(flowc_pool *pool, int64_t max_cached_bytes) {
+    memset(pool, 0, sizeof *pool);
+    pool->max_cached_bytes = max_cached_bytes;
+    pool->initialized = 1;
+}
+
+/* The size class of an n-byte request and its capacity: four classes per power of two. */
+static inline int flowc_pool_class(size_t n, size_t *capacity) {
+    if (n < FLOWC_POOL_MIN_BYTES) n = FLOWC_POOL_MIN_BYTES;
+    int e = 63 - __builtin_clzll((unsigned long long)(n - 1));     /* 2^e < n <= 2^(e+1) */
+    const size_t step = (size_t)1 << (e - 2);                       /* an eighth of 2^(e+1) */
+    const size_t q = (n + step - 1) / step;                         /* 5, 6, 7 or 8 */
+    *capacity = q * step;
+    return (e - 13) * 4 + (int)q - 5;
+}
+
+static inline void flowc_pool_lock(flowc_pool *pool) {
+    while (__atomic_exchange_n(&pool->lock, 1, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(&pool->lock, __ATOMIC_RELAXED)) sched_yield();
+    }
+}
+
+static inline void flowc_pool_unlock(flowc_pool *pool) {
+    __atomic_store_n(&pool->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* nbytes of 64-byte aligned memory (never NULL for zero bytes), or NULL when out of memory. */
+static inline void *flowc_pool_alloc(flowc_pool *pool, size_t nbytes) {
+    if (pool && __atomic_load_n(&pool->fail_countdown, __ATOMIC_RELAXED) > 0 &&
+        __atomic_sub_fetch(&pool->fail_countdown, 1, __ATOMIC_RELAXED) == 0)
+        return NULL;
+    size_t capacity = (nbytes + 63) & ~(size_t)63;
+    int size_class = -1;
+    flowc_pool_block *b = NULL;
+    if (pool && nbytes >= FLOWC_POOL_MIN_BYTES) {
+        size_class = flowc_pool_class(nbytes, &capacity);
+        if (size_class >= FLOWC_POOL_CLASSES) size_class = -1;
+    }
+    if (size_class >= 0) {
+        flowc_pool_lock(pool);
+        b = (flowc_pool_block *)pool->free_lists[size_class];
+        if (b) {
+            pool->free_lists[size_class] = b->next;
+            pool->cached_bytes -= (int64_t)b->capacity;
+            pool->cached_blocks--;
+            pool->hits++;
+        } else {
+            pool->misses++;
+        }
+        pool->live_blocks++;
+        flowc_pool_unlock(pool);
+        if (b) return (char *)b + FLOWC_POOL_HEADER;
+    } else if (pool) {
+        __atomic_add_fetch(&pool->live_blocks, 1, __ATOMIC_RELAXED);
+    }
+    b = (flowc_pool_block *)aligned_alloc(64, FLOWC_POOL_HEADER + capacity);
+    if (!b) {
+        if (pool) __atomic_sub_fetch(&pool->live_blocks, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    b->pool = size_class >= 0 ? pool : NULL;
+    b->capacity = capacity;
+    b->size_class = size_class;
+    b->reserved = 0;
+    b->next = pool;              /* the pool that counts it live (NULL: none) */
+    return (char *)b + FLOWC_POOL_HEADER;
+}
+
+/* Give a block from flowc_pool_alloc back (NULL is ignored). */
+static inline void flowc_pool_release(void *p) {
+    if (!p) return;
+    flowc_pool_block *b = (flowc_pool_block *)((char *)p - FLOWC_POOL_HEADER);
+    flowc_pool *pool = b->pool;
+    if (!pool) {
+        flowc_pool *counted = (flowc_pool *)b->next;
+        if (counted) __atomic_sub_fetch(&counted->live_blocks, 1, __ATOMIC_RELAXED);
+        free(b);
+        return;
+    }
+    flowc_pool_lock(pool);
+    pool->live_blocks--;
+    if (pool->cached_bytes + (int64_t)b->capacity <= pool->max_cached_bytes) {
+        b->next = pool->free_lists[b->size_class];
+        pool->free_lists[b->size_class] = b;
+        pool->cached_bytes += (int64_t)b->capacity;
+        pool->cached_blocks++;
+        b = NULL;
+    }
+    flowc_pool_unlock(pool);
+    free(b);
+}
+
+/* Free every idle block (blocks in use go back to the pool as usual when released). */
+static inline void flowc_pool_trim(flowc_pool *pool) {
+    flowc_pool_lock(pool);
+    void *lists[FLOWC_POOL_CLASSES];
+    memcpy(lists, pool->free_lists, sizeof lists);
+    memset(pool->free_lists, 0, sizeof pool->free_lists);
+    pool->cached_bytes = 0;
+    pool->cached_blocks = 0;
+    flowc_pool_unlock(pool);
+    for (int c = 0; c < FLOWC_POOL_CLASSES; c++) {
+        for (flowc_pool_block *b = (flowc_pool_block *)lists[c]; b;) {
+            flowc_pool_block *next = (flowc_pool_block *)b->next;
+            free(b);
+            b = next;
+        }
+    }
 }
 
 static inline int64_t flowc_floordiv_i64(int64_t a, int64_t b) {
