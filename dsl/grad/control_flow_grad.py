@@ -332,18 +332,19 @@ def _differentiate(loop, g, grads, between, sum_fn):
         loop variable that grows by ``concat`` would be saved whole every iteration)."""
         out = shape_node.inputs[0]
         node = out.node
-        home = loop.out_in.get(node) if node in loop.members else \
-            g.__dict__.get("_forward_frame_of", {}).get(node)
-        if home != loop.frame or node in loop.invariants:
-            return None
         out_type = shape_node.output_types[0].dtype
         shape = out.type.shape
         if shape is not None and all(d is not None for d in shape):
+            # (a loop invariant's too: its static shape keeps the gradient's shapes static)
             import numpy as np
             with g.inserting_after(state["j"].output.node):
                 with control_dependencies([state["j"]]):
                     v = constant(np.array(shape, dtype=out_type.np), name="saved_shape")
             return v.output
+        home = loop.out_in.get(node) if node in loop.members else \
+            g.__dict__.get("_forward_frame_of", {}).get(node)
+        if home != loop.frame or node in loop.invariants:
+            return None
         foreign = g.__dict__.get("_nodes_of_other_loops", ())
         if any(u.op != "Shape" and u not in loop.members and u not in foreign
                for u in node.output_users(out.index)):
@@ -368,7 +369,7 @@ def _differentiate(loop, g, grads, between, sum_fn):
         d = gradients(ys, xs, grad_ys=g_vars, stop_gradients=xs)
         # the gradient loops of nested loops finish in this iteration, before the next one
         nested = grad_exits[nested_from:]
-        d = [x.to_dense() if hasattr(x, "to_dense") else x for x in d]
+        d = [_dense(x, like) for x, like in zip(d, xs)]
         new_vars = [dk if dk is not None else zeros_like(gk) for dk, gk in zip(d, g_vars)]
         new_inv = [gi + dk if dk is not None else gi
                    for gi, dk in zip(g_inv, d[len(float_vars):])]
@@ -407,6 +408,20 @@ def _differentiate(loop, g, grads, between, sum_fn):
         if src.node in between:
             grads.setdefault(src, []).append(gi)
     return loop.members
+
+
+def _dense(grad, like):
+    """``grad`` as a dense tensor (an IndexedSlices, the gradient of a gather, summed into its
+    rows), with the static shape of ``like`` when it has one."""
+    if not hasattr(grad, "to_dense"):
+        return grad
+    shape = like.shape
+    if shape is None or not shape or any(d is None for d in shape):
+        return grad.to_dense()
+    import numpy as np
+    from dsl.math_ops import unsorted_segment_sum
+    rows = np.array(shape[0], dtype=grad.indices.dtype.np)
+    return unsorted_segment_sum(grad.values, grad.indices, rows, name="to_dense")
 
 
 def _position(g, node) -> int:
