@@ -66,14 +66,28 @@ def _created_since(g, before: Set[Node]) -> List[Node]:
 
 
 def _capture(created: List[Node], inside: Set[Node], boundary: Callable[[Output], Output],
-             pivot_for: Callable[[Node], Optional[Node]]) -> None:
+             pivot_for: Callable[[Node], Optional[Node]],
+             shape_boundary: Optional[Callable[[Node], Optional[Output]]] = None) -> None:
     """Route every data input of ``created`` that comes from outside ``inside`` through
     ``boundary`` (a Switch for a cond branch, a constant Enter for a loop), and give ops
     without data inputs, or with only loop invariants as inputs, a control input on their
-    context's pivot, so that they run only when (and as often as) their context does."""
+    context's pivot, so that they run only when (and as often as) their context does.
+
+    ``shape_boundary(shape_node)``: for a ``Shape`` of a tensor from outside, a value that
+    stands for the whole ``Shape`` node (or None: route its input as usual); the node is then
+    dropped, so only the shape crosses the boundary, not the tensor."""
+    dropped: List[Node] = []
     for n in created:
         if n.op == "Enter" and n not in inside:
             continue
+        if (shape_boundary is not None and n.op == "Shape" and n.inputs[0].node not in inside
+                and not n.control_inputs):
+            got = shape_boundary(n)
+            if got is not None:
+                n.graph.replace_all_uses_with(n.output(0), got)
+                if not n.users:
+                    dropped.append(n)
+                    continue
         for k, i in enumerate(n.inputs):
             if i.node not in inside:
                 n.set_input(k, boundary(i))
@@ -84,6 +98,8 @@ def _capture(created: List[Node], inside: Set[Node], boundary: Callable[[Output]
             pivot = pivot_for(n)
             if pivot is not None and pivot not in n.control_inputs:
                 n.add_control_input(pivot)
+    for n in dropped:
+        n.graph.erase_node(n)
 
 
 def _cond_preds(g) -> Dict[Node, Output]:
@@ -206,7 +222,7 @@ def case(pred_fn_pairs, default: Optional[Callable] = None, exclusive: bool = Fa
 def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
                parallel_iterations: int = 10, back_prop: bool = True, swap_memory: bool = False,
                name: Optional[str] = None, maximum_iterations=None, return_same_structure=False,
-               _external: Optional[Callable] = None):
+               _external: Optional[Callable] = None, _external_shape: Optional[Callable] = None):
     """Repeat ``body`` while ``cond`` is true (``tf.while_loop``); returns the loop variables
     after the last iteration, in the structure of ``loop_vars``.
 
@@ -215,7 +231,9 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
 
     (``_external(out, invariant)``, internal: how the loop reads a tensor ``out`` from outside
     its frame; None means the default, ``invariant(out)``: a loop-invariant ``Enter``. Gradient
-    loops use it to read the values the forward loop saved.)
+    loops use it to read the values the forward loop saved. ``_external_shape(shape_node,
+    invariant)``, likewise for a ``Shape`` of a tensor from outside: gradient loops read a saved
+    shape instead of saving the whole tensor.)
     """
     if not callable(cond) or not callable(body):
         raise TypeError("while_loop needs callables cond and body")
@@ -307,7 +325,18 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
         def pivot_for(n: Node) -> Optional[Node]:
             return first_merge if n in cond_nodes else body_in[0].output.node
 
-        _capture([n for n in created if n not in enter_set], inside, boundary, pivot_for)
+        shapes: Dict[tuple, Output] = {}
+
+        def shape_boundary(shape_node: Node) -> Optional[Output]:
+            key = (shape_node.inputs[0], shape_node.attrs.get("out_type"))
+            if key not in shapes:
+                shapes[key] = _external_shape(shape_node, invariant)
+                if shapes[key] is not None:        # made in the loop: its users read it as is
+                    inside.add(shapes[key].node)
+            return shapes[key]
+
+        _capture([n for n in created if n not in enter_set], inside, boundary, pivot_for,
+                 shape_boundary if _external_shape is not None else None)
         for m, nx in zip(merges, nexts):
             m.output.node.set_input(1, nx.output)
         exits = [apply_op("Exit", [sw[0]], name="Exit") for sw in switches]

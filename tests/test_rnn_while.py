@@ -129,6 +129,7 @@ def test_flowc_compile_reports_the_bytes_a_loop_saves_per_iteration(tmp_path, ca
     model.write_text(LOOP_GRADIENT_MODEL)
     rc, out, err = flowc(capsys, "compile", model, "-o", tmp_path / "out")
     assert rc == 0, err
-    # h [?, 8] f32 (32 bytes per row) saved for tanh and the matmul, and the counter i
-    assert re.search(r"loop while: saves \d+ values for its gradient, 4 \+ \d+\*\? bytes per "
+    # the counter i, the shapes of the addition's two inputs (2 x i32[2]: its gradient needs
+    # only their shapes), and h and tanh's output ([?, 8] f32, 32 bytes per row each)
+    assert re.search(r"loop while: saves 5 values for its gradient, 20 \+ 64\*\? bytes per "
                      r"iteration \(\?: a dim known at run time\)", out), out

@@ -25,6 +25,7 @@ from compiler.errors import CodegenError, FlowcError
 from compiler.ir.graph import Node, Output
 from compiler.codegen.kernel_context import c_string
 from compiler.ops.registry import get_op
+from runtime.dtypes import DType
 
 Literal = Tuple[Output, int]
 Guard = Tuple[Literal, ...]
@@ -250,6 +251,12 @@ class StructuredEmitter:
             if n.op in ("Switch", "Enter", "LoopCond", "NextIteration"):
                 for out in n.outputs:
                     em.root[out] = em.root[n.inputs[0]]
+        # views of those (an Identity of a Switch) share the same storage: follow the chains
+        for out in list(em.root):
+            root = em.root[out]
+            while em.root.get(root, root) != root:
+                root = em.root[root]
+            em.root[out] = root
 
     def _free(self, root: Output) -> None:
         em = self.em
@@ -358,6 +365,7 @@ class StructuredEmitter:
         for m in merges:
             init = next(i for i in m.inputs if i.node.op != "NextIteration")
             em.body.extend(self._copy(m, m.output(0), init))
+        storage = self._preallocate(members) if len(frame) == 1 else []
         em.body.append("while (1) {")
         inner = [n for n in members if n not in enters and n not in exits and n not in merges]
         items = self._items(frame, inner)
@@ -388,14 +396,60 @@ class StructuredEmitter:
         em.body.append("}")
         for it in post:
             self._emit_item(it, frame)
+        self._update_variables(frame, merges)
+        self._free_level(frame, members, exits)
+        em.body.append("}")
+        for m in merges:
+            v = em._ref(m.output(0)).var
+            em.body.append(f"free({v}.data); {v}.data = NULL;")
+        for out in storage:
+            v = em.refs[out].var
+            em.body.append(f"free({v}.data); {v}.data = NULL;")
+        em.body.append("}")
+
+    def _update_variables(self, frame: Tuple[str, ...], merges: List[Node]) -> None:
+        """The end of an iteration: each loop variable takes its next value. A next value that
+        is another variable's current one (variables that swap) is copied first, before any
+        variable changes; then each variable takes over the body's buffer (swapping it with
+        its own when the loop allocated it at its entry), or copies into its own buffer
+        (same static size), or copies into a new one."""
+        em = self.em
+        merge_roots = {em.root[m.output(0)] for m in merges}
+        nexts = {m: next(i for i in m.inputs if i.node.op == "NextIteration") for m in merges}
+        reads_variable = [m for m in merges if em.root[nexts[m]] in merge_roots
+                          and em.root[nexts[m]] != em.root[m.output(0)]]
+        for k, m in enumerate(reads_variable):
+            em.body.append(f"flowc_tensor cf_next{k};")
+            em.body.extend(self._copy_into(m, f"cf_next{k}", em._ref(nexts[m]).var,
+                                           em._ref(m.output(0)).ctype))
         stolen: Set[Output] = set()
         for m in merges:
-            nxt = next(i for i in m.inputs if i.node.op == "NextIteration")
+            if m in reads_variable:
+                continue
+            nxt = nexts[m]
             v = em._ref(m.output(0)).var
             root = em.root[nxt]
+            if root == em.root[m.output(0)]:
+                em.body.append(f"/* {m.name}: the variable is unchanged */")
+                continue
+            same_size = _static_nbytes(m.output(0)) is not None and \
+                _static_nbytes(m.output(0)) == _static_nbytes(nxt)
+            if same_size:
+                if (root in em.preallocated and root not in stolen
+                        and self.out_in[root.node] == frame):
+                    # the body's buffer becomes the variable's, and the variable's old buffer
+                    # the body's for the next iteration: no copy, no allocation
+                    stolen.add(root)
+                    em.body.append(f"{{ void *cf_old = {v}.data; {v} = {em._ref(nxt).var}; "
+                                   f"{em.refs[root].var}.data = cf_old; }}")
+                else:
+                    em.body.append(f"memcpy({v}.data, {em._ref(nxt).var}.data, "
+                                   f"{_static_nbytes(nxt)});")
+                continue
             em.body.append("{")
             em.body.append(f"    flowc_tensor cf_old = {v};")
             if (root in em.owned and root not in stolen and self.out_in[root.node] == frame
+                    and root not in em.preallocated
                     and not _is_loop_merge(root.node) and root.node.op != "Exit"):
                 # the next value's buffer was allocated by this iteration: take it over
                 stolen.add(root)
@@ -405,12 +459,48 @@ class StructuredEmitter:
                 em.body.extend("    " + l for l in self._copy(m, m.output(0), nxt))
             em.body.append("    free(cf_old.data);")
             em.body.append("}")
-        self._free_level(frame, members, exits)
-        em.body.append("}")
-        for m in merges:
+        for k, m in enumerate(reads_variable):
             v = em._ref(m.output(0)).var
-            em.body.append(f"free({v}.data); {v}.data = NULL;")
-        em.body.append("}")
+            em.body.append(f"free({v}.data); {v} = cf_next{k};")
+
+    def _copy_into(self, n: Node, dst: str, src: str, ctype: str) -> List[str]:
+        loc = str(n.location) if n.location else ""
+        return [f"if (flowc_cf_copy(&{dst}, &{src}, sizeof({ctype}))) {{ "
+                f"flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, {c_string(n.name)}, {c_string(loc)}, "
+                f"\"out of memory\"); goto fail; }}"]
+
+    def _preallocate(self, members: List[Node]) -> List[Output]:
+        """Allocate, at the entry of an outermost loop, the buffer of every value of static
+        size its iterations (nested loops' included) compute: the iterations write into these
+        instead of allocating and freeing their own. Returns the outputs (freed after the
+        loop; on an error, with the step's other buffers)."""
+        em = self.em
+        storage = []
+        for n in members:
+            op = get_op(n.op, n)
+            if (n.op in CONTROL_FLOW_OPS or n.op in ("Const", "Placeholder", "_Retval")
+                    or op.c_alias is not None or (op.extra.get("c_owns_outputs")
+                                                  and not op.extra.get("c_fills_static_outputs"))):
+                continue
+            for out in n.outputs:
+                nbytes = _static_nbytes(out)
+                if nbytes is None or em.root[out] != out:
+                    continue
+                storage.append(out)
+        if storage:
+            em.body.append(f"/* {len(storage)} buffers of static size for the loop's iterations, "
+                           f"{sum(_static_nbytes(o) for o in storage)} bytes: allocated once */")
+        for out in storage:
+            ref = em._ref(out)
+            loc = str(out.node.location) if out.node.location else ""
+            em.body.append(f"{ref.var}.data = flowc_alloc({max(_static_nbytes(out), 1)});")
+            em.body.append(f"if (!{ref.var}.data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
+                           f"{c_string(out.node.name)}, {c_string(loc)}, \"out of memory\"); "
+                           "goto fail; }")
+            em.preallocated.add(out)
+            if out not in em.owned:
+                em.owned.append(out)
+        return storage
 
     def _free_level(self, frame, members, exits) -> None:
         """Free the buffers this iteration allocated at this frame's level."""
@@ -419,7 +509,7 @@ class StructuredEmitter:
             if self.out_in[n] != frame or _is_loop_merge(n):
                 continue
             for out in n.outputs:
-                if em.root.get(out) == out and out in em.owned:
+                if em.root.get(out) == out and out in em.owned and out not in em.preallocated:
                     ref = em.refs[out]
                     em.body.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
 
@@ -435,6 +525,17 @@ class StructuredEmitter:
                 em.body.append(f"if (!({self._cond(g)})) {{ flowc_fail(st, FLOWC_INVALID_ARGUMENT, "
                                f"{c_string(src.node.name)}, {c_string(loc)}, {c_string(msg)}); "
                                "goto fail; }")
+
+
+def _static_nbytes(out: Output):
+    """Bytes of ``out`` when its shape is static, else None (and for resource handles)."""
+    t = out.type
+    if t.dtype is DType.resource or t.shape is None or any(d is None for d in t.shape):
+        return None
+    size = t.dtype.itemsize
+    for d in t.shape:
+        size *= d
+    return size
 
 
 def saved_bytes_per_iteration(nodes) -> List[Tuple[str, int, str]]:

@@ -119,6 +119,8 @@ class _Emitter:
         self.constants: List[str] = []
         self.kernels: List[str] = []
         self.transferred: set = set()              # buffers handed to the caller
+        # static buffers of loop bodies, allocated once at the loop's entry (control_flow.py)
+        self.preallocated: set = set()
         self.arena_size = 0                        # bytes of small per-step buffers
         self.kernel_names: Dict[str, str] = {}      # canonical kernel code -> C function
         self.blobs: Dict[str, bytes] = {}           # big constants' files (see _emit_blob)
@@ -280,7 +282,8 @@ class _Emitter:
             # The kernel fills its outputs whole (a receive): no dims or allocation here, but
             # the buffers are this step's to free.
             code = op.c_kernel(kc)
-            self.owned.extend(Output(n, k) for k in range(len(outputs)))
+            self.owned.extend(o for o in (Output(n, k) for k in range(len(outputs)))
+                              if o not in self.preallocated)
             self._push(n, [self._outline(n, "\n".join(kc.checks + [code]))])
             return
         dims = None
@@ -316,6 +319,8 @@ class _Emitter:
         if op.c_alias is None:
             for k, o in enumerate(outputs):
                 if o.dtype is DType.resource:          # the kernel points it at runtime state
+                    continue
+                if Output(n, k) in self.preallocated:   # a loop allocated it at its entry
                     continue
                 offset = self._arena_slot(Output(n, k), o)
                 if offset is not None:

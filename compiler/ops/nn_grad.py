@@ -28,7 +28,8 @@ from typing import Callable, List
 
 import numpy as np
 
-from compiler.codegen.elementwise import broadcast_dim, emit_elementwise, input_strides
+from compiler.codegen.elementwise import (broadcast_dim, emit_elementwise, input_strides,
+                                          use_vector_expf)
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, merge_shapes, shape_str
@@ -212,8 +213,10 @@ def _xent_c(kc: KernelContext, sparse: bool) -> str:
     fail = kc.fail("Received a label value of %lld which is outside the valid range of "
                    "[0, %lld)", "(long long)lbl", "(long long)n")
     rows, n = _xent_dims(kc)[1]
+    # (the exp loop vectorizes with flowc's float exp; libm's expf keeps it scalar)
+    exp = use_vector_expf(kc, kc.math("exp", f.dtype) + "(")[:-1]
     return kc.render("xent.c.j2", sparse=sparse, rows=rows, n=n, strides=strides,
-                     exp=kc.math("exp", f.dtype), fail=fail)
+                     exp=exp, fail=fail)
 
 
 def _xent_dims(kc: KernelContext) -> List[List[str]]:

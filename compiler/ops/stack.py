@@ -124,6 +124,29 @@ def _push_dims(kc: KernelContext):
 def _pop_c(kc: KernelContext) -> str:
     _helpers(kc)
     o = kc.out
+    if o.static:
+        return _pop_static_c(kc) + "\n} else {\n" + _pop_allocating_c(kc) + "\n}"
+    return _pop_allocating_c(kc)
+
+
+def _pop_static_c(kc: KernelContext) -> str:
+    """A pop of a static shape whose buffer is already there (a loop allocated it at its
+    entry): copy the element into it, no allocation."""
+    o = kc.out
+    dims = ", ".join(str(d) for d in o.shape) or "0"
+    shape = "[" + ",".join(str(d) for d in o.shape) + "]"
+    return "\n".join([
+        f"if ({o.var}.data) {{",
+        f"static const int64_t want[] = {{{dims}}};",
+        f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};",
+        *[f"{o.var}.dims[{d}] = {dim};" for d, dim in enumerate(o.shape)],
+        f"int rc = flowc_stack_pop_into({_s(kc)}, &{o.var}, sizeof({o.ctype}), want, {o.rank});",
+        "if (rc == 1) " + kc.fail("pop from an empty stack"),
+        "if (rc == 3) " + kc.fail(f"the top element's shape is not the {shape} the pop expects")])
+
+
+def _pop_allocating_c(kc: KernelContext) -> str:
+    o = kc.out
     lines = [f"if (flowc_stack_top_rank({_s(kc)}) != -1 && flowc_stack_top_rank({_s(kc)}) != "
              f"{o.rank}) " + kc.fail(f"the top element has rank %d; the pop expects {o.rank}",
                                      f"(int)flowc_stack_top_rank({_s(kc)})"),
@@ -160,7 +183,7 @@ register_op("StackPushV2", inputs=["handle: resource", "elem: T"], outputs=["out
 register_op("StackPopV2", inputs=["handle: resource"], outputs=["elem: elem_type"],
             attrs=["elem_type: type", "elem_shape: shape = [*]"],
             shape=_pop_shape, kernel=_pop_kernel, c_kernel=_pop_c, stateful=True,
-            c_owns_outputs=True,
+            c_owns_outputs=True, c_fills_static_outputs=True,
             doc="Takes the top element off the stack (elem_shape: what is known of its shape).")
 
 register_op("StackCloseV2", inputs=["handle: resource"], outputs=[],

@@ -163,6 +163,10 @@ def _pad_grad(op: Operation, g: Tensor) -> Grads:
     return [_op("Slice", g, before, shape_of(x, index)), None]
 
 
+def _is_static(t: Tensor) -> bool:
+    return t.shape is not None and all(d is not None for d in t.shape)
+
+
 @RegisterGradient("GatherV2")
 def _gather_grad(op: Operation, g: Tensor) -> Grads:
     """Sparse gradient: IndexedSlices of g's slices at the rows of params they came from
@@ -176,8 +180,13 @@ def _gather_grad(op: Operation, g: Tensor) -> Grads:
         raise GradientShapeError(f"the gradient of GatherV2 '{op.name}' supports only axis=0 "
                                  "and batch_dims=0")
     p_shape = shape_of(params, indices.dtype)
-    inner = _op("Slice", p_shape, np.array([1], indices.dtype.np), np.array([-1], indices.dtype.np))
     flat_ids = _op("Reshape", indices, np.array([-1], indices.dtype.np))
+    if _is_static(params) and _is_static(indices):
+        # static shapes stay static (in a loop's gradient, its buffers then have static sizes)
+        rows = [int(np.prod(indices.shape, dtype=np.int64))] + list(params.shape[1:])
+        values = _op("Reshape", g, np.array(rows, indices.dtype.np))
+        return [IndexedSlices(values, flat_ids, p_shape), None, None]
+    inner = _op("Slice", p_shape, np.array([1], indices.dtype.np), np.array([-1], indices.dtype.np))
     count = _op("Reshape", _op("Size", indices, out_type=indices.dtype),
                 np.array([1], indices.dtype.np))
     values = _op("Reshape", g, _op("ConcatV2", [count, inner], 0))

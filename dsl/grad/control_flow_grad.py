@@ -326,6 +326,36 @@ def _differentiate(loop, g, grads, between, sum_fn):
             return v.output
         return None
 
+    def external_shape(shape_node, invariant):
+        """A ``Shape`` of a value of this loop's iterations: a constant in the backward loop
+        when the shape is static, else the shape saved on a stack (never the whole value: a
+        loop variable that grows by ``concat`` would be saved whole every iteration)."""
+        out = shape_node.inputs[0]
+        node = out.node
+        out_type = shape_node.output_types[0].dtype
+        shape = out.type.shape
+        if shape is not None and all(d is not None for d in shape):
+            # (a loop invariant's too: its static shape keeps the gradient's shapes static)
+            import numpy as np
+            with g.inserting_after(state["j"].output.node):
+                with control_dependencies([state["j"]]):
+                    v = constant(np.array(shape, dtype=out_type.np), name="saved_shape")
+            return v.output
+        home = loop.out_in.get(node) if node in loop.members else \
+            g.__dict__.get("_forward_frame_of", {}).get(node)
+        if home != loop.frame or node in loop.invariants:
+            return None
+        foreign = g.__dict__.get("_nodes_of_other_loops", ())
+        if any(u.op != "Shape" and u not in loop.members and u not in foreign
+               for u in node.output_users(out.index)):
+            return None        # the backward loop reads the value itself: it is saved anyway
+        with _AddingToForwardLoops(g):
+            with g.inserting_after(node):
+                fwd_shape = apply_op("Shape", [Tensor(out)], {"out_type": out_type},
+                                     name=f"{loop.name}/saved_shape")
+            g.__dict__.setdefault("_forward_frame_of", {})[fwd_shape.output.node] = loop.frame
+        return external(fwd_shape.output, invariant)
+
     def cond(j, *rest):
         return j < n_iter
 
@@ -339,7 +369,7 @@ def _differentiate(loop, g, grads, between, sum_fn):
         d = gradients(ys, xs, grad_ys=g_vars, stop_gradients=xs)
         # the gradient loops of nested loops finish in this iteration, before the next one
         nested = grad_exits[nested_from:]
-        d = [x.to_dense() if hasattr(x, "to_dense") else x for x in d]
+        d = [_dense(x, like) for x, like in zip(d, xs)]
         new_vars = [dk if dk is not None else zeros_like(gk) for dk, gk in zip(d, g_vars)]
         new_inv = [gi + dk if dk is not None else gi
                    for gi, dk in zip(g_inv, d[len(float_vars):])]
@@ -353,7 +383,8 @@ def _differentiate(loop, g, grads, between, sum_fn):
                 for eg, v in zip(exit_grads, float_vars)]
         init += [zeros_like(Tensor(e.inputs[0])) for e in inv]
         out = while_loop(cond, body, [0] + init, parallel_iterations=loop.parallel_iterations,
-                         _external=external, name="while")
+                         _external=external, _external_shape=external_shape,
+                         name="while")
     # the loops nested in this one are done with: only this loop's exits are the enclosing
     # gradient body's to wait for
     del grad_exits[mark:]
@@ -377,6 +408,20 @@ def _differentiate(loop, g, grads, between, sum_fn):
         if src.node in between:
             grads.setdefault(src, []).append(gi)
     return loop.members
+
+
+def _dense(grad, like):
+    """``grad`` as a dense tensor (an IndexedSlices, the gradient of a gather, summed into its
+    rows), with the static shape of ``like`` when it has one."""
+    if not hasattr(grad, "to_dense"):
+        return grad
+    shape = like.shape
+    if shape is None or not shape or any(d is None for d in shape):
+        return grad.to_dense()
+    import numpy as np
+    from dsl.math_ops import unsorted_segment_sum
+    rows = np.array(shape[0], dtype=grad.indices.dtype.np)
+    return unsorted_segment_sum(grad.values, grad.indices, rows, name="to_dense")
 
 
 def _position(g, node) -> int:
