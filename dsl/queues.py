@@ -4,6 +4,10 @@ A queue is state in the graph: ``FIFOQueueV2`` plus enqueue/dequeue ops. Steps t
 (preprocessing) and steps that dequeue (training) run concurrently in one session; a full
 queue blocks its producers (backpressure), an empty one its consumers. ``QueueRunner`` runs
 enqueue steps in threads and ``Coordinator`` stops them together, as in TensorFlow.
+
+The queue's own ops (enqueue, dequeue, close, size) are made under ``colocate_with`` the queue,
+as a variable's reads are: they run where the queue lives whatever ``device`` block encloses
+them (the values they enqueue are made, and placed, outside it).
 """
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import sys
 import threading
 from typing import Dict, List, Optional, Sequence
 
-from dsl.context import name_scope
+from dsl.context import colocate_with, name_scope
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import as_dtype
@@ -65,38 +69,39 @@ class QueueBase:
             return dict(zip(self.names, outs))
         return outs[0] if len(outs) == 1 else outs
 
+    def _op(self, op: str, inputs: list, attrs: dict, name: str):
+        with colocate_with(self.queue_ref):
+            return apply_op(op, [self.queue_ref] + inputs, attrs, name=name)
+
     def enqueue(self, vals, name: Optional[str] = None) -> Operation:
-        return apply_op("QueueEnqueueV2", [self.queue_ref, self._components(vals)], {},
-                        name=name or f"{self.name}_enqueue")
+        return self._op("QueueEnqueueV2", [self._components(vals)], {},
+                        name or f"{self.name}_enqueue")
 
     def enqueue_many(self, vals, name: Optional[str] = None) -> Operation:
-        return apply_op("QueueEnqueueManyV2", [self.queue_ref, self._components(vals)], {},
-                        name=name or f"{self.name}_EnqueueMany")
+        return self._op("QueueEnqueueManyV2", [self._components(vals)], {},
+                        name or f"{self.name}_EnqueueMany")
 
     def dequeue(self, name: Optional[str] = None):
-        return self._result(apply_op("QueueDequeueV2", [self.queue_ref],
-                                     {"component_types": self.dtypes},
-                                     name=name or f"{self.name}_Dequeue"))
+        return self._result(self._op("QueueDequeueV2", [], {"component_types": self.dtypes},
+                                     name or f"{self.name}_Dequeue"))
 
     def dequeue_many(self, n, name: Optional[str] = None):
-        return self._result(apply_op("QueueDequeueManyV2",
-                                     [self.queue_ref, convert_to_tensor(n, dtype="i32")],
+        return self._result(self._op("QueueDequeueManyV2", [convert_to_tensor(n, dtype="i32")],
                                      {"component_types": self.dtypes},
-                                     name=name or f"{self.name}_DequeueMany"))
+                                     name or f"{self.name}_DequeueMany"))
 
     def dequeue_up_to(self, n, name: Optional[str] = None):
-        return self._result(apply_op("QueueDequeueUpToV2",
-                                     [self.queue_ref, convert_to_tensor(n, dtype="i32")],
+        return self._result(self._op("QueueDequeueUpToV2", [convert_to_tensor(n, dtype="i32")],
                                      {"component_types": self.dtypes},
-                                     name=name or f"{self.name}_DequeueUpTo"))
+                                     name or f"{self.name}_DequeueUpTo"))
 
     def close(self, cancel_pending_enqueues: bool = False, name: Optional[str] = None) -> Operation:
-        return apply_op("QueueCloseV2", [self.queue_ref],
+        return self._op("QueueCloseV2", [],
                         {"cancel_pending_enqueues": bool(cancel_pending_enqueues)},
-                        name=name or f"{self.name}_Close")
+                        name or f"{self.name}_Close")
 
     def size(self, name: Optional[str] = None) -> Tensor:
-        return apply_op("QueueSizeV2", [self.queue_ref], {}, name=name or f"{self.name}_Size")
+        return self._op("QueueSizeV2", [], {}, name or f"{self.name}_Size")
 
 
 class FIFOQueue(QueueBase):

@@ -208,3 +208,20 @@ def test_cli_shows_placement_and_one_graph_per_device(tmp_path, capsys):
     assert "8" in out and "22" in out                       # relu(2x) summed per row
     rc, out, err = flowc(capsys, "ir", model, "--after", "place")
     assert rc == 1 and "cannot place /device:CPU:1" in err
+
+
+def test_queue_ops_run_where_the_queue_lives_whatever_device_block_encloses_them(graph):
+    with fl.device("/cpu:1"):
+        q = fl.FIFOQueue(4, [fl.float32], shapes=[[2]], name="q")
+    x = fl.placeholder(fl.float32, [2], name="x")
+    with fl.device("/cpu:0"):                      # not the queue's device: no conflict
+        put = q.enqueue([fl.multiply(x, 2.0, name="doubled")], name="put")
+        got = fl.add(q.dequeue(name="take"), 1.0, name="got")
+    step = make_step_graph(fl.get_default_graph(), [x.output], [got.output], [put.node])
+    optimize(step, PipelineOptions(cpu_devices=2,
+                                   passes=("prune", "infer-shapes", "place", "partition")))
+    where = {n: step.graph.node(n).assigned_device for n in ("put", "take", "doubled", "got")}
+    assert where == {"put": CPU(1), "take": CPU(1), "doubled": CPU(0), "got": CPU(0)}
+    with fl.Session(config=FOUR) as sess:
+        sess.run(put, {x: np.array([1, 2], np.float32)})
+        np.testing.assert_array_equal(sess.run(got), [3, 5])
