@@ -28,8 +28,9 @@ class Unsupported(Exception):
 
 # One parser state's lexer: the regular expression of the terminals it accepts (after the
 # blanks before them: its group 1), keyword types by terminal (a NAME that spells an accepted
-# keyword is that keyword), the terminals it skips, and those that may contain a newline.
-_StateLexer = Tuple[Callable, Dict[str, Dict[str, str]], frozenset, frozenset]
+# keyword is that keyword), the terminals it skips, those that may contain a newline, and
+# lark's own expression of the terminals (for what the first one misses: blanks at the end).
+_StateLexer = Tuple[Callable, Dict[str, Dict[str, str]], frozenset, frozenset, Callable]
 
 _TOKEN_FIELDS = ('type', 'start_pos', 'value', 'line', 'column', 'end_line', 'end_column',
                  'end_pos')
@@ -115,8 +116,18 @@ class TableDrivenParser:
                 raise Unsupported("keywords with flags")
             keywords[terminal] = {t.pattern.value: t.name for t in words}
         terminals = scanner._mres[0]
-        match = re.compile(f"({self._blank}*+)(?:{terminals.pattern})", terminals.flags).match
-        found = self._lexers[state] = (match, keywords, basic.ignore_types, basic.newline_types)
+        alternatives = [(t.name, t.pattern.to_regexp()) for t in scanner.terminals]
+        if "|".join(f"(?P<{name}>{pattern})" for name, pattern in alternatives) != \
+                terminals.pattern:
+            raise Unsupported("a scanner expression built another way")
+        # Each terminal's name is an empty group after its pattern: an alternative then starts
+        # with the pattern itself, whose first character the regular expression engine checks
+        # before it tries the alternative (a group in front hides it), and the last group to
+        # close still names the terminal.
+        tagged = "|".join(f"(?:{pattern})(?P<{name}>)" for name, pattern in alternatives)
+        match = re.compile(f"({self._blank}*+)(?:{tagged})", terminals.flags).match
+        found = self._lexers[state] = (match, keywords, basic.ignore_types, basic.newline_types,
+                                       terminals.match)
         return found
 
     def parse(self, text: str) -> lark.Tree:
@@ -133,11 +144,16 @@ class TableDrivenParser:
         depth, after_newline = 0, False
         while pos < end:
             state = states[-1]
-            match, keywords, ignore, newline_types = lexers.get(state) or self._lexer(state)
+            match, keywords, ignore, newline_types, plain_match = \
+                lexers.get(state) or self._lexer(state)
             m = match(text, pos)
-            if m is None:
-                raise Rejected()
-            type_, start, pos = m.lastgroup, m.end(1), m.end()
+            if m is not None:
+                type_, start, pos = m.lastgroup, m.end(1), m.end()
+            else:                   # blanks before no token (at the end): lark's own match
+                m = plain_match(text, pos)
+                if m is None:
+                    raise Rejected()
+                type_, start, pos = m.lastgroup, pos, m.end()
             value = text[start:pos]
             token_line, column = line, start - line_start + 1
             if type_ in newline_types:
