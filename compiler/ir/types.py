@@ -107,6 +107,9 @@ def broadcast_shapes(shapes: Sequence[Shape]) -> Shape:
     """numpy broadcasting over partially known shapes (raises ValueError if incompatible)."""
     if any(s is None for s in shapes):
         return None
+    distinct = {tuple(s) for s in shapes if len(s)}
+    if len(distinct) <= 1:                # scalars and one shape (the usual case): that shape
+        return distinct.pop() if distinct else ()
     rank = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(rank):

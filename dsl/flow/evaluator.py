@@ -228,7 +228,7 @@ class Evaluator:
         """The parts of a ``dotted`` name tree (``nn``, ``relu``) and the name they spell."""
         found = self.dotted_names.get(id(tree))
         if found is None:                     # the entry keeps the tree, so its id stays its own
-            parts = tuple(str(t) for t in tree.children)
+            parts = tuple([str(t) for t in tree.children])
             found = self.dotted_names[id(tree)] = (tree, parts, ".".join(parts))
         return found[1], found[2]
 
