@@ -62,6 +62,13 @@ def test_soft_keywords_comments_continuations_and_brackets_across_lines():
                  'metric m = if (true) { return loss } else { return loss }\n')
 
 
+def test_blanks_before_tokens_between_lines_and_at_the_very_end():
+    for text in ["let x = 1   ", "let x = 1 \t\f", "let  x\t=\f1\n  \n", "  let x = 1\n",
+                 "let x = f( 1 ,\t2 )  # c\n", "let x = 1 \\\n  + 2\n", "let x =   $\n",
+                 "\t", "", " \n "]:
+        _assert_same(text)
+
+
 SNIPPETS = ["input x: f32[?, 3]\n", "let y = ", "x", " + ", " @ ", "nn.relu(", ")", "(", "[",
             "]", ", ", "1", "2.5", "1e-5", ".5", '"s"', "true", " == ", " = ", "\n", "\n\n",
             "{", "}", "def f(a) ", "return ", "output ", "name_scope \"n\" ", "device \"/c\" ",

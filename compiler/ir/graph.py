@@ -29,6 +29,15 @@ def check_node_name(name: str, location: Optional[SourceLocation] = None) -> str
     return name
 
 
+class _Users(Counter):
+    """A ``Counter`` that skips ``Counter.__init__``'s argument handling when made empty, as
+    every new node makes one."""
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            super().__init__(*args, **kwargs)
+
+
 class Output:
     """One output of a node: ``node:index``. Hashable; equal when node and index match."""
 
@@ -86,7 +95,7 @@ class Node:
         self.location = location
         self._inputs: List[Output] = []
         self._control_inputs: List[Node] = []
-        self.users: Counter = Counter()      # user node -> number of edges (data + control)
+        self.users: Counter = _Users()       # user node -> number of edges (data + control)
 
     # --- edges -------------------------------------------------------------------------
     @property

@@ -28,6 +28,15 @@ def normalize_shape(shape) -> Shape:
     return tuple(dims)
 
 
+def _is_normal(dims: tuple) -> bool:
+    """Whether ``normalize_shape`` keeps these dims as they are (shape functions return
+    normal shapes, and a build makes a type per node)."""
+    for d in dims:
+        if d is not None and (type(d) is not int or d < 0):
+            return False
+    return True
+
+
 def shape_str(shape: Shape) -> str:
     if shape is None:
         return "[*]"
@@ -40,8 +49,11 @@ class TensorType:
     shape: Shape = None
 
     def __post_init__(self):
-        object.__setattr__(self, "dtype", as_dtype(self.dtype))
-        object.__setattr__(self, "shape", normalize_shape(self.shape))
+        if type(self.dtype) is not DType:
+            object.__setattr__(self, "dtype", as_dtype(self.dtype))
+        shape = self.shape
+        if type(shape) is not tuple or not _is_normal(shape):
+            object.__setattr__(self, "shape", normalize_shape(shape))
 
     @property
     def rank(self) -> Optional[int]:
@@ -95,6 +107,9 @@ def broadcast_shapes(shapes: Sequence[Shape]) -> Shape:
     """numpy broadcasting over partially known shapes (raises ValueError if incompatible)."""
     if any(s is None for s in shapes):
         return None
+    distinct = {tuple(s) for s in shapes if len(s)}
+    if len(distinct) <= 1:                # scalars and one shape (the usual case): that shape
+        return distinct.pop() if distinct else ()
     rank = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(rank):

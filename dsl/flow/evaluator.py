@@ -97,6 +97,9 @@ class FileUnit:
     """One ``*.flow`` file being run: its text, shown path and absolute path."""
     source: Source
     path: str
+    # id(tree node) -> (the node, its location): a function's body builds ops once per call
+    _locations: Dict[int, Tuple[Any, SourceLocation]] = field(default_factory=dict, repr=False,
+                                                              compare=False)
 
     def where(self, item) -> str:
         line, col = _position(item)
@@ -106,7 +109,11 @@ class FileUnit:
         return self.source.error(message, *_position(item))
 
     def location(self, item) -> SourceLocation:
-        return SourceLocation(self.source.filename, *_position(item))
+        found = self._locations.get(id(item))
+        if found is None:                     # the entry keeps the node, so its id stays its own
+            found = self._locations[id(item)] = (
+                item, SourceLocation(self.source.filename, *_position(item)))
+        return found[1]
 
 
 class _Return(Exception):
@@ -203,15 +210,27 @@ class Evaluator:
         self.import_stack: List[str] = []
         self.depth = 0
         self.builtins: Dict[Tuple[str, ...], Any] = {}   # resolved builtin names, this run
+        # rule name -> the method evaluating it (the names are the grammar's own tokens: the
+        # same objects every time, so a lookup compares no text)
+        self.expressions: Dict[str, Callable] = {}
+        # id(dotted name tree) -> (the tree, its parts, the name): calls repeat in functions
+        self.dotted_names: Dict[int, Tuple[Any, Tuple[str, ...], str]] = {}
 
-    def builtin(self, parts: List[str]) -> Any:
+    def builtin(self, parts: Tuple[str, ...]) -> Any:
         """``resolve_builtin(parts)``, remembered for the run (a model calls the same few
         builtins thousands of times); raises ``Missing``."""
-        key = tuple(parts)
-        value = self.builtins.get(key, _UNRESOLVED)
+        value = self.builtins.get(parts, _UNRESOLVED)
         if value is _UNRESOLVED:
-            value = self.builtins[key] = resolve_builtin(parts)
+            value = self.builtins[parts] = resolve_builtin(parts)
         return value
+
+    def dotted(self, tree) -> Tuple[Tuple[str, ...], str]:
+        """The parts of a ``dotted`` name tree (``nn``, ``relu``) and the name they spell."""
+        found = self.dotted_names.get(id(tree))
+        if found is None:                     # the entry keeps the tree, so its id stays its own
+            parts = tuple([str(t) for t in tree.children])
+            found = self.dotted_names[id(tree)] = (tree, parts, ".".join(parts))
+        return found[1], found[2]
 
     # --- files -------------------------------------------------------------------------------
     def run_text(self, text: str, filename: str, path: str) -> Dict[str, Binding]:
@@ -641,9 +660,12 @@ class Evaluator:
         tree = _unparen(tree)
         if isinstance(tree, lark.Token):
             raise scope.file.error(f"unexpected {tree!s}", tree)
-        if tree.data == "call":
+        if default_name is not None and tree.data == "call":
             return self.call(tree, scope, default_name)
-        return getattr(self, "e_" + tree.data)(tree, scope)
+        method = self.expressions.get(tree.data)
+        if method is None:
+            method = self.expressions[tree.data] = getattr(self, "e_" + tree.data)
+        return method(tree, scope)
 
     def string(self, tok: lark.Token, scope: Scope) -> str:
         try:
@@ -674,7 +696,7 @@ class Evaluator:
         return [self.eval(c, scope) for c in tree.children[1:] if c is not None]
 
     def e_name(self, tree, scope: Scope) -> Any:
-        parts = [str(t) for t in tree.children[0].children]
+        parts, _ = self.dotted(tree.children[0])
         binding = scope.lookup(parts[0])
         if binding is not None:
             if binding.value is POISONED:
@@ -694,7 +716,8 @@ class Evaluator:
                                    tree) from None
 
     def _binary(self, tree, scope: Scope, symbol: str, fn: Callable) -> Any:
-        a, b = (self.eval(c, scope) for c in tree.children)
+        left, right = tree.children
+        a, b = self.eval(left, scope), self.eval(right, scope)
         with self.building(scope, tree, f"cannot apply '{symbol}': "):
             return fn(a, b)
 
@@ -766,8 +789,7 @@ class Evaluator:
     # --- calls -------------------------------------------------------------------------------
     def call(self, tree, scope: Scope, default_name: Optional[str] = None) -> Any:
         dotted, args_tree = tree.children
-        parts = [str(t) for t in dotted.children]
-        name = ".".join(parts)
+        parts, name = self.dotted(dotted)
         args, kwargs = self.arguments(args_tree, scope)
         binding = scope.lookup(parts[0])
         if binding is not None:
@@ -796,6 +818,8 @@ class Evaluator:
                 # so with the signature (checked only now: binding costs as much as a call).
                 self.check_signature(fn, name, args, given, tree, scope)
                 raise
+
+    e_call = call
 
     def arguments(self, args_tree, scope: Scope) -> Tuple[list, dict]:
         args: list = []

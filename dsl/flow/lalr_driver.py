@@ -10,6 +10,7 @@ was wrong (see ``parse_text`` in ``dsl/flow/parser.py``).
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 import lark
@@ -25,10 +26,11 @@ class Unsupported(Exception):
     """The grammar uses a lark feature this loop does not reproduce."""
 
 
-# One parser state's lexer: the regular expression of the terminals it accepts, keyword types
-# by terminal (a NAME that spells an accepted keyword is that keyword), the terminals it
-# skips, and those that may contain a newline.
-_StateLexer = Tuple[Callable, Dict[str, Dict[str, str]], frozenset, frozenset]
+# One parser state's lexer: the regular expression of the terminals it accepts (after the
+# blanks before them: its group 1), keyword types by terminal (a NAME that spells an accepted
+# keyword is that keyword), the terminals it skips, those that may contain a newline, and
+# lark's own expression of the terminals (for what the first one misses: blanks at the end).
+_StateLexer = Tuple[Callable, Dict[str, Dict[str, str]], frozenset, frozenset, Callable]
 
 _TOKEN_FIELDS = ('type', 'start_pos', 'value', 'line', 'column', 'end_line', 'end_column',
                  'end_pos')
@@ -39,9 +41,12 @@ class TableDrivenParser:
     """Parses text with ``parser``'s tables (a ``lark.Lark`` built with ``parser='lalr'`` and
     the contextual lexer). The post-lexer ``parser`` was built with is given here as what it
     does: ``newline`` tokens are dropped inside brackets (``brackets``: opener type to closer
-    type) and right after another ``newline``."""
+    type) and right after another ``newline``. ``blank`` is the grammar's ignored run of
+    blanks (``%ignore /[\t \f]+/``): the lexer skips it in the same match as the token after
+    it (blanks never start a token, so no token changes)."""
 
-    def __init__(self, parser: lark.Lark, newline: str, brackets: Dict[str, str]):
+    def __init__(self, parser: lark.Lark, newline: str, brackets: Dict[str, str],
+                 blank: str = r"[\t \f]"):
         frontend = parser.parser
         if not set(_TOKEN_FIELDS) <= set(getattr(Token, "__slots__", ())):
             raise Unsupported("tokens with other fields")
@@ -76,9 +81,17 @@ class TableDrivenParser:
                     self._rules.append((len(arg.expansion), str(arg.origin.name), callback))
                 row[symbol] = ~index
             self._actions[state] = row
+        # A reduction by a one-symbol rule whose value is its child (``?sum: product``) only
+        # changes the state; an atom climbs ten of them (postfix, power, ..., expr). The
+        # state they lead to, given the state below and the lookahead, is remembered.
+        self._unit_chains: Dict[Tuple[int, int, str], int] = {}
         self._contextual = frontend.lexer.lexer
         if type(self._contextual).__name__ != "ContextualLexer":
             raise Unsupported("a lexer other than the contextual one")
+        if not any(_is_run_of(t.pattern.to_regexp(), blank) for t in parser.terminals
+                   if t.name in parser.ignore_tokens):
+            raise Unsupported("no ignored run of blanks")
+        self._blank = blank
         self._newline = newline
         self._openers = frozenset(brackets)
         self._closers = frozenset(brackets.values())
@@ -102,8 +115,19 @@ class TableDrivenParser:
             if not all(isinstance(t.pattern, PatternStr) and not t.pattern.flags for t in words):
                 raise Unsupported("keywords with flags")
             keywords[terminal] = {t.pattern.value: t.name for t in words}
-        found = self._lexers[state] = (scanner._mres[0].match, keywords, basic.ignore_types,
-                                       basic.newline_types)
+        terminals = scanner._mres[0]
+        alternatives = [(t.name, t.pattern.to_regexp()) for t in scanner.terminals]
+        if "|".join(f"(?P<{name}>{pattern})" for name, pattern in alternatives) != \
+                terminals.pattern:
+            raise Unsupported("a scanner expression built another way")
+        # Each terminal's name is an empty group after its pattern: an alternative then starts
+        # with the pattern itself, whose first character the regular expression engine checks
+        # before it tries the alternative (a group in front hides it), and the last group to
+        # close still names the terminal.
+        tagged = "|".join(f"(?:{pattern})(?P<{name}>)" for name, pattern in alternatives)
+        match = re.compile(f"({self._blank}*+)(?:{tagged})", terminals.flags).match
+        found = self._lexers[state] = (match, keywords, basic.ignore_types, basic.newline_types,
+                                       terminals.match)
         return found
 
     def parse(self, text: str) -> lark.Tree:
@@ -114,19 +138,25 @@ class TableDrivenParser:
         states: List[int] = [self._start_state]
         values: list = []
         actions, rules, lexers = self._actions, self._rules, self._lexers
+        unit_chains = self._unit_chains
         newline, openers, closers = self._newline, self._openers, self._closers
         pos, end, line, line_start = 0, len(text), 1, 0
         depth, after_newline = 0, False
         while pos < end:
             state = states[-1]
-            match, keywords, ignore, newline_types = lexers.get(state) or self._lexer(state)
+            match, keywords, ignore, newline_types, plain_match = \
+                lexers.get(state) or self._lexer(state)
             m = match(text, pos)
-            if m is None:
-                raise Rejected()
-            type_, start, pos = m.lastgroup, pos, m.end()
+            if m is not None:
+                type_, start, pos = m.lastgroup, m.end(1), m.end()
+            else:                   # blanks before no token (at the end): lark's own match
+                m = plain_match(text, pos)
+                if m is None:
+                    raise Rejected()
+                type_, start, pos = m.lastgroup, pos, m.end()
+            value = text[start:pos]
             token_line, column = line, start - line_start + 1
             if type_ in newline_types:
-                value = m.group()
                 newlines = value.count("\n")
                 if newlines:
                     line += newlines
@@ -135,7 +165,7 @@ class TableDrivenParser:
                 continue
             words = keywords.get(type_)
             if words is not None:
-                type_ = words.get(m.group(), type_)
+                type_ = words.get(value, type_)
             if type_ in openers:
                 depth += 1
             elif type_ in closers:
@@ -148,7 +178,6 @@ class TableDrivenParser:
                 after_newline = False
             # lark.Token(type_, value, start, line, column, end_line, end_column, end_pos),
             # without the constructor's call overhead (tens of thousands of tokens)
-            value = m.group()
             token = _new_str(Token, value)
             token.type, token.start_pos, token.value = type_, start, value
             token.line, token.column = token_line, column
@@ -164,7 +193,11 @@ class TableDrivenParser:
                     break
                 size, origin, callback = rules[~code]
                 if callback is None:            # X: Y, where X is Y: only the state changes
-                    state = states[-1] = actions[states[-2]][origin]
+                    key = (states[-2], state, type_)
+                    state = unit_chains.get(key)
+                    if state is None:
+                        state = self._unit_chain(key)
+                    states[-1] = state
                     row = actions[state]
                     continue
                 if size:
@@ -178,6 +211,19 @@ class TableDrivenParser:
                 states.append(state)
                 row = actions[state]
         return self._finish(states, values)
+
+    def _unit_chain(self, key: Tuple[int, int, str]) -> int:
+        """The state after the one-symbol reductions that start in state ``key[1]`` (above
+        state ``key[0]``) with lookahead ``key[2]``; the first action not such a reduction
+        is taken there."""
+        below, state, lookahead = key
+        actions, rules = self._actions, self._rules
+        code = actions[state].get(lookahead)
+        while code is not None and code < 0 and rules[~code][2] is None:
+            state = actions[below][rules[~code][1]]
+            code = actions[state].get(lookahead)
+        self._unit_chains[key] = state
+        return state
 
     def _finish(self, states: List[int], values: list) -> lark.Tree:
         """Reduce at the end of the text until the start symbol is complete."""
@@ -200,6 +246,19 @@ class TableDrivenParser:
                 states.append(actions[states[-1]][origin])
             if states[-1] == self._end_state:
                 return values[-1]
+
+
+def _is_run_of(pattern: str, blank: str) -> bool:
+    """Whether ``pattern`` matches the runs of ``blank`` characters and nothing else (tried on
+    every ASCII character, alone and repeated)."""
+    chars = [chr(i) for i in range(128)]
+    blanks = [c for c in chars if re.fullmatch(blank, c)]
+    try:
+        run = re.compile(pattern)
+    except re.error:
+        return False
+    return bool(blanks) and run.fullmatch("".join(blanks) * 2) is not None and not any(
+        run.match(c) for c in chars if c not in blanks)
 
 
 def table_driven_parser(parser: lark.Lark, newline: str,
