@@ -228,11 +228,14 @@ def colocate_with(op, ignore_existing: bool = False):
         if entry not in names:
             names.append(entry)
     g._colocation_stack.append(names)
-    g._device_stack.append(None)                  # as in TF: the colocated op decides
+    # As in TF, the colocated op decides: enclosing device blocks no longer apply, and ops made
+    # inside ask for the device ``node`` asked for. Placement would join them anyway, but only
+    # in steps that keep ``node`` (a step may prune it away and still run the colocated ops).
+    g._device_stack.extend([None, node.device or None])
     try:
         yield
     finally:
-        g._device_stack.pop()
+        del g._device_stack[-2:]
         g._colocation_stack.pop()
 
 

@@ -23,6 +23,7 @@ as recent ones.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -34,13 +35,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from compiler.errors import ExecutionError
-from dsl.context import control_dependencies, get_default_graph, name_scope
+from dsl.context import colocate_with, control_dependencies, get_default_graph, name_scope
 from dsl.control_ops import group
 from dsl.ops import apply_op, placeholder
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, as_node
 from dsl.variables import Variable, global_variables
 from runtime.checkpoint import (CheckpointError, checkpoint_exists, delete_checkpoint,
-                                list_checkpoint, load_checkpoint, prefix_to_bytes,
+                                list_checkpoint, load_checkpoint, prefix_to_bytes, shard_prefix,
                                 write_file_atomically)
 from runtime.dtypes import DType
 from runtime.errors import RuntimeExecutionError
@@ -201,6 +202,14 @@ def _named_variables(var_list) -> Dict[str, Variable]:
     return named
 
 
+def _by_device(named: Dict[str, Variable]) -> List[Dict[str, Variable]]:
+    """The variables grouped by the device they asked for, in order of first appearance."""
+    groups: Dict[str, Dict[str, Variable]] = {}
+    for name, v in named.items():
+        groups.setdefault(as_node(v.handle).device or "", {})[name] = v
+    return list(groups.values())
+
+
 class Saver:
     """Saves and restores variables (``tf.train.Saver``).
 
@@ -209,12 +218,18 @@ class Saver:
     checkpoints to keep (None or 0: all). ``keep_checkpoint_every_n_hours``: besides those,
     keep one checkpoint for good every so many hours. ``keep_best``: "min" or "max" to keep
     the ``best_to_keep`` best checkpoints by the ``metric`` given to ``save``.
+
+    ``sharded``: one ``SaveV2``/``RestoreV2`` per device the variables asked for, colocated
+    with them, each writing (reading) its own shard ``<path>-0000k-of-0000n``. Across tasks
+    every parameter server saves the variables it hosts, in parallel, and no variable's value
+    travels to the client; a checkpoint is recorded only once every shard is written.
     """
 
     def __init__(self, var_list=None, max_to_keep: Optional[int] = 5,
                  keep_checkpoint_every_n_hours: float = 10000.0, name: Optional[str] = None,
                  allow_empty: bool = False, pad_step_number: bool = False,
-                 keep_best: Optional[str] = None, best_to_keep: int = 1):
+                 keep_best: Optional[str] = None, best_to_keep: int = 1,
+                 sharded: bool = False):
         if keep_best not in (None, "min", "max"):
             raise ValueError(f"keep_best must be None, 'min' or 'max', got {keep_best!r}")
         if keep_best is not None and (not isinstance(best_to_keep, int) or best_to_keep < 1):
@@ -229,6 +244,7 @@ class Saver:
         self.keep_best = keep_best
         self.best_to_keep = best_to_keep
         self._pad_step_number = pad_step_number
+        self.sharded = bool(sharded)
         self._recent: List[Tuple[str, float]] = []          # (path, time), oldest first
         self._best: List[Tuple[str, float, float]] = []     # (path, metric, time), best first
         self._next_checkpoint_time = time.time() + self.keep_checkpoint_every_n_hours * 3600
@@ -242,21 +258,51 @@ class Saver:
         for name, v in self._vars.items():
             if v.graph is not self.graph:
                 raise ValueError(f"variable '{name}' is from another graph than the default graph")
-        names = list(self._vars)
-        variables = list(self._vars.values())
         with control_dependencies(None), name_scope(scope_name):
             self._filename = placeholder(DType.u8, [None], name="filename")
-            values = [apply_op("ReadVariableOp", [v.handle], {"dtype": v.dtype}, name="read")
-                      for v in variables]
-            self._save_op = apply_op("SaveV2", [self._filename, values],
-                                     {"tensor_names": names}, name="SaveV2")
-            restored = apply_op("RestoreV2", [self._filename],
-                                {"tensor_names": names, "dtypes": [v.dtype for v in variables],
-                                 "shapes": [v.shape for v in variables]}, name="RestoreV2")
-            self._restore_tensors = restored
-            assigns = [apply_op("AssignVariableOp", [v.handle, t], {"dtype": v.dtype},
-                                name="Assign") for v, t in zip(variables, restored)]
+            shards = _by_device(self._vars) if self.sharded else [self._vars]
+            saves, restores, self._checkpoint_ops = [], [], set()
+            for k, named in enumerate(shards):
+                with self._on_shard(named):
+                    filename = self._filename
+                    if self.sharded:
+                        suffix = np.frombuffer(shard_prefix("", k, len(shards)).encode(),
+                                               np.uint8)
+                        filename = apply_op("ConcatV2", [[filename, suffix], 0], {},
+                                            name="ShardedFilename")
+                    save, restored = self._shard_ops(named, filename)
+                saves.append(save)
+                restores.append(restored)
+            # Every assignment waits for every shard's RestoreV2, which checks its whole shard
+            # first: a refused shard leaves every variable as it was.
+            assigns = []
+            with control_dependencies([r[0].op for r in restores] if self.sharded else None):
+                for named, restored in zip(shards, restores):
+                    with self._on_shard(named):
+                        assigns.extend(apply_op("AssignVariableOp", [v.handle, t],
+                                                {"dtype": v.dtype}, name="Assign")
+                                       for v, t in zip(named.values(), restored))
+            self._save_op = saves[0] if len(saves) == 1 else group(*saves, name="save_all")
             self._restore_op = group(*assigns, name="restore_all")
+
+    def _on_shard(self, named: Dict[str, Variable]):
+        """Ops of a shard run with its variables (a sharded saver's only)."""
+        if not self.sharded:
+            return contextlib.nullcontext()
+        return colocate_with(next(iter(named.values())))
+
+    def _shard_ops(self, named: Dict[str, Variable], filename):
+        """``SaveV2`` of reads of ``named``, and the ``RestoreV2`` outputs for them."""
+        names, variables = list(named), list(named.values())
+        values = [apply_op("ReadVariableOp", [v.handle], {"dtype": v.dtype}, name="read")
+                  for v in variables]
+        save = apply_op("SaveV2", [filename, values], {"tensor_names": names}, name="SaveV2")
+        restored = apply_op("RestoreV2", [filename],
+                            {"tensor_names": names, "dtypes": [v.dtype for v in variables],
+                             "shapes": [v.shape for v in variables]}, name="RestoreV2")
+        restored = restored if isinstance(restored, list) else [restored]
+        self._checkpoint_ops.update((save.name, restored[0].op.name))
+        return save, restored
 
     # --- ops -------------------------------------------------------------------------------
     @property
@@ -285,7 +331,7 @@ class Saver:
             raise
         except (ExecutionError, RuntimeExecutionError) as e:
             node = getattr(e, "node_name", None) or getattr(e, "node", None)
-            if node in (self._save_op.name, self._restore_tensors[0].op.name):
+            if node in self._checkpoint_ops:
                 raise CheckpointError(str(e)) from None
             raise
 

@@ -8,6 +8,12 @@ A checkpoint is named by a *prefix* (``/runs/a/model.ckpt-1000``) and is two fil
 - ``<prefix>.index.json``: format version, the data file's name, size and SHA-256, and each
   tensor's dtype and shape.
 
+A *sharded* checkpoint (``Saver(sharded=True)``: each parameter-server task saves the
+variables it hosts, in parallel) is one such checkpoint per shard, at
+``<prefix>-00000-of-00002`` and so on. The functions below that take a prefix accept a
+sharded one too (``shard_prefixes``): it exists when every shard does, and it reads as the
+union of its shards.
+
 Writing is crash-safe: the data goes to a temporary file in the same folder, is fsync'd and
 renamed; then the index is written the same way, last; then the folder is fsync'd. A
 checkpoint exists (``checkpoint_exists``) only once its index does, and the index names the
@@ -228,10 +234,50 @@ def write_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray]) -> str:
     return index_path(prefix)
 
 
+# --- shards ----------------------------------------------------------------------------------
+def shard_prefix(prefix: str, shard: int, num_shards: int) -> str:
+    """The prefix of shard ``shard`` of ``num_shards`` of checkpoint ``prefix``."""
+    return f"{prefix}-{shard:05d}-of-{num_shards:05d}"
+
+
+def shard_prefixes(prefix: str) -> List[str]:
+    """The checkpoints that make up ``prefix``: ``[prefix]`` when it is one checkpoint (or
+    nothing is there: reading it then says so), else its shards, every one of them; a sharded
+    checkpoint with a shard missing is refused, naming the shards that are."""
+    prefix = os.fspath(prefix)
+    if os.path.isfile(index_path(prefix)):
+        return [prefix]
+    folder = os.path.dirname(prefix) or "."
+    pattern = re.compile(re.escape(os.path.basename(prefix)) + r"-(\d{5})-of-(\d{5})"
+                         + re.escape(INDEX_SUFFIX) + "$")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return [prefix]
+    found: Dict[int, set] = {}
+    for name in names:
+        m = pattern.match(name)
+        if m:
+            found.setdefault(int(m.group(2)), set()).add(int(m.group(1)))
+    if not found:
+        return [prefix]
+    num_shards = max(found)
+    missing = sorted(set(range(num_shards)) - found[num_shards])
+    if len(found) > 1 or missing:
+        raise CheckpointError(f"sharded checkpoint '{prefix}' is incomplete: shard(s) "
+                              f"{', '.join(str(k) for k in missing) or '?'} of {num_shards} "
+                              f"missing (found {sorted(found[num_shards])}; a save was "
+                              "interrupted?)", _NOT_FOUND)
+    return [shard_prefix(prefix, k, num_shards) for k in range(num_shards)]
+
+
 # --- reading -----------------------------------------------------------------------------------
 def checkpoint_exists(prefix: str) -> bool:
-    """Whether a complete checkpoint (its index) exists at ``prefix``."""
-    return os.path.isfile(index_path(os.fspath(prefix)))
+    """Whether a complete checkpoint (its index, or every shard's) exists at ``prefix``."""
+    try:
+        return all(os.path.isfile(index_path(p)) for p in shard_prefixes(prefix))
+    except CheckpointError:
+        return False
 
 
 def read_index(prefix: str) -> dict:
@@ -366,20 +412,36 @@ def read_checkpoint(prefix: str, names: Sequence[str], dtypes: Sequence[DType],
 
 def list_checkpoint(prefix: str) -> Dict[str, tuple]:
     """``{name: (dtype, shape)}`` of the tensors in checkpoint ``prefix`` (from its index)."""
-    index = read_index(prefix)
-    return {name: (DType.parse(e["dtype"]), tuple(e["shape"]))
-            for name, e in index["tensors"].items()}
+    out: Dict[str, tuple] = {}
+    for part in shard_prefixes(prefix):
+        out.update((name, (DType.parse(e["dtype"]), tuple(e["shape"])))
+                   for name, e in read_index(part)["tensors"].items())
+    return out
 
 
 def load_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
     """Every tensor of checkpoint ``prefix``, verified (``tf.train.load_checkpoint`` as a dict)."""
-    prefix = os.fspath(prefix)
-    return _load_verified(prefix, read_index(prefix))
+    out: Dict[str, np.ndarray] = {}
+    for part in shard_prefixes(prefix):
+        out.update(_load_verified(part, read_index(part)))
+    return out
 
 
 def delete_checkpoint(prefix: str) -> None:
     """Remove checkpoint ``prefix``: its index first (so it stops looking complete), then data."""
     prefix = os.fspath(prefix)
+    try:
+        parts = shard_prefixes(prefix)
+    except CheckpointError:                         # an incomplete sharded one: what is there
+        folder = os.path.dirname(prefix) or "."
+        shard = re.compile(re.escape(os.path.basename(prefix)) + r"-\d{5}-of-\d{5}"
+                           + re.escape(INDEX_SUFFIX) + "$")
+        parts = [os.path.join(folder, n[:-len(INDEX_SUFFIX)]) for n in os.listdir(folder)
+                 if shard.match(n)]
+    if parts and (len(parts) > 1 or parts[0] != prefix):
+        for part in parts:
+            delete_checkpoint(part)
+        return
     for path in [index_path(prefix)] + _data_files(prefix):
         try:
             os.unlink(path)

@@ -402,3 +402,25 @@ def test_a_killed_ps_task_recovers_from_the_checkpoint_its_saver_wrote(tmp_path,
         for got, want in zip(sess.run([w, b]), expected_next):
             np.testing.assert_allclose(got, want, rtol=1e-6)
         assert sess.run(gstep) == saved_values[2] + 1
+
+
+def test_each_ps_task_saves_and_restores_its_own_shard(tmp_path, graph):
+    from runtime.checkpoint import shard_prefix
+    c = Cluster(tmp_path, {"ps": 2, "worker": 1})
+    try:
+        with fl.device("/job:ps/task:0"):
+            w = fl.Variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="w")
+        with fl.device("/job:ps/task:1"):
+            b = fl.Variable(np.full([3], 0.5, np.float32), name="b")
+        saver = fl.train.Saver(sharded=True)
+        with fl.Session(c.target()) as sess:
+            sess.run([w.initializer, b.initializer])
+            path = saver.save(sess, str(tmp_path / "ckpt" / "model"), global_step=1)
+            shards = [fl.train.list_variables(shard_prefix(path, k, 2)) for k in range(2)]
+            assert shards == [[("w", [2, 3])], [("b", [3])]]
+            sess.run([w.assign(w * 0.0), b.assign(b * 0.0)])
+            saver.restore(sess, fl.train.latest_checkpoint(str(tmp_path / "ckpt")))
+            np.testing.assert_array_equal(sess.run(w), np.arange(6).reshape(2, 3))
+            np.testing.assert_array_equal(sess.run(b), np.full([3], 0.5))
+    finally:
+        c.stop()

@@ -225,3 +225,14 @@ def test_queue_ops_run_where_the_queue_lives_whatever_device_block_encloses_them
     with fl.Session(config=FOUR) as sess:
         sess.run(put, {x: np.array([1, 2], np.float32)})
         np.testing.assert_array_equal(sess.run(got), [3, 5])
+
+
+def test_colocated_ops_go_to_their_targets_device_in_steps_that_prune_the_target(graph):
+    with fl.device("/cpu:1"):
+        v = fl.Variable(np.ones(2, np.float32), name="v")
+    x = fl.placeholder(fl.float32, [2], name="x")
+    with fl.device("/cpu:0"), fl.colocate_with(v):   # the colocation wins over the block
+        y = fl.multiply(x, 3.0, name="y")
+    g = partitioned([y], [x])
+    assert not [n for n in g if n.op == "VarHandleOp"]   # the step does not need the variable
+    assert g.node("y").assigned_device == CPU(1)

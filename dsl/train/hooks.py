@@ -176,7 +176,7 @@ class CheckpointSaverHook(SessionRunHook):
     def begin(self) -> None:
         self._global_step = _require_global_step("CheckpointSaverHook")
         if self._saver is None and self._scaffold is None:
-            self._saver = Saver()
+            self._saver = Saver(sharded=True)
 
     def _get_saver(self) -> Saver:
         return self._saver if self._saver is not None else self._scaffold.saver

@@ -69,7 +69,7 @@ class Scaffold:
         if self.init_op is None:
             self.init_op = global_variables_initializer()
         if self.saver is None and global_variables():
-            self.saver = Saver()
+            self.saver = Saver(sharded=True)     # as TF's: each PS task saves its own shard
         return self
 
     def uninitialized(self, session) -> List[str]:
