@@ -18,10 +18,7 @@ Numbers from a shared, small machine are rough: the workers share its cores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,63 +32,10 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import dsl as fl  # noqa: E402
-from runtime.transport import TaskClient, UnavailableError  # noqa: E402
+from bench_cluster import LocalCluster  # noqa: E402
 
 STOP_ERRORS = (fl.OutOfRangeError, fl.AbortedError)
 VARIABLES = 4                      # w1, b1, w2, b2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LocalCluster:
-    """``flowc serve`` processes for one PS task and ``workers`` worker tasks."""
-
-    def __init__(self, workers: int, folder: str):
-        self.spec = {"ps": [f"localhost:{_free_port()}"],
-                     "worker": [f"localhost:{_free_port()}" for _ in range(workers)]}
-        path = os.path.join(folder, "cluster.json")
-        with open(path, "w") as f:
-            json.dump(self.spec, f)
-        self.procs = []
-        for job, addrs in self.spec.items():
-            for k in range(len(addrs)):
-                log = open(os.path.join(folder, f"{job}_{k}.log"), "w")
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "compiler.cli", "serve", "--cluster", path, "--job",
-                     job, "--task", str(k)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
-                log.close()
-        for job, addrs in self.spec.items():
-            for k, addr in enumerate(addrs):
-                self._wait(addr, f"/job:{job}/task:{k}")
-
-    def _wait(self, address: str, name: str, timeout_s: float = 120.0) -> None:
-        client = TaskClient(address, name, None)
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                try:
-                    client.call("Status", {}, timeout=2.0)
-                    return
-                except UnavailableError:
-                    if time.monotonic() > deadline or any(p.poll() is not None
-                                                          for p in self.procs):
-                        raise
-                    time.sleep(0.2)
-        finally:
-            client.close()
-
-    def target(self, k: int) -> str:
-        return f"grpc://{self.spec['worker'][k]}"
-
-    def stop(self) -> None:
-        for p in self.procs:
-            p.kill()
-        for p in self.procs:
-            p.wait(timeout=10)
 
 
 def build_replica(k: int, n: int, m: int, batch: int, seed: int) -> Dict:
@@ -206,7 +150,7 @@ def main(argv=None) -> None:
     if not 0 <= args.backups < n:
         p.error("--backups must be in [0, workers)")
     with tempfile.TemporaryDirectory() as folder:
-        cluster = LocalCluster(n, folder)
+        cluster = LocalCluster({"ps": 1, "worker": n}, folder)
         try:
             rows = [run_config(cluster, n, m, args) for m in range(n, n - args.backups - 1, -1)]
         finally:

@@ -24,10 +24,8 @@ on smaller models.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,66 +36,12 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+from bench_cluster import LocalCluster  # noqa: E402
+
 MAX_VARIABLE_MB = 16
 START_TIMEOUT_S = 120.0
 EMBEDDING_DIM = 64
 LOOKUP_IDS = 32
-
-
-# --- the cluster ----------------------------------------------------------------------------
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LocalCluster:
-    """``flowc serve`` processes for every task of a spec, stopped together."""
-
-    def __init__(self, ps: int, workers: int, folder: str):
-        self.spec = {"ps": [f"localhost:{free_port()}" for _ in range(ps)],
-                     "worker": [f"localhost:{free_port()}" for _ in range(workers)]}
-        path = os.path.join(folder, "cluster.json")
-        with open(path, "w") as f:
-            json.dump(self.spec, f)
-        self.procs = []
-        for job, addresses in self.spec.items():
-            for k in range(len(addresses)):
-                log = open(os.path.join(folder, f"{job}_{k}.log"), "w")
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "compiler.cli", "serve", "--cluster", path, "--job",
-                     job, "--task", str(k)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
-                log.close()
-        for address in self.spec["ps"] + self.spec["worker"]:
-            self._wait_ready(address)
-
-    def _wait_ready(self, address: str) -> None:
-        from runtime.transport import TaskClient, UnavailableError
-        client = TaskClient(address)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        try:
-            while True:
-                try:
-                    client.call("Status", {}, timeout=2.0)
-                    return
-                except UnavailableError:
-                    if time.monotonic() > deadline or any(p.poll() is not None
-                                                          for p in self.procs):
-                        raise
-                    time.sleep(0.2)
-        finally:
-            client.close()
-
-    def target(self, worker: int) -> str:
-        return f"grpc://{self.spec['worker'][worker]}"
-
-    def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-        for p in self.procs:
-            p.wait(timeout=10)
 
 
 # --- the models -------------------------------------------------------------------------------
@@ -219,7 +163,7 @@ def main() -> None:
           f"{steps} timed steps per worker, dense {params['mb']:g} MB, sparse table "
           f"{params['rows']}x{EMBEDDING_DIM}, {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="flowc-null-step-") as folder:
-        cluster = LocalCluster(args.ps, max(worker_counts), folder)
+        cluster = LocalCluster({"ps": args.ps, "worker": max(worker_counts)}, folder)
         try:
             print(f"{'model':<8} {'workers':>7} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8} "
                   f"{'steps/s':>9}")

@@ -32,10 +32,7 @@ steps. Not a test: it prints the numbers, the reduction factor and the step time
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +45,7 @@ sys.path.insert(0, ROOT)
 
 import dsl as fl  # noqa: E402
 from dsl.sharded_logits import gradients_on_their_devices  # noqa: E402
-from runtime.transport import TaskClient, UnavailableError  # noqa: E402
+from bench_cluster import LocalCluster  # noqa: E402
 
 DATA_METHODS = ("RunStep", "RecvTensor")
 LEARNING_RATE = 0.1
@@ -58,67 +55,15 @@ LABELS = {"full": "full", "full_colocated": "full, matmul on the PS",
 
 
 # --- a local cluster of task processes ---------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LocalCluster:
-    """``ps`` PS tasks and one worker, each a ``python3 -m compiler.cli serve`` process."""
-
-    def __init__(self, ps: int, folder: str):
-        self.spec = {"ps": [f"localhost:{_free_port()}" for _ in range(ps)],
-                     "worker": [f"localhost:{_free_port()}"]}
-        path = os.path.join(folder, "cluster.json")
-        with open(path, "w") as f:
-            json.dump(self.spec, f)
-        self.procs = []
-        for job, addrs in self.spec.items():
-            for k in range(len(addrs)):
-                log = open(os.path.join(folder, f"{job}_{k}.log"), "w")
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "compiler.cli", "serve", "--cluster", path, "--job",
-                     job, "--task", str(k)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
-                log.close()
-        for job, k in self.tasks():
-            self.status(job, k, wait_s=60)
-
-    def tasks(self):
-        return [(job, k) for job, addrs in self.spec.items() for k in range(len(addrs))]
-
-    def target(self) -> str:
-        return f"grpc://{self.spec['worker'][0]}"
-
-    def status(self, job: str, task: int, wait_s: float = 0.0) -> dict:
-        client = TaskClient(self.spec[job][task], f"/job:{job}/task:{task}")
-        deadline = time.monotonic() + wait_s
-        try:
-            while True:
-                try:
-                    return client.call("Status", {}, timeout=5.0)[0]
-                except UnavailableError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
-        finally:
-            client.close()
-
-    def data_bytes(self) -> int:
-        """Bytes of RunStep and RecvTensor frames (requests and responses) every task served."""
-        total = 0
-        for job, k in self.tasks():
-            traffic = self.status(job, k).get("traffic", {})
-            for method in DATA_METHODS:
-                t = traffic.get(method, {})
-                total += t.get("request_bytes", 0) + t.get("response_bytes", 0)
-        return total
-
-    def stop(self) -> None:
-        for p in self.procs:
-            p.kill()
-        for p in self.procs:
-            p.wait(timeout=10)
+def data_bytes(cluster: LocalCluster) -> int:
+    """Bytes of RunStep and RecvTensor frames (requests and responses) every task served."""
+    total = 0
+    for job, k in cluster.tasks():
+        traffic = cluster.status(job, k).get("traffic", {})
+        for method in DATA_METHODS:
+            t = traffic.get(method, {})
+            total += t.get("request_bytes", 0) + t.get("response_bytes", 0)
+    return total
 
 
 # --- the two models --------------------------------------------------------------------------
@@ -173,13 +118,13 @@ def measure(kind: str, args, cluster: LocalCluster) -> Dict[str, float]:
         sess.run(init)
         sess.run(step, feed)                          # compile, register, warm up
         first = sess.run(loss, feed)
-        before = cluster.data_bytes()
+        before = data_bytes(cluster)
         times = []
         for _ in range(args.steps):
             t0 = time.perf_counter()
             sess.run(step, feed)
             times.append(time.perf_counter() - t0)
-        moved = cluster.data_bytes() - before
+        moved = data_bytes(cluster) - before
         last = sess.run(loss, feed)
     return {"bytes": moved / args.steps, "step_s": float(np.median(times)),
             "loss_first": float(first), "loss_last": float(last)}
@@ -198,7 +143,7 @@ def main() -> None:
     if args.quick:
         args.steps = 2
     with tempfile.TemporaryDirectory() as folder:
-        cluster = LocalCluster(args.ps, folder)
+        cluster = LocalCluster({"ps": args.ps, "worker": 1}, folder)
         try:
             results = {kind: measure(kind, args, cluster) for kind in KINDS}
         finally:
