@@ -247,6 +247,56 @@ def toolchain_fingerprint() -> str:
     return h.hexdigest()
 
 
+def source_key(step: StepGraph, options: PipelineOptions,
+               instrumentation: Instrumentation = Instrumentation()) -> Optional[str]:
+    """Content hash of a step graph *before* its passes, with its feed/fetch names, the
+    effective pipeline options, the instrumentation and the toolchain: a session that makes a
+    step already compiled finds its artifact (``cached_step_key``) without running the passes.
+    None when the options ask the passes to show something (IR dumps, pass timings, the
+    placement log), which a start from the cache would skip."""
+    if (options.print_ir_after or options.print_ir_after_all or options.print_ir_before_all
+            or options.dump_to or options.time_passes or options.log_device_placement):
+        return None
+    h = hashlib.sha256(b"before passes\0" + print_graph(step.graph).encode())
+    h.update(json.dumps([step.feed_names, step.fetch_names, repr(options)]).encode())
+    if instrumentation:
+        h.update(instrumentation.tag.encode())
+    h.update(toolchain_fingerprint().encode())
+    return h.hexdigest()
+
+
+def _source_index(cache_dir: str, source: str) -> str:
+    return os.path.join(cache_dir, "by-source", source[:2], source)
+
+
+def cached_step_key(cache_dir: str, source: Optional[str]) -> Optional[str]:
+    """The ``step_key`` recorded for ``source`` (a ``source_key``), if any."""
+    if source is None:
+        return None
+    try:
+        with open(_source_index(cache_dir, source)) as f:
+            key = f.read().strip()
+    except OSError:
+        return None
+    return key if len(key) == 64 and all(c in "0123456789abcdef" for c in key) else None
+
+
+def record_step_key(cache_dir: str, source: Optional[str], key: str) -> None:
+    """Remember that ``source`` compiles to the artifact ``key`` (written atomically; a
+    failure to write only costs the next start its passes)."""
+    if source is None:
+        return
+    path = _source_index(cache_dir, source)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        with os.fdopen(fd, "w") as f:
+            f.write(key)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def step_key(step: StepGraph, instrumentation: Instrumentation = Instrumentation()) -> str:
     """Content hash of an optimized step graph, its feed/fetch names, the instrumentation
     asked for and the toolchain."""

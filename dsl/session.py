@@ -25,7 +25,8 @@ from compiler.errors import GraphError
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
 from compiler.passes.manager import PipelineOptions
-from compiler.step import make_step_graph, optimize, step_key, write_artifact
+from compiler.step import (cached_step_key, make_step_graph, optimize, record_step_key,
+                           source_key, step_key, write_artifact)
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
 from dsl.tensor import Operation, Tensor
@@ -453,18 +454,30 @@ class Session:
 
     def _build(self, feeds, fetches, targets, profiled: bool) -> Executable:
         sg = make_step_graph(self.graph, feeds, fetches, targets)
-        optimize(sg, self.options)
-        instrumentation = Instrumentation.from_options(resolve_options(self.options))
+        effective = resolve_options(self.options)
+        instrumentation = Instrumentation.from_options(effective)
         if profiled:
             instrumentation = dataclasses.replace(instrumentation, profile=True)
-        key = step_key(sg, instrumentation)
-        path = os.path.join(artifact_cache_dir(), key[:2], key)
-        try:
-            artifact = load_artifact(path) if os.path.isdir(path) else None
-        except Exception:
-            artifact = None                      # stale or corrupt: rebuild
+        cache = artifact_cache_dir()
+        source = source_key(sg, effective, instrumentation)
+        key = cached_step_key(cache, source)      # compiled before: no passes to run
+        artifact = self._load_cached(cache, key) if key else None
         if artifact is None:
-            write_artifact(sg, path, signature=key, instrumentation=instrumentation)
-            artifact = load_artifact(path)
+            optimize(sg, self.options)
+            key = step_key(sg, instrumentation)
+            artifact = self._load_cached(cache, key)
+            if artifact is None:
+                path = os.path.join(cache, key[:2], key)
+                write_artifact(sg, path, signature=key, instrumentation=instrumentation)
+                artifact = load_artifact(path)
+            record_step_key(cache, source, key)
         self.compile_count += 1
         return artifact.executable
+
+    @staticmethod
+    def _load_cached(cache: str, key: str):
+        path = os.path.join(cache, key[:2], key)
+        try:
+            return load_artifact(path) if os.path.isdir(path) else None
+        except Exception:
+            return None                           # stale or corrupt: rebuild

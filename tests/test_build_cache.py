@@ -54,3 +54,55 @@ def test_session_rebuilds_a_tampered_cached_artifact(tmp_path, monkeypatch):
     with fl.Session(graph=g) as s:
         np.testing.assert_array_equal(s.run(y, {x: value}), want)
         assert s.compile_count == 1
+
+
+def _counting_optimize(monkeypatch):
+    import dsl.session
+    runs = []
+    real = dsl.session.optimize
+
+    def counted(step, options=None):
+        runs.append(step)
+        return real(step, options)
+    monkeypatch.setattr(dsl.session, "optimize", counted)
+    return runs
+
+
+def test_a_second_session_starts_from_the_cache_without_running_the_passes(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    runs = _counting_optimize(monkeypatch)
+    g, x, y = _graph()
+    value = np.arange(4, dtype=np.float32)
+    with fl.Session(graph=g) as s:
+        want = s.run(y, {x: value})
+    assert len(runs) == 1
+    with fl.Session(graph=g) as s:                     # the same step: straight to the artifact
+        np.testing.assert_array_equal(s.run(y, {x: value}), want)
+    assert len(runs) == 1
+    with g.as_default():
+        z = y * 2.0                                    # another step: its passes run
+    with fl.Session(graph=g) as s:
+        np.testing.assert_array_equal(s.run(z, {x: value}), want * 2.0)
+    assert len(runs) == 2
+    for index in glob.glob(os.path.join(str(tmp_path), "artifacts", "by-source", "*", "*")):
+        with open(index, "w") as f:                    # a damaged record: the passes run again
+            f.write("not a key")
+    with fl.Session(graph=g) as s:
+        np.testing.assert_array_equal(s.run(y, {x: value}), want)
+    assert len(runs) == 3
+
+
+def test_options_that_make_passes_show_something_always_run_them(tmp_path, monkeypatch,
+                                                                  capsys):
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    runs = _counting_optimize(monkeypatch)
+    g, x, y = _graph()
+    value = np.arange(4, dtype=np.float32)
+    with fl.Session(graph=g) as s:
+        s.run(y, {x: value})
+    config = fl.ConfigProto(log_device_placement=True)
+    with fl.Session(graph=g, config=config) as s:
+        s.run(y, {x: value})
+    assert len(runs) == 2
+    assert "CPU:0" in capsys.readouterr().err

@@ -105,7 +105,7 @@ def check_pass_names(names: Sequence[str], where: str = "") -> None:
 
 
 DEFAULT_PIPELINE = ("prune", "infer-shapes", "fold-constants", "cse", "simplify", "place",
-                    "fuse", "partition", "plan-memory")
+                    "fuse-updates", "fuse", "partition", "plan-memory")
 
 # Constant folding does not materialize results with more elements than this.
 DEFAULT_FOLD_MAX_ELEMENTS = 1 << 20
@@ -114,7 +114,7 @@ DEFAULT_FOLD_MAX_ELEMENTS = 1 << 20
 def _load_builtin_passes() -> None:
     import importlib
     for mod in ("prune", "infer_shapes", "fold_constants", "cse", "simplify", "place", "fuse",
-                "partition", "plan_memory"):
+                "partition", "plan_memory", "fuse_updates"):
         try:
             importlib.import_module(f"compiler.passes.{mod}")
         except ModuleNotFoundError as e:

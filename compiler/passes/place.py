@@ -160,6 +160,14 @@ def _compatible(key: str, a: str, b: str) -> bool:
     return ta == tb and ("*" in (ia, ib))
 
 
+def _colocation_target(n: Node) -> Optional[str]:
+    """The node ``n`` was made ``colocate_with`` (its device is that node's request), if any."""
+    for entry in n.attrs.get("_class") or ():
+        if isinstance(entry, str) and entry.startswith("loc:@") and entry[5:] != n.name:
+            return entry[5:]
+    return None
+
+
 def _makes_state(n: Node) -> bool:
     """A node that creates runtime state: a resource handle not taken from another node."""
     return (any(t.dtype is DType.resource for t in n.output_types)
@@ -214,10 +222,14 @@ class Place(Pass):
                            f"the group has ops without a kernel for {'/'.join(kinds)}")
                     raise PlacementError(f"cannot place {format_spec(spec)}: {who}; {why} "
                                          f"(available: {', '.join(names)})")
-                requester = next(n for n in group if n.device)
+                requester = next((n for n in group if n.device and not _colocation_target(n)),
+                                 None) or next(n for n in group if n.device)
                 for n in group:
                     assigned[n] = matching[0]
+                    target = _colocation_target(n)
                     reason[n] = (fallback_note or "") + (
+                                 f"colocated with '{target}', which requests {n.device}"
+                                 if target and n.device else
                                  f"requested {n.device}" if n.device else
                                  f"colocated with '{requester.name}', which requests "
                                  f"{requester.device}")

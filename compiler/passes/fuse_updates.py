@@ -1,0 +1,101 @@
+"""fuse-updates: a dense gradient-descent step on a weight matrix as one gemm into the variable.
+
+``AssignSubVariableOp(var, Mul(MatMul(a, b), scale))`` (``Mul(scale, MatMul(...))`` too, and
+``AssignSubVariableOp(var, MatMul(a, b))`` with scale 1) becomes
+``_MatMulAssignSub(var, a, b, scale)`` (``compiler/ops/matmul_update.py``) when the product and
+the scaled product are used by nothing else, ``scale`` is a scalar, the dtype is f32 or f64, and
+all of it was placed on one CPU device. This is what ``GradientDescentOptimizer`` makes for the
+weights of a dense layer: the weight gradient ``MatMul(x, dy, transpose_a=true)`` times the
+learning rate. The fused node keeps the update's name, source location and every control edge
+of the nodes it replaces.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.types import TensorType
+from compiler.passes.fuse import _single_use
+from compiler.passes.manager import Pass, PassContext, register_pass
+from runtime.dtypes import DType
+
+_FLOATS = (DType.f32, DType.f64)
+
+
+def _match(update: Node) -> Optional[Tuple[Node, Optional[Node], Optional[Output]]]:
+    """(MatMul, Mul or None, scale or None) when ``update`` is a fusable dense step."""
+    if update.op != "AssignSubVariableOp" or len(update.inputs) != 2:
+        return None
+    if "GPU" in (update.assigned_device or "").upper():
+        return None
+    value = update.inputs[1]
+    mul, scale, product = None, None, value
+    if value.node.op == "Mul":
+        mul = value.node
+        if _single_use(value) is not update:
+            return None
+        x, y = mul.inputs
+        product, scale = (x, y) if x.node.op == "MatMul" else (y, x)
+        if scale.type.shape != ():
+            return None
+    matmul = product.node
+    if matmul.op != "MatMul" or product.type.dtype not in _FLOATS:
+        return None
+    if _single_use(product) is not (mul or update):
+        return None
+    devices = {n.assigned_device for n in (update, mul, matmul) if n is not None}
+    if len(devices) != 1:
+        return None
+    return matmul, mul, scale
+
+
+@register_pass("fuse-updates")
+class FuseUpdates(Pass):
+    def run(self, graph: Graph, ctx: PassContext) -> bool:
+        changed = False
+        for update in list(graph):
+            found = _match(update) if update in graph else None
+            if found is not None:
+                self._fuse(graph, update, *found)
+                changed = True
+        return changed
+
+    @staticmethod
+    def _fuse(graph: Graph, update: Node, matmul: Node, mul: Optional[Node],
+              scale: Optional[Output]) -> None:
+        dtype = matmul.output_types[0].dtype
+        with graph.inserting_before(update):
+            if scale is None:
+                one = graph.add_node("Const", [], {"dtype": dtype,
+                                                   "value": np.ones((), dtype.np)},
+                                     name=f"{update.name}/one",
+                                     output_types=[TensorType(dtype, ())], location=update.location,
+                                     device=update.device)
+                one.assigned_device = update.assigned_device
+                scale = one.output(0)
+            fused = graph.add_node(
+                "_MatMulAssignSub", [update.inputs[0], matmul.inputs[0], matmul.inputs[1], scale],
+                {"transpose_a": matmul.attrs.get("transpose_a", False),
+                 "transpose_b": matmul.attrs.get("transpose_b", False), "T": dtype},
+                name=f"{update.name}/fused", output_types=[], location=update.location,
+                device=update.device)
+        fused.assigned_device = update.assigned_device
+        for node in (matmul, mul, update):
+            if node is None:
+                continue
+            for c in list(node.control_inputs):
+                if c not in fused.control_inputs:
+                    fused.add_control_input(c)
+        for u in list(update.users):                   # what waited for the update waits for it
+            if update in u.control_inputs:
+                u.remove_control_input(update)
+                u.add_control_input(fused)
+        name = update.name
+        for node in (update, mul, matmul):
+            if node is not None:
+                node.set_inputs([])
+                node.set_control_inputs([])
+                graph.erase_node(node)
+        graph.rename(fused, name)
