@@ -33,6 +33,7 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ShapeError
 from compiler.ir.types import TensorType, shape_str
+from compiler.ops.handles import resource_source
 from compiler.ops.io import c_bytes_literal
 from compiler.ops.registry import register_op
 from runtime.accumulators import accumulator
@@ -49,15 +50,7 @@ def accumulator_key(node) -> str:
 
 def accumulator_source(out):
     """The ConditionalAccumulator node a handle comes from (through Identity), or None."""
-    for _ in range(64):
-        n = out.node
-        if n.op in ACCUMULATOR_OPS:
-            return n
-        if n.op == "Identity" and n.inputs:
-            out = n.inputs[0]
-            continue
-        return None
-    return None
+    return resource_source(out, ACCUMULATOR_OPS)
 
 
 def _source_of(node):

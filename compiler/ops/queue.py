@@ -20,6 +20,7 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext, c_string
 from compiler.errors import ExecutionError, ShapeError
 from compiler.ir.types import TensorType, shape_str
+from compiler.ops.handles import resource_source
 from compiler.ops.registry import register_op
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
@@ -31,15 +32,7 @@ def queue_key(node) -> str:
 
 def queue_source(out):
     """The FIFOQueueV2 node a handle comes from (through Identity), or None."""
-    for _ in range(64):
-        n = out.node
-        if n.op == "FIFOQueueV2":
-            return n
-        if n.op == "Identity" and n.inputs:
-            out = n.inputs[0]
-            continue
-        return None
-    return None
+    return resource_source(out, ("FIFOQueueV2",))
 
 
 def _queue_of(ctx_node) -> "Node":  # noqa: F821

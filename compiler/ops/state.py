@@ -21,6 +21,7 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType, shape_str
+from compiler.ops.handles import resource_source
 from compiler.ops.registry import register_op
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
@@ -41,17 +42,7 @@ def variable_key(node) -> str:
 
 def handle_source(out):
     """The ``VarHandleOp`` a handle comes from (through Identity), or None."""
-    seen = 0
-    while out is not None and seen < 64:
-        n = out.node
-        if n.op == "VarHandleOp":
-            return n
-        if n.op == "Identity" and n.inputs:
-            out = n.inputs[0]
-            seen += 1
-            continue
-        return None
-    return None
+    return resource_source(out, ("VarHandleOp",))
 
 
 def declared_shape(node_input) -> Optional[tuple]:
