@@ -14,7 +14,7 @@ from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ops.state import (_check_initialized, _check_value_dims, _gather_c_dims,
-                                _handle_c, _read_c_dims, _var_expr, declared_shape,
+                                _handle_c, _read_c_dims, _var_expr, assign_shape_checks,
                                 gather_shape_checks, scatter_shape_checks,
                                 handle_source, variable_key)
 from runtime.dtypes import DType
@@ -55,13 +55,7 @@ def _read(kc: KernelContext) -> str:
 def _assign(kc: KernelContext) -> str:
     value = kc.inputs[1]
     v = _var_expr(kc)
-    declared = declared_shape(kc.node.inputs[0])
-    if declared is not None:
-        for d, want in enumerate(declared):
-            if want is not None and value.shape[d] is None:
-                kc.check(f"{value.dim(d)} == {want}",
-                         f"variable '%s' is declared with dim {d} = {want}; the value has %lld",
-                         f"{v}->name", f"(long long){value.dim(d)}")
+    assign_shape_checks(kc, v)
     nbytes = f"(size_t){value.size} * sizeof({value.ctype})"
     lines = [f"flowc_var *var = {v};",
              "flowc_var_lock(var);",

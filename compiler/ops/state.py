@@ -269,16 +269,23 @@ def _read_c(kc: KernelContext) -> str:
     return _render(kc, "read")
 
 
-def _assign_c(kc: KernelContext) -> str:
+def assign_shape_checks(kc: KernelContext, v: str) -> None:
+    """Run-time checks that an assigned value's dims unknown at compile time match the
+    variable's declared shape (``v``: a ``flowc_var *`` expression; the C and CUDA kernels)."""
     value = kc.inputs[1]
     declared = declared_shape(kc.node.inputs[0])
-    if declared is not None:
-        for d, want in enumerate(declared):
-            if want is not None and value.shape[d] is None:
-                kc.check(f"{value.dim(d)} == {want}",
-                         f"variable '%s' is declared with dim {d} = {want}; the value has %lld",
-                         f"{_var_expr(kc)}->name", f"(long long){value.dim(d)}")
-    return _render(kc, "assign", value=value)
+    if declared is None:
+        return
+    for d, want in enumerate(declared):
+        if want is not None and value.shape[d] is None:
+            kc.check(f"{value.dim(d)} == {want}",
+                     f"variable '%s' is declared with dim {d} = {want}; the value has %lld",
+                     f"{v}->name", f"(long long){value.dim(d)}")
+
+
+def _assign_c(kc: KernelContext) -> str:
+    assign_shape_checks(kc, _var_expr(kc))
+    return _render(kc, "assign", value=kc.inputs[1])
 
 
 def _update_c(op: str):
