@@ -156,6 +156,7 @@ def emit_matmul(kc: CKernelContext) -> str:
     module_helper(kc, fn, kc.render(
         "matmul.c.j2", part="helper", fn=fn, ta=ta, tb=tb, blas=blas,
         gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
+        gemv="scipy_cblas_sgemv" if a.dtype is DType.f32 else "scipy_cblas_dgemv",
         utype=_UNSIGNED.get(a.dtype, "")))
     loops = [] if fold else batch
     return (kc.render("matmul.c.j2", part="body", fn=fn, m=rows, n=n, k=k_a,
