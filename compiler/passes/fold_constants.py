@@ -18,6 +18,7 @@ from compiler.ir.construct import constant_value, make_node, run_reference
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
 from compiler.ops.registry import get_op, has_op
+from compiler.passes.infer_shapes import InferShapes
 from compiler.passes.manager import Pass, PassContext, register_pass
 from compiler.passes.prune import erase_if_unused
 from runtime.dtypes import DType
@@ -108,4 +109,6 @@ class FoldConstants(Pass):
                 continue
             _replace_with_consts(graph, node, values)
             changed = True
+        if changed:         # a folded shape operand (Reshape's, Fill's) makes its users static
+            InferShapes().run(graph, ctx)
         return changed
