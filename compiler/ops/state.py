@@ -332,11 +332,25 @@ def gather_shape_checks(kc: KernelContext, v: str) -> None:
                      f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]")
 
 
+def static_row_elements(shape: Optional[tuple], lead: int) -> Optional[int]:
+    """Elements of one row (the dims after the first ``lead``) when they are all known."""
+    if shape is None or any(d is None for d in shape[lead:]):
+        return None
+    return int(np.prod(shape[lead:], dtype=np.int64))
+
+
+def render_sparse_rows(kc: KernelContext, part: str, **extra) -> str:
+    """C of a row gather or scatter (codegen_templates/c/sparse_rows.c.j2)."""
+    extra.setdefault("scale", None)
+    return kc.render("sparse_rows.c.j2", part=part, v=_var_expr(kc), **extra)
+
+
 def _gather_c(kc: KernelContext) -> str:
     ind = kc.inputs[1]
     bad = _rows_checks(kc)
     gather_shape_checks(kc, _var_expr(kc))
-    return _render(kc, "gather", indices=ind, bad_index=bad)
+    return render_sparse_rows(kc, "gather", indices=ind, bad_index=bad,
+                              inner=static_row_elements(kc.out.shape, ind.rank))
 
 
 def scatter_shape_checks(kc: KernelContext, v: str) -> None:
@@ -361,7 +375,9 @@ def _scatter_c(mode: str):
         bad = _rows_checks(kc)
         v = _var_expr(kc)
         scatter_shape_checks(kc, v)
-        return _render(kc, "scatter", indices=ind, updates=upd, mode=mode, bad_index=bad)
+        inner = static_row_elements(upd.shape, ind.rank) if upd.rank else None
+        return render_sparse_rows(kc, "scatter", indices=ind, updates=upd, mode=mode,
+                                  bad_index=bad, inner=inner)
     return emit
 
 

@@ -8,6 +8,11 @@ all of it was placed on one CPU device. This is what ``GradientDescentOptimizer`
 weights of a dense layer: the weight gradient ``MatMul(x, dy, transpose_a=true)`` times the
 learning rate. The fused node keeps the update's name, source location and every control edge
 of the nodes it replaces.
+
+The sparse step is fused the same way: ``ResourceScatterSub(var, indices, Mul(values, scale))``
+(what the optimizer makes for an ``IndexedSlices`` gradient, an embedding's) becomes
+``_ResourceScatterSubScaled(var, indices, values, scale)`` (``compiler/ops/sparse_update.py``)
+under the same conditions, so the scaled gradient rows are never written out.
 """
 from __future__ import annotations
 
@@ -51,16 +56,53 @@ def _match(update: Node) -> Optional[Tuple[Node, Optional[Node], Optional[Output
     return matmul, mul, scale
 
 
+def _match_sparse(update: Node) -> Optional[Tuple[Node, Output, Output]]:
+    """(Mul, values, scale) when ``update`` is a fusable sparse step."""
+    if update.op != "ResourceScatterSub" or len(update.inputs) != 3:
+        return None
+    if "GPU" in (update.assigned_device or "").upper():
+        return None
+    scaled = update.inputs[2]
+    mul = scaled.node
+    if mul.op != "Mul" or scaled.type.dtype not in _FLOATS or _single_use(scaled) is not update:
+        return None
+    x, y = mul.inputs
+    values, scale = (x, y) if y.type.shape == () else (y, x)
+    if scale.type.shape != () or values.type.shape != scaled.type.shape:
+        return None
+    if mul.assigned_device != update.assigned_device:
+        return None
+    return mul, values, scale
+
+
 @register_pass("fuse-updates")
 class FuseUpdates(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> bool:
         changed = False
         for update in list(graph):
-            found = _match(update) if update in graph else None
+            if update not in graph:
+                continue
+            found = _match(update)
             if found is not None:
                 self._fuse(graph, update, *found)
                 changed = True
+                continue
+            sparse = _match_sparse(update)
+            if sparse is not None:
+                self._fuse_sparse(graph, update, *sparse)
+                changed = True
         return changed
+
+    @staticmethod
+    def _fuse_sparse(graph: Graph, update: Node, mul: Node, values: Output,
+                     scale: Output) -> None:
+        with graph.inserting_before(update):
+            fused = graph.add_node(
+                "_ResourceScatterSubScaled", [update.inputs[0], update.inputs[1], values, scale],
+                {"dtype": update.attrs["dtype"], "Tindices": update.attrs["Tindices"]},
+                name=f"{update.name}/fused", output_types=[], location=update.location,
+                device=update.device)
+        FuseUpdates._replace(graph, update, fused, (mul, update))
 
     @staticmethod
     def _fuse(graph: Graph, update: Node, matmul: Node, mul: Optional[Node],
@@ -81,8 +123,13 @@ class FuseUpdates(Pass):
                  "transpose_b": matmul.attrs.get("transpose_b", False), "T": dtype},
                 name=f"{update.name}/fused", output_types=[], location=update.location,
                 device=update.device)
+        FuseUpdates._replace(graph, update, fused, (matmul, mul, update))
+
+    @staticmethod
+    def _replace(graph: Graph, update: Node, fused: Node, replaced) -> None:
+        """``fused`` takes ``update``'s place, name and the control edges of ``replaced``."""
         fused.assigned_device = update.assigned_device
-        for node in (matmul, mul, update):
+        for node in replaced:
             if node is None:
                 continue
             for c in list(node.control_inputs):
@@ -93,7 +140,7 @@ class FuseUpdates(Pass):
                 u.remove_control_input(update)
                 u.add_control_input(fused)
         name = update.name
-        for node in (update, mul, matmul):
+        for node in reversed(replaced):
             if node is not None:
                 node.set_inputs([])
                 node.set_control_inputs([])

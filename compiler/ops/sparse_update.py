@@ -1,0 +1,61 @@
+"""``_ResourceScatterSubScaled``: ``var[indices] -= scale * updates`` in one pass over the rows.
+
+Made by the ``fuse-updates`` pass from the sparse gradient-descent step that
+``GradientDescentOptimizer`` builds for an ``IndexedSlices`` gradient (an embedding's),
+``ResourceScatterSub(var, indices, Mul(values, lr))``, when the scaled values have no other use:
+each row is read once and scaled as it is subtracted, so the scaled copy of the gradient rows is
+never written out. Repeated ids add up, in order, as in ``ResourceScatterSub``; every index is
+checked before any row changes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.codegen.kernel_context import KernelContext
+from compiler.errors import ExecutionError
+from compiler.ir.types import shape_str
+from compiler.ops.registry import register_op
+from compiler.ops.state import (_check_rows, _rows_checks, _scatter_shape, _value, _var_expr,
+                                _variable, render_sparse_rows, scatter_shape_checks,
+                                static_row_elements)
+
+
+def _shape(ctx) -> list:
+    scale = ctx.input_shape(3)
+    if scale is not None and len(scale) != 0:
+        raise ctx.error(f"scale must be a scalar, got shape {shape_str(scale)}")
+    return _scatter_shape(ctx)
+
+
+def _kernel(ctx, handle, indices, updates, scale):
+    var = _variable(ctx, handle)
+    cur = _value(ctx, var)
+    if cur.ndim == 0:
+        raise ExecutionError(f"variable '{var.info.name}' is a scalar", ctx.node)
+    flat = _check_rows(ctx, var.info.name, cur.shape[0], indices)
+    want = indices.shape + cur.shape[1:]
+    if updates.shape != want and updates.ndim != 0:
+        raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
+                             f"{list(want)}", ctx.node)
+    upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
+    new = cur.copy()
+    np.subtract.at(new, flat, (scale * upd).astype(cur.dtype))
+    var.assign(new)
+    return []
+
+
+def _emit(kc: KernelContext) -> str:
+    ind, upd, scale = kc.inputs[1], kc.inputs[2], kc.inputs[3]
+    bad = _rows_checks(kc)
+    scatter_shape_checks(kc, _var_expr(kc))
+    inner = static_row_elements(upd.shape, ind.rank) if upd.rank else None
+    return render_sparse_rows(kc, "scatter", indices=ind, updates=upd, mode="sub", scale=scale,
+                              bad_index=bad, inner=inner)
+
+
+register_op("_ResourceScatterSubScaled",
+            inputs=["resource: resource", "indices: Tindices", "updates: dtype", "scale: dtype"],
+            attrs=["dtype: {f32, f64}", "Tindices: {i32, i64}"],
+            shape=_shape, kernel=_kernel, c_kernel=_emit, stateful=True,
+            doc="Rows ``indices`` of the variable -= scale * ``updates``, touching only those "
+                "rows; every index is checked before any row changes.")
