@@ -1,6 +1,7 @@
 """One SGD training step of the 784-256-256-10 MLP (ReLU, mean sparse softmax cross-entropy,
 learning rate 0.01, float32): flowc's compiled C and interpreter beside a hand-written numpy
-forward + backward + update and, when installed, PyTorch and TensorFlow.
+forward + backward + update and, when installed, PyTorch and TensorFlow (a TF1 session,
+tf.function, and tf.function with XLA).
 
     python3 examples/benchmarks/bench_train_mlp.py [--batch B] [--repeats N] [--threads T]
     python3 examples/benchmarks/bench_train_mlp.py --profile [--batch B] [--threads T]
@@ -289,6 +290,8 @@ def run_batch(batch: int, args, torch, tf) -> None:
         trainers["PyTorch (eager, optim.SGD)"] = (*torch_trainer(torch, params, x, labels),
                                                   args.repeats)
     if tf is not None:
+        trainers["TensorFlow (TF1 session)"] = (*tf1_session_trainer(tf, params, x, labels),
+                                                args.repeats)
         trainers["TensorFlow (tf.function)"] = (*tensorflow_trainer(tf, params, x, labels),
                                                 args.repeats)
         if args.xla:
