@@ -24,7 +24,8 @@ def _shape_text(shape) -> str:
 class FeedCheck:
     """A precomputed check of one feed: call it with a value, get a C-contiguous array."""
 
-    __slots__ = ("name", "dtype", "np_dtype", "shape", "static_shape", "rank")
+    __slots__ = ("name", "dtype", "np_dtype", "shape", "static_shape", "rank", "scalar_type",
+                 "takes_floats")
 
     def __init__(self, name: str, dtype: DType, shape: Optional[Sequence[Optional[int]]]):
         self.name = name
@@ -34,10 +35,15 @@ class FeedCheck:
         self.rank = None if shape is None else len(self.shape)
         fully = self.shape is not None and all(d is not None for d in self.shape)
         self.static_shape = self.shape if fully else None
+        self.scalar_type = self.np_dtype.type         # np.float32 for f32: fed as it is
+        self.takes_floats = dtype.is_floating         # a Python float converts without checks
 
     def __call__(self, value) -> np.ndarray:
-        if type(value) is np.ndarray and value.dtype is self.np_dtype and value.flags.c_contiguous:
+        t = type(value)
+        if t is np.ndarray and value.dtype is self.np_dtype and value.flags.c_contiguous:
             arr = value                                   # the fast path: nothing to convert
+        elif t is self.scalar_type or (t is float and self.takes_floats):
+            arr = np.array(value, self.np_dtype)          # a scalar: a rank-0 array, no checks
         else:
             arr = self.convert(value)
         if arr.shape != self.static_shape and self.shape is not None:

@@ -211,10 +211,34 @@ class _FetchReader:
         return value
 
 
+class _FeedLayout:
+    """What the C struct of one feed holds on every call: its dtype code always, its rank when
+    the placeholder's rank is known, its dims when its whole shape is (written once per
+    thread, so a call only sets the data pointer and the dims the shape leaves open)."""
+
+    __slots__ = ("dtype_code", "rank", "static_shape", "static_size")
+
+    def __init__(self, spec: TensorSpec):
+        self.dtype_code = spec.dtype.code
+        shape = spec.shape
+        self.rank = None if shape is None or len(shape) > MAX_RANK else len(shape)
+        fully = self.rank is not None and all(d is not None for d in shape)
+        self.static_shape = tuple(shape) if fully else None
+        self.static_size = math.prod(shape) if fully else None
+
+    def fill(self, t) -> None:
+        t.dtype = self.dtype_code
+        if self.rank is not None:
+            t.rank = self.rank
+        if self.static_shape:
+            t.dims[0:self.rank] = self.static_shape
+
+
 class _CallBuffers(threading.local):
     """Per-thread C argument buffers of one executable, reused across calls."""
 
-    def __init__(self, n_feeds: int, n_fetches: int):
+    def __init__(self, layouts: Sequence[_FeedLayout], n_fetches: int):
+        n_feeds = len(layouts)
         self.feed_array = ffi.new("flowc_tensor[]", max(n_feeds, 1))
         self.fetch_array = ffi.new("flowc_tensor[]", max(n_fetches, 1))
         self.status = ffi.new("flowc_status *")
@@ -222,6 +246,8 @@ class _CallBuffers(threading.local):
         self.feeds_ptr = ffi.cast("flowc_tensor *", self.feed_array)
         self.fetches_ptr = ffi.cast("flowc_tensor *", self.fetch_array)
         self.feeds = [self.feed_array[i] for i in range(n_feeds)]
+        for t, layout in zip(self.feeds, layouts):
+            layout.fill(t)
         self.fetches = [self.fetch_array[i] for i in range(n_fetches)]
 
 
@@ -247,9 +273,9 @@ class Executable:
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
         self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in self.feeds]
-        self._dtype_codes = [s.dtype.code for s in self.feeds]
+        self._layouts = [_FeedLayout(s) for s in self.feeds]
         self._readers = [_FetchReader(s, self._free) for s in self.fetches]
-        self._buffers = _CallBuffers(len(self.feeds), len(self.fetches))
+        self._buffers = _CallBuffers(self._layouts, len(self.fetches))
 
     def run(self, feed_values: Sequence, store=None, timeout_ms: int = 0) -> List[np.ndarray]:
         """Check ``feed_values`` (in feed order) and run; every fetch comes back as an array."""
@@ -281,22 +307,28 @@ class Executable:
         rt = self.bind(store)
         bufs = self._buffers
         keep = []
-        for t, arr, code in zip(bufs.feeds, arrays, self._dtype_codes):
-            ndim = arr.ndim
-            if ndim > MAX_RANK:
-                raise FeedError(f"a feed has rank {ndim}; the maximum is {MAX_RANK}")
-            if arr.size:
+        for t, arr, layout in zip(bufs.feeds, arrays, self._layouts):
+            shape = layout.static_shape
+            if shape is not None:               # rank, dtype and dims are in the struct
+                if arr.shape != shape:
+                    raise _feed_shape_error(layout, arr)
+                size = layout.static_size
+            else:
+                ndim = arr.ndim
+                if ndim > MAX_RANK or (layout.rank is not None and ndim != layout.rank):
+                    raise _feed_shape_error(layout, arr)
+                if ndim == 1:
+                    t.dims[0] = arr.shape[0]
+                elif ndim:
+                    t.dims[0:ndim] = arr.shape
+                t.rank = ndim
+                size = arr.size
+            if size:
                 buf = _from_buffer(_CHAR_ARRAY, arr)
                 keep.append(buf)
                 t.data = buf
             else:
                 t.data = _NULL
-            t.rank = ndim
-            t.dtype = code
-            if ndim == 1:
-                t.dims[0] = arr.shape[0]
-            elif ndim:
-                t.dims[0:ndim] = arr.shape
         status = bufs.status
         if self._entry(bufs.feeds_ptr, bufs.fetches_ptr, rt, rendezvous,
                        timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
@@ -314,6 +346,15 @@ class Executable:
             from runtime.resources import ResourceStore
             store = self._store = ResourceStore()
         return store
+
+
+def _feed_shape_error(layout: _FeedLayout, arr) -> FeedError:
+    """A feed that reached the call without its check (``feed_checks``) and does not fit."""
+    if arr.ndim > MAX_RANK:
+        return FeedError(f"a feed has rank {arr.ndim}; the maximum is {MAX_RANK}")
+    want = "rank " + str(layout.rank) if layout.static_shape is None else \
+        "shape " + str(list(layout.static_shape))
+    return FeedError(f"a feed has shape {list(arr.shape)}; the step takes {want}")
 
 
 def _status_error(status) -> RuntimeExecutionError:
