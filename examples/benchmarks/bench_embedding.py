@@ -6,7 +6,8 @@ batch used (repeated ids add up).
     python3 examples/benchmarks/bench_embedding.py [--quick] [--threads T]
 
 flowc (``Variable.sparse_read``, whose gradient is ``IndexedSlices``, applied by
-``fl.train.GradientDescentOptimizer`` as a ``ResourceScatterSub``), numpy (``np.subtract.at``),
+``fl.train.GradientDescentOptimizer`` as a ``ResourceScatterSub`` of the scaled rows, which the
+``fuse-updates`` pass makes one ``_ResourceScatterSubScaled``), numpy (``np.subtract.at``),
 PyTorch (``nn.Embedding(sparse=True)`` with ``optim.SGD``; torch.compile of the forward),
 TensorFlow as a TF1 session (``tf.compat.v1.train.GradientDescentOptimizer``), and a
 tf.function step (``GradientTape`` gives ``IndexedSlices``, applied with ``scatter_sub``) with
