@@ -196,6 +196,32 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
         raise OpError(f"{op_name} takes {len(op_inputs)} inputs "
                       f"({', '.join(a.name for a in op_inputs) or 'none'}), got {len(inputs)}",
                       None, loc)
+    flat_inputs = _plain_inputs(op, inputs, g, loc)
+    if flat_inputs is None:
+        flat_inputs = _converted_inputs(op, inputs, attrs, g, loc)
+    return _add_op(g, op, flat_inputs, attrs, name, loc)
+
+
+def _plain_inputs(op: OpDef, inputs: Sequence[Any], g, loc) -> Optional[list]:
+    """The inputs' outputs when each is a tensor of ``g`` for a one-tensor arg (the usual
+    case, in short: nothing to convert); None when any needs ``_converted_inputs``."""
+    flat = []
+    for arg, value in zip(op.inputs, inputs):
+        if type(value) is not Tensor or arg.is_list:
+            return None
+        out = value.output
+        if out.node.graph is not g:
+            raise OpError(f"tensor {value.name} is from another graph than the default graph",
+                          None, loc)
+        flat.append(out)
+    return flat
+
+
+def _converted_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any], g, loc) -> list:
+    """The inputs as outputs of ``g``: variables give their value, Python and numpy values
+    become constants of the dtype the signature implies (one entry per arg, lists for list
+    args)."""
+    op_name, op_inputs = op.name, op.inputs
     # Known type attrs: explicit attrs first, then tensor inputs.
     known: Dict[str, DType] = {}
     for k, v in attrs.items():
@@ -217,15 +243,13 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
                     known[arg.type_attr] = v.dtype
                     break
     flat_inputs = []
-    input_nodes = []
     for arg, value in zip(op_inputs, inputs):
-        if type(value) is Tensor and not arg.is_list:       # the usual case, in short
+        if type(value) is Tensor and not arg.is_list:
             out = value.output
             if out.node.graph is not g:
                 raise OpError(f"tensor {value.name} is from another graph than the default "
                               "graph", None, loc)
             flat_inputs.append(out)
-            input_nodes.append(out.node)
             continue
         if arg.is_list:
             if isinstance(value, Tensor) or not isinstance(value, (list, tuple)):
@@ -263,11 +287,17 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
                 raise OpError(f"input '{arg.name}' of {op_name}: {e}", None, loc) from None
             converted.append(c.output)
         flat_inputs.append(converted if arg.is_list else converted[0])
-        input_nodes.extend(o.node for o in converted)
+    return flat_inputs
+
+
+def _add_op(g, op: OpDef, flat_inputs: list, attrs: Dict[str, Any], name: Optional[str], loc):
+    """The node for ``op`` on ``flat_inputs`` in ``g``, under the current name scope, device,
+    colocation and control-dependency blocks; its result as ``apply_op`` returns it."""
+    op_name = op.name
     if g._colocation_stack and g._colocation_stack[-1] and "_class" not in attrs:
         attrs["_class"] = list(g._colocation_stack[-1])
     full_name, exact = _op_name(g, name or op_name)
-    control = g.current_control_inputs(input_nodes) if g._control_stack else []
+    control = g.current_control_inputs(_input_nodes(flat_inputs)) if g._control_stack else []
     dev = device_for(g, PendingOp(op_name, full_name, attrs)) if g._device_stack else ""
     if exact and g.get(full_name) is not None:
         raise OpError(f"an op named '{full_name}' already exists", None, loc)
@@ -279,6 +309,16 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
     if len(op.outputs) == 1 and not op.outputs[0].is_list:
         return Tensor(Output(node, 0))
     return [Tensor(o) for o in node.outputs]
+
+
+def _input_nodes(flat_inputs: list) -> list:
+    nodes = []
+    for value in flat_inputs:
+        if isinstance(value, list):
+            nodes.extend(o.node for o in value)
+        else:
+            nodes.append(value.node)
+    return nodes
 
 
 class _RawOps:

@@ -255,11 +255,12 @@ class Graph:
         else:
             check_node_name(name or op, location)
         inputs = list(inputs)
-        control_inputs = list(control_inputs)
+        control_inputs = list(control_inputs) if control_inputs else ()
+        by_name = self._by_name
         for inp in inputs:
-            if not isinstance(inp, Output):
+            if type(inp) is not Output and not isinstance(inp, Output):
                 raise GraphError(f"input {inp!r} is not a node output", name or op, location)
-            if inp.node.graph is not self or self._by_name.get(inp.node.name) is not inp.node:
+            if inp.node.graph is not self or by_name.get(inp.node.name) is not inp.node:
                 raise GraphError(f"input {inp.name} is not a node of graph @{self.name}",
                                  name or op, location)
         for c in control_inputs:
@@ -272,8 +273,10 @@ class Graph:
             self._name_counts[name] = self._name_counts.get(name) or 1
         else:
             name = self.unique_name(name or op)
-        node = Node(self, name, op, dict(attrs or {}), list(output_types), device, location)
-        node.set_inputs(inputs)
+        node = Node(self, name, op, dict(attrs) if attrs else {}, output_types, device, location)
+        node._inputs = inputs                 # a new node: no old inputs to leave
+        for new in inputs:
+            new.node.users[node] += 1
         for c in control_inputs:
             node.add_control_input(c)
         if self._insert_at is None:

@@ -10,12 +10,14 @@ was wrong (see ``parse_text`` in ``dsl/flow/parser.py``).
 """
 from __future__ import annotations
 
+import functools
+import operator
 import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 import lark
 from lark.lexer import PatternStr, Token, UnlessCallback
-from lark.parse_tree_builder import ExpandSingleChild
+from lark.parse_tree_builder import ChildFilterLALR_NoPlaceholders, ExpandSingleChild
 
 
 class Rejected(Exception):
@@ -78,6 +80,8 @@ class TableDrivenParser:
                     callback = callbacks[arg]
                     if len(arg.expansion) == 1 and type(callback) is ExpandSingleChild:
                         callback = None             # the rule's value is its one child
+                    else:
+                        callback = _direct_callback(callback)
                     self._rules.append((len(arg.expansion), str(arg.origin.name), callback))
                 row[symbol] = ~index
             self._actions[state] = row
@@ -246,6 +250,32 @@ class TableDrivenParser:
                 states.append(actions[states[-1]][origin])
             if states[-1] == self._end_state:
                 return values[-1]
+
+
+def _direct_callback(callback: Callable) -> Callable:
+    """lark's callback for a rule that keeps some of its symbols as a tree's children, as one
+    function that picks them (lark's loops over the kept positions on every reduction); other
+    callbacks as they are."""
+    if type(callback) is not ChildFilterLALR_NoPlaceholders:
+        return callback
+    builder = callback.node_builder
+    if not (isinstance(builder, functools.partial) and builder.func is lark.Tree
+            and len(builder.args) == 1 and not builder.keywords):
+        return callback
+    if any(expand for _, expand in callback.to_include):
+        return callback
+    data, tree = builder.args[0], lark.Tree
+    kept = [i for i, _ in callback.to_include]
+    if not kept:
+        return lambda children: tree(data, [])
+    if len(kept) == 1:
+        (i,) = kept
+        return lambda children: tree(data, [children[i]])
+    if len(kept) == 2:
+        i, j = kept
+        return lambda children: tree(data, [children[i], children[j]])
+    pick = operator.itemgetter(*kept)
+    return lambda children: tree(data, list(pick(children)))
 
 
 def _is_run_of(pattern: str, blank: str) -> bool:
