@@ -57,7 +57,8 @@ def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
             if isinstance(r, TensorType):
                 out.append(r)
             else:
-                out.append(TensorType(ctx.output_dtype(i), r))
+                dtype = _single_output_dtype(op, node.attrs) if i == 0 else None
+                out.append(TensorType(dtype or ctx.output_dtype(i), r))
     except ShapeError:
         raise
     except KeyError as e:
@@ -65,6 +66,16 @@ def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
     except (ValueError, TypeError, IndexError) as e:
         raise ShapeError(str(e), node) from None
     return out
+
+
+def _single_output_dtype(op: OpDef, attrs: Dict[str, Any]) -> Optional[DType]:
+    """The dtype of an op's only output, when it has one (None: ``output_dtype`` decides)."""
+    if len(op.outputs) != 1:
+        return None
+    arg = op.outputs[0]
+    if arg.is_list:
+        return None
+    return arg.dtype if arg.dtype is not None else attrs.get(arg.type_attr)
 
 
 class _ConstantInputs:

@@ -169,8 +169,11 @@ def _position(item) -> Tuple[int, int]:
         return item.line or 1, item.column or 1
     item = _unparen(item)
     while not isinstance(item, lark.Token):
-        item = next((c for c in getattr(item, "children", ()) if c is not None), None)
-        if item is None:
+        for child in getattr(item, "children", ()):
+            if child is not None:
+                item = child
+                break
+        else:
             return 1, 1
     return item.line or 1, item.column or 1
 

@@ -256,15 +256,15 @@ def _direct_callback(callback: Callable) -> Callable:
     """lark's callback for a rule that keeps some of its symbols as a tree's children, as one
     function that picks them (lark's loops over the kept positions on every reduction); other
     callbacks as they are."""
+    if _builds_tree(callback):                # keeps every child: only the name changes
+        return functools.partial(lark.Tree, str(callback.args[0]))
     if type(callback) is not ChildFilterLALR_NoPlaceholders:
         return callback
     builder = callback.node_builder
-    if not (isinstance(builder, functools.partial) and builder.func is lark.Tree
-            and len(builder.args) == 1 and not builder.keywords):
+    if not _builds_tree(builder) or any(expand for _, expand in callback.to_include):
         return callback
-    if any(expand for _, expand in callback.to_include):
-        return callback
-    data, tree = builder.args[0], lark.Tree
+    # the rule's name as a plain string (lark's may be a Token, slower to compare)
+    data, tree = str(builder.args[0]), lark.Tree
     kept = [i for i, _ in callback.to_include]
     if not kept:
         return lambda children: tree(data, [])
@@ -276,6 +276,12 @@ def _direct_callback(callback: Callable) -> Callable:
         return lambda children: tree(data, [children[i], children[j]])
     pick = operator.itemgetter(*kept)
     return lambda children: tree(data, list(pick(children)))
+
+
+def _builds_tree(callback) -> bool:
+    """Whether ``callback`` is ``Tree(name, children)`` with a fixed name."""
+    return (isinstance(callback, functools.partial) and callback.func is lark.Tree
+            and len(callback.args) == 1 and not callback.keywords)
 
 
 def _is_run_of(pattern: str, blank: str) -> bool:
