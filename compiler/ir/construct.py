@@ -166,6 +166,8 @@ def make_node(graph: Graph, op_name: str, inputs: Sequence = (), attrs: Optional
 class _Desc:
     """Stands in for a node in error messages before the node exists."""
 
+    __slots__ = ("name", "op", "location")
+
     def __init__(self, name, op, location):
         self.name, self.op, self.location = name, op, location
 

@@ -107,6 +107,13 @@ def merge_shapes(a: Shape, b: Shape) -> Shape:
 
 def broadcast_shapes(shapes: Sequence[Shape]) -> Shape:
     """numpy broadcasting over partially known shapes (raises ValueError if incompatible)."""
+    if len(shapes) == 2:                  # the usual case, in short: equal shapes, or a scalar
+        a, b = shapes
+        if a is not None and b is not None:
+            if not b or a == b:
+                return tuple(a)
+            if not a:
+                return tuple(b)
     if any(s is None for s in shapes):
         return None
     distinct = {tuple(s) for s in shapes if len(s)}

@@ -354,6 +354,8 @@ def output_dtypes(op: OpDef, attrs: Dict[str, Any]) -> List[DType]:
 class ShapeContext:
     """What a shape function sees: input types, attrs, and constant input values if known."""
 
+    __slots__ = ("node", "_op", "input_types", "attrs", "_values")
+
     def __init__(self, node, input_types: Sequence[TensorType], attrs: Dict[str, Any],
                  input_values: Optional[Sequence[Optional[np.ndarray]]] = None,
                  op: Optional[OpDef] = None):

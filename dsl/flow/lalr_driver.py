@@ -17,7 +17,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import lark
 from lark.lexer import PatternStr, Token, UnlessCallback
-from lark.parse_tree_builder import ChildFilterLALR_NoPlaceholders, ExpandSingleChild
+from lark.parse_tree_builder import (ChildFilterLALR, ChildFilterLALR_NoPlaceholders,
+                                     ExpandSingleChild)
 
 
 class Rejected(Exception):
@@ -102,6 +103,8 @@ class TableDrivenParser:
         self._lexers: Dict[int, _StateLexer] = {}
         for state in self._actions:                 # fail now, not at the first parse
             self._lexer(state)
+        # Terminals no rule keeps in the tree (punctuation): they need no Token object.
+        self._dropped = _dropped_terminals(callbacks)
 
     def _lexer(self, state: int) -> _StateLexer:
         found = self._lexers.get(state)
@@ -142,7 +145,7 @@ class TableDrivenParser:
         states: List[int] = [self._start_state]
         values: list = []
         actions, rules, lexers = self._actions, self._rules, self._lexers
-        unit_chains = self._unit_chains
+        unit_chains, dropped = self._unit_chains, self._dropped
         newline, openers, closers = self._newline, self._openers, self._closers
         pos, end, line, line_start = 0, len(text), 1, 0
         depth, after_newline = 0, False
@@ -180,12 +183,15 @@ class TableDrivenParser:
                 after_newline = True
             else:
                 after_newline = False
-            # lark.Token(type_, value, start, line, column, end_line, end_column, end_pos),
-            # without the constructor's call overhead (tens of thousands of tokens)
-            token = _new_str(Token, value)
-            token.type, token.start_pos, token.value = type_, start, value
-            token.line, token.column = token_line, column
-            token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
+            if type_ in dropped:
+                token = None                    # a place in the rule no tree keeps
+            else:
+                # lark.Token(type_, value, start, line, column, end_line, end_column, end_pos),
+                # without the constructor's call overhead (tens of thousands of tokens)
+                token = _new_str(Token, value)
+                token.type, token.start_pos, token.value = type_, start, value
+                token.line, token.column = token_line, column
+                token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
             row = actions[state]
             while True:
                 code = row.get(type_)
@@ -276,6 +282,23 @@ def _direct_callback(callback: Callable) -> Callable:
         return lambda children: tree(data, [children[i], children[j]])
     pick = operator.itemgetter(*kept)
     return lambda children: tree(data, list(pick(children)))
+
+
+def _dropped_terminals(callbacks: Dict[object, Callable]) -> frozenset:
+    """The terminals that no rule's callback passes on to a tree: at every place a rule has
+    one, the rule's child filter leaves it out. Callbacks of other kinds keep everything."""
+    seen, kept = set(), set()
+    for rule, callback in callbacks.items():
+        if isinstance(callback, (ChildFilterLALR, ChildFilterLALR_NoPlaceholders)):
+            positions = {entry[0] for entry in callback.to_include}
+        else:
+            positions = range(len(rule.expansion))
+        for i, symbol in enumerate(rule.expansion):
+            if symbol.is_term:
+                seen.add(symbol.name)
+                if i in positions:
+                    kept.add(symbol.name)
+    return frozenset(str(name) for name in seen - kept)
 
 
 def _builds_tree(callback) -> bool:
