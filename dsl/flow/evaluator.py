@@ -667,9 +667,10 @@ class Evaluator:
     # --- expressions -------------------------------------------------------------------------
     def eval(self, tree, scope: Scope, default_name: Optional[str] = None) -> Any:
         """The value of an expression tree (a tensor, a Python value, a list, a type)."""
-        tree = _unparen(tree)
-        if isinstance(tree, lark.Token):
-            raise scope.file.error(f"unexpected {tree!s}", tree)
+        if type(tree) is not lark.Tree or tree.data == "paren":
+            tree = _unparen(tree)
+            if isinstance(tree, lark.Token):
+                raise scope.file.error(f"unexpected {tree!s}", tree)
         if default_name is not None and tree.data == "call":
             return self.call(tree, scope, default_name)
         method = self.expressions.get(tree.data)
