@@ -103,7 +103,9 @@ def resolve_signature(op: OpDef, inputs: Sequence, attrs: Dict[str, Any], node_d
     if len(inputs) != len(op.inputs):
         names = ", ".join(a.name for a in op.inputs) or "none"
         raise OpError(f"{op.name} takes {len(op.inputs)} inputs ({names}), got {len(inputs)}", node_desc)
-    attrs = {k: coerce_attr(op, k, v, node_desc) for k, v in attrs.items()} if attrs else {}
+    given, attrs = attrs, {}
+    for k, v in given.items():
+        attrs[k] = coerce_attr(op, k, v, node_desc)
     flat: List[Output] = []
     for arg, value in zip(op.inputs, inputs):
         if arg.is_list:
