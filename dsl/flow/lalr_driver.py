@@ -267,11 +267,27 @@ def _direct_callback(callback: Callable) -> Callable:
     if type(callback) is not ChildFilterLALR_NoPlaceholders:
         return callback
     builder = callback.node_builder
-    if not _builds_tree(builder) or any(expand for _, expand in callback.to_include):
+    if not _builds_tree(builder):
         return callback
     # the rule's name as a plain string (lark's may be a Token, slower to compare)
     data, tree = str(builder.args[0]), lark.Tree
-    kept = [i for i, _ in callback.to_include]
+    include = callback.to_include
+    if include and include[0] == (0, True) and not any(expand for _, expand in include[1:]):
+        # a left-recursive repetition (``items: items "," item``): the items so far, grown in
+        # place as lark's filter does (each list is the child of one rule only)
+        rest = [i for i, _ in include[1:]]
+        if len(rest) == 1:
+            (j,) = rest
+
+            def grow(children):
+                items = children[0].children
+                items.append(children[j])
+                return tree(data, items)
+            return grow
+        return callback
+    if any(expand for _, expand in include):
+        return callback
+    kept = [i for i, _ in include]
     if not kept:
         return lambda children: tree(data, [])
     if len(kept) == 1:
