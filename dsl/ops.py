@@ -3,7 +3,7 @@ placeholders, and ``fl.raw_ops.<OpName>`` for every registered op with TensorFlo
 attr names."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -11,11 +11,14 @@ from compiler.errors import OpError
 from compiler.ir.construct import make_node
 from compiler.ir.graph import Output
 from compiler.ir.location import caller_location
-from compiler.ir.types import normalize_shape
+from compiler.ir.types import TensorType, normalize_shape
 from compiler.ops.registry import get_op, has_op, all_ops, OpDef
 from dsl.context import PendingOp, device_for, get_default_graph
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import DType, as_dtype
+
+
+_CONST = get_op("Const")
 
 
 def _infer_dtype(value) -> DType:
@@ -129,7 +132,9 @@ def constant(value, dtype=None, shape=None, name: Optional[str] = None) -> Tenso
             raise ValueError(f"constant with {arr.size} elements cannot have shape {list(shape)}")
     if isinstance(value, np.ndarray) and np.may_share_memory(arr, value):
         arr = np.array(arr, order="C")           # later changes to the user's array do not leak in
-    return apply_op("Const", [], {"value": arr, "dtype": dt}, name=name or "Const")
+    # a Const's type is its value's: no shape function to run (a model makes thousands)
+    return _add_op(get_default_graph(), _CONST, [], {"value": arr, "dtype": dt}, name or "Const",
+                   caller_location(), [TensorType(dt, arr.shape)])
 
 
 def placeholder(dtype, shape=None, name: Optional[str] = None) -> Tensor:
@@ -290,9 +295,11 @@ def _converted_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any], g
     return flat_inputs
 
 
-def _add_op(g, op: OpDef, flat_inputs: list, attrs: Dict[str, Any], name: Optional[str], loc):
+def _add_op(g, op: OpDef, flat_inputs: list, attrs: Dict[str, Any], name: Optional[str], loc,
+            output_types: Optional[List[TensorType]] = None):
     """The node for ``op`` on ``flat_inputs`` in ``g``, under the current name scope, device,
-    colocation and control-dependency blocks; its result as ``apply_op`` returns it."""
+    colocation and control-dependency blocks; its result as ``apply_op`` returns it.
+    ``output_types``: known already (else the op's shape function gives them)."""
     op_name = op.name
     if g._colocation_stack and g._colocation_stack[-1] and "_class" not in attrs:
         attrs["_class"] = list(g._colocation_stack[-1])
@@ -302,7 +309,7 @@ def _add_op(g, op: OpDef, flat_inputs: list, attrs: Dict[str, Any], name: Option
     if exact and g.get(full_name) is not None:
         raise OpError(f"an op named '{full_name}' already exists", None, loc)
     node = make_node(g, op_name, flat_inputs, attrs, name=full_name, exact_name=exact,
-                     control_inputs=control, device=dev, location=loc)
+                     control_inputs=control, device=dev, location=loc, output_types=output_types)
     g._record_created(node)
     if not node.output_types:
         return Operation(node)
