@@ -151,8 +151,7 @@ class TableDrivenParser:
         depth, after_newline = 0, False
         while pos < end:
             state = states[-1]
-            match, keywords, ignore, newline_types, plain_match = \
-                lexers.get(state) or self._lexer(state)
+            match, keywords, ignore, newline_types, plain_match = lexers[state]
             m = match(text, pos)
             if m is not None:
                 type_, start, pos = m.lastgroup, m.end(1), m.end()
@@ -170,9 +169,8 @@ class TableDrivenParser:
                     line_start = start + value.rindex("\n") + 1
             if type_ in ignore:
                 continue
-            words = keywords.get(type_)
-            if words is not None:
-                type_ = words.get(value, type_)
+            if type_ in keywords:
+                type_ = keywords[type_].get(value, type_)
             if type_ in openers:
                 depth += 1
             elif type_ in closers:
@@ -194,9 +192,10 @@ class TableDrivenParser:
                 token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
             row = actions[state]
             while True:
-                code = row.get(type_)
-                if code is None:
-                    raise Rejected()
+                try:
+                    code = row[type_]
+                except KeyError:
+                    raise Rejected() from None
                 if code >= 0:
                     states.append(code)
                     values.append(token)
@@ -204,8 +203,9 @@ class TableDrivenParser:
                 size, origin, callback = rules[~code]
                 if callback is None:            # X: Y, where X is Y: only the state changes
                     key = (states[-2], state, type_)
-                    state = unit_chains.get(key)
-                    if state is None:
+                    if key in unit_chains:
+                        state = unit_chains[key]
+                    else:
                         state = self._unit_chain(key)
                     states[-1] = state
                     row = actions[state]
