@@ -30,6 +30,8 @@ _TRUEDIV_FLOAT = {DType.i8: DType.f32, DType.i16: DType.f32, DType.u8: DType.f32
 
 def _binary_operands(x, y):
     """Convert the non-tensor side to the tensor side's dtype (``x + 1`` on f32 stays f32)."""
+    if type(x) is Tensor and type(y) is Tensor:
+        return x, y
     if isinstance(x, Tensor) and not isinstance(y, Tensor):
         y = convert_to_tensor(y, dtype=x.dtype)
     elif isinstance(y, Tensor) and not isinstance(x, Tensor):
@@ -297,7 +299,9 @@ def _matmul(a, b) -> Tensor:
 def _install_operators() -> None:
     """Attach TensorFlow's operator overloads to ``Tensor`` (``==``/``!=`` stay identity)."""
     def binop(fn):
-        return lambda self, other: fn(self, other)
+        if fn is pow:                     # ``pow(x, y, z)`` must not pass z as the name
+            return lambda self, other: fn(self, other)
+        return fn                         # fn(self, other): its own ``name`` stays None
 
     def rbinop(fn):
         return lambda self, other: fn(other, self)

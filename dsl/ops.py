@@ -3,7 +3,7 @@ placeholders, and ``fl.raw_ops.<OpName>`` for every registered op with TensorFlo
 attr names."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -11,11 +11,14 @@ from compiler.errors import OpError
 from compiler.ir.construct import make_node
 from compiler.ir.graph import Output
 from compiler.ir.location import caller_location
-from compiler.ir.types import normalize_shape
+from compiler.ir.types import TensorType, normalize_shape
 from compiler.ops.registry import get_op, has_op, all_ops, OpDef
 from dsl.context import PendingOp, device_for, get_default_graph
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import DType, as_dtype
+
+
+_CONST = get_op("Const")
 
 
 def _infer_dtype(value) -> DType:
@@ -129,7 +132,9 @@ def constant(value, dtype=None, shape=None, name: Optional[str] = None) -> Tenso
             raise ValueError(f"constant with {arr.size} elements cannot have shape {list(shape)}")
     if isinstance(value, np.ndarray) and np.may_share_memory(arr, value):
         arr = np.array(arr, order="C")           # later changes to the user's array do not leak in
-    return apply_op("Const", [], {"value": arr, "dtype": dt}, name=name or "Const")
+    # a Const's type is its value's: no shape function to run (a model makes thousands)
+    return _add_op(get_default_graph(), _CONST, [], {"value": arr, "dtype": dt}, name or "Const",
+                   caller_location(), [TensorType(dt, arr.shape)])
 
 
 def placeholder(dtype, shape=None, name: Optional[str] = None) -> Tensor:
@@ -196,6 +201,32 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
         raise OpError(f"{op_name} takes {len(op_inputs)} inputs "
                       f"({', '.join(a.name for a in op_inputs) or 'none'}), got {len(inputs)}",
                       None, loc)
+    flat_inputs = _plain_inputs(op, inputs, g, loc)
+    if flat_inputs is None:
+        flat_inputs = _converted_inputs(op, inputs, attrs, g, loc)
+    return _add_op(g, op, flat_inputs, attrs, name, loc)
+
+
+def _plain_inputs(op: OpDef, inputs: Sequence[Any], g, loc) -> Optional[list]:
+    """The inputs' outputs when each is a tensor of ``g`` for a one-tensor arg (the usual
+    case, in short: nothing to convert); None when any needs ``_converted_inputs``."""
+    flat = []
+    for arg, value in zip(op.inputs, inputs):
+        if type(value) is not Tensor or arg.is_list:
+            return None
+        out = value.output
+        if out.node.graph is not g:
+            raise OpError(f"tensor {value.name} is from another graph than the default graph",
+                          None, loc)
+        flat.append(out)
+    return flat
+
+
+def _converted_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any], g, loc) -> list:
+    """The inputs as outputs of ``g``: variables give their value, Python and numpy values
+    become constants of the dtype the signature implies (one entry per arg, lists for list
+    args)."""
+    op_name, op_inputs = op.name, op.inputs
     # Known type attrs: explicit attrs first, then tensor inputs.
     known: Dict[str, DType] = {}
     for k, v in attrs.items():
@@ -217,15 +248,13 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
                     known[arg.type_attr] = v.dtype
                     break
     flat_inputs = []
-    input_nodes = []
     for arg, value in zip(op_inputs, inputs):
-        if type(value) is Tensor and not arg.is_list:       # the usual case, in short
+        if type(value) is Tensor and not arg.is_list:
             out = value.output
             if out.node.graph is not g:
                 raise OpError(f"tensor {value.name} is from another graph than the default "
                               "graph", None, loc)
             flat_inputs.append(out)
-            input_nodes.append(out.node)
             continue
         if arg.is_list:
             if isinstance(value, Tensor) or not isinstance(value, (list, tuple)):
@@ -263,22 +292,40 @@ def apply_op(op_name: str, inputs: Sequence[Any], attrs: Optional[Dict[str, Any]
                 raise OpError(f"input '{arg.name}' of {op_name}: {e}", None, loc) from None
             converted.append(c.output)
         flat_inputs.append(converted if arg.is_list else converted[0])
-        input_nodes.extend(o.node for o in converted)
+    return flat_inputs
+
+
+def _add_op(g, op: OpDef, flat_inputs: list, attrs: Dict[str, Any], name: Optional[str], loc,
+            output_types: Optional[List[TensorType]] = None):
+    """The node for ``op`` on ``flat_inputs`` in ``g``, under the current name scope, device,
+    colocation and control-dependency blocks; its result as ``apply_op`` returns it.
+    ``output_types``: known already (else the op's shape function gives them)."""
+    op_name = op.name
     if g._colocation_stack and g._colocation_stack[-1] and "_class" not in attrs:
         attrs["_class"] = list(g._colocation_stack[-1])
     full_name, exact = _op_name(g, name or op_name)
-    control = g.current_control_inputs(input_nodes) if g._control_stack else []
+    control = g.current_control_inputs(_input_nodes(flat_inputs)) if g._control_stack else []
     dev = device_for(g, PendingOp(op_name, full_name, attrs)) if g._device_stack else ""
     if exact and g.get(full_name) is not None:
         raise OpError(f"an op named '{full_name}' already exists", None, loc)
     node = make_node(g, op_name, flat_inputs, attrs, name=full_name, exact_name=exact,
-                     control_inputs=control, device=dev, location=loc)
+                     control_inputs=control, device=dev, location=loc, output_types=output_types)
     g._record_created(node)
     if not node.output_types:
         return Operation(node)
     if len(op.outputs) == 1 and not op.outputs[0].is_list:
         return Tensor(Output(node, 0))
     return [Tensor(o) for o in node.outputs]
+
+
+def _input_nodes(flat_inputs: list) -> list:
+    nodes = []
+    for value in flat_inputs:
+        if isinstance(value, list):
+            nodes.extend(o.node for o in value)
+        else:
+            nodes.append(value.node)
+    return nodes
 
 
 class _RawOps:

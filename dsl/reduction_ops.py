@@ -6,7 +6,7 @@ from typing import Optional
 import numpy as np
 
 from compiler.ops.registry import has_op
-from dsl.ops import apply_op, convert_to_tensor
+from dsl.ops import apply_op, constant, convert_to_tensor
 from dsl.tensor import Tensor
 from runtime.dtypes import DType, as_dtype
 
@@ -25,6 +25,8 @@ def _reduction_axes(x: Tensor, axis) -> Tensor:
         raise ValueError(f"cannot reduce over all axes of {x.name}: its rank is unknown")
     if isinstance(axis, Tensor):
         return axis
+    if type(axis) is int:                 # the usual ``axis=1``
+        return constant(axis, dtype=DType.i32)
     arr = np.asarray(axis)
     if arr.size == 0:
         arr = arr.astype(np.int32)

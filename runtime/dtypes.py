@@ -25,6 +25,10 @@ class DType(enum.Enum):
     bool = ("bool", "bool", "bool", 5)
     resource = ("resource", None, "void*", 20)
 
+    # Members are singletons compared by identity: hash them so too, in C (Enum's own
+    # __hash__ is Python code, and dtypes key dicts on every node a build makes).
+    __hash__ = object.__hash__
+
     @property
     def ir_name(self) -> str:
         return self.value[0]

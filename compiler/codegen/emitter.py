@@ -39,6 +39,9 @@ BLOB_MIN_BYTES = 64 * 1024
 # Without a memory plan, static buffers up to this size live in one per-step arena instead of
 # the allocator (each in its own slot).
 ARENA_MAX_BUFFER = 256
+# Elementwise ops on at most this many elements (static shapes) are emitted in place, not as
+# calls of outlined kernels: their code is shorter than a call.
+INLINE_MAX_ELEMENTS = 16
 
 _SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
 _TENSOR_NAME = re.compile(r"\b(t_\w+)\b")
@@ -378,6 +381,8 @@ class _Emitter:
         entry small and compile time linear in the graph. Tensors keep the names the body uses (every tensor is a slot of the step's ``flowc_T`` array, named by a
         macro); the body's ``goto fail`` lands on the function's own error return.
         """
+        if self._tiny_elementwise(n):
+            return self._inline(n, code)
         names = [m for m in dict.fromkeys(_TENSOR_NAME.findall(code)) if m in self.slot]
         index = {name: i for i, name in enumerate(names)}
         canonical = _TENSOR_NAME.sub(
@@ -409,6 +414,29 @@ class _Emitter:
         loc = str(n.location) if n.location else ""
         return (f"if ({fn}(flowc_T, {slots}, flowc_rt, {c_string(n.name)}, {c_string(loc)}, st)) "
                 "goto fail;")
+
+    def _tiny_elementwise(self, n: Node) -> bool:
+        """An elementwise op on a few elements of static shape (a scalar op): its code is a
+        handful of instructions, less than the call of an outlined kernel."""
+        if not get_op(n.op, n).elementwise:
+            return False
+        for out in (*n.inputs, *n.outputs):
+            shape = out.type.shape
+            if shape is None or any(d is None for d in shape):
+                return False
+            if int(np.prod(shape, dtype=np.int64)) > INLINE_MAX_ELEMENTS:
+                return False
+        return True
+
+    def _inline(self, n: Node, code: str) -> str:
+        """A node's code in place, in a block that names the node and its location for the
+        error paths (an outlined kernel gets them as arguments)."""
+        loc = str(n.location) if n.location else ""
+        # the step function indents the first line of each entry: the others carry their own
+        lines = ["(void)flowc_node; (void)flowc_loc;", *code.strip("\n").splitlines()]
+        body = "\n".join("        " + line if line else "" for line in lines)
+        return (f"{{ const char *flowc_node = {c_string(n.name)}, *flowc_loc = {c_string(loc)};\n"
+                f"{body}\n    }}")
 
     def _emit_feed(self, n: Node) -> None:
         k = self.feeds.index(n) if n in self.feeds else None

@@ -10,7 +10,8 @@ import numpy as np
 from compiler.errors import OpError, ShapeError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
-from compiler.ops.registry import (KernelContext, OpDef, ShapeContext, coerce_attr, get_op)
+from compiler.ops.registry import (REQUIRED, KernelContext, OpDef, ShapeContext, coerce_attr,
+                                   get_op)
 from runtime.dtypes import DType
 
 
@@ -43,7 +44,7 @@ def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
     """Run the op's shape function for ``node``; returns its output types."""
     op = op or get_op(node.op, node)
     if input_types is None:
-        input_types = [i.type for i in node.inputs]
+        input_types = [o.node.output_types[o.index] for o in node._inputs]
     if op.shape_fn is None:
         if node.output_types:
             return list(node.output_types)
@@ -56,7 +57,8 @@ def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
             if isinstance(r, TensorType):
                 out.append(r)
             else:
-                out.append(TensorType(ctx.output_dtype(i), r))
+                dtype = _single_output_dtype(op, node.attrs) if i == 0 else None
+                out.append(TensorType(dtype or ctx.output_dtype(i), r))
     except ShapeError:
         raise
     except KeyError as e:
@@ -64,6 +66,16 @@ def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,
     except (ValueError, TypeError, IndexError) as e:
         raise ShapeError(str(e), node) from None
     return out
+
+
+def _single_output_dtype(op: OpDef, attrs: Dict[str, Any]) -> Optional[DType]:
+    """The dtype of an op's only output, when it has one (None: ``output_dtype`` decides)."""
+    if len(op.outputs) != 1:
+        return None
+    arg = op.outputs[0]
+    if arg.is_list:
+        return None
+    return arg.dtype if arg.dtype is not None else attrs.get(arg.type_attr)
 
 
 class _ConstantInputs:
@@ -91,36 +103,42 @@ def resolve_signature(op: OpDef, inputs: Sequence, attrs: Dict[str, Any], node_d
     if len(inputs) != len(op.inputs):
         names = ", ".join(a.name for a in op.inputs) or "none"
         raise OpError(f"{op.name} takes {len(op.inputs)} inputs ({names}), got {len(inputs)}", node_desc)
-    attrs = {k: coerce_attr(op, k, v, node_desc) for k, v in attrs.items()}
+    given, attrs = attrs, {}
+    for k, v in given.items():
+        attrs[k] = coerce_attr(op, k, v, node_desc)
     flat: List[Output] = []
     for arg, value in zip(op.inputs, inputs):
-        values = list(value) if arg.is_list else [value]
-        if arg.is_list and arg.number_attr:
-            n = attrs.setdefault(arg.number_attr, len(values))
-            if n != len(values):
-                raise OpError(f"input {arg.name} has {len(values)} tensors but {arg.number_attr}={n}", node_desc)
-        if arg.type_list_attr:
-            attrs.setdefault(arg.type_list_attr, [v.dtype for v in values])
+        if arg.is_list:
+            values = list(value)
+            if arg.number_attr:
+                n = attrs.setdefault(arg.number_attr, len(values))
+                if n != len(values):
+                    raise OpError(f"input {arg.name} has {len(values)} tensors but "
+                                  f"{arg.number_attr}={n}", node_desc)
+            if arg.type_list_attr:
+                attrs.setdefault(arg.type_list_attr, [v.dtype for v in values])
+        else:
+            values = (value,)
         for v in values:
-            if not isinstance(v, Output):
+            if type(v) is not Output and not isinstance(v, Output):
                 raise OpError(f"input {arg.name} of {op.name} must be a tensor, got {v!r}", node_desc)
-            if arg.dtype is not None and v.dtype != arg.dtype:
-                raise OpError(f"input {arg.name} of {op.name} must be {arg.dtype}, got {v.dtype} "
+            dtype = v.node.output_types[v.index].dtype
+            if arg.dtype is not None and dtype != arg.dtype:
+                raise OpError(f"input {arg.name} of {op.name} must be {arg.dtype}, got {dtype} "
                               f"(from %{v.node.name})", node_desc)
             if arg.type_attr is not None:
                 have = attrs.get(arg.type_attr)
                 if have is None:
-                    attrs[arg.type_attr] = coerce_attr(op, arg.type_attr, v.dtype, node_desc)
-                elif have != v.dtype:
-                    raise OpError(f"input {arg.name} of {op.name} is {v.dtype} but {arg.type_attr}={have} "
+                    attrs[arg.type_attr] = coerce_attr(op, arg.type_attr, dtype, node_desc)
+                elif have != dtype:
+                    raise OpError(f"input {arg.name} of {op.name} is {dtype} but {arg.type_attr}={have} "
                                   f"(from other inputs or attrs; %{v.node.name})", node_desc)
             flat.append(v)
     for name, a in op.attrs.items():
         if name not in attrs:
-            if a.has_default:
-                attrs[name] = a.default
-            else:
+            if a.default is REQUIRED:
                 raise OpError(f"{op.name} needs attr '{name}' ({a.kind})", node_desc)
+            attrs[name] = a.default
     return flat, attrs
 
 
@@ -149,6 +167,8 @@ def make_node(graph: Graph, op_name: str, inputs: Sequence = (), attrs: Optional
 
 class _Desc:
     """Stands in for a node in error messages before the node exists."""
+
+    __slots__ = ("name", "op", "location")
 
     def __init__(self, name, op, location):
         self.name, self.op, self.location = name, op, location

@@ -5,6 +5,7 @@ Rewrites go through ``replace_all_uses_with`` and ``erase_node``; nobody patches
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections import Counter
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
@@ -21,21 +22,25 @@ NODE_NAME_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-/>]*$")
 GRAPH_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_node_name(name: str) -> bool:
+    """Cached: a build names thousands of nodes after the same few ops and scopes."""
+    return NODE_NAME_RE.match(name) is not None
+
+
 def check_node_name(name: str, location: Optional[SourceLocation] = None) -> str:
     """Return ``name`` if it is a valid node name, else raise GraphError saying why."""
-    if not isinstance(name, str) or not NODE_NAME_RE.match(name):
+    if not isinstance(name, str) or not _is_node_name(name):
         raise GraphError(f"invalid node name {name!r}: names use letters, digits and _ . - / > "
                          "and do not start with - / or >", None, location)
     return name
 
 
 class _Users(Counter):
-    """A ``Counter`` that skips ``Counter.__init__``'s argument handling when made empty, as
-    every new node makes one."""
+    """A ``Counter`` made empty by every new node: ``dict``'s constructor, in C, instead of
+    ``Counter.__init__`` (so a copy is made from a mapping of counts, not by counting)."""
 
-    def __init__(self, *args, **kwargs):
-        if args or kwargs:
-            super().__init__(*args, **kwargs)
+    __init__ = dict.__init__
 
 
 class Output:
@@ -255,11 +260,12 @@ class Graph:
         else:
             check_node_name(name or op, location)
         inputs = list(inputs)
-        control_inputs = list(control_inputs)
+        control_inputs = list(control_inputs) if control_inputs else ()
+        by_name = self._by_name
         for inp in inputs:
-            if not isinstance(inp, Output):
+            if type(inp) is not Output and not isinstance(inp, Output):
                 raise GraphError(f"input {inp!r} is not a node output", name or op, location)
-            if inp.node.graph is not self or self._by_name.get(inp.node.name) is not inp.node:
+            if inp.node.graph is not self or by_name.get(inp.node.name) is not inp.node:
                 raise GraphError(f"input {inp.name} is not a node of graph @{self.name}",
                                  name or op, location)
         for c in control_inputs:
@@ -272,8 +278,11 @@ class Graph:
             self._name_counts[name] = self._name_counts.get(name) or 1
         else:
             name = self.unique_name(name or op)
-        node = Node(self, name, op, dict(attrs or {}), list(output_types), device, location)
-        node.set_inputs(inputs)
+        node = Node(self, name, op, dict(attrs) if attrs else {}, output_types, device, location)
+        node._inputs = inputs                 # a new node: no old inputs to leave
+        for new in inputs:
+            users = new.node.users
+            users[node] = users.get(node, 0) + 1
         for c in control_inputs:
             node.add_control_input(c)
         if self._insert_at is None:

@@ -43,17 +43,19 @@ def shape_str(shape: Shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TensorType:
     dtype: DType
     shape: Shape = None
 
-    def __post_init__(self):
-        if type(self.dtype) is not DType:
-            object.__setattr__(self, "dtype", as_dtype(self.dtype))
-        shape = self.shape
+    def __init__(self, dtype: DType, shape: Shape = None):
+        # by hand, not the dataclass's: a build makes a type per node
+        if type(dtype) is not DType:
+            dtype = as_dtype(dtype)
         if type(shape) is not tuple or not _is_normal(shape):
-            object.__setattr__(self, "shape", normalize_shape(shape))
+            shape = normalize_shape(shape)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "shape", shape)
 
     @property
     def rank(self) -> Optional[int]:
@@ -105,6 +107,13 @@ def merge_shapes(a: Shape, b: Shape) -> Shape:
 
 def broadcast_shapes(shapes: Sequence[Shape]) -> Shape:
     """numpy broadcasting over partially known shapes (raises ValueError if incompatible)."""
+    if len(shapes) == 2:                  # the usual case, in short: equal shapes, or a scalar
+        a, b = shapes
+        if a is not None and b is not None:
+            if not b or a == b:
+                return tuple(a)
+            if not a:
+                return tuple(b)
     if any(s is None for s in shapes):
         return None
     distinct = {tuple(s) for s in shapes if len(s)}

@@ -263,7 +263,7 @@ def coerce_attr(op: OpDef, name: str, value, node=None):
     k = a.kind
     try:
         if k == "type":
-            v = as_dtype(value)
+            v = value if type(value) is DType else as_dtype(value)
             if a.allowed is not None and v not in a.allowed:
                 raise OpError(f"attr {name}={v} is not allowed for {op.name}; allowed: "
                               f"{', '.join(map(str, a.allowed))}", node)
@@ -354,12 +354,14 @@ def output_dtypes(op: OpDef, attrs: Dict[str, Any]) -> List[DType]:
 class ShapeContext:
     """What a shape function sees: input types, attrs, and constant input values if known."""
 
+    __slots__ = ("node", "_op", "input_types", "attrs", "_values")
+
     def __init__(self, node, input_types: Sequence[TensorType], attrs: Dict[str, Any],
                  input_values: Optional[Sequence[Optional[np.ndarray]]] = None,
                  op: Optional[OpDef] = None):
         self.node = node
         self._op = op
-        self.input_types = list(input_types)
+        self.input_types = input_types if type(input_types) is list else list(input_types)
         self.attrs = attrs
         # a sequence indexed on demand (it may compute each value when asked)
         self._values = input_values if input_values is not None else [None] * len(input_types)

@@ -29,11 +29,18 @@ from runtime.errors import FlowcError
 MAX_CALL_DEPTH = 64
 
 
-@dataclass
 class Binding:
-    """A name's value and where it was defined."""
-    value: Any
-    where: str
+    """A name's value and where it was defined (``file:line:col``, worked out only when an
+    error message asks: a model binds thousands of names)."""
+
+    __slots__ = ("value", "_file", "_item")
+
+    def __init__(self, value: Any, file: "FileUnit", item):
+        self.value, self._file, self._item = value, file, item
+
+    @property
+    def where(self) -> str:
+        return self._file.where(self._item)
 
 
 class _Poisoned:
@@ -124,21 +131,21 @@ class _Return(Exception):
         self.value = value
 
 
-class _Building:
+class _Building(location_override):
     """``Evaluator.building``: a class, not a generator, as the DSL enters one per builder
-    call."""
+    call; nodes made inside are at ``item``."""
 
-    __slots__ = ("file", "item", "what", "override")
+    __slots__ = ("file", "item", "what")
 
     def __init__(self, file: FileUnit, item, what: str):
         self.file, self.item, self.what = file, item, what
 
     def __enter__(self) -> None:
-        self.override = location_override(self.file.location(self.item))
-        self.override.__enter__()
+        self.location = self.file.location(self.item)
+        location_override.__enter__(self)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self.override.__exit__()
+        location_override.__exit__(self)
         if exc_type is None or not issubclass(exc_type, Exception) or \
                 issubclass(exc_type, (FlowError, _Return)):
             return False
@@ -162,8 +169,11 @@ def _position(item) -> Tuple[int, int]:
         return item.line or 1, item.column or 1
     item = _unparen(item)
     while not isinstance(item, lark.Token):
-        item = next((c for c in getattr(item, "children", ()) if c is not None), None)
-        if item is None:
+        for child in getattr(item, "children", ()):
+            if child is not None:
+                item = child
+                break
+        else:
             return 1, 1
     return item.line or 1, item.column or 1
 
@@ -272,19 +282,19 @@ class Evaluator:
                 if isinstance(carry, lark.Tree) and carry.data == "carry":
                     name = str(carry.children[0])
                     if name not in scope.names:
-                        scope.names[name] = Binding(POISONED, scope.file.where(carry.children[0]))
+                        scope.names[name] = Binding(POISONED, scope.file, carry.children[0])
             return
         if stmt.data in _DEFINING and len(stmt.children) > 1:
             tok = stmt.children[1]
             if isinstance(tok, lark.Token) and str(tok) not in scope.names:
-                scope.names[str(tok)] = Binding(POISONED, scope.file.where(tok))
+                scope.names[str(tok)] = Binding(POISONED, scope.file, tok)
 
     def define(self, scope: Scope, name_tok: lark.Token, value: Any) -> None:
         name = str(name_tok)
         if name in scope.names:
             raise scope.file.error(f"'{name}' is already defined at {scope.names[name].where}",
                                    name_tok)
-        scope.names[name] = Binding(value, scope.file.where(name_tok))
+        scope.names[name] = Binding(value, scope.file, name_tok)
 
     def building(self, scope: Scope, item, what: str = "") -> "_Building":
         """Builder calls inside get ``item``'s location; their errors become FlowErrors."""
@@ -590,7 +600,7 @@ class Evaluator:
         def local(values) -> Scope:
             inner = Scope(scope.file, parent=scope, function="while")
             for tok, value in zip(names, values):
-                inner.names[str(tok)] = Binding(value, scope.file.where(tok))
+                inner.names[str(tok)] = Binding(value, scope.file, tok)
             return inner
 
         def cond(*values):
@@ -657,9 +667,10 @@ class Evaluator:
     # --- expressions -------------------------------------------------------------------------
     def eval(self, tree, scope: Scope, default_name: Optional[str] = None) -> Any:
         """The value of an expression tree (a tensor, a Python value, a list, a type)."""
-        tree = _unparen(tree)
-        if isinstance(tree, lark.Token):
-            raise scope.file.error(f"unexpected {tree!s}", tree)
+        if type(tree) is not lark.Tree or tree.data == "paren":
+            tree = _unparen(tree)
+            if isinstance(tree, lark.Token):
+                raise scope.file.error(f"unexpected {tree!s}", tree)
         if default_name is not None and tree.data == "call":
             return self.call(tree, scope, default_name)
         method = self.expressions.get(tree.data)
@@ -879,11 +890,10 @@ class Evaluator:
             raise scope.file.error(f"calls nest more than {MAX_CALL_DEPTH} deep in "
                                    f"'{fn.name}' (recursion?)", tree)
         local = Scope(fn.scope.file, parent=fn.scope, function=fn.name)
-        where = fn.scope.file.where(fn.token)
         for param, value in zip(fn.params, args):
-            local.names[param] = Binding(value, where)
+            local.names[param] = Binding(value, fn.scope.file, fn.token)
         for param, value in kwargs.items():
-            local.names[param] = Binding(value, where)
+            local.names[param] = Binding(value, fn.scope.file, fn.token)
         self.depth += 1
         try:
             self.run_statements(fn.body.children, local)

@@ -40,8 +40,12 @@ def normal(shape: Sequence[int], stddev: float = 1.0, mean: float = 0.0, seed: i
 def uniform(shape: Sequence[int], minval: float = 0.0, maxval: float = 1.0, seed: int = 0,
             dtype=DType.f32, name: Optional[str] = None) -> Tensor:
     """A constant drawn uniformly from [minval, maxval) with a seeded generator."""
+    low, high = float(minval), float(maxval)
+    if not np.isfinite(high - low):
+        raise ValueError(f"uniform needs a finite range, got [{minval}, {maxval})")
     rng = np.random.default_rng(seed)
-    return _const(rng.uniform(minval, maxval, size=_shape(shape)), dtype, name)
+    # what rng.uniform(low, high) computes, without its per-call error-state setup
+    return _const(rng.random(_shape(shape)) * (high - low) + low, dtype, name)
 
 
 def he_normal(shape: Sequence[int], seed: int = 0, dtype=DType.f32,

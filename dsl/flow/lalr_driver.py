@@ -10,12 +10,15 @@ was wrong (see ``parse_text`` in ``dsl/flow/parser.py``).
 """
 from __future__ import annotations
 
+import functools
+import operator
 import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 import lark
 from lark.lexer import PatternStr, Token, UnlessCallback
-from lark.parse_tree_builder import ExpandSingleChild
+from lark.parse_tree_builder import (ChildFilterLALR, ChildFilterLALR_NoPlaceholders,
+                                     ExpandSingleChild)
 
 
 class Rejected(Exception):
@@ -78,6 +81,8 @@ class TableDrivenParser:
                     callback = callbacks[arg]
                     if len(arg.expansion) == 1 and type(callback) is ExpandSingleChild:
                         callback = None             # the rule's value is its one child
+                    else:
+                        callback = _direct_callback(callback)
                     self._rules.append((len(arg.expansion), str(arg.origin.name), callback))
                 row[symbol] = ~index
             self._actions[state] = row
@@ -98,6 +103,8 @@ class TableDrivenParser:
         self._lexers: Dict[int, _StateLexer] = {}
         for state in self._actions:                 # fail now, not at the first parse
             self._lexer(state)
+        # Terminals no rule keeps in the tree (punctuation): they need no Token object.
+        self._dropped = _dropped_terminals(callbacks)
 
     def _lexer(self, state: int) -> _StateLexer:
         found = self._lexers.get(state)
@@ -138,14 +145,13 @@ class TableDrivenParser:
         states: List[int] = [self._start_state]
         values: list = []
         actions, rules, lexers = self._actions, self._rules, self._lexers
-        unit_chains = self._unit_chains
+        unit_chains, dropped = self._unit_chains, self._dropped
         newline, openers, closers = self._newline, self._openers, self._closers
         pos, end, line, line_start = 0, len(text), 1, 0
         depth, after_newline = 0, False
         while pos < end:
             state = states[-1]
-            match, keywords, ignore, newline_types, plain_match = \
-                lexers.get(state) or self._lexer(state)
+            match, keywords, ignore, newline_types, plain_match = lexers[state]
             m = match(text, pos)
             if m is not None:
                 type_, start, pos = m.lastgroup, m.end(1), m.end()
@@ -163,9 +169,8 @@ class TableDrivenParser:
                     line_start = start + value.rindex("\n") + 1
             if type_ in ignore:
                 continue
-            words = keywords.get(type_)
-            if words is not None:
-                type_ = words.get(value, type_)
+            if type_ in keywords:
+                type_ = keywords[type_].get(value, type_)
             if type_ in openers:
                 depth += 1
             elif type_ in closers:
@@ -176,17 +181,21 @@ class TableDrivenParser:
                 after_newline = True
             else:
                 after_newline = False
-            # lark.Token(type_, value, start, line, column, end_line, end_column, end_pos),
-            # without the constructor's call overhead (tens of thousands of tokens)
-            token = _new_str(Token, value)
-            token.type, token.start_pos, token.value = type_, start, value
-            token.line, token.column = token_line, column
-            token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
+            if type_ in dropped:
+                token = None                    # a place in the rule no tree keeps
+            else:
+                # lark.Token(type_, value, start, line, column, end_line, end_column, end_pos),
+                # without the constructor's call overhead (tens of thousands of tokens)
+                token = _new_str(Token, value)
+                token.type, token.start_pos, token.value = type_, start, value
+                token.line, token.column = token_line, column
+                token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
             row = actions[state]
             while True:
-                code = row.get(type_)
-                if code is None:
-                    raise Rejected()
+                try:
+                    code = row[type_]
+                except KeyError:
+                    raise Rejected() from None
                 if code >= 0:
                     states.append(code)
                     values.append(token)
@@ -194,8 +203,9 @@ class TableDrivenParser:
                 size, origin, callback = rules[~code]
                 if callback is None:            # X: Y, where X is Y: only the state changes
                     key = (states[-2], state, type_)
-                    state = unit_chains.get(key)
-                    if state is None:
+                    if key in unit_chains:
+                        state = unit_chains[key]
+                    else:
                         state = self._unit_chain(key)
                     states[-1] = state
                     row = actions[state]
@@ -246,6 +256,71 @@ class TableDrivenParser:
                 states.append(actions[states[-1]][origin])
             if states[-1] == self._end_state:
                 return values[-1]
+
+
+def _direct_callback(callback: Callable) -> Callable:
+    """lark's callback for a rule that keeps some of its symbols as a tree's children, as one
+    function that picks them (lark's loops over the kept positions on every reduction); other
+    callbacks as they are."""
+    if _builds_tree(callback):                # keeps every child: only the name changes
+        return functools.partial(lark.Tree, str(callback.args[0]))
+    if type(callback) is not ChildFilterLALR_NoPlaceholders:
+        return callback
+    builder = callback.node_builder
+    if not _builds_tree(builder):
+        return callback
+    # the rule's name as a plain string (lark's may be a Token, slower to compare)
+    data, tree = str(builder.args[0]), lark.Tree
+    include = callback.to_include
+    if include and include[0] == (0, True) and not any(expand for _, expand in include[1:]):
+        # a left-recursive repetition (``items: items "," item``): the items so far, grown in
+        # place as lark's filter does (each list is the child of one rule only)
+        rest = [i for i, _ in include[1:]]
+        if len(rest) == 1:
+            (j,) = rest
+
+            def grow(children):
+                items = children[0].children
+                items.append(children[j])
+                return tree(data, items)
+            return grow
+        return callback
+    if any(expand for _, expand in include):
+        return callback
+    kept = [i for i, _ in include]
+    if not kept:
+        return lambda children: tree(data, [])
+    if len(kept) == 1:
+        (i,) = kept
+        return lambda children: tree(data, [children[i]])
+    if len(kept) == 2:
+        i, j = kept
+        return lambda children: tree(data, [children[i], children[j]])
+    pick = operator.itemgetter(*kept)
+    return lambda children: tree(data, list(pick(children)))
+
+
+def _dropped_terminals(callbacks: Dict[object, Callable]) -> frozenset:
+    """The terminals that no rule's callback passes on to a tree: at every place a rule has
+    one, the rule's child filter leaves it out. Callbacks of other kinds keep everything."""
+    seen, kept = set(), set()
+    for rule, callback in callbacks.items():
+        if isinstance(callback, (ChildFilterLALR, ChildFilterLALR_NoPlaceholders)):
+            positions = {entry[0] for entry in callback.to_include}
+        else:
+            positions = range(len(rule.expansion))
+        for i, symbol in enumerate(rule.expansion):
+            if symbol.is_term:
+                seen.add(symbol.name)
+                if i in positions:
+                    kept.add(symbol.name)
+    return frozenset(str(name) for name in seen - kept)
+
+
+def _builds_tree(callback) -> bool:
+    """Whether ``callback`` is ``Tree(name, children)`` with a fixed name."""
+    return (isinstance(callback, functools.partial) and callback.func is lark.Tree
+            and len(callback.args) == 1 and not callback.keywords)
 
 
 def _is_run_of(pattern: str, blank: str) -> bool:
