@@ -332,7 +332,7 @@ def test_nchw_in_the_interpreter_equals_transposed_nhwc(graph, rng):
 
 
 def test_im2col_in_several_chunks(graph, rng):
-    """Column buffers bigger than one chunk (2**22 elements) are processed a few images at a time."""
+    """Column buffers bigger than one chunk (768 KiB) are processed a chunk of rows at a time."""
     xv = rng.standard_normal((5, 32, 32, 160)).astype(np.float32)      # 1024 x 1440 per image
     fv = rng.standard_normal((3, 3, 160, 3)).astype(np.float32)
     x = fl.placeholder(fl.float32, [None, 32, 32, 160], name="x")
