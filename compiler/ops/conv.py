@@ -369,8 +369,10 @@ def _helpers(kc: CKernelContext, dtype: DType) -> str:
         module_helper(kc, f"flowc_conv_{sfx}", kc.render("conv.c.j2", part="conv", sfx=sfx,
                                                          T=kc.target.c_type(dtype), gemm=gemm))
     else:
+        index = "int32_t" if dtype.itemsize == 4 else "int64_t"
         module_helper(kc, f"flowc_pool_{sfx}", kc.render("pool.c.j2", sfx=sfx,
-                                                         T=kc.target.c_type(dtype)))
+                                                         T=kc.target.c_type(dtype), I=index,
+                                                         I_MAX=index.upper()[:-2] + "_MAX"))
     return sfx
 
 
@@ -517,7 +519,7 @@ def emit_conv(kc: CKernelContext) -> str:
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
     return (f"int {rc} = {fn}_{kc.out.dtype.ir_name}({ptrs}, {geo.call_args()});\n"
             f"if ({rc} == 1) {oom}\n"
-            f"if ({rc} != 0) {kc.fail('convolution too large for BLAS (32-bit sizes)')}\n")
+            f"if ({rc} != 0) {kc.fail('sizes too large for 32-bit indices (of BLAS or a pooling window)')}\n")
 
 
 
