@@ -3,10 +3,11 @@ with TensorFlow's window arithmetic (SAME puts the smaller half of the padding b
 pad_before = pad_total // 2). NHWC everywhere; NCHW in the reference interpreter only (the
 NHWC code on transposed operands), a compile-time error in C.
 
-C kernels: convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, in
-chunks of images so the column buffer stays bounded; pooling is direct loops. MaxPool takes the
-first maximum of a window (a later element replaces it only if strictly greater), which is also
-where MaxPoolGrad routes the gradient, as TensorFlow's CPU kernels do.
+C kernels: convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over
+chunks of rows of the column matrix sized to stay in a core's L2 cache; pooling is direct loops
+over all channels of a window at once. MaxPool takes the first maximum of a window (a later
+element replaces it only if strictly greater), which is also where MaxPoolGrad routes the
+gradient, as TensorFlow's CPU kernels do.
 """
 from __future__ import annotations
 
