@@ -3,10 +3,11 @@ with TensorFlow's window arithmetic (SAME puts the smaller half of the padding b
 pad_before = pad_total // 2). NHWC everywhere; NCHW in the reference interpreter only (the
 NHWC code on transposed operands), a compile-time error in C.
 
-C kernels: convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, in
-chunks of images so the column buffer stays bounded; pooling is direct loops. MaxPool takes the
-first maximum of a window (a later element replaces it only if strictly greater), which is also
-where MaxPoolGrad routes the gradient, as TensorFlow's CPU kernels do.
+C kernels: convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over
+chunks of rows of the column matrix sized to stay in a core's L2 cache; pooling is direct loops
+over all channels of a window at once. MaxPool takes the first maximum of a window (a later
+element replaces it only if strictly greater), which is also where MaxPoolGrad routes the
+gradient, as TensorFlow's CPU kernels do.
 """
 from __future__ import annotations
 
@@ -369,8 +370,10 @@ def _helpers(kc: CKernelContext, dtype: DType) -> str:
         module_helper(kc, f"flowc_conv_{sfx}", kc.render("conv.c.j2", part="conv", sfx=sfx,
                                                          T=kc.target.c_type(dtype), gemm=gemm))
     else:
+        index = "int32_t" if dtype.itemsize == 4 else "int64_t"
         module_helper(kc, f"flowc_pool_{sfx}", kc.render("pool.c.j2", sfx=sfx,
-                                                         T=kc.target.c_type(dtype)))
+                                                         T=kc.target.c_type(dtype), I=index,
+                                                         I_MAX=index.upper()[:-2] + "_MAX"))
     return sfx
 
 
@@ -517,7 +520,7 @@ def emit_conv(kc: CKernelContext) -> str:
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
     return (f"int {rc} = {fn}_{kc.out.dtype.ir_name}({ptrs}, {geo.call_args()});\n"
             f"if ({rc} == 1) {oom}\n"
-            f"if ({rc} != 0) {kc.fail('convolution too large for BLAS (32-bit sizes)')}\n")
+            f"if ({rc} != 0) {kc.fail('sizes too large for 32-bit indices (of BLAS or a pooling window)')}\n")
 
 
 

@@ -103,10 +103,12 @@ def _sigmoid_grad(op: Operation, g: Tensor) -> Grads:
 
 @RegisterGradient("Relu")
 def _relu_grad(op: Operation, g: Tensor) -> Grads:
-    x = op.inputs[0]
+    # relu(x) > 0 exactly where x > 0: reading the output, as TensorFlow does, leaves the
+    # input with Relu as its only user, so bias_add + relu fuse into one kernel
+    y = op.outputs[0]
     if has_op("ReluGrad"):
-        return [_op("ReluGrad", g, x)]
-    return [_op("SelectV2", _op("Greater", x, 0), g, _op("ZerosLike", g))]
+        return [_op("ReluGrad", g, y)]
+    return [_op("SelectV2", _op("Greater", y, 0), g, _op("ZerosLike", g))]
 
 
 @RegisterGradient("Relu6")

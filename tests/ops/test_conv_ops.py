@@ -332,7 +332,7 @@ def test_nchw_in_the_interpreter_equals_transposed_nhwc(graph, rng):
 
 
 def test_im2col_in_several_chunks(graph, rng):
-    """Column buffers bigger than one chunk (2**22 elements) are processed a few images at a time."""
+    """Column buffers bigger than one chunk (768 KiB) are processed a chunk of rows at a time."""
     xv = rng.standard_normal((5, 32, 32, 160)).astype(np.float32)      # 1024 x 1440 per image
     fv = rng.standard_normal((3, 3, 160, 3)).astype(np.float32)
     x = fl.placeholder(fl.float32, [None, 32, 32, 160], name="x")
@@ -365,3 +365,53 @@ def test_empty_channels_filters_and_images(graph, rng):
         got = check_against_interpreter(graph, fetches, feed)
         assert got["no_channels"].shape == (2, 4, 4, 2) and not got["no_channels"].any()
         assert got["no_filters"].shape == (2, *hw, 0)
+
+
+# (input HW, filter HW, strides, dilations, padding): windows whose column matrices span
+# several chunks of rows, with chunks that start and end inside an image
+CHUNKED_CASES = [((21, 19), (3, 3), (2, 2), (1, 1), "SAME"),
+                 ((17, 18), (3, 2), (1, 2), (2, 3), "VALID"),
+                 ((15, 15), (5, 5), (1, 1), (1, 1), "SAME")]
+
+
+def test_chunks_of_rows_across_images_against_interpreter(graph, rng):
+    """67 channels (K = 603 taps and more: about 160 rows per chunk in float64), batch 5 and 1,
+    strides 1 and 2, dilations, SAME and VALID: the forward pass and both backprops."""
+    fetches, specs = {}, []
+    for i, (hw, k, s, d, pad) in enumerate(CHUNKED_CASES):
+        x = fl.placeholder(fl.float64, [None, *hw, 67], name=f"x{i}")
+        f = fl.placeholder(fl.float64, [*k, 67, 5], name=f"f{i}")
+        y = fl.nn.conv2d(x, f, [1, *s, 1], pad, dilations=[1, *d, 1])
+        dy = fl.placeholder(fl.float64, [None, *y.shape[1:]], name=f"dy{i}")
+        fetches[f"y{i}"] = y
+        fetches[f"dx{i}"] = fl.nn.conv2d_backprop_input(fl.shape(x), f, dy, s, pad, dilations=d)
+        fetches[f"df{i}"] = fl.nn.conv2d_backprop_filter(x, [*k, 67, 5], dy, s, pad, dilations=d)
+        specs.append((x, f, dy, hw, k, y.shape))
+    for n in (5, 1):
+        feed = {}
+        for x, f, dy, hw, k, yshape in specs:
+            feed[x] = rng.standard_normal((n, *hw, 67))
+            feed[f] = rng.standard_normal((*k, 67, 5))
+            feed[dy] = rng.standard_normal((n, *yshape[1:]))
+        check_against_interpreter(graph, fetches, feed, rtol=1e-10, atol=1e-10)
+
+
+def test_pools_over_many_channels_against_interpreter(graph, rng):
+    """More channels than MaxPoolGrad's block of 256 (and not a multiple of 8), odd sizes,
+    strides 1 and 2, overlapping windows, ties and NaNs."""
+    fetches, feeds = {}, {}
+    for i, (hw, k, s, pad) in enumerate([((7, 5), (2, 2), (2, 2), "VALID"),
+                                         ((5, 6), (3, 3), (1, 1), "SAME"),
+                                         ((6, 7), (3, 2), (2, 1), "SAME")]):
+        x = fl.placeholder(fl.float32, [3, *hw, 261], name=f"x{i}")
+        y = fl.nn.max_pool(x, [1, *k, 1], [1, *s, 1], pad)
+        dy = fl.placeholder(fl.float32, y.shape, name=f"dy{i}")
+        fetches[f"max{i}"] = y
+        fetches[f"dmax{i}"] = fl.raw_ops.MaxPoolGrad(orig_input=x, orig_output=y, grad=dy,
+                                                     ksize=[1, *k, 1], strides=[1, *s, 1],
+                                                     padding=pad)
+        xv = rng.integers(-2, 3, size=(3, *hw, 261)).astype(np.float32)    # many ties
+        xv[1, 2, 3, 100] = np.nan
+        xv[2, 0, 0, 260] = np.nan
+        feeds[x], feeds[dy] = xv, rng.standard_normal(y.shape).astype(np.float32)
+    check_against_interpreter(graph, fetches, feeds, rtol=1e-5, atol=1e-5)
