@@ -238,6 +238,22 @@ def test_l2_loss_and_bias_add_grad(graph, rng):
         fl.apply_op("BiasAddGrad", [fl.placeholder(fl.float32, [2, 3])], {"data_format": "NCHW"})
 
 
+def test_bias_add_grad_channels_last_sums_rows_in_order(graph, rng):
+    """NHWC sums every row into all channels at once: the same per-channel order (and so the
+    same float result) as the interpreter, for many and odd channel counts."""
+    fetches, feed = {}, {}
+    for shape, dt in (((1280, 1003), np.float32), ((3, 7, 5, 67), np.float32),
+                      ((2, 9, 33), np.float64), ((5, 4, 13), np.int64), ((1, 1), np.float32)):
+        x = fl.placeholder(dt, [None] + list(shape[1:]))
+        feed[x] = random_array(rng, shape, dt, -5, 5)
+        fetches[f"{np.dtype(dt).name}/{len(shape)}/{shape[-1]}"] = fl.apply_op("BiasAddGrad", [x])
+    got = check_against_interpreter(graph, fetches, feed)
+    for (name, value), x in zip(got.items(), feed.values()):
+        acc = np.float64 if x.dtype.kind == "f" else x.dtype
+        want = x.reshape(-1, x.shape[-1]).sum(axis=0, dtype=acc).astype(x.dtype)
+        np.testing.assert_allclose(value, want, rtol=1e-6, err_msg=name)
+
+
 def test_unsorted_segment_sum(graph, rng):
     fetches, feed = {}, {}
     for dt in (np.float32, np.float64, np.int32, np.int64):
