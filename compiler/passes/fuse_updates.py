@@ -8,6 +8,10 @@ all of it was placed on one CPU device. This is what ``GradientDescentOptimizer`
 weights of a dense layer: the weight gradient ``MatMul(x, dy, transpose_a=true)`` times the
 learning rate. The fused node keeps the update's name, source location and every control edge
 of the nodes it replaces.
+
+Inside loops, the same pass fuses a loop variable's ``acc + MatMul(a, b)`` (the sum of a weight's
+gradient over a ``while_loop`` gradient's iterations) into one gemm with ``beta = 1``
+(``compiler/passes/fuse_accumulate.py``).
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import numpy as np
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
 from compiler.passes.fuse import _single_use
+from compiler.passes.fuse_accumulate import fuse_loop_accumulations
 from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 
@@ -60,7 +65,7 @@ class FuseUpdates(Pass):
             if found is not None:
                 self._fuse(graph, update, *found)
                 changed = True
-        return changed
+        return fuse_loop_accumulations(graph) or changed
 
     @staticmethod
     def _fuse(graph: Graph, update: Node, matmul: Node, mul: Optional[Node],
