@@ -9,6 +9,7 @@ import pytest
 import dsl as fl
 from compiler.passes.manager import PipelineOptions
 from compiler.step import make_step_graph, optimize
+from runtime.errors import RuntimeExecutionError
 
 UNFUSED = PipelineOptions(disable=("fuse-updates",))
 
@@ -75,3 +76,47 @@ def test_an_accumulator_read_elsewhere_keeps_its_add(graph, rng):
         got_acc, got_seen = s.run([acc, seen], {a: av, b: bv})
     np.testing.assert_allclose(got_acc, 3 * av @ bv, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got_seen, np.sum(av @ bv), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [fl.float32, fl.float64])
+def test_gather_gradients_in_a_loop_add_their_rows_in_place_and_match(graph, rng, dtype):
+    """The gradient of gather(xs, t) (and of a gather with repeated ids) w.r.t. the loop
+    invariant xs adds the iteration's rows into the accumulator."""
+    steps = fl.placeholder(fl.int32, [], name="steps")
+    xs = fl.placeholder(dtype, [6, 3, 5], name="xs")
+
+    def body(t, h):
+        rows = fl.gather(xs, fl.stack([t, 0, t]))                       # t twice, and row 0
+        return t + 1, fl.tanh(h * fl.gather(xs, t) + fl.reduce_sum(rows, axis=0))
+    _, h = fl.while_loop(lambda t, h: t < steps, body, [0, fl.ones([3, 5], dtype)])
+    loss = fl.reduce_sum(h * h)
+    (grad,) = fl.gradients(loss, [xs])
+    g = _optimized([grad], [steps, xs])
+    # the two gathers' gradients are one segment sum with ids [t, t, 0, t]: t has three rows
+    assert [n.op for n in g if n.op.endswith("Accumulate")] == ["_SegmentSumAccumulate"]
+    tol = dict(rtol=2e-5, atol=1e-5) if dtype is fl.float32 else dict(rtol=1e-11, atol=1e-12)
+    xv = rng.standard_normal((6, 3, 5)).astype(dtype.np) * 0.5
+    for n in (6, 2, 0):
+        results = []
+        for kwargs in ({}, {"options": UNFUSED}, {"backend": "interpreter"}):
+            with fl.Session(**kwargs) as s:
+                results.append(s.run(grad, {steps: np.int32(n), xs: xv}))
+        np.testing.assert_allclose(results[0], results[2], **tol)
+        np.testing.assert_allclose(results[1], results[2], **tol)
+
+
+def test_a_segment_id_out_of_range_in_a_fused_loop_is_an_error(graph):
+    ids = fl.placeholder(fl.int32, [2], name="ids")
+    data = fl.placeholder(fl.float32, [2, 3], name="data")
+
+    def body(t, acc):
+        return t + 1, acc + fl.unsorted_segment_sum(data, ids, 4)
+    _, acc = fl.while_loop(lambda t, acc: t < 2, body, [0, fl.zeros([4, 3])])
+    assert [n.op for n in _optimized([acc], [ids, data]) if n.op.endswith("Accumulate")] == \
+        ["_SegmentSumAccumulate"]
+    dv = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with fl.Session() as s:
+        np.testing.assert_array_equal(s.run(acc, {ids: [1, -1], data: dv}),
+                                      [[0] * 3, 2 * dv[0], [0] * 3, [0] * 3])
+        with pytest.raises(RuntimeExecutionError, match=r"segment_ids\[1\] = 4 is out of range"):
+            s.run(acc, {ids: [1, 4], data: dv})
