@@ -69,3 +69,56 @@ register_op("_MatMulAccumulate", inputs=["acc: T", "a: T", "b: T"], outputs=["su
             shape=_shape, kernel=_kernel, c_kernel=_emit,
             c_output_dims=lambda kc: [kc.inputs[0].dims], c_alias=0, group="other",
             doc="acc + op(a) @ op(b), written into acc's buffer (one gemm with beta = 1).")
+
+
+# --- _MatMulBiasAdd: op(a) @ op(b) + bias, the bias written first and the gemm adding to it ---
+def _bias_shape(ctx) -> list:
+    a, b, bias = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)
+    for i, s in ((0, a), (1, b)):
+        if s is not None and len(s) != 2:
+            raise ctx.error(f"input {i} must be a matrix (rank 2), got shape {shape_str(s)}")
+    if bias is not None and len(bias) != 1:
+        raise ctx.error(f"bias must be a vector (rank 1), got shape {shape_str(bias)}")
+    if a is None or b is None:
+        return [None]
+    m, k_a, k_b, n = _product_dims(ctx.attr("transpose_a"), ctx.attr("transpose_b"), a, b)
+    if k_a is not None and k_b is not None and k_a != k_b:
+        raise ctx.error(f"matrix size-incompatible: inner dimensions {k_a} and {k_b} differ")
+    if bias is not None and bias[0] is not None and n is not None and bias[0] != n:
+        raise ctx.error(f"bias has {bias[0]} elements but the product has {n} columns")
+    return [(m, n)]
+
+
+def _bias_kernel(ctx, a, b, bias):
+    product = _matmul_ref(ctx, a, b)
+    if bias.shape[0] != product.shape[1]:
+        raise ExecutionError(f"bias has {bias.shape[0]} elements but the product has "
+                             f"{product.shape[1]} columns", ctx.node)
+    return (product + bias).astype(product.dtype)
+
+
+def _bias_dims(kc: KernelContext):
+    a, b, _ = kc.inputs
+    m, _, _, n = _product_dims(kc.attr("transpose_a"), kc.attr("transpose_b"), a.dims, b.dims)
+    return [[m, n]]
+
+
+def _bias_emit(kc: KernelContext) -> str:
+    a, b, bias = kc.inputs
+    ta, tb = kc.attr("transpose_a"), kc.attr("transpose_b")
+    m, k_a, k_b, n = _product_dims(ta, tb, a.dims, b.dims)
+    kc.check_dims_equal(k_a, k_b, "matrix size-incompatible: inner dimensions differ")
+    kc.check_dims_equal(bias.dim(0), n, "bias size differs from the product's columns")
+    kc.require("blas")
+    _blas_fits(kc, [m, n, k_a, a.dim(-1), b.dim(-1)])
+    return kc.render("matmul.c.j2", part="bias", ta=ta, tb=tb,
+                     gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
+                     m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
+
+
+register_op("_MatMulBiasAdd", inputs=["a: T", "b: T", "bias: T"], outputs=["product: T"],
+            attrs=["transpose_a: bool = false", "transpose_b: bool = false", "T: {f32, f64}"],
+            shape=_bias_shape, kernel=_bias_kernel, c_kernel=_bias_emit,
+            c_output_dims=_bias_dims, group="matmul",
+            doc="op(a) @ op(b) + bias (a vector over the columns): the bias is written into "
+                "the output and one gemm adds the product to it (beta = 1).")

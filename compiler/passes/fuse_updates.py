@@ -11,7 +11,8 @@ of the nodes it replaces.
 
 Inside loops, the same pass fuses a loop variable's ``acc + MatMul(a, b)`` (the sum of a weight's
 gradient over a ``while_loop`` gradient's iterations) into one gemm with ``beta = 1``
-(``compiler/passes/fuse_accumulate.py``).
+(``compiler/passes/fuse_accumulate.py``), and a column bias added to a matrix product becomes
+the gemm's start value (``compiler/passes/fuse_matmul_bias.py``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
 from compiler.passes.fuse import _single_use
 from compiler.passes.fuse_accumulate import fuse_loop_accumulations
+from compiler.passes.fuse_matmul_bias import fuse_matmul_bias
 from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 
@@ -65,7 +67,8 @@ class FuseUpdates(Pass):
             if found is not None:
                 self._fuse(graph, update, *found)
                 changed = True
-        return fuse_loop_accumulations(graph) or changed
+        changed = fuse_loop_accumulations(graph) or changed
+        return fuse_matmul_bias(graph) or changed
 
     @staticmethod
     def _fuse(graph: Graph, update: Node, matmul: Node, mul: Optional[Node],
