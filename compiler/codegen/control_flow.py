@@ -258,11 +258,16 @@ class StructuredEmitter:
                 root = em.root[root]
             em.root[out] = root
 
+    def outside_loops(self, n: Node) -> bool:
+        """Whether ``n`` runs outside every loop frame (its buffers may be pool blocks)."""
+        return self.run_in[n] == ()
+
     def _free(self, root: Output) -> None:
         em = self.em
         if root in em.owned:
             ref = em.refs[root]
-            em.body.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
+            release = "flowc_pool_release" if root in em.pooled else "free"
+            em.body.append(f"{release}({ref.var}.data); {ref.var}.data = NULL;")
 
     def _emit_item(self, it, frame) -> None:
         if isinstance(it, tuple):

@@ -130,8 +130,10 @@ class _Emitter:
         self.slot_tables: List[str] = []
         # Buffers from the process's buffer pool (flowc_pool_alloc; released with
         # flowc_pool_release): fetched results and dynamic-size buffers of modules without
-        # control flow, unless their kernel replaces or frees the buffer itself.
+        # control flow, and in modules with control flow those of nodes outside every loop,
+        # unless their kernel replaces or frees the buffer itself.
         self.use_pool = False
+        self.structured = None
         self.pooled: set = set()
         self._names: set = set()
         self.instrument = (Instrumenter(instrumentation, self.module, origins)
@@ -176,6 +178,7 @@ class _Emitter:
         if structured is not None:
             structured.fix_roots()
         self.use_pool = structured is None
+        self.structured = structured
         last_use: Dict[Output, int] = {}
         for n in order:
             for i in n.inputs:
@@ -337,7 +340,7 @@ class _Emitter:
         for k in allocated:
             o = outputs[k]
             nbytes = f"(size_t){o.size} * sizeof({o.ctype})"
-            pooled = self.use_pool and not _kernel_replaces_buffer(code, o.var)
+            pooled = self._may_pool(n) and not _kernel_replaces_buffer(code, o.var)
             alloc = f"flowc_pool_alloc(flowc_pool_used, {nbytes})" if pooled else f"flowc_alloc({nbytes})"
             lines.append(f"{o.var}.data = {alloc};")
             lines.append(f"if (!{o.var}.data) {kc.fail('out of memory allocating %zu bytes', nbytes, code='FLOWC_RESOURCE_EXHAUSTED')}")
@@ -346,6 +349,12 @@ class _Emitter:
                 self.pooled.add(Output(n, k))
         body = "\n".join(checks + lines + ["{"] + ["    " + l for l in code.strip("\n").splitlines()] + ["}"])
         self._push(n, placed + [self._outline(n, body)])
+
+    def _may_pool(self, n: Node) -> bool:
+        """Whether ``n``'s outputs may be pool blocks: always without control flow; with it,
+        outside every loop (a loop's buffers change hands with its variables, which
+        ``flowc_cf_copy`` allocates)."""
+        return self.use_pool or (self.structured is not None and self.structured.outside_loops(n))
 
     def _arena_slot(self, out: Output, ref: TensorRef):
         """Offset in the step's arena for a static, not fetched buffer (else None).

@@ -13,6 +13,11 @@ The sparse step is fused the same way: ``ResourceScatterSub(var, indices, Mul(va
 (what the optimizer makes for an ``IndexedSlices`` gradient, an embedding's) becomes
 ``_ResourceScatterSubScaled(var, indices, values, scale)`` (``compiler/ops/sparse_update.py``)
 under the same conditions, so the scaled gradient rows are never written out.
+
+Inside loops, the same pass fuses a loop variable's ``acc + MatMul(a, b)`` (the sum of a weight's
+gradient over a ``while_loop`` gradient's iterations) into one gemm with ``beta = 1``
+(``compiler/passes/fuse_accumulate.py``), and a column bias added to a matrix product becomes
+the gemm's start value (``compiler/passes/fuse_matmul_bias.py``).
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ import numpy as np
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
 from compiler.passes.fuse import _single_use
+from compiler.passes.fuse_accumulate import fuse_loop_accumulations
+from compiler.passes.fuse_matmul_bias import fuse_matmul_bias
 from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 
@@ -91,7 +98,8 @@ class FuseUpdates(Pass):
             if sparse is not None:
                 self._fuse_sparse(graph, update, *sparse)
                 changed = True
-        return changed
+        changed = fuse_loop_accumulations(graph) or changed
+        return fuse_matmul_bias(graph) or changed
 
     @staticmethod
     def _fuse_sparse(graph: Graph, update: Node, mul: Node, values: Output,

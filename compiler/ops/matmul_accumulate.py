@@ -1,0 +1,124 @@
+"""``_MatMulAccumulate``: ``acc + op(a) @ op(b)`` as one BLAS gemm into ``acc``'s buffer.
+
+Made by the ``fuse-updates`` pass (``compiler/passes/fuse_accumulate.py``) inside a loop, where
+the gradient of a weight that every iteration reads is summed: the backward loop's variable
+``acc`` takes ``AddV2(acc, MatMul(a, b))`` each iteration. The gemm adds into the variable's
+own buffer (``beta = 1``): the iteration's weight gradient is never written out and never read
+back by an add (for the LSTM benchmark's [1024, 2048] weight, 8 MB written and 24 MB moved
+by the add per iteration, no more). The output is the accumulator's buffer (``c_alias``):
+the pass only fuses an accumulator nothing else reads. The numpy reference computes the sum
+as written; results agree to rounding.
+"""
+from __future__ import annotations
+
+from compiler.codegen.kernel_context import KernelContext
+from compiler.errors import ExecutionError
+from compiler.ir.types import shape_str
+from compiler.ops.nn import _blas_fits, _matmul_ref
+from compiler.ops.registry import register_op
+from runtime.dtypes import DType
+
+
+def _product_dims(transpose_a: bool, transpose_b: bool, a, b):
+    m, k_a = (a[1], a[0]) if transpose_a else (a[0], a[1])
+    k_b, n = (b[1], b[0]) if transpose_b else (b[0], b[1])
+    return m, k_a, k_b, n
+
+
+def _shape(ctx) -> list:
+    acc, a, b = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)
+    for i, s in ((0, acc), (1, a), (2, b)):
+        if s is not None and len(s) != 2:
+            raise ctx.error(f"input {i} must be a matrix (rank 2), got shape {shape_str(s)}")
+    if a is None or b is None:
+        return [acc]
+    m, k_a, k_b, n = _product_dims(ctx.attr("transpose_a"), ctx.attr("transpose_b"), a, b)
+    if k_a is not None and k_b is not None and k_a != k_b:
+        raise ctx.error(f"matrix size-incompatible: inner dimensions {k_a} and {k_b} differ")
+    if acc is not None and any(d is not None and e is not None and d != e
+                               for d, e in zip(acc, (m, n))):
+        raise ctx.error(f"the product has shape {shape_str((m, n))}; the accumulator has "
+                        f"{shape_str(acc)}")
+    return [acc if acc is not None else (m, n)]
+
+
+def _kernel(ctx, acc, a, b):
+    product = _matmul_ref(ctx, a, b)
+    if acc.shape != product.shape:
+        raise ExecutionError(f"the product's shape {list(product.shape)} does not match the "
+                             f"accumulator's {list(acc.shape)}", ctx.node)
+    return (acc + product).astype(acc.dtype)
+
+
+def _emit(kc: KernelContext) -> str:
+    acc, a, b = kc.inputs
+    ta, tb = kc.attr("transpose_a"), kc.attr("transpose_b")
+    m, k_a, k_b, n = _product_dims(ta, tb, a.dims, b.dims)
+    kc.check_dims_equal(k_a, k_b, "matrix size-incompatible: inner dimensions differ")
+    kc.check_dims_equal(acc.dim(0), m, "the accumulator's rows differ from the product's")
+    kc.check_dims_equal(acc.dim(1), n, "the accumulator's columns differ from the product's")
+    kc.require("blas")
+    _blas_fits(kc, [m, n, k_a, a.dim(-1), b.dim(-1)])
+    return kc.render("matmul.c.j2", part="accumulate", ta=ta, tb=tb,
+                     gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
+                     m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
+
+
+register_op("_MatMulAccumulate", inputs=["acc: T", "a: T", "b: T"], outputs=["sum: T"],
+            attrs=["transpose_a: bool = false", "transpose_b: bool = false", "T: {f32, f64}"],
+            shape=_shape, kernel=_kernel, c_kernel=_emit,
+            c_output_dims=lambda kc: [kc.inputs[0].dims], c_alias=0, group="other",
+            doc="acc + op(a) @ op(b), written into acc's buffer (one gemm with beta = 1).")
+
+
+# --- _MatMulBiasAdd: op(a) @ op(b) + bias, the bias written first and the gemm adding to it ---
+def _bias_shape(ctx) -> list:
+    a, b, bias = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)
+    for i, s in ((0, a), (1, b)):
+        if s is not None and len(s) != 2:
+            raise ctx.error(f"input {i} must be a matrix (rank 2), got shape {shape_str(s)}")
+    if bias is not None and len(bias) != 1:
+        raise ctx.error(f"bias must be a vector (rank 1), got shape {shape_str(bias)}")
+    if a is None or b is None:
+        return [None]
+    m, k_a, k_b, n = _product_dims(ctx.attr("transpose_a"), ctx.attr("transpose_b"), a, b)
+    if k_a is not None and k_b is not None and k_a != k_b:
+        raise ctx.error(f"matrix size-incompatible: inner dimensions {k_a} and {k_b} differ")
+    if bias is not None and bias[0] is not None and n is not None and bias[0] != n:
+        raise ctx.error(f"bias has {bias[0]} elements but the product has {n} columns")
+    return [(m, n)]
+
+
+def _bias_kernel(ctx, a, b, bias):
+    product = _matmul_ref(ctx, a, b)
+    if bias.shape[0] != product.shape[1]:
+        raise ExecutionError(f"bias has {bias.shape[0]} elements but the product has "
+                             f"{product.shape[1]} columns", ctx.node)
+    return (product + bias).astype(product.dtype)
+
+
+def _bias_dims(kc: KernelContext):
+    a, b, _ = kc.inputs
+    m, _, _, n = _product_dims(kc.attr("transpose_a"), kc.attr("transpose_b"), a.dims, b.dims)
+    return [[m, n]]
+
+
+def _bias_emit(kc: KernelContext) -> str:
+    a, b, bias = kc.inputs
+    ta, tb = kc.attr("transpose_a"), kc.attr("transpose_b")
+    m, k_a, k_b, n = _product_dims(ta, tb, a.dims, b.dims)
+    kc.check_dims_equal(k_a, k_b, "matrix size-incompatible: inner dimensions differ")
+    kc.check_dims_equal(bias.dim(0), n, "bias size differs from the product's columns")
+    kc.require("blas")
+    _blas_fits(kc, [m, n, k_a, a.dim(-1), b.dim(-1)])
+    return kc.render("matmul.c.j2", part="bias", ta=ta, tb=tb,
+                     gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
+                     m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
+
+
+register_op("_MatMulBiasAdd", inputs=["a: T", "b: T", "bias: T"], outputs=["product: T"],
+            attrs=["transpose_a: bool = false", "transpose_b: bool = false", "T: {f32, f64}"],
+            shape=_bias_shape, kernel=_bias_kernel, c_kernel=_bias_emit,
+            c_output_dims=_bias_dims, group="matmul",
+            doc="op(a) @ op(b) + bias (a vector over the columns): the bias is written into "
+                "the output and one gemm adds the product to it (beta = 1).")
