@@ -73,6 +73,8 @@ def _other_cases(t):
         made.append(fl.apply_op(op, [x, fl.constant([0])], {}))
         made.append(fl.apply_op(op, [t["x3"], fl.constant([0, 2])], {"keep_dims": True}))
     made.append(fl.apply_op("Sum", [i, fl.constant([1])], {}))
+    for op in ("Sum", "Mean", "Max"):                 # few outputs of many elements: two passes
+        made.append(fl.apply_op(op, [fl.zeros([3, 70_000]), fl.constant([1])], {}))
     for op in ("All", "Any"):
         made.append(fl.apply_op(op, [t["b"], fl.constant([1])], {}))
     for op in ("ArgMax", "ArgMin"):

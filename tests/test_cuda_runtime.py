@@ -91,3 +91,26 @@ def test_an_index_out_of_range_on_the_gpu_names_the_node(tmp_path):
     path = _gpu_artifact(g, [m, ids], [rows], tmp_path / "art")
     with pytest.raises(FlowcError, match="rows"):
         _run_on_gpu(path, [np.zeros((4, 3), np.float32), np.array([1, 9], np.int32)])
+
+
+def test_reductions_of_many_elements_into_few_outputs_run_in_two_passes(tmp_path, rng):
+    """A few outputs over many elements each: slices in parallel, then the slices of each
+    output combined in order (the same results as the interpreter, Mean dividing by the whole
+    count)."""
+    g = fl.Graph()
+    with g.as_default():
+        v = fl.placeholder(fl.float32, [300_000], name="v")
+        m = fl.placeholder(fl.float32, [3, 100_000], name="m")
+        t = fl.placeholder(fl.float64, [70_000, 2], name="t")
+        fetches = [fl.reduce_sum(v), fl.reduce_mean(m, axis=1), fl.reduce_max(t, axis=0),
+                   fl.reduce_min(v), fl.nn.l2_loss(v), fl.apply_op("BiasAddGrad", [t]),
+                   fl.reduce_sum(m, axis=0)]
+    values = [rng.uniform(-1, 1, 300_000).astype(np.float32),
+              rng.uniform(-1, 1, (3, 100_000)).astype(np.float32),
+              rng.uniform(-1, 1, (70_000, 2))]
+    feeds = [v, m, t]
+    with fl.Session(graph=g, backend="interpreter") as s:
+        want = s.run(fetches, dict(zip(feeds, values)))
+    got = _run_on_gpu(_gpu_artifact(g, feeds, fetches, tmp_path / "art"), values)
+    for k, (w, x) in enumerate(zip(want, got)):
+        np.testing.assert_allclose(x, w, rtol=1e-5, atol=1e-6, err_msg=f"fetch {k}")

@@ -30,9 +30,34 @@ def _group_strides(groups: List[Tuple[str, bool]]):
     return kept, reduced
 
 
+# A reduction with at most SPLIT_MAX_OUTPUTS outputs (static) of at least SPLIT_MIN_COUNT
+# elements each runs in two passes: one block per output alone would leave all but a few of
+# the GPU's multiprocessors idle (a sum of 16M floats took 24 ms in one block on an H200).
+SPLIT_MAX_OUTPUTS = 1024
+SPLIT_MIN_COUNT = 1 << 16
+SLICE_ELEMENTS = 1 << 14          # about this many elements per block in the first pass
+MAX_SLICES = 1024
+
+
+def _slices(nout: str, count: str) -> int:
+    """Slices per output for the two-pass form (1: one pass); static sizes only."""
+    if not (nout.isdigit() and count.isdigit()):
+        return 1
+    n, c = int(nout), int(count)
+    if n == 0 or n > SPLIT_MAX_OUTPUTS or c < SPLIT_MIN_COUNT:
+        return 1
+    return max(1, min(MAX_SLICES, -(-c // SLICE_ELEMENTS), 65535 // n))
+
+
 def block_reduce(kc: KernelContext, groups, acc: str, init: str, combine, final,
                  load=lambda v: v, hint: str = "reduce") -> str:
     """Launch a block-per-output reduction of input 0 over ``groups`` ([(extent, reduced)])."""
+    nout_expr = product([e for e, r in groups if not r])
+    count_expr = product([e for e, r in groups if r])
+    slices = _slices(nout_expr, count_expr)
+    if slices > 1:
+        return _two_pass_reduce(kc, groups, acc, init, combine, final, load, hint,
+                                int(nout_expr), int(count_expr), slices)
     x = kc.inputs[0]
     launch = CudaLaunch(kc, hint)
     o, px = launch.ptr(kc.out, writable=True), launch.ptr(x)
@@ -40,12 +65,45 @@ def block_reduce(kc: KernelContext, groups, acc: str, init: str, combine, final,
     v = launch.value
     kept = [(v(e), v(s)) for e, s in kept]
     reduced = [(v(e), v(s)) for e, s in reduced]
-    nout_expr = product([e for e, r in groups if not r])
-    count_expr = product([e for e, r in groups if r])
     body = kc.render("reduction.cu.j2", acc=acc, init=init, combine=combine, final=final,
                      load=load, kept=kept, reduced=reduced, nout=v(nout_expr),
                      count=v(count_expr), x=px, o=o)
     return launch.launch(body, nout_expr, threads=_blocks(nout_expr))
+
+
+def _two_pass_reduce(kc: KernelContext, groups, acc: str, init: str, combine, final, load,
+                     hint: str, nout: int, count: int, slices: int) -> str:
+    """Partial accumulators of ``slices`` contiguous slices per output into a stream-ordered
+    scratch buffer, then one block per output combines its slices in order and finishes."""
+    x = kc.inputs[0]
+    kept, reduced = _group_strides(groups)
+    first = CudaLaunch(kc, hint + "_slices")
+    px, part = first.ptr(x), first.raw_ptr(acc, "flowc_part")
+    v = first.value
+    body = kc.render("reduction_split.cu.j2", acc=acc, init=init, combine=combine, load=load,
+                     kept=[(v(e), v(s)) for e, s in kept],
+                     reduced=[(v(e), v(s)) for e, s in reduced], nout=nout, count=count,
+                     slices=slices, per_slice=-(-count // slices), x=px, part=part)
+    blocks = nout * slices
+    pass1 = first.launch(body, str(blocks), threads=_blocks(str(blocks)))
+    second = CudaLaunch(kc, hint)
+    o, partial = second.ptr(kc.out, writable=True), second.raw_ptr(acc, "flowc_part", False)
+    body = kc.render("reduction.cu.j2", acc=acc, init=init, combine=combine,
+                     final=lambda a, _n: final(a, str(count)), load=lambda e: e,
+                     kept=[(str(nout), str(slices))], reduced=[(str(slices), "1")],
+                     nout=nout, count=slices, x=partial, o=o)
+    pass2 = second.launch(body, str(nout), threads=_blocks(str(nout)))
+    nbytes = f"(size_t){blocks} * sizeof({acc})"
+    return "\n".join([
+        "{",
+        f"{acc} *flowc_part = NULL;",
+        f"if (cudaMallocAsync((void **)&flowc_part, {nbytes}, flowc_stream) != cudaSuccess) "
+        + kc.fail("out of GPU memory for the reduction's partial results",
+                  code="FLOWC_RESOURCE_EXHAUSTED"),
+        pass1,
+        pass2,
+        "cudaFreeAsync(flowc_part, flowc_stream);",
+        "}"])
 
 
 def _reduction(op: str):
