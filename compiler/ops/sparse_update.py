@@ -12,12 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.codegen.kernel_context import KernelContext
-from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
 from compiler.ops.registry import register_op
-from compiler.ops.state import (_check_rows, _rows_checks, _scatter_shape, _value, _var_expr,
-                                _variable, render_sparse_rows, scatter_shape_checks,
-                                static_row_elements)
+from compiler.ops.state import (_rows_checks, _scatter_shape, _var_expr, render_sparse_rows,
+                                scatter_operands, scatter_shape_checks, static_row_elements)
 
 
 def _shape(ctx) -> list:
@@ -28,16 +26,7 @@ def _shape(ctx) -> list:
 
 
 def _kernel(ctx, handle, indices, updates, scale):
-    var = _variable(ctx, handle)
-    cur = _value(ctx, var)
-    if cur.ndim == 0:
-        raise ExecutionError(f"variable '{var.info.name}' is a scalar", ctx.node)
-    flat = _check_rows(ctx, var.info.name, cur.shape[0], indices)
-    want = indices.shape + cur.shape[1:]
-    if updates.shape != want and updates.ndim != 0:
-        raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
-                             f"{list(want)}", ctx.node)
-    upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
+    var, cur, flat, upd = scatter_operands(ctx, handle, indices, updates)
     new = cur.copy()
     np.subtract.at(new, flat, (scale * upd).astype(cur.dtype))
     var.assign(new)

@@ -185,18 +185,25 @@ def _gather_kernel(ctx, handle, indices):
     return [cur[flat].reshape(indices.shape + cur.shape[1:])]
 
 
+def scatter_operands(ctx, handle, indices, updates):
+    """A row scatter's variable, its value, the rows it writes (checked against the table)
+    and the updates as one row per index (a scalar update broadcast)."""
+    var = _variable(ctx, handle)
+    cur = _value(ctx, var)
+    if cur.ndim == 0:
+        raise ExecutionError(f"variable '{var.info.name}' is a scalar", ctx.node)
+    flat = _check_rows(ctx, var.info.name, cur.shape[0], indices)
+    want = indices.shape + cur.shape[1:]
+    if updates.shape != want and updates.ndim != 0:
+        raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
+                             f"{list(want)}", ctx.node)
+    upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
+    return var, cur, flat, upd
+
+
 def _scatter_kernel(mode: str):
     def kernel(ctx, handle, indices, updates):
-        var = _variable(ctx, handle)
-        cur = _value(ctx, var)
-        if cur.ndim == 0:
-            raise ExecutionError(f"variable '{var.info.name}' is a scalar", ctx.node)
-        flat = _check_rows(ctx, var.info.name, cur.shape[0], indices)
-        want = indices.shape + cur.shape[1:]
-        if updates.shape != want and updates.ndim != 0:
-            raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
-                                 f"{list(want)}", ctx.node)
-        upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
+        var, cur, flat, upd = scatter_operands(ctx, handle, indices, updates)
         new = cur.copy()
         if mode == "add":
             np.add.at(new, flat, upd)
