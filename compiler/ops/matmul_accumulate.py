@@ -50,18 +50,30 @@ def _kernel(ctx, acc, a, b):
     return (acc + product).astype(acc.dtype)
 
 
+def _checked_product(kc: KernelContext, a, b):
+    """(m, n, k) of op(a) @ op(b), the inner dimensions checked at run time."""
+    m, k_a, k_b, n = _product_dims(kc.attr("transpose_a"), kc.attr("transpose_b"), a.dims,
+                                   b.dims)
+    kc.check_dims_equal(k_a, k_b, "matrix size-incompatible: inner dimensions differ")
+    return m, n, k_a
+
+
+def _gemm(kc: KernelContext, part: str, a, b, m: str, n: str, k: str) -> str:
+    """matmul.c.j2's ``part``: one BLAS gemm with beta = 1 into what the output holds."""
+    kc.require("blas")
+    _blas_fits(kc, [m, n, k, a.dim(-1), b.dim(-1)])
+    return kc.render("matmul.c.j2", part=part, ta=kc.attr("transpose_a"),
+                     tb=kc.attr("transpose_b"),
+                     gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
+                     m=m, n=n, k=k, lda=a.dim(-1), ldb=b.dim(-1))
+
+
 def _emit(kc: KernelContext) -> str:
     acc, a, b = kc.inputs
-    ta, tb = kc.attr("transpose_a"), kc.attr("transpose_b")
-    m, k_a, k_b, n = _product_dims(ta, tb, a.dims, b.dims)
-    kc.check_dims_equal(k_a, k_b, "matrix size-incompatible: inner dimensions differ")
+    m, n, k = _checked_product(kc, a, b)
     kc.check_dims_equal(acc.dim(0), m, "the accumulator's rows differ from the product's")
     kc.check_dims_equal(acc.dim(1), n, "the accumulator's columns differ from the product's")
-    kc.require("blas")
-    _blas_fits(kc, [m, n, k_a, a.dim(-1), b.dim(-1)])
-    return kc.render("matmul.c.j2", part="accumulate", ta=ta, tb=tb,
-                     gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
-                     m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
+    return _gemm(kc, "accumulate", a, b, m, n, k)
 
 
 register_op("_MatMulAccumulate", inputs=["acc: T", "a: T", "b: T"], outputs=["sum: T"],
@@ -105,15 +117,9 @@ def _bias_dims(kc: KernelContext):
 
 def _bias_emit(kc: KernelContext) -> str:
     a, b, bias = kc.inputs
-    ta, tb = kc.attr("transpose_a"), kc.attr("transpose_b")
-    m, k_a, k_b, n = _product_dims(ta, tb, a.dims, b.dims)
-    kc.check_dims_equal(k_a, k_b, "matrix size-incompatible: inner dimensions differ")
+    m, n, k = _checked_product(kc, a, b)
     kc.check_dims_equal(bias.dim(0), n, "bias size differs from the product's columns")
-    kc.require("blas")
-    _blas_fits(kc, [m, n, k_a, a.dim(-1), b.dim(-1)])
-    return kc.render("matmul.c.j2", part="bias", ta=ta, tb=tb,
-                     gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
-                     m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
+    return _gemm(kc, "bias", a, b, m, n, k)
 
 
 register_op("_MatMulBiasAdd", inputs=["a: T", "b: T", "bias: T"], outputs=["product: T"],

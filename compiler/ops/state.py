@@ -12,7 +12,6 @@ checked before the first row is touched.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import List, Optional
 
