@@ -74,7 +74,7 @@ def build_partition(ir_text: str, feeds: List[str], fetches: List[str]):
         except Exception:                        # noqa: BLE001  (stale or corrupt: rebuild)
             artifact = None
     if artifact is None:
-        write_artifact(step, path, signature=key)
+        write_artifact(step, path, signature=key, replace=os.path.isdir(path))
         artifact = load_artifact(path)
     return artifact.executable
 

@@ -8,6 +8,7 @@ targets control inputs of one ``_Sink``.
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import functools
 import hashlib
 import json
@@ -103,8 +104,12 @@ def _is_gpu(device: str) -> bool:
 
 def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                    instrumentation: Instrumentation = Instrumentation(),
-                   cuda_arch: Optional[str] = None) -> str:
+                   cuda_arch: Optional[str] = None, replace: bool = True) -> str:
     """Emit C for each device of the optimized step graph, build it, and write an artifact.
+
+    The artifact is built in a temporary folder beside ``out_dir`` and moved there whole.
+    ``replace``: an artifact already at ``out_dir`` is replaced; without it (a cache entry,
+    whose name is its content's hash) one that another process put there first is kept.
 
     One module per device (``cpu_0.c``/``cpu_0.so``, ...); the manifest says which of the
     step's feeds and fetches each device takes, its variables and random streams, and how many
@@ -207,13 +212,25 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
             "compiler": compiler_identity(compiler_command()).splitlines()[0],
         }
         write_manifest(tmp, manifest)
-        if os.path.isdir(out_dir):
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+        _install(tmp, out_dir, replace)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def _install(tmp: str, out_dir: str, replace: bool) -> None:
+    """Move the finished artifact ``tmp`` to ``out_dir``. Two processes that compile the same
+    step into the cache race here: the one that finds the other's artifact in place (the
+    rename fails on a folder that is not empty) keeps it and drops its own copy."""
+    if replace and os.path.isdir(out_dir):
+        shutil.rmtree(out_dir)
+    try:
+        os.replace(tmp, out_dir)
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not os.path.isdir(out_dir):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _build_module(device: str, emitted, cuda_arch: Optional[str]):

@@ -468,7 +468,9 @@ class Session:
             artifact = self._load_cached(cache, key)
             if artifact is None:
                 path = os.path.join(cache, key[:2], key)
-                write_artifact(sg, path, signature=key, instrumentation=instrumentation)
+                # an entry there did not load: replace it; else another session's may appear
+                write_artifact(sg, path, signature=key, instrumentation=instrumentation,
+                               replace=os.path.isdir(path))
                 artifact = load_artifact(path)
             record_step_key(cache, source, key)
         self.compile_count += 1

@@ -106,3 +106,28 @@ def test_options_that_make_passes_show_something_always_run_them(tmp_path, monke
         s.run(y, {x: value})
     assert len(runs) == 2
     assert "CPU:0" in capsys.readouterr().err
+
+
+def test_a_cache_entry_another_process_wrote_first_is_kept(tmp_path):
+    """Two processes compiling one step into the cache race to move their artifact into
+    place: the second finds the first's there and keeps it (a content-addressed entry),
+    while an explicit output folder is replaced."""
+    from compiler.step import make_step_graph, optimize, write_artifact
+    from runtime import load_artifact
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [3], name="x")
+        y = x * 2.0 + 1.0
+    step = make_step_graph(g, [x.output], [y.output])
+    optimize(step)
+    path = str(tmp_path / "entry")
+    write_artifact(step, path)
+    marker = os.path.join(path, "first-writer")
+    open(marker, "w").close()
+    assert write_artifact(step, path, replace=False) == path
+    assert os.path.exists(marker)                        # the first writer's entry stayed
+    assert not glob.glob(str(tmp_path / ".flowc-artifact-*"))    # the second's copy is gone
+    out = load_artifact(path).executable.run([np.arange(3, dtype=np.float32)])
+    np.testing.assert_array_equal(out[0], [1, 3, 5])
+    write_artifact(step, path)                           # replace (the default)
+    assert not os.path.exists(marker)
