@@ -21,6 +21,7 @@ from typing import Optional, Tuple
 from compiler.ir.construct import constant_value
 from compiler.ir.graph import Graph, Node, Output
 from compiler.passes.fuse import _single_use
+from compiler.passes.take_place import take_place
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
@@ -111,16 +112,6 @@ def fuse_loop_accumulations(graph: Graph) -> bool:
             fused = graph.add_node(op, inputs, attrs, name=f"{add.name}/fused",
                                    output_types=[add.output(0).type],
                                    location=add.location, device=add.device)
-        fused.assigned_device = add.assigned_device
-        for c in term.control_inputs:
-            if c not in fused.control_inputs:
-                fused.add_control_input(c)
-        graph.replace_all_uses_with(add.output(0), fused.output(0))
-        name = add.name
-        for node in (add, term):
-            node.set_inputs([])
-            node.set_control_inputs([])
-            graph.erase_node(node)
-        graph.rename(fused, name)
+        take_place(graph, add, fused, (term,))
         changed = True
     return changed

@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 from compiler.ir.graph import Graph, Node, Output
 from compiler.passes.fuse import _single_use
+from compiler.passes.take_place import take_place
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
@@ -61,17 +62,6 @@ def fuse_matmul_bias(graph: Graph) -> bool:
                  "T": add.output(0).type.dtype},
                 name=f"{add.name}/fused", output_types=[add.output(0).type],
                 location=add.location, device=add.device)
-        fused.assigned_device = add.assigned_device
-        for node in (matmul, add):
-            for c in node.control_inputs:
-                if c not in fused.control_inputs:
-                    fused.add_control_input(c)
-        add.replace_all_uses_with(fused)
-        name = add.name
-        for node in (add, matmul):
-            node.set_inputs([])
-            node.set_control_inputs([])
-            graph.erase_node(node)
-        graph.rename(fused, name)
+        take_place(graph, add, fused, (matmul,))
         changed = True
     return changed

@@ -31,6 +31,7 @@ from compiler.passes.fuse import _single_use
 from compiler.passes.fuse_accumulate import fuse_loop_accumulations
 from compiler.passes.fuse_matmul_bias import fuse_matmul_bias
 from compiler.passes.manager import Pass, PassContext, register_pass
+from compiler.passes.take_place import take_place
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
@@ -110,7 +111,7 @@ class FuseUpdates(Pass):
                 {"dtype": update.attrs["dtype"], "Tindices": update.attrs["Tindices"]},
                 name=f"{update.name}/fused", output_types=[], location=update.location,
                 device=update.device)
-        FuseUpdates._replace(graph, update, fused, (mul, update))
+        take_place(graph, update, fused, (mul,))
 
     @staticmethod
     def _fuse(graph: Graph, update: Node, matmul: Node, mul: Optional[Node],
@@ -131,26 +132,4 @@ class FuseUpdates(Pass):
                  "transpose_b": matmul.attrs.get("transpose_b", False), "T": dtype},
                 name=f"{update.name}/fused", output_types=[], location=update.location,
                 device=update.device)
-        FuseUpdates._replace(graph, update, fused, (matmul, mul, update))
-
-    @staticmethod
-    def _replace(graph: Graph, update: Node, fused: Node, replaced) -> None:
-        """``fused`` takes ``update``'s place, name and the control edges of ``replaced``."""
-        fused.assigned_device = update.assigned_device
-        for node in replaced:
-            if node is None:
-                continue
-            for c in list(node.control_inputs):
-                if c not in fused.control_inputs:
-                    fused.add_control_input(c)
-        for u in list(update.users):                   # what waited for the update waits for it
-            if update in u.control_inputs:
-                u.remove_control_input(update)
-                u.add_control_input(fused)
-        name = update.name
-        for node in reversed(replaced):
-            if node is not None:
-                node.set_inputs([])
-                node.set_control_inputs([])
-                graph.erase_node(node)
-        graph.rename(fused, name)
+        take_place(graph, update, fused, (mul, matmul))
