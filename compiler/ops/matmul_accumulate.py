@@ -25,16 +25,30 @@ def _product_dims(transpose_a: bool, transpose_b: bool, a, b):
     return m, k_a, k_b, n
 
 
-def _shape(ctx) -> list:
-    acc, a, b = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)
-    for i, s in ((0, acc), (1, a), (2, b)):
-        if s is not None and len(s) != 2:
-            raise ctx.error(f"input {i} must be a matrix (rank 2), got shape {shape_str(s)}")
+def _matrix(ctx, i: int):
+    """Input ``i``'s shape, which must be a matrix's where known."""
+    s = ctx.input_shape(i)
+    if s is not None and len(s) != 2:
+        raise ctx.error(f"input {i} must be a matrix (rank 2), got shape {shape_str(s)}")
+    return s
+
+
+def _product_shape(ctx, a, b):
+    """(m, n) of op(a) @ op(b) with the inner dimensions checked; None if a shape is unknown."""
     if a is None or b is None:
-        return [acc]
+        return None
     m, k_a, k_b, n = _product_dims(ctx.attr("transpose_a"), ctx.attr("transpose_b"), a, b)
     if k_a is not None and k_b is not None and k_a != k_b:
         raise ctx.error(f"matrix size-incompatible: inner dimensions {k_a} and {k_b} differ")
+    return m, n
+
+
+def _shape(ctx) -> list:
+    acc, a, b = _matrix(ctx, 0), _matrix(ctx, 1), _matrix(ctx, 2)
+    product = _product_shape(ctx, a, b)
+    if product is None:
+        return [acc]
+    m, n = product
     if acc is not None and any(d is not None and e is not None and d != e
                                for d, e in zip(acc, (m, n))):
         raise ctx.error(f"the product has shape {shape_str((m, n))}; the accumulator has "
@@ -85,17 +99,13 @@ register_op("_MatMulAccumulate", inputs=["acc: T", "a: T", "b: T"], outputs=["su
 
 # --- _MatMulBiasAdd: op(a) @ op(b) + bias, the bias written first and the gemm adding to it ---
 def _bias_shape(ctx) -> list:
-    a, b, bias = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)
-    for i, s in ((0, a), (1, b)):
-        if s is not None and len(s) != 2:
-            raise ctx.error(f"input {i} must be a matrix (rank 2), got shape {shape_str(s)}")
+    a, b, bias = _matrix(ctx, 0), _matrix(ctx, 1), ctx.input_shape(2)
     if bias is not None and len(bias) != 1:
         raise ctx.error(f"bias must be a vector (rank 1), got shape {shape_str(bias)}")
-    if a is None or b is None:
+    product = _product_shape(ctx, a, b)
+    if product is None:
         return [None]
-    m, k_a, k_b, n = _product_dims(ctx.attr("transpose_a"), ctx.attr("transpose_b"), a, b)
-    if k_a is not None and k_b is not None and k_a != k_b:
-        raise ctx.error(f"matrix size-incompatible: inner dimensions {k_a} and {k_b} differ")
+    m, n = product
     if bias is not None and bias[0] is not None and n is not None and bias[0] != n:
         raise ctx.error(f"bias has {bias[0]} elements but the product has {n} columns")
     return [(m, n)]
