@@ -14,9 +14,8 @@ from __future__ import annotations
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
-from compiler.ops.nn import _blas_fits, _matmul_ref
+from compiler.ops.nn import _blas_fits, _matmul_ref, blas_routines
 from compiler.ops.registry import register_op
-from runtime.dtypes import DType
 
 
 def _product_dims(transpose_a: bool, transpose_b: bool, a, b):
@@ -73,13 +72,12 @@ def _checked_product(kc: KernelContext, a, b):
 
 
 def _gemm(kc: KernelContext, part: str, a, b, m: str, n: str, k: str) -> str:
-    """matmul.c.j2's ``part``: one BLAS gemm with beta = 1 into what the output holds."""
+    """matmul.c.j2's ``part``: one BLAS call with beta = 1 into what the output holds."""
     kc.require("blas")
     _blas_fits(kc, [m, n, k, a.dim(-1), b.dim(-1)])
     return kc.render("matmul.c.j2", part=part, ta=kc.attr("transpose_a"),
                      tb=kc.attr("transpose_b"),
-                     gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
-                     m=m, n=n, k=k, lda=a.dim(-1), ldb=b.dim(-1))
+                     **blas_routines(a.dtype), m=m, n=n, k=k, lda=a.dim(-1), ldb=b.dim(-1))
 
 
 def _emit(kc: KernelContext) -> str:

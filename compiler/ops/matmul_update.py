@@ -15,7 +15,7 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
-from compiler.ops.nn import _blas_fits, _matmul_ref
+from compiler.ops.nn import _blas_fits, _matmul_ref, blas_routines
 from compiler.ops.registry import register_op
 from compiler.ops.state import (_check_initialized, _check_value_dims, _value, _var_expr,
                                 _variable, declared_shape)
@@ -66,8 +66,7 @@ def _emit(kc: KernelContext) -> str:
     kc.require("blas")
     _blas_fits(kc, [m, n, k_a, a.dim(-1), b.dim(-1)])
     return kc.render("matmul.c.j2", part="assign_sub", v=_var_expr(kc), ta=ta, tb=tb,
-                     gemm="scipy_cblas_sgemm" if a.dtype.ir_name == "f32" else "scipy_cblas_dgemm",
-                     m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
+                     **blas_routines(a.dtype), m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
 
 
 register_op("_MatMulAssignSub", inputs=["resource: resource", "a: T", "b: T", "scale: T"],

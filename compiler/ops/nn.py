@@ -134,6 +134,12 @@ def _blas_fits(kc: CKernelContext, dims: Sequence[str]) -> None:
                      f"(long long)({d})")
 
 
+def blas_routines(dtype: DType) -> dict:
+    """The BLAS routines (scipy-openblas32's names) for a float dtype, as template arguments."""
+    p = "scipy_cblas_s" if dtype is DType.f32 else "scipy_cblas_d"
+    return {"gemm": p + "gemm", "gemv": p + "gemv", "ger": p + "ger"}
+
+
 def emit_matmul(kc: CKernelContext) -> str:
     """C for MatMul / BatchMatMulV2: a per-matrix product in a loop over broadcast batch dims."""
     a, b = kc.inputs
@@ -155,9 +161,7 @@ def emit_matmul(kc: CKernelContext) -> str:
     fn = f"flowc_matmul_{a.dtype.ir_name}_{'t' if ta else 'n'}{'t' if tb else 'n'}"
     module_helper(kc, fn, kc.render(
         "matmul.c.j2", part="helper", fn=fn, ta=ta, tb=tb, blas=blas,
-        gemm="scipy_cblas_sgemm" if a.dtype is DType.f32 else "scipy_cblas_dgemm",
-        gemv="scipy_cblas_sgemv" if a.dtype is DType.f32 else "scipy_cblas_dgemv",
-        utype=_UNSIGNED.get(a.dtype, "")))
+        **blas_routines(a.dtype), utype=_UNSIGNED.get(a.dtype, "")))
     loops = [] if fold else batch
     return (kc.render("matmul.c.j2", part="body", fn=fn, m=rows, n=n, k=k_a,
                                   lda=a.dim(-1), ldb=b.dim(-1), batch=loops,
