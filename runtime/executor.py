@@ -58,7 +58,8 @@ class MultiDeviceExecutable:
         self.feeds = list(feeds)
         self.fetches = list(fetches)
         self.slots = rendezvous_slots
-        self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in self.feeds]
+        self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape, keep_scalars=True)
+                            for s in self.feeds]
         lib = parts[0].executable.module.lib
         self._rv_size = lib.flowc_rendezvous_size()
         self._rv_init = lib.flowc_rendezvous_init

@@ -25,9 +25,10 @@ class FeedCheck:
     """A precomputed check of one feed: call it with a value, get a C-contiguous array."""
 
     __slots__ = ("name", "dtype", "np_dtype", "shape", "static_shape", "rank", "scalar_type",
-                 "takes_floats")
+                 "takes_floats", "keep_scalars")
 
-    def __init__(self, name: str, dtype: DType, shape: Optional[Sequence[Optional[int]]]):
+    def __init__(self, name: str, dtype: DType, shape: Optional[Sequence[Optional[int]]],
+                 keep_scalars: bool = False):
         self.name = name
         self.dtype = dtype
         self.np_dtype = dtype.np
@@ -37,12 +38,17 @@ class FeedCheck:
         self.static_shape = self.shape if fully else None
         self.scalar_type = self.np_dtype.type         # np.float32 for f32: fed as it is
         self.takes_floats = dtype.is_floating         # a Python float converts without checks
+        # A numpy scalar of exactly the dtype passes as it is (no rank-0 array is made) for
+        # callers that take one: the compiled step's run path (runtime/module.py).
+        self.keep_scalars = keep_scalars
 
     def __call__(self, value) -> np.ndarray:
         t = type(value)
         if t is np.ndarray and value.dtype is self.np_dtype and value.flags.c_contiguous:
             arr = value                                   # the fast path: nothing to convert
-        elif t is self.scalar_type or (t is float and self.takes_floats):
+        elif t is self.scalar_type:
+            arr = value if self.keep_scalars else np.array(value, self.np_dtype)
+        elif t is float and self.takes_floats:
             arr = np.array(value, self.np_dtype)          # a scalar: a rank-0 array, no checks
         else:
             arr = self.convert(value)

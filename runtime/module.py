@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence
 import cffi
 import numpy as np
 
+from runtime import fastcall
 from runtime.dtypes import DType
 from runtime.errors import (AbortedError, ArtifactError, DeadlineExceededError, FeedError,
                             InvalidArgumentError, OutOfRangeError, RuntimeExecutionError)
@@ -249,6 +250,7 @@ class _CallBuffers(threading.local):
         for t, layout in zip(self.feeds, layouts):
             layout.fill(t)
         self.fetches = [self.fetch_array[i] for i in range(n_fetches)]
+        self.status_address = int(ffi.cast("uintptr_t", self.status))   # for the C run path
 
 
 class Executable:
@@ -269,13 +271,24 @@ class Executable:
         self.queues = [dict(q) for q in queues]
         self.kernel_table: Optional[dict] = None     # --profile builds: runtime/profile.py
         self._bound = weakref.WeakKeyDictionary()    # store -> its flowc_runtime *
-        self._last_bound = (None, None)              # (weakref to a store, its runtime)
+        self._last_bound = (None, None, 0)   # (weakref to a store, its runtime, its address)
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
-        self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in self.feeds]
+        self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape, keep_scalars=True)
+                            for s in self.feeds]
         self._layouts = [_FeedLayout(s) for s in self.feeds]
         self._readers = [_FetchReader(s, self._free) for s in self.fetches]
         self._buffers = _CallBuffers(self._layouts, len(self.fetches))
+        # The C run path (runtime/fastcall.py), when it could be built here: its arguments
+        # that do not change between calls.
+        self._fast = fastcall.load()
+        if self._fast is not None:
+            self._fast_entry = int(ffi.cast("uintptr_t", self._entry))
+            self._fast_free = int(ffi.cast("uintptr_t", self._free))
+            self._fast_feeds = tuple(
+                (lay.dtype_code, -1 if lay.rank is None else lay.rank, lay.static_shape,
+                 s.dtype.np.num) for lay, s in zip(self._layouts, self.feeds))
+            self._fast_fetches = tuple(s.dtype.np.num for s in self.fetches)
 
     def run(self, feed_values: Sequence, store=None, timeout_ms: int = 0) -> List[np.ndarray]:
         """Check ``feed_values`` (in feed order) and run; every fetch comes back as an array."""
@@ -287,23 +300,43 @@ class Executable:
 
     def bind(self, store):
         """The ``flowc_runtime`` of this step in ``store`` (built once per store)."""
-        ref, rt = self._last_bound
+        ref, rt, _ = self._last_bound
         if ref is not None and ref() is store:
             return rt
         rt = self._bound.get(store)
         if rt is None:
             rt = self._bound[store] = store.runtime_struct(self.variables, self.streams,
                                                            self.queues, self.module.lib)
-        self._last_bound = (weakref.ref(store), rt)
+        self._last_bound = (weakref.ref(store), rt, int(_cast("uintptr_t", rt)))
         return rt
 
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
              rendezvous=ffi.NULL, timeout_ms: int = 0) -> list:
-        """Run on arrays already checked by ``feed_checks``; rank-0 fetches become numpy scalars
+        """Run on arrays (or numpy scalars of the exact dtype) already checked by
+        ``feed_checks``; rank-0 fetches become numpy scalars
         when ``scalars``. State (variables, random streams) comes from ``store``; without one
         the executable keeps a store of its own."""
         if store is None:
             store = self._own_store()
+        fast = self._fast
+        if fast is not None:
+            ref, rt, rt_address = self._last_bound
+            if ref is None or ref() is not store:
+                rt = self.bind(store)
+                rt_address = self._last_bound[2]
+            bufs = self._buffers
+            got = fast.call(self._fast_entry, rt_address,
+                            0 if rendezvous is _NULL else int(_cast("uintptr_t", rendezvous)),
+                            timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
+                            bufs.status_address, self._fast_free,
+                            arrays if type(arrays) is list else list(arrays), self._fast_feeds,
+                            self._fast_fetches, scalars)
+            if type(got) is list:
+                return got
+            if got < 0:
+                i = -got - 1
+                raise _feed_shape_error(self._layouts[i], np.asarray(arrays[i]))
+            raise _status_error(bufs.status)
         rt = self.bind(store)
         bufs = self._buffers
         keep = []
@@ -350,6 +383,9 @@ class Executable:
 
 def _feed_shape_error(layout: _FeedLayout, arr) -> FeedError:
     """A feed that reached the call without its check (``feed_checks``) and does not fit."""
+    if arr.dtype.num != DType.from_code(layout.dtype_code).np.num:
+        return FeedError(f"a feed has dtype {arr.dtype}; the step takes "
+                         f"{DType.from_code(layout.dtype_code)}")
     if arr.ndim > MAX_RANK:
         return FeedError(f"a feed has rank {arr.ndim}; the maximum is {MAX_RANK}")
     want = "rank " + str(layout.rank) if layout.static_shape is None else \

@@ -89,3 +89,24 @@ def test_sigmoid_and_fused_exp_match_the_interpreter_with_special_values(rng):
     got = check_against_interpreter(g, fetches, {x: values})
     assert np.isnan(got["sigmoid"][0])
     assert got["sigmoid"][1] == 1.0 and got["sigmoid"][2] == 0.0
+
+
+def test_sigmoid_is_within_two_ulp_over_the_float_range():
+    """f32 Sigmoid has a helper of its own (exp(-|x|), never overflowing): over exp's sweep,
+    both signs, every result is within 2 ulp of the correctly rounded sigmoid, tiny results
+    (subnormals near x = -100) included."""
+    x = sweep_inputs()
+    x = np.concatenate([x, -x])
+    g = fl.Graph()
+    with g.as_default():
+        p = fl.placeholder(fl.float32, [None], name="x")
+        y = fl.sigmoid(p)
+    with fl.Session(graph=g, backend="c", options=NO_FOLDING) as sess:
+        got = sess.run(y, {p: x})
+    with np.errstate(over="ignore", under="ignore"):
+        want = (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+    ulps = ulp_distance(got, want)
+    worst = int(np.argmax(ulps))
+    assert ulps.max() <= MAX_ULP, f"sigmoid({x[worst]!r}) = {got[worst]!r}, expected {want[worst]!r}"
+    tiny = np.finfo(np.float32).tiny
+    assert np.count_nonzero((want > 0) & (want < tiny)) > 1000

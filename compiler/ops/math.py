@@ -229,6 +229,8 @@ def _c_rsqrt(kc: KernelContext) -> str:
 
 def _c_sigmoid(kc: KernelContext) -> str:
     dt = _in_dtype(kc)
+    if dt is DType.f32:             # the target's helper (vectorizable on the CPU)
+        return f"{_helper(kc, 'sigmoid', dt)}(a0)"
     one = kc.literal(1, dt)
     return f"{one} / ({one} + {kc.math('exp', dt)}(-a0))"
 
