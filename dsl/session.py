@@ -190,13 +190,15 @@ def _check_not_symbolic(keys: Sequence, values: Sequence) -> None:
 class _Runner:
     """One compiled step for one plan and one set of feed keys."""
 
-    __slots__ = ("executable", "order", "checks", "keys")
+    __slots__ = ("executable", "order", "checks", "keys", "unchecked")
 
     def __init__(self, executable: Optional[Executable], order: List[int], keys: tuple):
         self.executable = executable
         self.order = order                       # feed_dict position of each step feed
         self.checks = list(zip(executable.feed_checks, order)) if executable else []
         self.keys = keys                         # the user's key objects (keeps ids valid)
+        # the executable checks the values it is given (the C run path): no checks here
+        self.unchecked = bool(getattr(executable, "checks_feeds", False))
 
 
 _default_sessions = threading.local()
@@ -293,6 +295,14 @@ class Session:
             if runner is None:
                 runner = self._runner(plan, tuple(feed_dict))
             values = list(feed_dict.values())
+            if runner.unchecked:
+                timeout = options.timeout_in_ms if options is not None else 0
+                try:
+                    return plan.rebuild(runner.executable.call(
+                        [values[i] for i in runner.order], store=self.store, timeout_ms=timeout))
+                except FeedError:
+                    _check_not_symbolic(list(feed_dict), values)
+                    raise
             try:
                 arrays = [check(values[i]) for check, i in runner.checks]
             except FeedError:
@@ -364,6 +374,8 @@ class Session:
                 return rebuild([])
             return call
         run_step = executable.call
+        order = runner.order
+        unchecked = runner.unchecked
 
         def call(*values):
             if self._closed:
@@ -371,6 +383,8 @@ class Session:
             if len(values) != n:
                 raise wrong_count(values)
             try:
+                if unchecked:                    # the executable checks them (C run path)
+                    return rebuild(run_step([values[i] for i in order], store=store))
                 arrays = [check(values[i]) for check, i in checks]
             except FeedError:
                 _check_not_symbolic(keys, values)

@@ -286,9 +286,14 @@ class Executable:
             self._fast_entry = int(ffi.cast("uintptr_t", self._entry))
             self._fast_free = int(ffi.cast("uintptr_t", self._free))
             self._fast_feeds = tuple(
-                (lay.dtype_code, -1 if lay.rank is None else lay.rank, lay.static_shape,
+                (lay.dtype_code, -1 if lay.rank is None else lay.rank,
+                 None if s.shape is None or lay.rank is None
+                 else tuple(-1 if d is None else d for d in s.shape),
                  s.dtype.np.num) for lay, s in zip(self._layouts, self.feeds))
             self._fast_fetches = tuple(s.dtype.np.num for s in self.fetches)
+        # True when ``call`` takes the user's values as they are and checks (and converts)
+        # them itself: callers may skip ``feed_checks`` for an ndarray or numpy scalar.
+        self.checks_feeds = self._fast is not None
 
     def run(self, feed_values: Sequence, store=None, timeout_ms: int = 0) -> List[np.ndarray]:
         """Check ``feed_values`` (in feed order) and run; every fetch comes back as an array."""
@@ -312,10 +317,11 @@ class Executable:
 
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
              rendezvous=ffi.NULL, timeout_ms: int = 0) -> list:
-        """Run on arrays (or numpy scalars of the exact dtype) already checked by
-        ``feed_checks``; rank-0 fetches become numpy scalars
-        when ``scalars``. State (variables, random streams) comes from ``store``; without one
-        the executable keeps a store of its own."""
+        """Run on arrays already checked by ``feed_checks`` (or, when ``checks_feeds``, on
+        any values: those the C run path does not take as they are go through their feed
+        check here); rank-0 fetches become numpy scalars when ``scalars``. State (variables,
+        random streams) comes from ``store``; without one the executable keeps a store of
+        its own."""
         if store is None:
             store = self._own_store()
         fast = self._fast
@@ -325,18 +331,30 @@ class Executable:
                 rt = self.bind(store)
                 rt_address = self._last_bound[2]
             bufs = self._buffers
-            got = fast.call(self._fast_entry, rt_address,
-                            0 if rendezvous is _NULL else int(_cast("uintptr_t", rendezvous)),
-                            timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
-                            bufs.status_address, self._fast_free,
-                            arrays if type(arrays) is list else list(arrays), self._fast_feeds,
-                            self._fast_fetches, scalars)
-            if type(got) is list:
-                return got
-            if got < 0:
-                i = -got - 1
-                raise _feed_shape_error(self._layouts[i], np.asarray(arrays[i]))
-            raise _status_error(bufs.status)
+            args = [self._fast_entry, rt_address,
+                    0 if rendezvous is _NULL else int(_cast("uintptr_t", rendezvous)),
+                    timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
+                    bufs.status_address, self._fast_free,
+                    arrays if type(arrays) is list else list(arrays), self._fast_feeds,
+                    self._fast_fetches, scalars]
+            got = fast.call(*args)
+            converted = set()
+            while type(got) is not list:
+                if got > 0:
+                    raise _status_error(bufs.status)
+                i = -got - 1                    # a feed the C path does not take as it is
+                if i in converted:
+                    raise _feed_shape_error(self._layouts[i], np.asarray(args[6][i]))
+                converted.add(i)
+                if len(converted) == 1:
+                    args[6] = list(args[6])     # never change the caller's list
+                value = args[6][i]
+                checked = self.feed_checks[i](value)      # converts, or a FeedError says why
+                if checked is value:            # it passed as is: an unaligned, byte-swapped
+                    checked = np.array(value)   # or subclass array becomes a plain copy
+                args[6][i] = checked
+                got = fast.call(*args)
+            return got
         rt = self.bind(store)
         bufs = self._buffers
         keep = []

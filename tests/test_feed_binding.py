@@ -78,8 +78,10 @@ def test_an_unchecked_array_of_the_wrong_shape_is_refused_by_the_compiled_call(g
         s.run(y, dict(zip((fixed, rows), good)))
         exe = next(iter(s._steps.values()))
         assert exe.call(good, store=s.store)[0] == 9.0
-        with pytest.raises(FeedError, match=r"shape \[3, 2\]; the step takes shape \[2, 3\]"):
+        # (the C run path checks the values itself, with the feed's own message)
+        with pytest.raises(FeedError, match=r"shape \[3, 2\](; the step takes shape \[2, 3\]"
+                                            r"| but the placeholder has shape \[2,3\])"):
             exe.call([np.ones((3, 2), np.float32), good[1]], store=s.store)
-        with pytest.raises(FeedError, match="the step takes rank 2"):
+        with pytest.raises(FeedError, match="the step takes rank 2|placeholder has shape"):
             exe.call([good[0], np.ones(3, np.float32)], store=s.store)
         assert exe.call(good, store=s.store)[0] == 9.0

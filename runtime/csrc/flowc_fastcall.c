@@ -12,15 +12,15 @@
  *   entry, rt, rendezvous, status, free: addresses (ints) of the module's flowc_entry, the
  *     step's flowc_runtime, the rendezvous (0: none), a flowc_status and the module's
  *     flowc_free;
- *   arrays: a list of C-contiguous numpy arrays (or numpy scalars), the step's feeds in
- *     order, already checked by the caller (dtype and shape);
- *   feed_specs: per feed, (flowc dtype code, rank or -1 when unknown, the static shape as a
- *     tuple of ints or None, numpy type number);
+ *   arrays: a list, the step's feeds in order: numpy arrays or numpy scalars;
+ *   feed_specs: per feed, (flowc dtype code, rank or -1 when unknown, the shape as a tuple of
+ *     ints, -1 for a dim not known, or None when the rank is not known, numpy type number);
  *   fetch_types: a tuple of numpy type numbers, one per fetch;
  *   scalars: rank-0 fetches become numpy scalars when true, 0-d arrays otherwise.
  * Returns the list of fetched values; or the entry's nonzero status code (a positive int;
- * the status struct says what and where); or -(i + 1) when feed i's dtype, rank or static
- * shape differs from its spec (nothing ran).
+ * the status struct says what and where); or -(i + 1) when feed i is not a plain array
+ * (or numpy scalar) of the spec's dtype, rank and known dims (nothing ran): the caller
+ * converts it with its feed check, or reports why it cannot.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -170,9 +170,13 @@ static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t
             feeds[i].data = &values[i];
             continue;
         }
-        if (!PyArray_Check(a) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)
+        /* Anything else than a plain, C-contiguous, aligned array in native byte order is
+           left to the caller's check, which converts it (or says why it cannot). */
+        if (!PyArray_CheckExact(a) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)
+                || !PyArray_ISALIGNED((PyArrayObject *)a)
+                || !PyArray_ISNOTSWAPPED((PyArrayObject *)a)
                 || PyArray_NDIM((PyArrayObject *)a) > MAX_RANK) {
-            PyErr_SetString(PyExc_TypeError, "call: a feed is not a C-contiguous array");
+            result = PyLong_FromSsize_t(-(i + 1));
             goto done;
         }
         PyArrayObject *arr = (PyArrayObject *)a;
@@ -184,8 +188,10 @@ static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t
         int fits = (want_rank < 0 || want_rank == nd)
                    && PyArray_TYPE(arr) == (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3));
         if (fits && want_shape != Py_None) {
-            for (int d = 0; d < nd && fits; d++)
-                fits = PyLong_AsSsize_t(PyTuple_GET_ITEM(want_shape, d)) == shape[d];
+            for (int d = 0; d < nd && fits; d++) {
+                const Py_ssize_t want = PyLong_AsSsize_t(PyTuple_GET_ITEM(want_shape, d));
+                fits = want < 0 || want == shape[d];
+            }
         }
         if (PyErr_Occurred()) goto done;
         if (!fits) {
