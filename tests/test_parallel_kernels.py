@@ -168,5 +168,5 @@ def test_only_loops_that_can_be_large_are_parallel(tmp_path):
     assert "#pragma omp" not in small_src
     assert large_src.count("#pragma omp parallel for") == 2
     assert f">= {THRESHOLD})" in large_src                # decided at run time
-    for src in (small_src, large_src):                   # the vectorizable exp, not libm's
-        assert "flowc_vexpf(" in src and "expf(" not in src.replace("flowc_vexpf(", "")
+    for src in (small_src, large_src):                   # the vectorizable sigmoid, not libm
+        assert "flowc_math_sigmoid_f32(" in src and "expf(" not in src
