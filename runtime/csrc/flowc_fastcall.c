@@ -74,13 +74,19 @@ static PyObject *wrap_fetch(flowc_tensor *t, int type_num, int scalars, free_fn 
         dims[d] = (npy_intp)t->dims[d];
         size *= dims[d];
     }
+    if (size < 0 || (size > 0 && t->data == NULL)) {
+        Py_DECREF(descr);
+        if (t->data) release(t->data);
+        PyErr_SetString(PyExc_RuntimeError, "a fetched tensor has a negative dim or no data");
+        return NULL;
+    }
     if (rank == 0 && scalars) {
         PyObject *value = PyArray_Scalar(t->data, descr, NULL);
         Py_DECREF(descr);
         release(t->data);
         return value;
     }
-    if (size == 0 || t->data == NULL) {
+    if (size == 0) {
         if (t->data) release(t->data);
         return PyArray_Empty(rank, dims, descr, 0);          /* steals descr */
     }
