@@ -190,11 +190,12 @@ def _check_not_symbolic(keys: Sequence, values: Sequence) -> None:
 class _Runner:
     """One compiled step for one plan and one set of feed keys."""
 
-    __slots__ = ("executable", "order", "checks", "keys", "unchecked")
+    __slots__ = ("executable", "order", "in_order", "checks", "keys", "unchecked")
 
     def __init__(self, executable: Optional[Executable], order: List[int], keys: tuple):
         self.executable = executable
         self.order = order                       # feed_dict position of each step feed
+        self.in_order = order == list(range(len(order)))
         self.checks = list(zip(executable.feed_checks, order)) if executable else []
         self.keys = keys                         # the user's key objects (keeps ids valid)
         # the executable checks the values it is given (the C run path): no checks here
@@ -283,7 +284,11 @@ class Session:
         """
         if self._closed:
             raise RuntimeError("this Session is closed")
-        plan = self._plan(fetches)
+        t = type(fetches)
+        plan = self._plans.get((self.graph.version, id(fetches))) \
+            if t is Tensor or t is Operation else None          # _plan's common case, inline
+        if plan is None:
+            plan = self._plan(fetches)
         if self.backend == "interpreter":
             self.store.set_step_timeout(options.timeout_in_ms if options is not None else 0)
             return self._run_interpreter(plan, feed_dict or {})
@@ -299,7 +304,8 @@ class Session:
                 timeout = options.timeout_in_ms if options is not None else 0
                 try:
                     return plan.rebuild(runner.executable.call(
-                        [values[i] for i in runner.order], store=self.store, timeout_ms=timeout))
+                        values if runner.in_order else [values[i] for i in runner.order],
+                        store=self.store, timeout_ms=timeout))
                 except FeedError:
                     _check_not_symbolic(list(feed_dict), values)
                     raise

@@ -75,11 +75,12 @@ class Operation:
 class Tensor:
     """One output of an operation, as ``tf.Tensor``."""
 
-    __slots__ = ("output",)
+    __slots__ = ("output", "_hash")
     __array_priority__ = 100     # numpy defers to our operators
 
     def __init__(self, output: Output):
         self.output = output
+        self._hash = hash(output)    # a feed_dict hashes its keys on every run
 
     @property
     def op(self) -> Operation:
@@ -123,7 +124,7 @@ class Tensor:
         return isinstance(other, Tensor) and other.output == self.output
 
     def __hash__(self):
-        return hash(self.output)
+        return self._hash
 
     def __repr__(self):
         return f"<fl.Tensor '{self.name}' {self.output.type}>"

@@ -250,7 +250,6 @@ class _CallBuffers(threading.local):
         for t, layout in zip(self.feeds, layouts):
             layout.fill(t)
         self.fetches = [self.fetch_array[i] for i in range(n_fetches)]
-        self.status_address = int(ffi.cast("uintptr_t", self.status))   # for the C run path
 
 
 class Executable:
@@ -281,7 +280,8 @@ class Executable:
         self._buffers = _CallBuffers(self._layouts, len(self.fetches))
         # The C run path (runtime/fastcall.py), when it could be built here: its arguments
         # that do not change between calls.
-        self._fast = fastcall.load()
+        fast = fastcall.load()
+        self._fast = None if fast is None else fast.call
         if self._fast is not None:
             self._fast_entry = int(ffi.cast("uintptr_t", self._entry))
             self._fast_free = int(ffi.cast("uintptr_t", self._free))
@@ -328,33 +328,17 @@ class Executable:
         if fast is not None:
             ref, rt, rt_address = self._last_bound
             if ref is None or ref() is not store:
-                rt = self.bind(store)
+                self.bind(store)
                 rt_address = self._last_bound[2]
-            bufs = self._buffers
-            args = [self._fast_entry, rt_address,
-                    0 if rendezvous is _NULL else int(_cast("uintptr_t", rendezvous)),
-                    timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
-                    bufs.status_address, self._fast_free,
-                    arrays if type(arrays) is list else list(arrays), self._fast_feeds,
-                    self._fast_fetches, scalars]
-            got = fast.call(*args)
-            converted = set()
-            while type(got) is not list:
-                if got > 0:
-                    raise _status_error(bufs.status)
-                i = -got - 1                    # a feed the C path does not take as it is
-                if i in converted:
-                    raise _feed_shape_error(self._layouts[i], np.asarray(args[6][i]))
-                converted.add(i)
-                if len(converted) == 1:
-                    args[6] = list(args[6])     # never change the caller's list
-                value = args[6][i]
-                checked = self.feed_checks[i](value)      # converts, or a FeedError says why
-                if checked is value:            # it passed as is: an unaligned, byte-swapped
-                    checked = np.array(value)   # or subclass array becomes a plain copy
-                args[6][i] = checked
-                got = fast.call(*args)
-            return got
+            got = fast(self._fast_entry, rt_address,
+                       0 if rendezvous is _NULL else int(_cast("uintptr_t", rendezvous)),
+                       timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
+                       self._fast_free, arrays if type(arrays) is list else list(arrays),
+                       self._fast_feeds, self._fast_fetches, scalars)
+            if type(got) is list:
+                return got
+            return self._fast_again(got, list(arrays), rt_address, rendezvous, timeout_ms,
+                                    scalars)
         rt = self.bind(store)
         bufs = self._buffers
         keep = []
@@ -390,6 +374,33 @@ class Executable:
                     for r, t in zip(self._readers, bufs.fetches)]
         return [r.array(t) for r, t in zip(self._readers, bufs.fetches)]
 
+
+    def _fast_again(self, got, arrays: list, rt_address: int, rendezvous, timeout_ms,
+                    scalars: bool) -> list:
+        """After the C run path refused a feed (``got`` is -(i + 1)): convert it with its feed
+        check (or raise why it cannot be fed) and run again; a failed step (``got`` is the
+        status tuple) raises its error."""
+        converted = set()
+        while type(got) is not list:
+            if type(got) is tuple:
+                code, node, loc, msg = got
+                where = (f"{loc}: " if loc else "") + (f"node '{node}': " if node else "")
+                raise _ERROR_CLASSES.get(code, RuntimeExecutionError)(
+                    where + msg, node or None, loc or None, int(code))
+            i = -got - 1
+            if i in converted:
+                raise _feed_shape_error(self._layouts[i], np.asarray(arrays[i]))
+            converted.add(i)
+            value = arrays[i]
+            checked = self.feed_checks[i](value)      # converts, or a FeedError says why
+            if checked is value:                # it passed as is: an unaligned, byte-swapped
+                checked = np.array(value)       # or subclass array becomes a plain copy
+            arrays[i] = checked
+            got = self._fast(self._fast_entry, rt_address,
+                             0 if rendezvous is _NULL else int(_cast("uintptr_t", rendezvous)),
+                             int(timeout_ms or 0), self._fast_free, arrays, self._fast_feeds,
+                             self._fast_fetches, scalars)
+        return got
 
     def _own_store(self):
         store = getattr(self, "_store", None)

@@ -8,17 +8,16 @@
  * cached; where it cannot be built, Executable.call keeps its cffi path. The structs below
  * are the ABI of runtime/csrc/flowc_rt.h (checked by ABI_VERSION on module load).
  *
- * call(entry, rt, rendezvous, timeout_ms, status, free, arrays, feed_specs, fetch_types, scalars)
- *   entry, rt, rendezvous, status, free: addresses (ints) of the module's flowc_entry, the
- *     step's flowc_runtime, the rendezvous (0: none), a flowc_status and the module's
- *     flowc_free;
+ * call(entry, rt, rendezvous, timeout_ms, free, arrays, feed_specs, fetch_types, scalars)
+ *   entry, rt, rendezvous, free: addresses (ints) of the module's flowc_entry, the step's
+ *     flowc_runtime, the rendezvous (0: none) and the module's flowc_free;
  *   arrays: a list, the step's feeds in order: numpy arrays or numpy scalars;
  *   feed_specs: per feed, (flowc dtype code, rank or -1 when unknown, the shape as a tuple of
  *     ints, -1 for a dim not known, or None when the rank is not known, numpy type number);
  *   fetch_types: a tuple of numpy type numbers, one per fetch;
  *   scalars: rank-0 fetches become numpy scalars when true, 0-d arrays otherwise.
- * Returns the list of fetched values; or the entry's nonzero status code (a positive int;
- * the status struct says what and where); or -(i + 1) when feed i is not a plain array
+ * Returns the list of fetched values; or, when the entry fails, its status as a tuple (code,
+ * node, source location, message); or -(i + 1) when feed i is not a plain array
  * (or numpy scalar) of the spec's dtype, rank and known dims (nothing ran): the caller
  * converts it with its feed check, or reports why it cannot.
  */
@@ -36,8 +35,15 @@ typedef struct flowc_tensor {
     int32_t dtype;
 } flowc_tensor;
 
+typedef struct flowc_status {
+    int32_t code;
+    char node[128];
+    char location[256];
+    char message[768];
+} flowc_status;
+
 typedef int (*entry_fn)(const flowc_tensor *feeds, flowc_tensor *fetches, const void *rt,
-                        void *rendezvous, int64_t timeout_ms, void *status);
+                        void *rendezvous, int64_t timeout_ms, flowc_status *status);
 typedef void (*free_fn)(void *p);
 
 /* A numpy scalar's value, aligned for any numeric type (complex128 is the widest fed). */
@@ -116,20 +122,19 @@ static void *address(PyObject *v) {
 
 static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "call takes 10 arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "call takes 9 arguments");
         return NULL;
     }
     entry_fn entry = (entry_fn)address(args[0]);
     void *rt = address(args[1]);
     void *rendezvous = address(args[2]);
     int64_t timeout_ms = PyLong_AsLongLong(args[3]);
-    void *status = address(args[4]);
-    free_fn release = (free_fn)address(args[5]);
-    PyObject *arrays = args[6], *specs = args[7], *types = args[8];
-    int scalars = PyObject_IsTrue(args[9]);
+    free_fn release = (free_fn)address(args[4]);
+    PyObject *arrays = args[5], *specs = args[6], *types = args[7];
+    int scalars = PyObject_IsTrue(args[8]);
     if (PyErr_Occurred()) return NULL;
-    if (!entry || !release || !status || !PyList_Check(arrays) || !PyTuple_Check(specs)
+    if (!entry || !release || !PyList_Check(arrays) || !PyTuple_Check(specs)
             || !PyTuple_Check(types) || PyTuple_GET_SIZE(specs) != PyList_GET_SIZE(arrays)) {
         PyErr_SetString(PyExc_TypeError, "call: bad arguments");
         return NULL;
@@ -211,11 +216,18 @@ static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     if (PyErr_Occurred()) goto done;
     int code;
+    flowc_status status;
+    status.code = 0;
+    status.node[0] = status.location[0] = status.message[0] = 0;
     Py_BEGIN_ALLOW_THREADS
-    code = entry(feeds, fetches, rt, rendezvous, timeout_ms, status);
+    code = entry(feeds, fetches, rt, rendezvous, timeout_ms, &status);
     Py_END_ALLOW_THREADS
     if (code != 0) {
-        result = PyLong_FromLong(code);
+        result = Py_BuildValue(
+            "(iNNN)", status.code ? (int)status.code : code,
+            PyUnicode_DecodeUTF8(status.node, (Py_ssize_t)strnlen(status.node, sizeof status.node), "replace"),
+            PyUnicode_DecodeUTF8(status.location, (Py_ssize_t)strnlen(status.location, sizeof status.location), "replace"),
+            PyUnicode_DecodeUTF8(status.message, (Py_ssize_t)strnlen(status.message, sizeof status.message), "replace"));
         goto done;
     }
     result = PyList_New(n_fetches);
