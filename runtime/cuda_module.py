@@ -37,6 +37,8 @@ _CUDA_CDEF = """
 int flowc_cuda_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
                      void *rendezvous, int64_t timeout_ms, void *stream, flowc_status *st);
 void flowc_cuda_var_release(flowc_var *v);
+int flowc_cuda_var_to_host(const flowc_var *v, void *dst, size_t nbytes);
+int flowc_cuda_var_from_host(flowc_var *v, const void *src, size_t nbytes);
 """
 _cdef_lock = threading.Lock()
 _cdef_done = False

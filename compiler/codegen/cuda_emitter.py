@@ -426,13 +426,26 @@ class _CudaEmitter:
             "}",
             "",
         ]
+        out.append(f"#define FLOWC_GPU_INDEX {_gpu_index(self.graph)}")
         out += _EXPORTS.splitlines()
         return "\n".join(out) + "\n"
+
+
+def _gpu_index(graph: Graph) -> int:
+    """The GPU the subgraph was placed on (``/device:GPU:k``; 0 for an unplaced graph): the
+    module selects it on every thread that calls in (``cudaSetDevice`` is per thread)."""
+    for n in graph:
+        m = re.search(r"/device:GPU:(\d+)$", n.assigned_device or "")
+        if m:
+            return int(m.group(1))
+    return 0
 
 
 _EXPORTS = f"""/* The C module ABI (runtime/module.py), with a stream of its own per call. */
 extern "C" int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
                            void *rendezvous, int64_t timeout_ms, flowc_status *st) {{
+    if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess)
+        return flowc_fail(st, FLOWC_ERROR, "", "", "cannot select GPU %d (no such GPU?)", FLOWC_GPU_INDEX);
     cudaStream_t s;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
         return flowc_fail(st, FLOWC_ERROR, "", "", "cannot create a CUDA stream (no GPU?)");
@@ -451,8 +464,27 @@ extern "C" int flowc_queue_create(void *q, int32_t ncomponents, int64_t capacity
 extern "C" void flowc_queue_free(void *q) {{ flowc_queue_destroy((flowc_queue *)q); }}
 extern "C" void flowc_queue_shut(void *q, int32_t cancel) {{ flowc_queue_close((flowc_queue *)q, cancel); }}
 extern "C" int64_t flowc_queue_length(void *q) {{ return flowc_queue_count((flowc_queue *)q); }}
-/* A GPU variable's value is device memory: the runtime frees it through the module. */
+/* A GPU variable's value is device memory: the runtime frees, reads and sets it through the
+   module (synchronous copies, outside any step; the caller holds no step on the variable). */
 extern "C" void flowc_cuda_var_release(flowc_var *v) {{
-    if (v && v->value.data) {{ cudaFree(v->value.data); v->value.data = NULL; v->capacity = 0; v->initialized = 0; }}
+    if (v && v->value.data) {{ cudaSetDevice(FLOWC_GPU_INDEX); cudaFree(v->value.data); v->value.data = NULL; v->capacity = 0; v->initialized = 0; }}
+}}
+extern "C" int flowc_cuda_var_to_host(const flowc_var *v, void *dst, size_t nbytes) {{
+    if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess) return 1;
+    if (nbytes == 0) return 0;
+    if (!v->value.data || (size_t)v->capacity < nbytes) return 2;
+    return cudaMemcpy(dst, v->value.data, nbytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : 3;
+}}
+extern "C" int flowc_cuda_var_from_host(flowc_var *v, const void *src, size_t nbytes) {{
+    if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess) return 1;
+    if (!v->value.data || (size_t)v->capacity != nbytes) {{
+        void *p = NULL;
+        if (cudaMalloc(&p, nbytes ? nbytes : 64) != cudaSuccess) return 4;
+        if (v->value.data) cudaFree(v->value.data);
+        v->value.data = p;
+        v->capacity = (int64_t)nbytes;
+    }}
+    if (nbytes && cudaMemcpy(v->value.data, src, nbytes, cudaMemcpyHostToDevice) != cudaSuccess) return 3;
+    return 0;
 }}
 """
