@@ -229,3 +229,23 @@ def test_cnn_training_step_compiles_with_nvcc(tmp_path):
     devices = _build(step, tmp_path / "train")
     assert devices[GPU0]["kind"] == "cuda"
     assert {"f1", "c1", "f2", "c2", "w", "b"} <= {v["name"] for v in devices[GPU0]["variables"]}
+
+
+@needs_nvcc
+def test_saver_steps_read_and_assign_gpu_variables_and_compile_with_nvcc(tmp_path):
+    model = mlp_model()
+    with model.graph.as_default():
+        saver = fl.train.Saver()
+    lives = {k: GPU0 for k in ("w0", "b0", "w1", "b1")}
+    for op, name in ((saver.save_op, "save"), (saver.restore_op, "restore")):
+        step, ctx = _session_step(model, [], [op], [saver.filename_tensor], placed=lives)
+        parts = split_by_device(step.graph)
+        _assert_gpu_nodes_have_kernels(parts)
+        checkpoint_op = "SaveV2" if name == "save" else "RestoreV2"
+        assert {n.op for n in parts[CPU0]} >= {checkpoint_op}
+        gpu_ops = {n.op for n in parts[GPU0]}
+        assert ("ReadVariableOp" if name == "save" else "AssignVariableOp") in gpu_ops
+        assert set(variable_devices(step.graph).values()) == {GPU0}
+        assert any(src == GPU0 for src, _, _ in _pairs(parts)) == (name == "save")
+        devices = _build(step, tmp_path / name)
+        assert devices[GPU0]["kind"] == "cuda"

@@ -478,13 +478,14 @@ extern "C" int flowc_cuda_var_to_host(const flowc_var *v, void *dst, size_t nbyt
 extern "C" int flowc_cuda_var_from_host(flowc_var *v, const void *src, size_t nbytes) {{
     if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess) return 1;
     if (!v->value.data || (size_t)v->capacity != nbytes) {{
+        /* from the stream-ordered pool, as the step's own assignments allocate */
         void *p = NULL;
-        if (cudaMalloc(&p, nbytes ? nbytes : 64) != cudaSuccess) return 4;
-        if (v->value.data) cudaFree(v->value.data);
+        if (cudaMallocAsync(&p, nbytes ? nbytes : 64, 0) != cudaSuccess) return 4;
+        if (v->value.data) cudaFreeAsync(v->value.data, 0);
         v->value.data = p;
         v->capacity = (int64_t)nbytes;
     }}
-    if (nbytes && cudaMemcpy(v->value.data, src, nbytes, cudaMemcpyHostToDevice) != cudaSuccess) return 3;
-    return 0;
+    if (nbytes && cudaMemcpyAsync(v->value.data, src, nbytes, cudaMemcpyHostToDevice, 0) != cudaSuccess) return 3;
+    return cudaStreamSynchronize(0) == cudaSuccess ? 0 : 3;
 }}
 """

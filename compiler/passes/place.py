@@ -265,8 +265,12 @@ class Place(Pass):
                 place_default(group, "default device (state without a device request stays "
                                      "there)")
         pending = [g for g in pending if not any(_makes_state(n) for n in g)]
+        # Sources that go with their consumers: constants; with a GPU default also feeds
+        # (a fed filename read by a CPU op stays on the CPU instead of visiting the GPU).
+        sources = {"Const"}
         if fallback is not None and fallback.type == "GPU":
-            pending = self._prefer_gpu(pending, fallback, assigned, reason)
+            sources.add("Placeholder")
+            pending = self._prefer_gpu(pending, fallback, sources, assigned, reason)
         while pending:
             before = len(pending)
             pending = self._follow_inputs(pending, assigned, reason)
@@ -277,7 +281,7 @@ class Place(Pass):
         # In graph order, a group follows an input placed meanwhile, else takes the default;
         # constants then go with their consumers (a shape-like constant stays a compile-time
         # constant beside the op that reads it).
-        consts = [g for g in pending if all(n.op == "Const" for n in g)]
+        consts = [g for g in pending if all(n.op in sources for n in g)]
         const_ids = {id(g) for g in consts}
         for group in pending:
             if id(group) not in const_ids and self._follow_inputs([group], assigned, reason):
@@ -296,13 +300,13 @@ class Place(Pass):
             print(report.text(graph), file=sys.stderr)
         return changed
 
-    def _prefer_gpu(self, pending, gpu: Device, assigned, reason):
+    def _prefer_gpu(self, pending, gpu: Device, sources, assigned, reason):
         """With a GPU as the default device, an unconstrained group that has GPU kernels goes
         there whatever its inputs' devices (TensorFlow's rule: a GPU kernel wins); constants
-        still go with their consumers. Returns the groups left."""
+        and feeds still go with their consumers. Returns the groups left."""
         left = []
         for group in pending:
-            if all(n.op == "Const" for n in group) or not self._feasible(group, gpu):
+            if all(n.op in sources for n in group) or not self._feasible(group, gpu):
                 left.append(group)
                 continue
             for n in group:
