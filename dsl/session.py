@@ -30,7 +30,7 @@ from compiler.step import (cached_step_key, make_step_graph, optimize, record_st
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
 from dsl.session_devices import (has_gpu_module, pin_variables, placement_options,
-                                 session_gpus)
+                                 session_gpus, variables_kept_off_the_gpu)
 from dsl.tensor import Operation, Tensor
 from runtime.artifact import load_artifact
 from runtime.errors import FeedError
@@ -248,6 +248,8 @@ class Session:
         self.options = placement_options(self.options, self.gpus)
         self._cuda_context = None                # made when a step first has a GPU module
         self._variable_devices: Dict[str, str] = {}   # shared name -> device it lives on
+        self._off_gpu: Dict[str, str] = {}        # variables the whole graph keeps on a CPU
+        self._off_gpu_version = None             # the graph version that was computed at
         self.store = ResourceStore()             # variables and random streams: the state
         self._steps: Dict[Tuple, Executable] = {}
         self._plans: Dict[tuple, _Plan] = {}
@@ -462,8 +464,13 @@ class Session:
         return self._build(feeds, fetches, targets, profiled=True)
 
     def _build(self, feeds, fetches, targets, profiled: bool) -> Executable:
+        if self.gpus and self._off_gpu_version != self.graph.version:
+            cpu = next((d for d in self.options.devices if "/device:CPU:" in d), None)
+            self._off_gpu = variables_kept_off_the_gpu(self.graph, cpu) if cpu else {}
+            self._off_gpu_version = self.graph.version
         sg = make_step_graph(self.graph, feeds, fetches, targets)
-        pin_variables(sg.graph, self._variable_devices)   # a variable stays where it lives
+        # A variable stays where it lives (and off the GPU where the graph needs it elsewhere).
+        pin_variables(sg.graph, self._variable_devices, self._off_gpu)
         effective = resolve_options(self.options)
         instrumentation = Instrumentation.from_options(effective)
         if profiled:

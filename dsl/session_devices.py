@@ -6,10 +6,11 @@ user did not pin goes there, the rest stay on ``CPU:0``. ``ConfigProto(device_co
 0})`` turns GPUs off; without pycuda or a GPU nothing changes (a request for a GPU then falls
 back to a CPU under ``allow_soft_placement``, and is an error naming the node without it).
 
-A variable lives on one device for the whole session: the first step that uses it places it,
-and later steps ask for that device (``pin_variables``), so a step that would have put it
-elsewhere (a checkpoint restore, an op without a GPU kernel beside it) moves its other ops
-instead of the variable.
+A variable lives on one device for the whole session: a variable whose ops include one
+without a GPU kernel anywhere in the graph stays on the CPU (``variables_kept_off_the_gpu``);
+otherwise the first step that uses it places it, and later steps ask for that device
+(``pin_variables``), so a step that would have put it elsewhere moves its other ops instead
+of the variable.
 """
 from __future__ import annotations
 
@@ -61,17 +62,40 @@ def placement_options(options: PipelineOptions, gpus: Sequence[str]) -> Pipeline
                                default_device=options.default_device or gpus[0])
 
 
-def pin_variables(graph: Graph, placed: Dict[str, str]) -> None:
+def pin_variables(graph: Graph, placed: Dict[str, str], off_gpu: Dict[str, str] = {}) -> None:
     """Ask for the device each variable was placed on by an earlier step (``placed``: its
-    shared name -> device), where the user did not ask for one."""
-    if not placed:
+    shared name -> device), where the user did not ask for one; a variable in ``off_gpu``
+    (``variables_kept_off_the_gpu``) goes to its CPU even where the user asked for a GPU
+    (the soft placement every step would make for part of its ops anyway)."""
+    if not placed and not off_gpu:
         return
     for n in graph:
-        if n.op != "VarHandleOp" or n.device:
+        if n.op != "VarHandleOp":
             continue
-        device = placed.get(variable_key(n))
-        if device:
-            n.device = device
+        key = variable_key(n)
+        if key in off_gpu and (not n.device or "GPU" in n.device.upper()):
+            n.device = off_gpu[key]
+        elif not n.device and placed.get(key):
+            n.device = placed[key]
+
+
+def variables_kept_off_the_gpu(graph: Graph, cpu: str) -> Dict[str, str]:
+    """Variables of the whole ``graph`` that must live on ``cpu``: their colocation group
+    (every op on their handle, every op colocated with them) has an op without a GPU kernel.
+
+    Placement looks at one step at a time, and a step that only initializes a variable would
+    put it on the GPU where a later training step (a sparse update whose segment count is
+    known only at run time, say) cannot use it there. As TensorFlow places the whole graph
+    once, the session decides these variables' device from the whole graph."""
+    from compiler.passes.place import _Groups, kernel_device_types
+    result: Dict[str, str] = {}
+    groups = _Groups(graph)
+    for group in groups.sets(graph):
+        handles = [n for n in group if n.op == "VarHandleOp"]
+        if handles and not all("GPU" in kernel_device_types(n) for n in group):
+            for n in handles:
+                result[variable_key(n)] = cpu
+    return result
 
 
 def variable_devices(graph: Graph) -> Dict[str, str]:

@@ -19,8 +19,9 @@ from compiler.passes.partition import split_by_device
 from compiler.passes.place import PlacementError
 from compiler.step import make_step_graph, write_artifact
 from dsl.session_devices import (pin_variables, placement_options, requested_gpu_count,
-                                 session_gpus, variable_devices)
-from gpu_session_models import cnn_batch, cnn_model, mlp_batch, mlp_model, train_losses
+                                 session_gpus, variable_devices, variables_kept_off_the_gpu)
+from gpu_session_models import (TrainingModel, cnn_batch, cnn_model, mlp_batch, mlp_model,
+                                train_losses)
 from runtime.cuda_module import cuda_status
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -35,10 +36,11 @@ _CROSSING = ("_Send", "_Recv", "Placeholder", "Const", "NoOp", "_Sink", "_Retval
 
 def _session_step(model, fetches, targets, feeds=(), placed=None):
     """A step placed as a session with GPU:0 places it (devices and default from
-    ``placement_options``, variables pinned where ``placed`` says they live)."""
+    ``placement_options``, variables pinned where ``placed`` says they live, and kept off the
+    GPU where the whole graph needs them on the CPU)."""
     step = make_step_graph(model.graph, [f.output for f in feeds], [f.output for f in fetches],
                            [t.node for t in targets])
-    pin_variables(step.graph, placed or {})
+    pin_variables(step.graph, placed or {}, variables_kept_off_the_gpu(model.graph, CPU0))
     opts = placement_options(PipelineOptions(), [GPU0])
     ctx = PassContext(opts)
     PassManager(opts).run(step.graph, ctx)
@@ -188,6 +190,40 @@ def test_a_variable_stays_on_the_device_it_lives_on():
     for n in step.graph:
         if n.inputs and n.inputs[0].node is handles["w0"]:
             assert n.assigned_device == CPU0, n.name
+
+
+def _sparse_adam_model():
+    """An embedding trained with Adam: the sparse update sums repeated rows with an
+    UnsortedSegmentSum whose segment count is known only at run time (no GPU kernel),
+    colocated with the embedding."""
+    g = fl.Graph()
+    with g.as_default():
+        ids = fl.placeholder(fl.int32, [None], name="ids")
+        labels = fl.placeholder(fl.int64, [None], name="labels")
+        e = fl.Variable(np.ones((50, 8), np.float32), name="e")
+        w = fl.Variable(np.ones((8, 3), np.float32), name="w")
+        logits = fl.matmul(fl.nn.embedding_lookup(e, ids), w)
+        loss = fl.reduce_mean(fl.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits))
+        train_op = fl.train.AdamOptimizer(0.1).minimize(loss)
+        init = fl.global_variables_initializer()
+    return TrainingModel(g, ids, labels, loss, train_op, init, [e, w])
+
+
+def test_a_variable_the_graph_needs_on_the_cpu_is_there_in_every_step():
+    model = _sparse_adam_model()
+    kept = variables_kept_off_the_gpu(model.graph, CPU0)
+    # The embedding, its slots and Adam's powers (colocated with the first variable).
+    assert kept == {k: CPU0 for k in ("e", "e/Adam", "e/Adam_1", "beta1_power", "beta2_power")}
+    assert variables_kept_off_the_gpu(mlp_model("adam").graph, CPU0) == {}
+    init, _ = _session_step(model, [], [model.init])
+    train, ctx = _session_step(model, [model.loss], [model.train_op], [model.x, model.labels])
+    for step in (init, train):
+        homes = variable_devices(step.graph)
+        assert homes["e"] == CPU0 and homes["w"] == GPU0
+    parts = split_by_device(train.graph)
+    _assert_gpu_nodes_have_kernels(parts)
+    assert any(src == CPU0 and dst == GPU0 for src, _, dst in _pairs(parts))
 
 
 @no_gpu_here
