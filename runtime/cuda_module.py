@@ -18,8 +18,10 @@ this module adds:
 - ``load_cuda_artifact``: ``runtime.artifact.load_artifact`` for artifacts with GPU devices;
 - ``read_gpu_variable`` / ``release_gpu_variable``: a GPU variable's value lives in device
   memory (``flowc_var.value.data`` is a device pointer); these read it into numpy and free it.
+  A session's ``ResourceStore`` does the same through the module's own exports
+  (``flowc_cuda_var_to_host``/``_from_host``/``_release``), with no pycuda context needed.
 
-None of this has run on a GPU in this repository's test environment; see ``docs/cuda.md``.
+What has run on a GPU, and what has only compiled: ``docs/cuda.md``.
 """
 from __future__ import annotations
 
