@@ -189,6 +189,7 @@ class _CudaEmitter:
         if dims_fn is not None and not all(o.static for o in outputs):
             dims = dims_fn(dims_kc)
         lines.extend(dims_kc.checks if dims_kc is not kc else [])
+        dims_checks_done = len(dims_kc.checks)
         for k, o in enumerate(outputs):
             lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};")
             for d in range(o.rank):
@@ -212,8 +213,14 @@ class _CudaEmitter:
                 continue
             lines.append(f"FLOWC_DEVICE_ALLOC({o.var}, (size_t){o.size} * sizeof({o.ctype}));")
             self.owned.append(o.var)
-        code = kernel.emit(kc)
-        self._close(kc.checks + checks + lines + ["{", code, "}"])
+        if dims_kc is kc:
+            code = kernel.emit(kc)
+            return self._close(kc.checks + checks + lines + ["{", code, "}"])
+        # The kernel reads the mirrored inputs' values on the host too (a convolution's
+        # sizes): it gets the host copies, and its checks follow the copy.
+        code = kernel.emit(dims_kc)
+        self._close(kc.checks + checks + lines + dims_kc.checks[dims_checks_done:]
+                    + ["{", code, "}"])
 
     def _host_mirror(self, kc: KernelContext, ref: TensorRef):
         """A host copy of a small device tensor (a shape-like input): its TensorRef and the
