@@ -24,7 +24,11 @@ pytestmark = [
 
 
 def _same_training(make_model, batch, steps, rtol):
-    """Losses and final variables of the same model trained on the CPU and on the GPU."""
+    """Losses and final variables of the same model trained on the CPU and on the GPU; the
+    losses also against the numpy interpreter (the oracle)."""
+    model = make_model()
+    with fl.Session(graph=model.graph, backend="interpreter") as sess:
+        oracle_losses = train_losses(sess, model, batch, steps)
     results = []
     for config in (CPU_ONLY, None):
         model = make_model()
@@ -38,6 +42,7 @@ def _same_training(make_model, batch, steps, rtol):
     assert cpu_homes == {"/job:localhost/replica:0/task:0/device:CPU:0"}
     assert gpu_homes == {GPU0}                    # the variables live on the GPU
     np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=rtol, atol=1e-6)
+    np.testing.assert_allclose(gpu_losses, oracle_losses, rtol=rtol, atol=1e-6)
     assert gpu_losses[-1] < gpu_losses[0]
     for c, g, s in zip(cpu_values, gpu_values, gpu_store):
         np.testing.assert_allclose(g, c, rtol=rtol, atol=1e-5)
