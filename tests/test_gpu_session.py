@@ -149,6 +149,10 @@ def test_mlp_training_step_goes_to_the_gpu_with_inputs_sent_from_the_cpu(optimiz
     assert not any(op.startswith("_MatMul") for op in gpu_ops)
     assert _pairs(parts) == {(CPU0, "x", GPU0), (CPU0, "labels", GPU0)}
     assert not ctx.placement_report.notes
+    # What log_device_placement prints: the GPU among the devices, and why ops went there.
+    report = ctx.placement_report.text(step.graph)
+    assert CPU0 in report.splitlines()[0] and GPU0 in report.splitlines()[0]
+    assert "default device (it has a GPU kernel)" in report
 
 
 def test_mlp_training_step_without_pins_is_one_gpu_module():
