@@ -514,6 +514,10 @@ class Session:
         """The architecture of the session's GPU (None without one: the build's default)."""
         return self._gpu_context().arch if self.gpus else None
 
+    def variable_devices(self) -> Dict[str, str]:
+        """Where each variable the session's steps have used lives: shared name -> device."""
+        return dict(self._variable_devices)
+
     def _record_variable_devices(self, manifest: dict) -> None:
         for d in manifest.get("devices") or ():
             for v in d.get("variables") or ():

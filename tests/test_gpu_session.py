@@ -237,8 +237,8 @@ def test_a_cpu_session_records_where_its_variables_live():
     batch = mlp_batch()
     with fl.Session(graph=model.graph) as sess:
         losses = train_losses(sess, model, batch, 2)
-        assert set(sess._variable_devices.values()) == {CPU0}
-        assert {"w0", "b0", "w1", "b1"} <= set(sess._variable_devices)
+        assert set(sess.variable_devices().values()) == {CPU0}
+        assert {"w0", "b0", "w1", "b1"} <= set(sess.variable_devices())
     assert losses[1] < losses[0]
 
 

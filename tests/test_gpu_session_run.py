@@ -35,7 +35,7 @@ def _same_training(make_model, batch, steps, rtol):
         with fl.Session(graph=model.graph, config=config) as sess:
             losses = train_losses(sess, model, batch, steps)
             values = sess.run(model.variables)
-            homes = set(sess._variable_devices.values())
+            homes = set(sess.variable_devices().values())
             from_store = [sess.store.read(v.name.split(":")[0]) for v in model.variables]
         results.append((losses, values, homes, from_store))
     (cpu_losses, cpu_values, cpu_homes, _), (gpu_losses, gpu_values, gpu_homes, gpu_store) = results

@@ -44,7 +44,7 @@ def flowc_session(case, config=None):
 
 def devices_of(sess) -> List[str]:
     """Where the session's variables live (GPU:0 when the step went to the GPU)."""
-    return sorted({d.rsplit("/", 1)[-1] for d in sess._variable_devices.values()})
+    return sorted({d.rsplit("/", 1)[-1] for d in sess.variable_devices().values()})
 
 
 def torch_mlp(torch, batch: int) -> Tuple[Callable[[], float], Callable[[], object]]:
