@@ -62,11 +62,13 @@ def placement_options(options: PipelineOptions, gpus: Sequence[str]) -> Pipeline
                                default_device=options.default_device or gpus[0])
 
 
-def pin_variables(graph: Graph, placed: Dict[str, str], off_gpu: Dict[str, str] = {}) -> None:
+def pin_variables(graph: Graph, placed: Dict[str, str],
+                  off_gpu: Optional[Dict[str, str]] = None) -> None:
     """Ask for the device each variable was placed on by an earlier step (``placed``: its
     shared name -> device), where the user did not ask for one; a variable in ``off_gpu``
     (``variables_kept_off_the_gpu``) goes to its CPU even where the user asked for a GPU
     (the soft placement every step would make for part of its ops anyway)."""
+    off_gpu = off_gpu or {}
     if not placed and not off_gpu:
         return
     for n in graph:

@@ -20,8 +20,7 @@ from compiler.passes.place import PlacementError
 from compiler.step import make_step_graph, write_artifact
 from dsl.session_devices import (pin_variables, placement_options, requested_gpu_count,
                                  session_gpus, variable_devices, variables_kept_off_the_gpu)
-from gpu_session_models import (TrainingModel, cnn_batch, cnn_model, mlp_batch, mlp_model,
-                                train_losses)
+from gpu_session_models import TrainingModel, cnn_model, mlp_batch, mlp_model, train_losses
 from runtime.cuda_module import cuda_status
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
