@@ -29,6 +29,8 @@ from compiler.step import (cached_step_key, make_step_graph, optimize, record_st
                            source_key, step_key, write_artifact)
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
+from dsl.session_devices import (has_gpu_module, pin_variables, placement_options,
+                                 session_gpus, variables_kept_off_the_gpu)
 from dsl.tensor import Operation, Tensor
 from runtime.artifact import load_artifact
 from runtime.errors import FeedError
@@ -242,6 +244,15 @@ class Session:
                 self.options.log_device_placement,
                 check_numerics=config.check_numerics or self.options.check_numerics)
         self.config = config
+        # GPUs this process can host (none without pycuda or a GPU, or with device_count
+        # {"GPU": 0}); ops with a GPU kernel then default to GPU:0, as in TensorFlow.
+        self.gpus: List[str] = (session_gpus(config) if backend == "c"
+                                and type(self)._compile is Session._compile else [])
+        self.options = placement_options(self.options, self.gpus)
+        self._cuda_context = None                # made when a step first has a GPU module
+        self._variable_devices: Dict[str, str] = {}   # shared name -> device it lives on
+        self._off_gpu: Dict[str, str] = {}        # variables the whole graph keeps on a CPU
+        self._off_gpu_version = None             # the graph version that was computed at
         self.store = ResourceStore()             # variables and random streams: the state
         self._steps: Dict[Tuple, Executable] = {}
         self._plans: Dict[tuple, _Plan] = {}
@@ -473,7 +484,13 @@ class Session:
         return self._build(feeds, fetches, targets, profiled=True)
 
     def _build(self, feeds, fetches, targets, profiled: bool) -> Executable:
+        if self.gpus and self._off_gpu_version != self.graph.version:
+            cpu = next((d for d in self.options.devices if "/device:CPU:" in d), None)
+            self._off_gpu = variables_kept_off_the_gpu(self.graph, cpu) if cpu else {}
+            self._off_gpu_version = self.graph.version
         sg = make_step_graph(self.graph, feeds, fetches, targets)
+        # A variable stays where it lives (and off the GPU where the graph needs it elsewhere).
+        pin_variables(sg.graph, self._variable_devices, self._off_gpu)
         effective = resolve_options(self.options)
         instrumentation = Instrumentation.from_options(effective)
         if profiled:
@@ -490,16 +507,45 @@ class Session:
                 path = os.path.join(cache, key[:2], key)
                 # an entry there did not load: replace it; else another session's may appear
                 write_artifact(sg, path, signature=key, instrumentation=instrumentation,
-                               replace=os.path.isdir(path))
-                artifact = load_artifact(path)
+                               replace=os.path.isdir(path), cuda_arch=self._cuda_arch())
+                artifact = self._load(path)
             record_step_key(cache, source, key)
+        self._record_variable_devices(artifact.manifest)
         self.compile_count += 1
         return artifact.executable
 
-    @staticmethod
-    def _load_cached(cache: str, key: str):
+    def _load(self, path: str):
+        """Load an artifact: with the session's GPU context where it has GPU modules."""
+        if not self.gpus:
+            return load_artifact(path)
+        from runtime.artifact import verify_artifact
+        if not has_gpu_module(verify_artifact(path)):
+            return load_artifact(path)
+        from runtime.cuda_module import load_cuda_artifact
+        return load_cuda_artifact(path, self._gpu_context())
+
+    def _gpu_context(self):
+        if self._cuda_context is None:
+            from runtime.cuda_module import CudaContext
+            self._cuda_context = CudaContext(0)
+        return self._cuda_context
+
+    def _cuda_arch(self) -> Optional[str]:
+        """The architecture of the session's GPU (None without one: the build's default)."""
+        return self._gpu_context().arch if self.gpus else None
+
+    def variable_devices(self) -> Dict[str, str]:
+        """Where each variable the session's steps have used lives: shared name -> device."""
+        return dict(self._variable_devices)
+
+    def _record_variable_devices(self, manifest: dict) -> None:
+        for d in manifest.get("devices") or ():
+            for v in d.get("variables") or ():
+                self._variable_devices.setdefault(v["name"], d["device"])
+
+    def _load_cached(self, cache: str, key: str):
         path = os.path.join(cache, key[:2], key)
         try:
-            return load_artifact(path) if os.path.isdir(path) else None
+            return self._load(path) if os.path.isdir(path) else None
         except Exception:
             return None                           # stale or corrupt: rebuild

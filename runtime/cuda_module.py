@@ -18,8 +18,10 @@ this module adds:
 - ``load_cuda_artifact``: ``runtime.artifact.load_artifact`` for artifacts with GPU devices;
 - ``read_gpu_variable`` / ``release_gpu_variable``: a GPU variable's value lives in device
   memory (``flowc_var.value.data`` is a device pointer); these read it into numpy and free it.
+  A session's ``ResourceStore`` does the same through the module's own exports
+  (``flowc_cuda_var_to_host``/``_from_host``/``_release``), with no pycuda context needed.
 
-None of this has run on a GPU in this repository's test environment; see ``docs/cuda.md``.
+What has run on a GPU, and what has only compiled: ``docs/cuda.md``.
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ _CUDA_CDEF = """
 int flowc_cuda_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
                      void *rendezvous, int64_t timeout_ms, void *stream, flowc_status *st);
 void flowc_cuda_var_release(flowc_var *v);
+int flowc_cuda_var_to_host(const flowc_var *v, void *dst, size_t nbytes);
+int flowc_cuda_var_from_host(flowc_var *v, const void *src, size_t nbytes);
 """
 _cdef_lock = threading.Lock()
 _cdef_done = False

@@ -12,6 +12,12 @@ A ``ResourceStore`` belongs to a session (or to an artifact run on its own). It 
 - the **host-call hook** kernels use to ask the runtime for work that belongs to it rather
   than to generated code (reading and writing checkpoint files): ``register_host_op``.
 
+A variable that a GPU module uses is **GPU-resident**: its ``flowc_var`` stays in host memory
+(dims, flag, lock, name) and its ``value.data`` is device memory, which the store reads, sets
+and frees through that module's exports (``flowc_cuda_var_to_host`` ...), never with ``free``.
+A variable lives on one kind of device: a CPU module given a GPU-resident variable is refused
+(the session keeps a variable on the device its first step placed it on).
+
 Updates from generated code are not locked, like TensorFlow's ``use_locking=False`` default;
 steps that race on one variable see each other's partial updates (the paper's asynchronous
 training), never freed memory, as a variable's buffer is only replaced when its size changes.
@@ -55,11 +61,23 @@ class VariableInfo:
     shape: Optional[tuple]           # the declared shape (None: unknown rank)
 
 
+def gpu_exports(lib):
+    """``lib`` if it is a GPU module's library (it exports the GPU variable functions),
+    else None."""
+    try:
+        lib.flowc_cuda_var_from_host
+    except AttributeError:
+        return None
+    return lib
+
+
 class Variable:
-    """One variable's C state and its declared type."""
+    """One variable's C state and its declared type; ``gpu``: the GPU module library that
+    holds its device memory (None: host memory)."""
 
     def __init__(self, info: VariableInfo):
         self.info = info
+        self.gpu = None
         self.c = ffi.new("flowc_var *")
         self.c.dtype = info.dtype.code
         encoded = info.name.encode()[:127]
@@ -67,16 +85,42 @@ class Variable:
 
     def __del__(self):
         c = getattr(self, "c", None)
-        if c is not None and c.value.data != ffi.NULL:
+        if c is None or c.value.data == ffi.NULL:
+            return
+        if getattr(self, "gpu", None) is not None:
+            try:
+                self.gpu.flowc_cuda_var_release(c)
+            except Exception:  # noqa: BLE001  (process exit: the driver may be gone)
+                pass
+        else:
             _libc.free(c.value.data)
-            c.value.data = ffi.NULL
+        c.value.data = ffi.NULL
 
     @property
     def initialized(self) -> bool:
         return bool(self.c.initialized)
 
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu is not None
+
+    def move_to_gpu(self, lib) -> None:
+        """Make the variable GPU-resident in ``lib``'s device memory (a GPU module's library);
+        a value already in host memory is copied there."""
+        if self.gpu is not None:
+            return
+        c = self.c
+        value = self.read() if c.initialized else None
+        if c.value.data != ffi.NULL:
+            _libc.free(c.value.data)
+            c.value.data = ffi.NULL
+            c.capacity = 0
+        self.gpu = lib
+        if value is not None:
+            self.assign(value)
+
     def read(self) -> np.ndarray:
-        """A copy of the current value."""
+        """A copy of the current value (from the GPU for a GPU-resident variable)."""
         c = self.c
         if not c.initialized:
             raise ResourceError(f"variable '{self.info.name}' is not initialized (run its "
@@ -86,6 +130,13 @@ class Variable:
         n = math.prod(shape) * dtype.itemsize
         if n == 0:
             return np.zeros(shape, dtype)
+        if self.gpu is not None:
+            out = np.empty(shape, dtype)
+            rc = self.gpu.flowc_cuda_var_to_host(c, ffi.from_buffer(out), n)
+            if rc != 0:
+                raise ResourceError(f"cannot copy GPU variable '{self.info.name}' to the host "
+                                    f"(error {rc})")
+            return out
         return np.frombuffer(ffi.buffer(c.value.data, n), dtype).reshape(shape).copy()
 
     def assign(self, value) -> None:
@@ -100,14 +151,20 @@ class Variable:
         if arr.ndim > 8:
             raise ResourceError(f"variable '{info.name}': rank {arr.ndim} exceeds 8")
         c = self.c
-        if c.value.data == ffi.NULL or c.capacity != arr.nbytes:
+        if self.gpu is not None:
+            arr = np.ascontiguousarray(arr)
+            rc = self.gpu.flowc_cuda_var_from_host(c, ffi.from_buffer(arr), arr.nbytes)
+            if rc != 0:
+                raise ResourceError(f"cannot copy a value to GPU variable '{info.name}' "
+                                    f"(error {rc})")
+        elif c.value.data == ffi.NULL or c.capacity != arr.nbytes:
             p = _alloc(arr.nbytes)
             old = c.value.data
             c.value.data = p
             c.capacity = arr.nbytes
             if old != ffi.NULL:
                 _libc.free(old)
-        if arr.nbytes:
+        if arr.nbytes and self.gpu is None:
             ffi.memmove(c.value.data, ffi.from_buffer(arr), arr.nbytes)
         c.value.rank = arr.ndim
         c.value.dtype = info.dtype.code
@@ -116,10 +173,13 @@ class Variable:
         c.initialized = 1
 
     def view(self) -> np.ndarray:
-        """The current value without copying (valid until the variable's size changes)."""
+        """The current value without copying (valid until the variable's size changes); a
+        GPU-resident variable's value is copied (host code cannot see device memory)."""
         c = self.c
         if not c.initialized:
             raise ResourceError(f"variable '{self.info.name}' is not initialized")
+        if self.gpu is not None:
+            return self.read()
         shape = tuple(c.value.dims[0:c.value.rank])
         dtype = self.info.dtype.np
         n = math.prod(shape) * dtype.itemsize
@@ -261,8 +321,15 @@ class ResourceStore:
                                          lib).c
         rt.queues = queues_arr
         vars_arr = ffi.new("flowc_var *[]", max(len(variables), 1))
+        gpu = gpu_exports(lib) if lib is not None else None
         for i, spec in enumerate(variables):
-            vars_arr[i] = self.variable(spec.name, spec.dtype, spec.shape).c
+            v = self.variable(spec.name, spec.dtype, spec.shape)
+            if gpu is not None:
+                v.move_to_gpu(gpu)
+            elif v.on_gpu:
+                raise ResourceError(f"variable '{spec.name}' lives in GPU memory (a step placed "
+                                    "it on a GPU); this step uses it on a CPU")
+            vars_arr[i] = v.c
         streams_arr = ffi.new("uint64_t *[]", max(len(streams), 1))
         for i, name in enumerate(streams):
             streams_arr[i] = self._stream(name)

@@ -3,12 +3,12 @@
 The geometry and every shape check are the C target's (``compiler/ops/conv.py``): sizes,
 output sizes and padding are host expressions passed to the kernels. The kernels are direct
 loops, one thread per output element (no im2col, no cuDNN): honest and simple rather than
-fast. Shape-like inputs (``input_sizes``, ``filter_sizes``, ``orig_input_shape``) must be
-constants, and NCHW stays on the CPU.
+fast. Shape-like inputs (``input_sizes``, ``filter_sizes``, ``orig_input_shape``) that are
+not constants are copied to the host before the launch; NCHW stays on the CPU.
 """
 from __future__ import annotations
 
-from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
+from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.graph import Node
@@ -49,12 +49,16 @@ def _conv(kc: KernelContext) -> str:
     return code
 
 
+# The shape-like input of each op that has one: where it is not a constant (a gradient's
+# ``Shape`` of an input whose batch is fed) the host copies its 4 values back from the GPU
+# (one stream sync) and computes the geometry from them.
+_SIZES = {"Conv2DBackpropInput": 0, "Conv2DBackpropFilter": 1, "AvgPoolGrad": 0}
+
+
 def _supports(node: Node) -> bool:
-    if node.attrs.get("data_format", "NHWC") != "NHWC":
-        return False
-    sizes = {"Conv2DBackpropInput": (0,), "Conv2DBackpropFilter": (1,), "AvgPoolGrad": (0,)}
-    return constant_inputs(*sizes.get(node.op, ()))(node)
+    return node.attrs.get("data_format", "NHWC") == "NHWC"
 
 
 for _op in _PARTS:
-    register_cuda_kernel(_op, _conv, output_dims=_out_dims, supports=_supports)
+    register_cuda_kernel(_op, _conv, output_dims=_out_dims, supports=_supports,
+                         host_inputs=(_SIZES[_op],) if _op in _SIZES else ())

@@ -189,6 +189,7 @@ class _CudaEmitter:
         if dims_fn is not None and not all(o.static for o in outputs):
             dims = dims_fn(dims_kc)
         lines.extend(dims_kc.checks if dims_kc is not kc else [])
+        dims_checks_done = len(dims_kc.checks)
         for k, o in enumerate(outputs):
             lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};")
             for d in range(o.rank):
@@ -212,8 +213,14 @@ class _CudaEmitter:
                 continue
             lines.append(f"FLOWC_DEVICE_ALLOC({o.var}, (size_t){o.size} * sizeof({o.ctype}));")
             self.owned.append(o.var)
-        code = kernel.emit(kc)
-        self._close(kc.checks + checks + lines + ["{", code, "}"])
+        if dims_kc is kc:
+            code = kernel.emit(kc)
+            return self._close(kc.checks + checks + lines + ["{", code, "}"])
+        # The kernel reads the mirrored inputs' values on the host too (a convolution's
+        # sizes): it gets the host copies, and its checks follow the copy.
+        code = kernel.emit(dims_kc)
+        self._close(kc.checks + checks + lines + dims_kc.checks[dims_checks_done:]
+                    + ["{", code, "}"])
 
     def _host_mirror(self, kc: KernelContext, ref: TensorRef):
         """A host copy of a small device tensor (a shape-like input): its TensorRef and the
@@ -426,13 +433,26 @@ class _CudaEmitter:
             "}",
             "",
         ]
+        out.append(f"#define FLOWC_GPU_INDEX {_gpu_index(self.graph)}")
         out += _EXPORTS.splitlines()
         return "\n".join(out) + "\n"
+
+
+def _gpu_index(graph: Graph) -> int:
+    """The GPU the subgraph was placed on (``/device:GPU:k``; 0 for an unplaced graph): the
+    module selects it on every thread that calls in (``cudaSetDevice`` is per thread)."""
+    for n in graph:
+        m = re.search(r"/device:GPU:(\d+)$", n.assigned_device or "")
+        if m:
+            return int(m.group(1))
+    return 0
 
 
 _EXPORTS = f"""/* The C module ABI (runtime/module.py), with a stream of its own per call. */
 extern "C" int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
                            void *rendezvous, int64_t timeout_ms, flowc_status *st) {{
+    if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess)
+        return flowc_fail(st, FLOWC_ERROR, "", "", "cannot select GPU %d (no such GPU?)", FLOWC_GPU_INDEX);
     cudaStream_t s;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
         return flowc_fail(st, FLOWC_ERROR, "", "", "cannot create a CUDA stream (no GPU?)");
@@ -451,8 +471,28 @@ extern "C" int flowc_queue_create(void *q, int32_t ncomponents, int64_t capacity
 extern "C" void flowc_queue_free(void *q) {{ flowc_queue_destroy((flowc_queue *)q); }}
 extern "C" void flowc_queue_shut(void *q, int32_t cancel) {{ flowc_queue_close((flowc_queue *)q, cancel); }}
 extern "C" int64_t flowc_queue_length(void *q) {{ return flowc_queue_count((flowc_queue *)q); }}
-/* A GPU variable's value is device memory: the runtime frees it through the module. */
+/* A GPU variable's value is device memory: the runtime frees, reads and sets it through the
+   module (synchronous copies, outside any step; the caller holds no step on the variable). */
 extern "C" void flowc_cuda_var_release(flowc_var *v) {{
-    if (v && v->value.data) {{ cudaFree(v->value.data); v->value.data = NULL; v->capacity = 0; v->initialized = 0; }}
+    if (v && v->value.data) {{ cudaSetDevice(FLOWC_GPU_INDEX); cudaFree(v->value.data); v->value.data = NULL; v->capacity = 0; v->initialized = 0; }}
+}}
+extern "C" int flowc_cuda_var_to_host(const flowc_var *v, void *dst, size_t nbytes) {{
+    if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess) return 1;
+    if (nbytes == 0) return 0;
+    if (!v->value.data || (size_t)v->capacity < nbytes) return 2;
+    return cudaMemcpy(dst, v->value.data, nbytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : 3;
+}}
+extern "C" int flowc_cuda_var_from_host(flowc_var *v, const void *src, size_t nbytes) {{
+    if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess) return 1;
+    if (!v->value.data || (size_t)v->capacity != nbytes) {{
+        /* from the stream-ordered pool, as the step's own assignments allocate */
+        void *p = NULL;
+        if (cudaMallocAsync(&p, nbytes ? nbytes : 64, 0) != cudaSuccess) return 4;
+        if (v->value.data) cudaFreeAsync(v->value.data, 0);
+        v->value.data = p;
+        v->capacity = (int64_t)nbytes;
+    }}
+    if (nbytes && cudaMemcpyAsync(v->value.data, src, nbytes, cudaMemcpyHostToDevice, 0) != cudaSuccess) return 3;
+    return cudaStreamSynchronize(0) == cudaSuccess ? 0 : 3;
 }}
 """

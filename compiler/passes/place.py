@@ -16,7 +16,9 @@ The rules, in order (TensorFlow's placer, simplified and deterministic):
    order) that matches the merged spec and that every member has kernels for.
 4. **Unconstrained state** (a group holding a variable or queue handle nobody placed) goes to
    the default device, so every step finds it in the same place.
-5. **Unconstrained groups** go with their data: in graph order, a group takes the device of
+5. **Unconstrained groups** with a GPU as the default device (a session on a machine with a
+   GPU, ``--target cuda``) go to that GPU wherever they have GPU kernels, as in TensorFlow.
+   The others go with their data: in graph order, a group takes the device of
    its first input already placed; groups still unplaced (sources such as constants, and what
    only they feed) then take, in reverse graph order, the device of their first placed
    consumer; whatever is left goes to the default device (the first CPU).
@@ -263,6 +265,12 @@ class Place(Pass):
                 place_default(group, "default device (state without a device request stays "
                                      "there)")
         pending = [g for g in pending if not any(_makes_state(n) for n in g)]
+        # Sources that go with their consumers: constants; with a GPU default also feeds
+        # (a fed filename read by a CPU op stays on the CPU instead of visiting the GPU).
+        sources = {"Const"}
+        if fallback is not None and fallback.type == "GPU":
+            sources.add("Placeholder")
+            pending = self._prefer_gpu(pending, fallback, sources, assigned, reason)
         while pending:
             before = len(pending)
             pending = self._follow_inputs(pending, assigned, reason)
@@ -273,7 +281,7 @@ class Place(Pass):
         # In graph order, a group follows an input placed meanwhile, else takes the default;
         # constants then go with their consumers (a shape-like constant stays a compile-time
         # constant beside the op that reads it).
-        consts = [g for g in pending if all(n.op == "Const" for n in g)]
+        consts = [g for g in pending if all(n.op in sources for n in g)]
         const_ids = {id(g) for g in consts}
         for group in pending:
             if id(group) not in const_ids and self._follow_inputs([group], assigned, reason):
@@ -291,6 +299,20 @@ class Place(Pass):
         if ctx.options.log_device_placement:
             print(report.text(graph), file=sys.stderr)
         return changed
+
+    def _prefer_gpu(self, pending, gpu: Device, sources, assigned, reason):
+        """With a GPU as the default device, an unconstrained group that has GPU kernels goes
+        there whatever its inputs' devices (TensorFlow's rule: a GPU kernel wins); constants
+        and feeds still go with their consumers. Returns the groups left."""
+        left = []
+        for group in pending:
+            if all(n.op in sources for n in group) or not self._feasible(group, gpu):
+                left.append(group)
+                continue
+            for n in group:
+                assigned[n] = gpu
+                reason[n] = "default device (it has a GPU kernel)"
+        return left
 
     @staticmethod
     def _feasible(group, dev: Device) -> bool:

@@ -11,7 +11,14 @@ oracle), then timed (median of --repeats steps after warm-up). The cases:
    drawn on the GPU (Philox) and summed there, so no tensor crosses PCIe (PyTorch: the same
    with ``torch.rand`` on the GPU);
 2. an MLP forward step (784-256-256-10, batch 1024) with the batch fed from host memory each
-   step (PyTorch: the same copy, ``x.cuda()``, each step).
+   step (PyTorch: the same copy, ``x.cuda()``, each step);
+3. an MLP training step (784-256-256-10, SGD, batch --batch) through ``fl.Session``, which
+   puts the step on GPU:0 by itself (PyTorch: the same model and SGD on the same GPU);
+4. the CNN training step of bench_train_cnn.py (two 5x5 convolutions, max pools, two dense
+   layers, SGD, batch --batch) through ``fl.Session`` on the GPU.
+
+The training cases first check their first losses against the same session on the CPU and
+against PyTorch on the GPU (``bench_gpu_training.py``).
 
 Every row prints flowc's time, PyTorch's and their ratio (flowc / PyTorch, lower is faster).
 """
@@ -28,6 +35,7 @@ from collections import Counter
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import dsl as fl  # noqa: E402
 from compiler.passes.manager import PipelineOptions  # noqa: E402
@@ -91,9 +99,32 @@ def check(g, feeds, fetches, values, got, name: str) -> None:
     print(f"{name}: GPU result equals the interpreter's")
 
 
+def training_rows(torch, batch: int, repeats: int) -> list:
+    """The MLP and CNN training steps through fl.Session on the GPU beside PyTorch's."""
+    import bench_gpu_training as training
+    rows = []
+    cases = (("MLP", training.flowc_mlp, training.torch_mlp, 1e-3,
+              f"MLP training step 784-256-256-10 SGD, batch {batch} (fl.Session)"),
+             ("CNN", training.flowc_cnn, training.torch_cnn, 2e-3,
+              f"CNN training step (bench_train_cnn), batch {batch} (fl.Session)"))
+    for name, flowc_case, torch_case, rtol, label in cases:
+        gpu_sess, gpu_loss, gpu_step = training.flowc_session(flowc_case(batch))
+        cpu_sess, cpu_loss, _ = training.flowc_session(flowc_case(batch), training.CPU_ONLY)
+        torch_loss, torch_step = torch_case(torch, batch)
+        training.check_losses(name, gpu_loss, cpu_loss, torch_loss, rtol)
+        print(f"{name} training: variables on {training.devices_of(gpu_sess)} "
+              f"(the CPU session's on {training.devices_of(cpu_sess)})")
+        rows.append((label, median_ms(gpu_step, repeats),
+                     median_ms(torch_step, repeats, torch.cuda.synchronize)))
+        gpu_sess.close()
+        cpu_sess.close()
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--batch", type=int, default=64, help="batch of the training steps")
     args = ap.parse_args()
     ok, why = cuda_status()
     if not ok:
@@ -142,9 +173,10 @@ def main() -> int:
             return torch.softmax(h @ tw[4] + tw[5], dim=1).cpu()
         rows.append(("MLP forward 784-256-256-10, batch 1024 (fed from host)", flowc_ms,
                      median_ms(torch_mlp, args.repeats, torch.cuda.synchronize)))
-    print(f"\n{'case':58s} {'flowc ms':>10s} {'torch ms':>10s} {'ratio':>7s}")
+    rows += training_rows(torch, args.batch, args.repeats)
+    print(f"\n{'case':66s} {'flowc ms':>10s} {'torch ms':>10s} {'ratio':>7s}")
     for name, f, t in rows:
-        print(f"{name:58s} {f:10.3f} {t:10.3f} {f / t:7.2f}")
+        print(f"{name:66s} {f:10.3f} {t:10.3f} {f / t:7.2f}")
     return 0
 
 

@@ -1,0 +1,93 @@
+"""Training through ``fl.Session`` on a GPU: the MLP and the CNN reach the CPU's losses, GPU
+variables read back with ``sess.run`` and the store, and a Saver round trip of GPU variables
+(to a GPU session and to a CPU one). These need pycuda, a CUDA GPU and nvcc, and are skipped
+(with the reason) anywhere one is missing."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dsl as fl
+from compiler.codegen.cuda_build import find_nvcc
+from gpu_session_models import cnn_batch, cnn_model, mlp_batch, mlp_model, train_losses
+from runtime.cuda_module import cuda_status
+
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+CPU_ONLY = fl.ConfigProto(device_count={"GPU": 0})
+
+_OK, _WHY = cuda_status()
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not _OK, reason=f"no usable GPU: {_WHY}"),
+    pytest.mark.skipif(find_nvcc() is None, reason="nvcc (the CUDA compiler) is not installed"),
+]
+
+
+def _same_training(make_model, batch, steps, rtol):
+    """Losses and final variables of the same model trained on the CPU and on the GPU; the
+    losses also against the numpy interpreter (the oracle)."""
+    model = make_model()
+    with fl.Session(graph=model.graph, backend="interpreter") as sess:
+        oracle_losses = train_losses(sess, model, batch, steps)
+    results = []
+    for config in (CPU_ONLY, None):
+        model = make_model()
+        with fl.Session(graph=model.graph, config=config) as sess:
+            losses = train_losses(sess, model, batch, steps)
+            values = sess.run(model.variables)
+            homes = set(sess.variable_devices().values())
+            from_store = [sess.store.read(v.name.split(":")[0]) for v in model.variables]
+        results.append((losses, values, homes, from_store))
+    (cpu_losses, cpu_values, cpu_homes, _), (gpu_losses, gpu_values, gpu_homes, gpu_store) = results
+    assert cpu_homes == {"/job:localhost/replica:0/task:0/device:CPU:0"}
+    assert gpu_homes == {GPU0}                    # the variables live on the GPU
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=rtol, atol=1e-6)
+    np.testing.assert_allclose(gpu_losses, oracle_losses, rtol=rtol, atol=1e-6)
+    assert gpu_losses[-1] < gpu_losses[0]
+    for c, g, s in zip(cpu_values, gpu_values, gpu_store):
+        np.testing.assert_allclose(g, c, rtol=rtol, atol=1e-5)
+        np.testing.assert_array_equal(s, g)       # the store reads device memory back
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_mlp_trains_on_the_gpu_to_the_cpus_losses(optimizer):
+    _same_training(lambda: mlp_model(optimizer), mlp_batch(), steps=8, rtol=1e-4)
+
+
+def test_mlp_with_inputs_on_the_cpu_trains_across_both_devices():
+    _same_training(lambda: mlp_model(inputs_on_cpu=True), mlp_batch(), steps=5, rtol=1e-4)
+
+
+def test_cnn_trains_on_the_gpu_to_the_cpus_losses():
+    _same_training(cnn_model, cnn_batch(), steps=5, rtol=1e-3)
+
+
+def test_saver_round_trip_of_gpu_variables(tmp_path):
+    model = mlp_model("adam")
+    batch = mlp_batch()
+    with model.graph.as_default():
+        saver = fl.train.Saver()
+    with fl.Session(graph=model.graph) as sess:
+        train_losses(sess, model, batch, 3)
+        saved = sess.run(model.variables)
+        path = saver.save(sess, str(tmp_path / "model"))
+        sess.run(model.init)                      # changes every variable
+        assert not np.array_equal(sess.run(model.variables[0]), saved[0])
+        saver.restore(sess, path)
+        for got, want in zip(sess.run(model.variables), saved):
+            np.testing.assert_array_equal(got, want)
+    for config in (None, CPU_ONLY):               # a fresh GPU session, and a CPU one
+        with fl.Session(graph=model.graph, config=config) as sess:
+            saver.restore(sess, path)
+            for got, want in zip(sess.run(model.variables), saved):
+                np.testing.assert_array_equal(got, want)
+
+
+def test_variable_load_sets_a_gpu_variable():
+    model = mlp_model()
+    with fl.Session(graph=model.graph) as sess:
+        sess.run(model.init)
+        w = model.variables[0]
+        value = np.full(w.shape, 0.25, np.float32)
+        w.load(value, sess)
+        np.testing.assert_array_equal(sess.run(w), value)
