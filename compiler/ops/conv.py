@@ -364,7 +364,7 @@ def _helpers(kc: CKernelContext, dtype: DType) -> str:
     """Add the module helpers for ``dtype``; returns the name suffix of its functions."""
     sfx = dtype.ir_name
     module_helper(kc, "flowc_conv_window", kc.render("conv.c.j2", part="window"))
-    if kc.node.op.startswith("Conv"):
+    if base_op(kc.node.op).startswith("Conv"):
         kc.require("blas")
         gemm = "scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm"
         module_helper(kc, f"flowc_conv_{sfx}", kc.render("conv.c.j2", part="conv", sfx=sfx,
@@ -454,7 +454,7 @@ def _c_geometry(kc: CKernelContext) -> CGeometry:
 
 
 def _new_c_geometry(kc: CKernelContext) -> CGeometry:
-    op = kc.node.op
+    op = base_op(kc.node.op)
     pool = "Pool" in op
     g = _geometry(kc.attrs, kc.error, ksize=pool)
     ins = kc.inputs
@@ -462,6 +462,8 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
     if op == "Conv2D":
         x, f = ins[0].dims, ins[1].dims
         kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
+        if kc.node.op == "_FusedConv2D":
+            kc.check_dims_equal(ins[2].dim(0), f[3], "bias size differs from filter out-channels")
         geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), False
     elif op == "Conv2DBackpropInput":
         x, f = _sizes_c(kc, 0), ins[1].dims
@@ -488,7 +490,7 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
 
 def _out_dims(kc: CKernelContext) -> List[List[str]]:
     geo = _c_geometry(kc)
-    op = kc.node.op
+    op = base_op(kc.node.op)
     if op in ("Conv2D", "MaxPool", "AvgPool"):
         dims = geo.out_dims()
     elif op == "Conv2DBackpropFilter":
@@ -498,6 +500,30 @@ def _out_dims(kc: CKernelContext) -> List[List[str]]:
     kc.check(f"flowc_conv_dims_ok({', '.join(dims)}, {kc.out.dtype.itemsize})",
              "the output shape is too large (its byte size overflows int64)")
     return [dims]
+
+
+# Fused ops made by the fuse-updates pass (compiler/ops/conv_fused.py) that run the helper of
+# the op they extend, with its epilogue switched on.
+_BASE_OPS = {"_FusedConv2D": "Conv2D", "_MaxPoolReluGrad": "MaxPoolGrad"}
+
+
+def base_op(op: str) -> str:
+    """The op of this family whose window arithmetic and C helper ``op`` uses."""
+    return _BASE_OPS.get(op, op)
+
+
+def _epilogue_args(kc: CKernelContext) -> List[str]:
+    """Extra C arguments after the inputs: Conv2D's bias and ReLU flag, MaxPoolGrad's ReLU
+    flag (off for the plain ops)."""
+    op = kc.node.op
+    if op == "Conv2D":
+        return ["NULL", "0"]
+    if op == "_FusedConv2D":
+        fused = list(kc.attr("fused_ops"))
+        return [kc.inputs[2].data, "1" if "Relu" in fused else "0"]
+    if op in ("MaxPoolGrad", "_MaxPoolReluGrad"):
+        return ["1" if op == "_MaxPoolReluGrad" else "0"]
+    return []
 
 
 _CALLS = {
@@ -514,8 +540,8 @@ _CALLS = {
 def emit_conv(kc: CKernelContext) -> str:
     """C for every op of this family: one call of its module helper, failing on its status."""
     geo = _c_geometry(kc)
-    fn, args = _CALLS[kc.node.op]
-    ptrs = ", ".join([kc.inputs[i].data for i in args] + [kc.out.data])
+    fn, args = _CALLS[base_op(kc.node.op)]
+    ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + [kc.out.data])
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
     return (f"int {rc} = {fn}_{kc.out.dtype.ir_name}({ptrs}, {geo.call_args()});\n"

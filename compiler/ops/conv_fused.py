@@ -1,0 +1,70 @@
+"""Convolution and pooling ops fused with the elementwise op around them, made by the
+``fuse-updates`` pass (``compiler/passes/fuse_conv.py``) on CPU, NHWC only:
+
+- ``_FusedConv2D(input, filter, bias)``: ``Relu(BiasAdd(Conv2D(input, filter), bias))``
+  (``fused_ops = ["BiasAdd", "Relu"]``, TensorFlow's name and attr for its own fusion) or
+  ``BiasAdd(Conv2D(...))`` (``["BiasAdd"]``). The C kernel adds the bias and applies the ReLU
+  to each chunk of output rows right after its gemm, while it is in cache, instead of a
+  separate pass over the whole output.
+- ``_MaxPoolReluGrad(orig_input, orig_output, grad)``: ``ReluGrad(MaxPoolGrad(x, y, dy), x)``
+  where ``x`` is a ReLU's output (what the gradient of ``MaxPool(Relu(z))`` is): the pooling
+  gradient kept only where ``x`` is positive, in the pooling gradient's own pass.
+
+The reference kernels compose the reference kernels of the ops they replace.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.errors import ExecutionError
+from compiler.ir.types import shape_str
+from compiler.ops import conv
+from compiler.ops.registry import register_op
+
+_FUSIONS = (["BiasAdd"], ["BiasAdd", "Relu"])
+
+
+def _fused_ops(attrs, err) -> list:
+    fused = list(attrs["fused_ops"])
+    if fused not in _FUSIONS:
+        raise err(f"fused_ops must be one of {_FUSIONS}, got {fused}")
+    return fused
+
+
+def _fused_conv_shape(ctx) -> list:
+    _fused_ops(ctx.attrs, ctx.error)
+    out = conv._conv_shape(ctx)[0]
+    bias = ctx.input_shape(2)
+    if bias is not None and len(bias) != 1:
+        raise ctx.error(f"bias must be a vector (rank 1), got shape {shape_str(bias)}")
+    if bias is not None and bias[0] is not None and out[3] is not None and bias[0] != out[3]:
+        raise ctx.error(f"bias has {bias[0]} elements but the filter has {out[3]} out-channels")
+    return [out]
+
+
+def _fused_conv_ref(ctx, x, f, bias):
+    fused = _fused_ops(ctx.attrs, lambda m: ExecutionError(m, ctx.node))
+    y = conv._conv_ref(ctx, x, f)
+    if bias.shape != (y.shape[3],):
+        raise ExecutionError(f"bias has shape {list(bias.shape)}, expected [{y.shape[3]}]",
+                             ctx.node)
+    y = y + bias
+    if "Relu" in fused:
+        y = np.where(y < 0, y.dtype.type(0), y)
+    return y.astype(x.dtype)
+
+
+def _max_pool_relu_grad_ref(ctx, x, y, dy):
+    dx = conv._max_pool_grad_ref(ctx, x, y, dy)
+    return np.where(x > 0, dx, dx.dtype.type(0))
+
+
+register_op("_FusedConv2D", inputs=["input: T", "filter: T", "bias: T"], outputs=["output: T"],
+            attrs=conv._CONV_ATTRS + ["fused_ops: list(string)"],
+            shape=_fused_conv_shape, kernel=_fused_conv_ref, **conv._COMMON,
+            doc="Conv2D, then BiasAdd, then (when fused_ops says so) Relu, in one kernel.")
+register_op("_MaxPoolReluGrad", inputs=["orig_input: T", "orig_output: T", "grad: T"],
+            outputs=["output: T"], attrs=conv._MAX_POOL_ATTRS,
+            shape=conv._max_pool_grad_shape, kernel=_max_pool_relu_grad_ref, **conv._COMMON,
+            doc="ReluGrad(MaxPoolGrad(orig_input, orig_output, grad), orig_input): the max "
+                "pooling gradient where orig_input (a ReLU's output) is positive, else 0.")

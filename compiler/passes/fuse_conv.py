@@ -1,0 +1,110 @@
+"""Convolution and pooling with the elementwise op next to them, as one kernel (CPU, NHWC,
+f32/f64, all nodes on one device, each absorbed value used by nothing else):
+
+- ``Relu(BiasAdd(Conv2D(x, f), b))`` and ``BiasAdd(Conv2D(x, f), b)`` become
+  ``_FusedConv2D(x, f, b)``: the bias and ReLU are applied to each chunk of the convolution's
+  output while it is in cache, and the separate pass over the output disappears;
+- ``ReluGrad(MaxPoolGrad(x, y, dy), x)`` (the gradient of ``MaxPool(Relu(z))``) becomes
+  ``_MaxPoolReluGrad(x, y, dy)``: the ReLU's mask is applied where the pooling gradient is
+  written, and ReluGrad's pass disappears.
+
+Ops in ``compiler/ops/conv_fused.py``; run by the ``fuse-updates`` pass. The fused node keeps
+the last replaced node's name and source location and the control edges of all of them.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from compiler.ir.graph import Graph, Node
+from compiler.passes.fuse import _single_use
+from compiler.passes.take_place import take_place
+from runtime.dtypes import DType
+
+_FLOATS = (DType.f32, DType.f64)
+
+
+def _on_cpu(*nodes: Node) -> bool:
+    devices = {n.assigned_device for n in nodes}
+    return len(devices) == 1 and "CPU" in (nodes[0].assigned_device or "").upper()
+
+
+def _nhwc(node: Node) -> bool:
+    return node.attrs.get("data_format", "NHWC") == "NHWC"
+
+
+def _absorbed_by(node: Node, op: str, index: int) -> Optional[Node]:
+    """The producer of ``node``'s input ``index`` when it is an ``op`` used only there."""
+    value = node.inputs[index]
+    producer = value.node
+    if producer.op != op or value.type.dtype not in _FLOATS or _single_use(value) is not node:
+        return None
+    return producer
+
+
+def match_conv_bias_relu(node: Node) -> Optional[Tuple[Node, Node, Optional[Node]]]:
+    """(Conv2D, BiasAdd, Relu or None) ending at ``node`` (a Relu or a BiasAdd)."""
+    relu = node if node.op == "Relu" else None
+    bias_add = _absorbed_by(node, "BiasAdd", 0) if relu is not None else node
+    if bias_add is None or bias_add.op != "BiasAdd" or not _nhwc(bias_add):
+        return None
+    conv2d = _absorbed_by(bias_add, "Conv2D", 0)
+    if conv2d is None or not _nhwc(conv2d) or conv2d.inputs[0].type.shape is None:
+        return None
+    bias = bias_add.inputs[1]
+    if bias.type.dtype != conv2d.output_types[0].dtype or not bias.type.shape or \
+            len(bias.type.shape) != 1:
+        return None
+    nodes = [n for n in (conv2d, bias_add, relu) if n is not None]
+    return (conv2d, bias_add, relu) if _on_cpu(*nodes) else None
+
+
+def match_max_pool_relu_grad(node: Node) -> Optional[Node]:
+    """The MaxPoolGrad under ``node`` when ``node`` is ``ReluGrad(MaxPoolGrad(x, y, dy), x)``."""
+    if node.op != "ReluGrad" or len(node.inputs) != 2:
+        return None
+    pool_grad = _absorbed_by(node, "MaxPoolGrad", 0)
+    if pool_grad is None or not _nhwc(pool_grad) or pool_grad.inputs[0] != node.inputs[1]:
+        return None
+    return pool_grad if _on_cpu(node, pool_grad) else None
+
+
+def _fuse_conv(graph: Graph, conv2d: Node, bias_add: Node, relu: Optional[Node]) -> None:
+    last = relu or bias_add
+    fused_ops: List[str] = ["BiasAdd"] + (["Relu"] if relu is not None else [])
+    attrs = {k: v for k, v in conv2d.attrs.items()}
+    attrs["fused_ops"] = fused_ops
+    with graph.inserting_before(last):
+        fused = graph.add_node("_FusedConv2D", [conv2d.inputs[0], conv2d.inputs[1],
+                                                bias_add.inputs[1]], attrs,
+                               name=f"{last.name}/fused", output_types=[last.output(0).type],
+                               location=last.location, device=last.device)
+    take_place(graph, last, fused, (bias_add, conv2d) if relu is not None else (conv2d,))
+
+
+def _fuse_pool_grad(graph: Graph, relu_grad: Node, pool_grad: Node) -> None:
+    with graph.inserting_before(relu_grad):
+        fused = graph.add_node("_MaxPoolReluGrad", list(pool_grad.inputs),
+                               dict(pool_grad.attrs), name=f"{relu_grad.name}/fused",
+                               output_types=[relu_grad.output(0).type],
+                               location=relu_grad.location, device=relu_grad.device)
+    take_place(graph, relu_grad, fused, (pool_grad,))
+
+
+def fuse_conv(graph: Graph) -> bool:
+    """Rewrite every match; whether the graph changed. Users come before their producers, so
+    a Relu takes its BiasAdd and Conv2D before the BiasAdd alone could take the Conv2D."""
+    changed = False
+    for node in reversed(list(graph)):
+        if node not in graph:
+            continue
+        if node.op in ("Relu", "BiasAdd"):
+            found = match_conv_bias_relu(node)
+            if found is not None:
+                _fuse_conv(graph, *found)
+                changed = True
+        elif node.op == "ReluGrad":
+            pool_grad = match_max_pool_relu_grad(node)
+            if pool_grad is not None:
+                _fuse_pool_grad(graph, node, pool_grad)
+                changed = True
+    return changed
