@@ -537,14 +537,46 @@ _CALLS = {
 }
 
 
+# A convolution whose filter has at most this many taps (KH * KW * C), and whose output
+# channels fill whole 32-byte vectors, at most 4 of them, is computed directly
+# (conv_direct.c.j2) instead of by im2col + gemm.
+DIRECT_MAX_TAPS = 32
+DIRECT_VECTOR_BYTES = 32
+DIRECT_MAX_VECTORS = 4
+
+
+def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
+    """The name of the direct-convolution helper for this forward convolution, added to the
+    module, when its filter dims are static and small; else None."""
+    if base_op(kc.node.op) != "Conv2D":
+        return None
+    dims = [geo.kh, geo.kw, geo.x[3], geo.o]
+    if not all(d.isdigit() for d in dims):
+        return None
+    kh, kw, c, o = map(int, dims)
+    dtype = kc.out.dtype
+    out_bytes = o * dtype.itemsize
+    if not (0 < kh * kw * c <= DIRECT_MAX_TAPS and out_bytes % DIRECT_VECTOR_BYTES == 0
+            and 0 < out_bytes <= DIRECT_MAX_VECTORS * DIRECT_VECTOR_BYTES):
+        return None
+    name = f"flowc_conv2d_direct_{dtype.ir_name}_{kh}x{kw}x{c}x{o}"
+    return module_helper(kc, name, kc.render("conv_direct.c.j2", name=name,
+                                             T=kc.target.c_type(dtype), KH=kh, KW=kw, C=c, O=o))
+
+
 def emit_conv(kc: CKernelContext) -> str:
     """C for every op of this family: one call of its module helper, failing on its status."""
     geo = _c_geometry(kc)
     fn, args = _CALLS[base_op(kc.node.op)]
+    direct = _direct_conv(kc, geo)
+    if direct is not None:
+        fn = direct
     ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + [kc.out.data])
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
-    return (f"int {rc} = {fn}_{kc.out.dtype.ir_name}({ptrs}, {geo.call_args()});\n"
+    if direct is None:
+        fn = f"{fn}_{kc.out.dtype.ir_name}"
+    return (f"int {rc} = {fn}({ptrs}, {geo.call_args()});\n"
             f"if ({rc} == 1) {oom}\n"
             f"if ({rc} != 0) {kc.fail('sizes too large for 32-bit indices (of BLAS or a pooling window)')}\n")
 
