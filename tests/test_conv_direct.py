@@ -1,6 +1,6 @@
 """Convolutions with few filter taps and output channels that fill whole vectors run as direct
-loops (conv_direct.c.j2), plain or with a fused bias and ReLU: the generated code calls the
-direct helper, and results equal the interpreter's (the oracle) for odd sizes (an odd output
+loops (conv_direct.c.j2), plain or with a fused bias and ReLU, and so do their filter
+gradients: the generated code calls the direct helpers, and results equal the interpreter's (the oracle) for odd sizes (an odd output
 width leaves one pixel after the pairs), strides 1 and 2, dilation, SAME and VALID padding,
 batch 1, f64 and empty batches."""
 import re
@@ -35,9 +35,13 @@ def _graph(rng):
             feed[b] = rng.standard_normal(fs[3]).astype(np.float32)
             feeds.append(b)
         fetches[f"case{i}"] = y
+        dy = fl.placeholder(fl.float32, [None, *list(y.shape)[1:]], name=f"dy{i}")
+        fetches[f"filter_grad{i}"] = fl.nn.conv2d_backprop_filter(x, list(fs), dy, stride,
+                                                                  padding, dilations=dilation)
         feed.update({x: rng.standard_normal(xs).astype(np.float32),
-                     f: rng.standard_normal(fs).astype(np.float32)})
-        feeds += [x, f]
+                     f: rng.standard_normal(fs).astype(np.float32),
+                     dy: rng.standard_normal((xs[0], *list(y.shape)[1:])).astype(np.float32)})
+        feeds += [x, f, dy]
     x64 = fl.placeholder(fl.float64, [2, 7, 5, 2], name="x64")
     fetches["f64"] = fl.nn.relu(fl.nn.bias_add(
         fl.nn.conv2d(x64, fl.constant(rng.standard_normal((3, 3, 2, 8))), 2, "SAME"),
@@ -56,7 +60,9 @@ def test_small_filters_run_direct_and_match_the_interpreter(graph, rng):
     assert len(calls) == len(fetches) and all("_direct_" in c for c in calls), calls
     check_against_interpreter(graph, fetches, feed)
     for i, (xs, *_rest) in enumerate(CASES):                   # empty batches at run time
-        feed[graph.get_tensor_by_name(f"x{i}:0")] = np.zeros((0, *xs[1:]), np.float32)
+        for name in (f"x{i}", f"dy{i}"):
+            t = graph.get_tensor_by_name(f"{name}:0")
+            feed[t] = np.zeros((0, *feed[t].shape[1:]), np.float32)
     check_against_interpreter(graph, {k: v for k, v in fetches.items() if k != "f64"}, feed)
 
 

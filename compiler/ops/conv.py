@@ -546,9 +546,10 @@ DIRECT_MAX_VECTORS = 4
 
 
 def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
-    """The name of the direct-convolution helper for this forward convolution, added to the
-    module, when its filter dims are static and small; else None."""
-    if base_op(kc.node.op) != "Conv2D":
+    """The name of the direct-convolution helper for this convolution or filter gradient,
+    added to the module, when its filter dims are static and small; else None."""
+    op = base_op(kc.node.op)
+    if op not in ("Conv2D", "Conv2DBackpropFilter"):
         return None
     dims = [geo.kh, geo.kw, geo.x[3], geo.o]
     if not all(d.isdigit() for d in dims):
@@ -560,8 +561,9 @@ def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
             and 0 < out_bytes <= DIRECT_MAX_VECTORS * DIRECT_VECTOR_BYTES):
         return None
     name = f"flowc_conv2d_direct_{dtype.ir_name}_{kh}x{kw}x{c}x{o}"
-    return module_helper(kc, name, kc.render("conv_direct.c.j2", name=name,
-                                             T=kc.target.c_type(dtype), KH=kh, KW=kw, C=c, O=o))
+    module_helper(kc, name, kc.render("conv_direct.c.j2", name=name, T=kc.target.c_type(dtype),
+                                      KH=kh, KW=kw, C=c, O=o))
+    return name if op == "Conv2D" else f"{name}_bwd_filter"
 
 
 def emit_conv(kc: CKernelContext) -> str:
