@@ -1,5 +1,6 @@
-"""fuse-updates joins a convolution's bias and ReLU to the convolution (``_FusedConv2D``) and a
-ReLU's mask to the max pooling gradient under it (``_MaxPoolReluGrad``). Compiled results equal
+"""fuse-updates joins a convolution's bias and ReLU to the convolution (``_FusedConv2D``), a
+ReLU's mask to the max pooling gradient under it (``_MaxPoolReluGrad``) and a layer's bias
+gradient to its filter gradient (``_Conv2DBackpropFilterBias``). Compiled results equal
 the interpreter's (the oracle) for odd sizes, strides 1 and 2 (and windows apart or
 overlapping), SAME and VALID padding, batch 1, channel counts that are no multiple of 4 or 8
 (and over the pooling kernel's 256-channel block), f64 and empty batches; what must not fuse
@@ -111,4 +112,35 @@ def test_max_pool_gradient_without_relu_matches_the_interpreter(graph, rng):
     zs, grads, feed = _pool_gradients(rng, relu=False)
     ops = _ops(list(grads.values()), zs)
     assert ops.count("MaxPoolGrad") == len(grads) and "_MaxPoolReluGrad" not in ops
+    check_against_interpreter(graph, grads, feed)
+
+
+# (input shape, filter shape, stride, padding): im2col + gemm, a 1x1 window (no im2col), the
+# direct kernel (few taps, whole vectors of output channels), no input channels
+LAYER_CASES = [
+    ((2, 7, 9, 3), (3, 3, 3, 5), 1, "SAME"),
+    ((1, 6, 5, 4), (1, 1, 4, 7), 1, "VALID"),
+    ((2, 9, 8, 1), (5, 5, 1, 8), 2, "SAME"),
+    ((2, 5, 5, 0), (3, 3, 0, 4), 1, "SAME"),
+]
+
+
+def test_filter_and_bias_gradients_fuse_and_match_the_interpreter(graph, rng):
+    grads, feed, feeds = {}, {}, []
+    for i, (xs, fs, stride, padding) in enumerate(LAYER_CASES):
+        x = fl.placeholder(fl.float32, [None, *xs[1:]], name=f"x{i}")
+        f = fl.placeholder(fl.float32, fs, name=f"f{i}")
+        b = fl.placeholder(fl.float32, [fs[3]], name=f"b{i}")
+        y = fl.nn.bias_add(fl.nn.conv2d(x, f, stride, padding), b)
+        weights = fl.constant(_normal(rng, list(y.shape)[1:]))
+        df, db = fl.gradients(fl.reduce_sum(y * weights), [f, b])
+        grads.update({f"filter{i}": df, f"bias{i}": db})
+        feed.update({x: _normal(rng, xs), f: _normal(rng, fs), b: _normal(rng, fs[3])})
+        feeds += [x, f, b]
+    ops = _ops(list(grads.values()), feeds)
+    assert ops.count("_Conv2DBackpropFilterBias") == len(LAYER_CASES)
+    assert "BiasAddGrad" not in ops and "Conv2DBackpropFilter" not in ops
+    check_against_interpreter(graph, grads, feed)
+    for i, (xs, *_rest) in enumerate(LAYER_CASES):             # empty batches at run time
+        feed[graph.get_tensor_by_name(f"x{i}:0")] = np.zeros((0, *xs[1:]), np.float32)
     check_against_interpreter(graph, grads, feed)

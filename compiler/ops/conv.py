@@ -499,12 +499,15 @@ def _out_dims(kc: CKernelContext) -> List[List[str]]:
         dims = geo.x
     kc.check(f"flowc_conv_dims_ok({', '.join(dims)}, {kc.out.dtype.itemsize})",
              "the output shape is too large (its byte size overflows int64)")
+    if kc.node.op == "_Conv2DBackpropFilterBias":
+        return [dims, [geo.o]]
     return [dims]
 
 
 # Fused ops made by the fuse-updates pass (compiler/ops/conv_fused.py) that run the helper of
 # the op they extend, with its epilogue switched on.
-_BASE_OPS = {"_FusedConv2D": "Conv2D", "_MaxPoolReluGrad": "MaxPoolGrad"}
+_BASE_OPS = {"_FusedConv2D": "Conv2D", "_MaxPoolReluGrad": "MaxPoolGrad",
+             "_Conv2DBackpropFilterBias": "Conv2DBackpropFilter"}
 
 
 def base_op(op: str) -> str:
@@ -523,6 +526,10 @@ def _epilogue_args(kc: CKernelContext) -> List[str]:
         return [kc.inputs[2].data, "1" if "Relu" in fused else "0"]
     if op in ("MaxPoolGrad", "_MaxPoolReluGrad"):
         return ["1" if op == "_MaxPoolReluGrad" else "0"]
+    if op == "Conv2DBackpropFilter":
+        return ["NULL"]
+    if op == "_Conv2DBackpropFilterBias":
+        return [kc.outputs[1].data]
     return []
 
 

@@ -6,6 +6,10 @@
   ``BiasAdd(Conv2D(...))`` (``["BiasAdd"]``). The C kernel adds the bias and applies the ReLU
   to each chunk of output rows right after its gemm, while it is in cache, instead of a
   separate pass over the whole output.
+- ``_Conv2DBackpropFilterBias(input, filter_sizes, out_backprop)``: the outputs of
+  ``Conv2DBackpropFilter(input, filter_sizes, dy)`` and ``BiasAddGrad(dy)`` of the same ``dy``
+  (a convolution layer's two parameter gradients): the bias gradient is summed from each chunk
+  of ``dy`` the filter gradient has just read, instead of in a separate pass over ``dy``.
 - ``_MaxPoolReluGrad(orig_input, orig_output, grad)``: ``ReluGrad(MaxPoolGrad(x, y, dy), x)``
   where ``x`` is a ReLU's output (what the gradient of ``MaxPool(Relu(z))`` is): the pooling
   gradient kept only where ``x`` is positive, in the pooling gradient's own pass.
@@ -68,3 +72,21 @@ register_op("_MaxPoolReluGrad", inputs=["orig_input: T", "orig_output: T", "grad
             shape=conv._max_pool_grad_shape, kernel=_max_pool_relu_grad_ref, **conv._COMMON,
             doc="ReluGrad(MaxPoolGrad(orig_input, orig_output, grad), orig_input): the max "
                 "pooling gradient where orig_input (a ReLU's output) is positive, else 0.")
+
+
+def _filter_bias_grad_shape(ctx) -> list:
+    filter_shape = conv._conv_filter_shape(ctx)[0]
+    return [filter_shape, (filter_shape[3],)]
+
+
+def _filter_bias_grad_ref(ctx, x, sizes, dy):
+    return (conv._conv_filter_ref(ctx, x, sizes, dy),
+            np.sum(dy, axis=(0, 1, 2), dtype=dy.dtype))
+
+
+register_op("_Conv2DBackpropFilterBias", inputs=["input: T", "filter_sizes: i32",
+                                                 "out_backprop: T"],
+            outputs=["filter_grad: T", "bias_grad: T"], attrs=conv._CONV_ATTRS,
+            shape=_filter_bias_grad_shape, kernel=_filter_bias_grad_ref, **conv._COMMON,
+            doc="Conv2DBackpropFilter(input, filter_sizes, out_backprop) and "
+                "BiasAddGrad(out_backprop) (NHWC) in one kernel.")

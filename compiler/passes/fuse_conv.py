@@ -4,6 +4,9 @@ f32/f64, all nodes on one device, each absorbed value used by nothing else):
 - ``Relu(BiasAdd(Conv2D(x, f), b))`` and ``BiasAdd(Conv2D(x, f), b)`` become
   ``_FusedConv2D(x, f, b)``: the bias and ReLU are applied to each chunk of the convolution's
   output while it is in cache, and the separate pass over the output disappears;
+- ``Conv2DBackpropFilter(x, sizes, dy)`` and ``BiasAddGrad(dy)`` of one ``dy`` become
+  ``_Conv2DBackpropFilterBias(x, sizes, dy)`` with both gradients as outputs: the bias
+  gradient is summed while the filter gradient reads ``dy``;
 - ``ReluGrad(MaxPoolGrad(x, y, dy), x)`` (the gradient of ``MaxPool(Relu(z))``) becomes
   ``_MaxPoolReluGrad(x, y, dy)``: the ReLU's mask is applied where the pooling gradient is
   written, and ReluGrad's pass disappears.
@@ -68,6 +71,36 @@ def match_max_pool_relu_grad(node: Node) -> Optional[Node]:
     return pool_grad if _on_cpu(node, pool_grad) else None
 
 
+def match_filter_bias_grad(bias_grad: Node) -> Optional[Node]:
+    """The Conv2DBackpropFilter that reads the same dy as ``bias_grad`` (a BiasAddGrad with
+    no control users), on its device; None if there is none or more than one."""
+    if bias_grad.op != "BiasAddGrad" or not _nhwc(bias_grad):
+        return None
+    dy = bias_grad.inputs[0]
+    if dy.type.dtype not in _FLOATS or dy.type.shape is None or len(dy.type.shape) != 4:
+        return None
+    if any(bias_grad in u.control_inputs for u in bias_grad.users):
+        return None
+    found = [u for u in dy.node.users if u.op == "Conv2DBackpropFilter" and len(u.inputs) == 3
+             and u.inputs[2] == dy and _nhwc(u) and _on_cpu(u, bias_grad)]
+    return found[0] if len(found) == 1 else None
+
+
+def _fuse_filter_bias_grad(graph: Graph, bias_grad: Node, filter_grad: Node) -> None:
+    """The fused node goes where the later of the two was; the graph is sorted again after
+    (users of the earlier one may come before it)."""
+    order = {n: i for i, n in enumerate(graph)}
+    later = max(bias_grad, filter_grad, key=order.__getitem__)
+    with graph.inserting_before(later):
+        fused = graph.add_node("_Conv2DBackpropFilterBias", list(filter_grad.inputs),
+                               dict(filter_grad.attrs), name=f"{filter_grad.name}/fused",
+                               output_types=[filter_grad.output(0).type,
+                                             bias_grad.output(0).type],
+                               location=filter_grad.location, device=filter_grad.device)
+    graph.replace_all_uses_with(bias_grad.output(0), fused.output(1))
+    take_place(graph, filter_grad, fused, (bias_grad,))
+
+
 def _fuse_conv(graph: Graph, conv2d: Node, bias_add: Node, relu: Optional[Node]) -> None:
     last = relu or bias_add
     fused_ops: List[str] = ["BiasAdd"] + (["Relu"] if relu is not None else [])
@@ -93,7 +126,7 @@ def _fuse_pool_grad(graph: Graph, relu_grad: Node, pool_grad: Node) -> None:
 def fuse_conv(graph: Graph) -> bool:
     """Rewrite every match; whether the graph changed. Users come before their producers, so
     a Relu takes its BiasAdd and Conv2D before the BiasAdd alone could take the Conv2D."""
-    changed = False
+    changed = resort = False
     for node in reversed(list(graph)):
         if node not in graph:
             continue
@@ -102,9 +135,16 @@ def fuse_conv(graph: Graph) -> bool:
             if found is not None:
                 _fuse_conv(graph, *found)
                 changed = True
+        elif node.op == "BiasAddGrad":
+            filter_grad = match_filter_bias_grad(node)
+            if filter_grad is not None:
+                _fuse_filter_bias_grad(graph, node, filter_grad)
+                changed = resort = True
         elif node.op == "ReluGrad":
             pool_grad = match_max_pool_relu_grad(node)
             if pool_grad is not None:
                 _fuse_pool_grad(graph, node, pool_grad)
                 changed = True
+    if resort:
+        graph.topo_sort()
     return changed
