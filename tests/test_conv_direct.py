@@ -1,8 +1,8 @@
 """Convolutions with few filter taps and output channels that fill whole vectors run as direct
 loops (conv_direct.c.j2), plain or with a fused bias and ReLU, and so do their filter
-gradients: the generated code calls the direct helpers, and results equal the interpreter's (the oracle) for odd sizes (an odd output
-width leaves one pixel after the pairs), strides 1 and 2, dilation, SAME and VALID padding,
-batch 1, f64 and empty batches."""
+gradients: the generated code calls the direct helpers, and results equal the interpreter's
+(the oracle) for odd sizes (an odd output width leaves one pixel after the pairs), strides 1
+and 2, dilation, SAME and VALID padding, batch 1, f64 and empty batches."""
 import re
 
 import numpy as np

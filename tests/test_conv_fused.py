@@ -1,6 +1,8 @@
 """fuse-updates joins a convolution's bias and ReLU to the convolution (``_FusedConv2D``), a
-ReLU's mask to the max pooling gradient under it (``_MaxPoolReluGrad``) and a layer's bias
-gradient to its filter gradient (``_Conv2DBackpropFilterBias``). Compiled results equal
+ReLU's mask to the max pooling gradient under it (``_MaxPoolReluGrad``), a layer's bias
+gradient to its filter gradient (``_Conv2DBackpropFilterBias``), and has max pooling record
+where its maxima are for its gradient (``_MaxPoolArgmax``, ``_MaxPoolGradArgmax``, up to
+255-pixel windows; larger ones keep searching the input). Compiled results equal
 the interpreter's (the oracle) for odd sizes, strides 1 and 2 (and windows apart or
 overlapping), SAME and VALID padding, batch 1, channel counts that are no multiple of 4 or 8
 (and over the pooling kernel's 256-channel block), f64 and empty batches; what must not fuse
@@ -80,7 +82,9 @@ POOL_CASES = [
     ((2, 8, 7, 3), 2, 3, "VALID"),
     ((2, 7, 6, 4), 3, 2, "SAME"),
     ((1, 5, 5, 300), 2, 2, "SAME"),
+    ((1, 17, 16, 3), 16, 16, "SAME"),            # 256 pixels: too many for u8 places
 ]
+ARGMAX_CASES = len(POOL_CASES) - 1
 
 
 def _pool_gradients(rng, relu: bool):
@@ -91,6 +95,7 @@ def _pool_gradients(rng, relu: bool):
         pooled = fl.nn.max_pool(h, k, s, padding)
         weights = fl.constant(_normal(rng, list(pooled.shape)[1:]))
         grads[f"case{i}"] = fl.gradients(fl.reduce_sum(pooled * weights), [z])[0]
+        grads[f"pooled{i}"] = pooled
         # rounded values: ties in a window, and (after the ReLU) windows of zeros
         feed[z] = np.round(rng.uniform(-2, 2, shape)).astype(np.float32)
         zs.append(z)
@@ -100,7 +105,8 @@ def _pool_gradients(rng, relu: bool):
 def test_max_pool_relu_gradient_fuses_and_matches_the_interpreter(graph, rng):
     zs, grads, feed = _pool_gradients(rng, relu=True)
     ops = _ops(list(grads.values()), zs)
-    assert ops.count("_MaxPoolReluGrad") == len(grads)
+    assert ops.count("_MaxPoolArgmax") == ops.count("_MaxPoolGradArgmax") == ARGMAX_CASES
+    assert ops.count("_MaxPoolReluGrad") == 1 and ops.count("MaxPool") == 1
     assert "ReluGrad" not in ops and "MaxPoolGrad" not in ops
     check_against_interpreter(graph, grads, feed)
     for z in zs:
@@ -111,7 +117,8 @@ def test_max_pool_relu_gradient_fuses_and_matches_the_interpreter(graph, rng):
 def test_max_pool_gradient_without_relu_matches_the_interpreter(graph, rng):
     zs, grads, feed = _pool_gradients(rng, relu=False)
     ops = _ops(list(grads.values()), zs)
-    assert ops.count("MaxPoolGrad") == len(grads) and "_MaxPoolReluGrad" not in ops
+    assert ops.count("_MaxPoolGradArgmax") == ARGMAX_CASES and ops.count("MaxPoolGrad") == 1
+    assert "_MaxPoolReluGrad" not in ops
     check_against_interpreter(graph, grads, feed)
 
 

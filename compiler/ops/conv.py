@@ -480,9 +480,10 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
         has_grad = op.endswith("Grad")
     check_output_sizes(kc, geo)
     want = geo.out_dims()
-    checked = ([len(ins) - 1] if has_grad else []) + ([1] if op == "MaxPoolGrad" else [])
+    checked = (([len(ins) - 1] if has_grad else []) + ([1] if op == "MaxPoolGrad" else [])
+               + ([2] if kc.node.op == "_MaxPoolGradArgmax" else []))
     for i in checked:
-        name = get_op(op).inputs[i].name
+        name = get_op(kc.node.op).inputs[i].name
         for d in range(4):
             kc.check_dims_equal(ins[i].dim(d), want[d], f"{name} dim {d} differs from the window output")
     return geo
@@ -501,13 +502,16 @@ def _out_dims(kc: CKernelContext) -> List[List[str]]:
              "the output shape is too large (its byte size overflows int64)")
     if kc.node.op == "_Conv2DBackpropFilterBias":
         return [dims, [geo.o]]
+    if kc.node.op == "_MaxPoolArgmax":
+        return [dims, dims]
     return [dims]
 
 
 # Fused ops made by the fuse-updates pass (compiler/ops/conv_fused.py) that run the helper of
 # the op they extend, with its epilogue switched on.
 _BASE_OPS = {"_FusedConv2D": "Conv2D", "_MaxPoolReluGrad": "MaxPoolGrad",
-             "_Conv2DBackpropFilterBias": "Conv2DBackpropFilter"}
+             "_Conv2DBackpropFilterBias": "Conv2DBackpropFilter", "_MaxPoolArgmax": "MaxPool",
+             "_MaxPoolGradArgmax": "MaxPoolGrad"}
 
 
 def base_op(op: str) -> str:
@@ -526,6 +530,10 @@ def _epilogue_args(kc: CKernelContext) -> List[str]:
         return [kc.inputs[2].data, "1" if "Relu" in fused else "0"]
     if op in ("MaxPoolGrad", "_MaxPoolReluGrad"):
         return ["1" if op == "_MaxPoolReluGrad" else "0"]
+    if op == "_MaxPoolGradArgmax":
+        return ["1" if kc.attr("relu") else "0"]
+    if op == "_MaxPoolArgmax":
+        return [kc.out.data, kc.outputs[1].data]
     if op == "Conv2DBackpropFilter":
         return ["NULL"]
     if op == "_Conv2DBackpropFilterBias":
@@ -540,6 +548,8 @@ _CALLS = {
     "MaxPool": ("flowc_max_pool", (0,)),
     "AvgPool": ("flowc_avg_pool", (0,)),
     "MaxPoolGrad": ("flowc_max_pool_grad", (0, 2)),
+    "_MaxPoolArgmax": ("flowc_max_pool_argmax", (0,)),
+    "_MaxPoolGradArgmax": ("flowc_max_pool_grad_argmax", (1, 2, 3)),
     "AvgPoolGrad": ("flowc_avg_pool_grad", (1,)),
 }
 
@@ -576,11 +586,12 @@ def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
 def emit_conv(kc: CKernelContext) -> str:
     """C for every op of this family: one call of its module helper, failing on its status."""
     geo = _c_geometry(kc)
-    fn, args = _CALLS[base_op(kc.node.op)]
+    fn, args = _CALLS.get(kc.node.op) or _CALLS[base_op(kc.node.op)]
     direct = _direct_conv(kc, geo)
     if direct is not None:
         fn = direct
-    ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + [kc.out.data])
+    outs = [] if kc.node.op == "_MaxPoolArgmax" else [kc.out.data]
+    ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + outs)
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
     if direct is None:

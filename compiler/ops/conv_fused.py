@@ -13,17 +13,25 @@
 - ``_MaxPoolReluGrad(orig_input, orig_output, grad)``: ``ReluGrad(MaxPoolGrad(x, y, dy), x)``
   where ``x`` is a ReLU's output (what the gradient of ``MaxPool(Relu(z))`` is): the pooling
   gradient kept only where ``x`` is positive, in the pooling gradient's own pass.
+- ``_MaxPoolArgmax(input)``: ``MaxPool`` that also outputs, as u8, where each output's first
+  maximum is in its window clipped to the input (row-major), for windows of at most 255
+  pixels; and ``_MaxPoolGradArgmax(orig_input, orig_output, argmax, grad)`` (``relu``: the
+  ``_MaxPoolReluGrad`` form, masked where ``orig_output`` is not positive), the pooling
+  gradient routed by those places: it does not read ``orig_input`` again (only its shape).
 
-The reference kernels compose the reference kernels of the ops they replace.
+The reference kernels compose the reference kernels of the ops they replace
+(``_MaxPoolGradArgmax``'s finds the places again in ``orig_input``: ``argmax`` must be
+``_MaxPoolArgmax``'s of it, as the pass makes them).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from compiler.errors import ExecutionError
-from compiler.ir.types import shape_str
+from compiler.ir.types import TensorType, shape_str
 from compiler.ops import conv
 from compiler.ops.registry import register_op
+from runtime.dtypes import DType
 
 _FUSIONS = (["BiasAdd"], ["BiasAdd", "Relu"])
 
@@ -90,3 +98,67 @@ register_op("_Conv2DBackpropFilterBias", inputs=["input: T", "filter_sizes: i32"
             shape=_filter_bias_grad_shape, kernel=_filter_bias_grad_ref, **conv._COMMON,
             doc="Conv2DBackpropFilter(input, filter_sizes, out_backprop) and "
                 "BiasAddGrad(out_backprop) (NHWC) in one kernel.")
+
+
+def _argmax_shape(ctx) -> list:
+    out = conv._pool_shape(ctx)[0]
+    k = ctx.attr("ksize")
+    if k[1] * k[2] > 255:
+        raise ctx.error(f"a window of {k[1]}x{k[2]} pixels does not fit u8 places")
+    return [out, TensorType(DType.u8, out)]
+
+
+def _argmax_ref(ctx, x):
+    """The pooled output and each maximum's index in its clipped window."""
+    best, flat = conv.max_pool_argmax(ctx, x)
+    k, s = ctx.attrs["ksize"], ctx.attrs["strides"]
+    _, oh, ow, pt, pl = conv._ref_geometry(ctx, x.shape, k[1], k[2], ksize=True)
+    w = x.shape[2]
+    h0 = np.maximum(np.arange(oh) * s[1] - pt, 0)[None, :, None, None]
+    ws = np.arange(ow) * s[2] - pl
+    w0 = np.maximum(ws, 0)[None, None, :, None]
+    width = (np.minimum(ws + k[2], w) - np.maximum(ws, 0))[None, None, :, None]
+    if best.size == 0 or x.shape[1] == 0 or w == 0:            # no window holds a pixel
+        return best, np.zeros(best.shape, np.uint8)
+    return best, ((flat // w - h0) * width + flat % w - w0).astype(np.uint8)
+
+
+def _grad_argmax_shape(ctx) -> list:
+    return conv._max_pool_grad_shape(_WithoutArgmax(ctx))
+
+
+def _grad_argmax_ref(ctx, x, y, argmax, dy):
+    dx = conv._max_pool_grad_ref(ctx, x, y, dy)
+    return np.where(x > 0, dx, dx.dtype.type(0)) if ctx.attrs["relu"] else dx
+
+
+class _WithoutArgmax:
+    """_MaxPoolGradArgmax's shape context seen as MaxPoolGrad's (argmax, input 2, left out)."""
+
+    def __init__(self, ctx):
+        self._ctx, self.attrs, self.node = ctx, ctx.attrs, ctx.node
+
+    def attr(self, name: str):
+        return self._ctx.attr(name)
+
+    def input_shape(self, i: int):
+        return self._ctx.input_shape((0, 1, 3)[i])
+
+    def input_value(self, i: int):
+        return self._ctx.input_value((0, 1, 3)[i])
+
+    def error(self, message: str):
+        return self._ctx.error(message)
+
+
+register_op("_MaxPoolArgmax", inputs=["input: T"], outputs=["output: T", "argmax: u8"],
+            attrs=conv._MAX_POOL_ATTRS, shape=_argmax_shape, kernel=_argmax_ref,
+            **conv._COMMON,
+            doc="MaxPool, and where each output's first maximum is in its window clipped to "
+                "the input (row-major index, u8).")
+register_op("_MaxPoolGradArgmax", inputs=["orig_input: T", "orig_output: T", "argmax: u8",
+                                          "grad: T"],
+            outputs=["output: T"], attrs=conv._MAX_POOL_ATTRS + ["relu: bool = false"],
+            shape=_grad_argmax_shape, kernel=_grad_argmax_ref, **conv._COMMON,
+            doc="MaxPoolGrad routed by _MaxPoolArgmax's places (orig_input's data is not "
+                "read); with relu, 0 where orig_output is not positive.")

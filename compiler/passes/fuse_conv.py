@@ -9,7 +9,11 @@ f32/f64, all nodes on one device, each absorbed value used by nothing else):
   gradient is summed while the filter gradient reads ``dy``;
 - ``ReluGrad(MaxPoolGrad(x, y, dy), x)`` (the gradient of ``MaxPool(Relu(z))``) becomes
   ``_MaxPoolReluGrad(x, y, dy)``: the ReLU's mask is applied where the pooling gradient is
-  written, and ReluGrad's pass disappears.
+  written, and ReluGrad's pass disappears;
+- ``y = MaxPool(x)`` with gradients ``MaxPoolGrad(x, y, dy)`` (or ``_MaxPoolReluGrad``) becomes
+  ``y, places = _MaxPoolArgmax(x)`` and ``_MaxPoolGradArgmax(x, y, places, dy)``: the forward
+  pass records where each maximum is (a byte per output), so the gradient reads those bytes
+  instead of searching ``x`` again (windows of at most 255 pixels).
 
 Ops in ``compiler/ops/conv_fused.py``; run by the ``fuse-updates`` pass. The fused node keeps
 the last replaced node's name and source location and the control edges of all of them.
@@ -19,6 +23,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from compiler.ir.graph import Graph, Node
+from compiler.ir.types import TensorType
 from compiler.passes.fuse import _single_use
 from compiler.passes.take_place import take_place
 from runtime.dtypes import DType
@@ -101,6 +106,42 @@ def _fuse_filter_bias_grad(graph: Graph, bias_grad: Node, filter_grad: Node) -> 
     take_place(graph, filter_grad, fused, (bias_grad,))
 
 
+_POOL_ATTRS = ("ksize", "strides", "padding", "data_format", "explicit_paddings")
+
+
+def match_max_pool_argmax(pool: Node) -> List[Node]:
+    """The pooling gradients of ``pool`` (a MaxPool) that can take its argmax instead."""
+    if pool.op != "MaxPool" or not _nhwc(pool) or not _on_cpu(pool):
+        return []
+    k = list(pool.attrs["ksize"])
+    if pool.output_types[0].dtype not in _FLOATS or k[1] * k[2] > 255:
+        return []
+    x, y = pool.inputs[0], pool.output(0)
+    return [u for u in y.node.users
+            if u.op in ("MaxPoolGrad", "_MaxPoolReluGrad") and len(u.inputs) == 3
+            and u.inputs[0] == x and u.inputs[1] == y and _on_cpu(u, pool)
+            and all(u.attrs.get(a) == pool.attrs.get(a) for a in _POOL_ATTRS)]
+
+
+def _fuse_max_pool_argmax(graph: Graph, pool: Node, grads: List[Node]) -> None:
+    with graph.inserting_before(pool):
+        fused = graph.add_node("_MaxPoolArgmax", [pool.inputs[0]], dict(pool.attrs),
+                               name=f"{pool.name}/argmax",
+                               output_types=[pool.output_types[0],
+                                             TensorType(DType.u8, pool.output_types[0].shape)],
+                               location=pool.location, device=pool.device)
+    take_place(graph, pool, fused, ())
+    for grad in grads:
+        with graph.inserting_before(grad):
+            routed = graph.add_node(
+                "_MaxPoolGradArgmax", [grad.inputs[0], fused.output(0), fused.output(1),
+                                       grad.inputs[2]],
+                dict(grad.attrs, relu=grad.op == "_MaxPoolReluGrad"),
+                name=f"{grad.name}/argmax", output_types=[grad.output_types[0]],
+                location=grad.location, device=grad.device)
+        take_place(graph, grad, routed, ())
+
+
 def _fuse_conv(graph: Graph, conv2d: Node, bias_add: Node, relu: Optional[Node]) -> None:
     last = relu or bias_add
     fused_ops: List[str] = ["BiasAdd"] + (["Relu"] if relu is not None else [])
@@ -140,6 +181,11 @@ def fuse_conv(graph: Graph) -> bool:
             if filter_grad is not None:
                 _fuse_filter_bias_grad(graph, node, filter_grad)
                 changed = resort = True
+        elif node.op == "MaxPool":
+            grads = match_max_pool_argmax(node)
+            if grads:
+                _fuse_max_pool_argmax(graph, node, grads)
+                changed = True
         elif node.op == "ReluGrad":
             pool_grad = match_max_pool_relu_grad(node)
             if pool_grad is not None:
