@@ -364,7 +364,7 @@ def _helpers(kc: CKernelContext, dtype: DType) -> str:
     """Add the module helpers for ``dtype``; returns the name suffix of its functions."""
     sfx = dtype.ir_name
     module_helper(kc, "flowc_conv_window", kc.render("conv.c.j2", part="window"))
-    if kc.node.op.startswith("Conv"):
+    if base_op(kc.node.op).startswith("Conv"):
         kc.require("blas")
         gemm = "scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm"
         module_helper(kc, f"flowc_conv_{sfx}", kc.render("conv.c.j2", part="conv", sfx=sfx,
@@ -454,7 +454,7 @@ def _c_geometry(kc: CKernelContext) -> CGeometry:
 
 
 def _new_c_geometry(kc: CKernelContext) -> CGeometry:
-    op = kc.node.op
+    op = base_op(kc.node.op)
     pool = "Pool" in op
     g = _geometry(kc.attrs, kc.error, ksize=pool)
     ins = kc.inputs
@@ -462,6 +462,8 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
     if op == "Conv2D":
         x, f = ins[0].dims, ins[1].dims
         kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
+        if kc.node.op == "_FusedConv2D":
+            kc.check_dims_equal(ins[2].dim(0), f[3], "bias size differs from filter out-channels")
         geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), False
     elif op == "Conv2DBackpropInput":
         x, f = _sizes_c(kc, 0), ins[1].dims
@@ -478,9 +480,10 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
         has_grad = op.endswith("Grad")
     check_output_sizes(kc, geo)
     want = geo.out_dims()
-    checked = ([len(ins) - 1] if has_grad else []) + ([1] if op == "MaxPoolGrad" else [])
+    checked = (([len(ins) - 1] if has_grad else []) + ([1] if op == "MaxPoolGrad" else [])
+               + ([2] if kc.node.op == "_MaxPoolGradArgmax" else []))
     for i in checked:
-        name = get_op(op).inputs[i].name
+        name = get_op(kc.node.op).inputs[i].name
         for d in range(4):
             kc.check_dims_equal(ins[i].dim(d), want[d], f"{name} dim {d} differs from the window output")
     return geo
@@ -488,7 +491,7 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
 
 def _out_dims(kc: CKernelContext) -> List[List[str]]:
     geo = _c_geometry(kc)
-    op = kc.node.op
+    op = base_op(kc.node.op)
     if op in ("Conv2D", "MaxPool", "AvgPool"):
         dims = geo.out_dims()
     elif op == "Conv2DBackpropFilter":
@@ -497,7 +500,45 @@ def _out_dims(kc: CKernelContext) -> List[List[str]]:
         dims = geo.x
     kc.check(f"flowc_conv_dims_ok({', '.join(dims)}, {kc.out.dtype.itemsize})",
              "the output shape is too large (its byte size overflows int64)")
+    if kc.node.op == "_Conv2DBackpropFilterBias":
+        return [dims, [geo.o]]
+    if kc.node.op == "_MaxPoolArgmax":
+        return [dims, dims]
     return [dims]
+
+
+# Fused ops made by the fuse-updates pass (compiler/ops/conv_fused.py) that run the helper of
+# the op they extend, with its epilogue switched on.
+_BASE_OPS = {"_FusedConv2D": "Conv2D", "_MaxPoolReluGrad": "MaxPoolGrad",
+             "_Conv2DBackpropFilterBias": "Conv2DBackpropFilter", "_MaxPoolArgmax": "MaxPool",
+             "_MaxPoolGradArgmax": "MaxPoolGrad"}
+
+
+def base_op(op: str) -> str:
+    """The op of this family whose window arithmetic and C helper ``op`` uses."""
+    return _BASE_OPS.get(op, op)
+
+
+def _epilogue_args(kc: CKernelContext) -> List[str]:
+    """Extra C arguments after the inputs: Conv2D's bias and ReLU flag, MaxPoolGrad's ReLU
+    flag (off for the plain ops)."""
+    op = kc.node.op
+    if op == "Conv2D":
+        return ["NULL", "0"]
+    if op == "_FusedConv2D":
+        fused = list(kc.attr("fused_ops"))
+        return [kc.inputs[2].data, "1" if "Relu" in fused else "0"]
+    if op in ("MaxPoolGrad", "_MaxPoolReluGrad"):
+        return ["1" if op == "_MaxPoolReluGrad" else "0"]
+    if op == "_MaxPoolGradArgmax":
+        return ["1" if kc.attr("relu") else "0"]
+    if op == "_MaxPoolArgmax":
+        return [kc.out.data, kc.outputs[1].data]
+    if op == "Conv2DBackpropFilter":
+        return ["NULL"]
+    if op == "_Conv2DBackpropFilterBias":
+        return [kc.outputs[1].data]
+    return []
 
 
 _CALLS = {
@@ -507,18 +548,55 @@ _CALLS = {
     "MaxPool": ("flowc_max_pool", (0,)),
     "AvgPool": ("flowc_avg_pool", (0,)),
     "MaxPoolGrad": ("flowc_max_pool_grad", (0, 2)),
+    "_MaxPoolArgmax": ("flowc_max_pool_argmax", (0,)),
+    "_MaxPoolGradArgmax": ("flowc_max_pool_grad_argmax", (1, 2, 3)),
     "AvgPoolGrad": ("flowc_avg_pool_grad", (1,)),
 }
+
+
+# A convolution whose filter has at most this many taps (KH * KW * C), and whose output
+# channels fill whole 32-byte vectors, at most 4 of them, is computed directly
+# (conv_direct.c.j2) instead of by im2col + gemm.
+DIRECT_MAX_TAPS = 32
+DIRECT_VECTOR_BYTES = 32
+DIRECT_MAX_VECTORS = 4
+
+
+def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
+    """The name of the direct-convolution helper for this convolution or filter gradient,
+    added to the module, when its filter dims are static and small; else None."""
+    op = base_op(kc.node.op)
+    if op not in ("Conv2D", "Conv2DBackpropFilter"):
+        return None
+    dims = [geo.kh, geo.kw, geo.x[3], geo.o]
+    if not all(d.isdigit() for d in dims):
+        return None
+    kh, kw, c, o = map(int, dims)
+    dtype = kc.out.dtype
+    out_bytes = o * dtype.itemsize
+    if not (0 < kh * kw * c <= DIRECT_MAX_TAPS and out_bytes % DIRECT_VECTOR_BYTES == 0
+            and 0 < out_bytes <= DIRECT_MAX_VECTORS * DIRECT_VECTOR_BYTES):
+        return None
+    name = f"flowc_conv2d_direct_{dtype.ir_name}_{kh}x{kw}x{c}x{o}"
+    module_helper(kc, name, kc.render("conv_direct.c.j2", name=name, T=kc.target.c_type(dtype),
+                                      KH=kh, KW=kw, C=c, O=o))
+    return name if op == "Conv2D" else f"{name}_bwd_filter"
 
 
 def emit_conv(kc: CKernelContext) -> str:
     """C for every op of this family: one call of its module helper, failing on its status."""
     geo = _c_geometry(kc)
-    fn, args = _CALLS[kc.node.op]
-    ptrs = ", ".join([kc.inputs[i].data for i in args] + [kc.out.data])
+    fn, args = _CALLS.get(kc.node.op) or _CALLS[base_op(kc.node.op)]
+    direct = _direct_conv(kc, geo)
+    if direct is not None:
+        fn = direct
+    outs = [] if kc.node.op == "_MaxPoolArgmax" else [kc.out.data]
+    ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + outs)
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
-    return (f"int {rc} = {fn}_{kc.out.dtype.ir_name}({ptrs}, {geo.call_args()});\n"
+    if direct is None:
+        fn = f"{fn}_{kc.out.dtype.ir_name}"
+    return (f"int {rc} = {fn}({ptrs}, {geo.call_args()});\n"
             f"if ({rc} == 1) {oom}\n"
             f"if ({rc} != 0) {kc.fail('sizes too large for 32-bit indices (of BLAS or a pooling window)')}\n")
 

@@ -16,8 +16,10 @@ under the same conditions, so the scaled gradient rows are never written out.
 
 Inside loops, the same pass fuses a loop variable's ``acc + MatMul(a, b)`` (the sum of a weight's
 gradient over a ``while_loop`` gradient's iterations) into one gemm with ``beta = 1``
-(``compiler/passes/fuse_accumulate.py``), and a column bias added to a matrix product becomes
-the gemm's start value (``compiler/passes/fuse_matmul_bias.py``).
+(``compiler/passes/fuse_accumulate.py``), a column bias added to a matrix product becomes
+the gemm's start value (``compiler/passes/fuse_matmul_bias.py``), and a convolution's bias and
+ReLU, and a ReLU's mask on a max pooling gradient, join the kernel next to them
+(``compiler/passes/fuse_conv.py``).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
 from compiler.passes.fuse import _single_use
 from compiler.passes.fuse_accumulate import fuse_loop_accumulations
+from compiler.passes.fuse_conv import fuse_conv
 from compiler.passes.fuse_matmul_bias import fuse_matmul_bias
 from compiler.passes.manager import Pass, PassContext, register_pass
 from compiler.passes.take_place import take_place
@@ -100,6 +103,7 @@ class FuseUpdates(Pass):
                 self._fuse_sparse(graph, update, *sparse)
                 changed = True
         changed = fuse_loop_accumulations(graph) or changed
+        changed = fuse_conv(graph) or changed
         return fuse_matmul_bias(graph) or changed
 
     @staticmethod

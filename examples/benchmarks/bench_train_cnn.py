@@ -5,6 +5,11 @@ cross-entropy, learning rate 0.01. flowc's compiled C and interpreter beside, wh
 PyTorch (eager and torch.compile) and TensorFlow (TF1 session, tf.function, XLA).
 
     python3 examples/benchmarks/bench_train_cnn.py [--batch B] [--repeats N] [--threads T]
+    python3 examples/benchmarks/bench_train_cnn.py --profile STEPS [--threads T]
+
+With --profile, only flowc's compiled step runs: STEPS traced steps (fl.RunOptions FULL_TRACE),
+then a table of each kernel's fastest and median time over them (the fastest is the steadier
+figure on a busy machine) and the step's wall time.
 
 Every framework starts from the same weights (drawn with numpy) and trains on the same batch;
 the losses of the first --check-steps steps must agree with flowc's interpreter (the
@@ -203,6 +208,38 @@ def measure(fw, quick: bool = False, batch: int = 64) -> list:
                                  "tf.function", "tf.function XLA")))
 
 
+# --- per-kernel profile of flowc's step ----------------------------------------------------
+def profile_flowc(batch: int, steps: int) -> None:
+    """Run ``steps`` traced steps of the compiled step; print each kernel's min and median."""
+    import statistics
+    import time
+    g, x, labels, loss, train_op, init, _ = flowc_model(init_params())
+    xv, lv = sample_batch(batch)
+    sess = fl.Session(graph=g, backend="c")
+    sess.run(init)
+    options = fl.RunOptions(trace_level=fl.RunOptions.FULL_TRACE)
+    feed = {x: xv, labels: lv}
+    for _ in range(3):                               # compile, warm BLAS and the arena
+        sess.run(train_op, feed, options=options, run_metadata=fl.RunMetadata())
+    times: Dict[Tuple[str, str], List[float]] = {}
+    walls = []
+    for _ in range(steps):
+        md = fl.RunMetadata()
+        t0 = time.perf_counter()
+        sess.run(train_op, feed, options=options, run_metadata=md)
+        walls.append(time.perf_counter() - t0)
+        for k in md.step_stats.kernels:
+            times.setdefault((k.node, k.op), []).append(k.total_ns / 1e6)
+    rows = sorted(times.items(), key=lambda kv: -statistics.median(kv[1]))
+    print(f"flowc CNN step, batch {batch}: {steps} traced steps; kernel times in ms")
+    print(f"{'min':>9} {'median':>9}  {'op':26} node")
+    for (node, op), ts in rows:
+        print(f"{min(ts):9.3f} {statistics.median(ts):9.3f}  {op:26} {node}")
+    print(f"{sum(min(ts) for ts in times.values()):9.3f} "
+          f"{sum(statistics.median(ts) for ts in times.values()):9.3f}  all kernels "
+          f"(sums); step wall time median {statistics.median(walls) * 1e3:.3f} ms")
+
+
 # --- the benchmark -------------------------------------------------------------------------
 def check_losses(trainers: Dict[str, Tuple[Callable, Callable, int]], steps: int) -> None:
     losses = {name: [check() for _ in range(steps)] for name, (check, _, _) in trainers.items()}
@@ -227,9 +264,14 @@ def main() -> None:
                         help="steps whose losses must agree before timing")
     parser.add_argument("--no-xla", dest="xla", action="store_false",
                         help="leave out TensorFlow's jit_compile=True row")
+    parser.add_argument("--profile", type=int, metavar="STEPS", default=0,
+                        help="only profile flowc's compiled step over STEPS traced steps")
     add_threads_argument(parser)
     args = parser.parse_args()
     apply_threads(args.threads)
+    if args.profile:
+        profile_flowc(args.batch, args.profile)
+        return
 
     torch, tf = optional_import("torch"), optional_import("tensorflow")
     apply_framework_threads(torch, tf, args.threads)

@@ -1,0 +1,196 @@
+"""Convolution and pooling with the elementwise op next to them, as one kernel (CPU, NHWC,
+f32/f64, all nodes on one device, each absorbed value used by nothing else):
+
+- ``Relu(BiasAdd(Conv2D(x, f), b))`` and ``BiasAdd(Conv2D(x, f), b)`` become
+  ``_FusedConv2D(x, f, b)``: the bias and ReLU are applied to each chunk of the convolution's
+  output while it is in cache, and the separate pass over the output disappears;
+- ``Conv2DBackpropFilter(x, sizes, dy)`` and ``BiasAddGrad(dy)`` of one ``dy`` become
+  ``_Conv2DBackpropFilterBias(x, sizes, dy)`` with both gradients as outputs: the bias
+  gradient is summed while the filter gradient reads ``dy``;
+- ``ReluGrad(MaxPoolGrad(x, y, dy), x)`` (the gradient of ``MaxPool(Relu(z))``) becomes
+  ``_MaxPoolReluGrad(x, y, dy)``: the ReLU's mask is applied where the pooling gradient is
+  written, and ReluGrad's pass disappears;
+- ``y = MaxPool(x)`` with gradients ``MaxPoolGrad(x, y, dy)`` (or ``_MaxPoolReluGrad``) becomes
+  ``y, places = _MaxPoolArgmax(x)`` and ``_MaxPoolGradArgmax(x, y, places, dy)``: the forward
+  pass records where each maximum is (a byte per output), so the gradient reads those bytes
+  instead of searching ``x`` again (windows of at most 255 pixels).
+
+Ops in ``compiler/ops/conv_fused.py``; run by the ``fuse-updates`` pass. The fused node keeps
+the last replaced node's name and source location and the control edges of all of them.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from compiler.ir.graph import Graph, Node
+from compiler.ir.types import TensorType
+from compiler.passes.fuse import _single_use
+from compiler.passes.take_place import take_place
+from runtime.dtypes import DType
+
+_FLOATS = (DType.f32, DType.f64)
+
+
+def _on_cpu(*nodes: Node) -> bool:
+    devices = {n.assigned_device for n in nodes}
+    return len(devices) == 1 and "CPU" in (nodes[0].assigned_device or "").upper()
+
+
+def _nhwc(node: Node) -> bool:
+    return node.attrs.get("data_format", "NHWC") == "NHWC"
+
+
+def _absorbed_by(node: Node, op: str, index: int) -> Optional[Node]:
+    """The producer of ``node``'s input ``index`` when it is an ``op`` used only there."""
+    value = node.inputs[index]
+    producer = value.node
+    if producer.op != op or value.type.dtype not in _FLOATS or _single_use(value) is not node:
+        return None
+    return producer
+
+
+def match_conv_bias_relu(node: Node) -> Optional[Tuple[Node, Node, Optional[Node]]]:
+    """(Conv2D, BiasAdd, Relu or None) ending at ``node`` (a Relu or a BiasAdd)."""
+    relu = node if node.op == "Relu" else None
+    bias_add = _absorbed_by(node, "BiasAdd", 0) if relu is not None else node
+    if bias_add is None or bias_add.op != "BiasAdd" or not _nhwc(bias_add):
+        return None
+    conv2d = _absorbed_by(bias_add, "Conv2D", 0)
+    if conv2d is None or not _nhwc(conv2d) or conv2d.inputs[0].type.shape is None:
+        return None
+    bias = bias_add.inputs[1]
+    if bias.type.dtype != conv2d.output_types[0].dtype or not bias.type.shape or \
+            len(bias.type.shape) != 1:
+        return None
+    nodes = [n for n in (conv2d, bias_add, relu) if n is not None]
+    return (conv2d, bias_add, relu) if _on_cpu(*nodes) else None
+
+
+def match_max_pool_relu_grad(node: Node) -> Optional[Node]:
+    """The MaxPoolGrad under ``node`` when ``node`` is ``ReluGrad(MaxPoolGrad(x, y, dy), x)``."""
+    if node.op != "ReluGrad" or len(node.inputs) != 2:
+        return None
+    pool_grad = _absorbed_by(node, "MaxPoolGrad", 0)
+    if pool_grad is None or not _nhwc(pool_grad) or pool_grad.inputs[0] != node.inputs[1]:
+        return None
+    return pool_grad if _on_cpu(node, pool_grad) else None
+
+
+def match_filter_bias_grad(bias_grad: Node) -> Optional[Node]:
+    """The Conv2DBackpropFilter that reads the same dy as ``bias_grad`` (a BiasAddGrad with
+    no control users), on its device; None if there is none or more than one."""
+    if bias_grad.op != "BiasAddGrad" or not _nhwc(bias_grad):
+        return None
+    dy = bias_grad.inputs[0]
+    if dy.type.dtype not in _FLOATS or dy.type.shape is None or len(dy.type.shape) != 4:
+        return None
+    if any(bias_grad in u.control_inputs for u in bias_grad.users):
+        return None
+    found = [u for u in dy.node.users if u.op == "Conv2DBackpropFilter" and len(u.inputs) == 3
+             and u.inputs[2] == dy and _nhwc(u) and _on_cpu(u, bias_grad)]
+    return found[0] if len(found) == 1 else None
+
+
+def _fuse_filter_bias_grad(graph: Graph, bias_grad: Node, filter_grad: Node) -> None:
+    """The fused node goes where the later of the two was; the graph is sorted again after
+    (users of the earlier one may come before it)."""
+    order = {n: i for i, n in enumerate(graph)}
+    later = max(bias_grad, filter_grad, key=order.__getitem__)
+    with graph.inserting_before(later):
+        fused = graph.add_node("_Conv2DBackpropFilterBias", list(filter_grad.inputs),
+                               dict(filter_grad.attrs), name=f"{filter_grad.name}/fused",
+                               output_types=[filter_grad.output(0).type,
+                                             bias_grad.output(0).type],
+                               location=filter_grad.location, device=filter_grad.device)
+    graph.replace_all_uses_with(bias_grad.output(0), fused.output(1))
+    take_place(graph, filter_grad, fused, (bias_grad,))
+
+
+_POOL_ATTRS = ("ksize", "strides", "padding", "data_format", "explicit_paddings")
+
+
+def match_max_pool_argmax(pool: Node) -> List[Node]:
+    """The pooling gradients of ``pool`` (a MaxPool) that can take its argmax instead."""
+    if pool.op != "MaxPool" or not _nhwc(pool) or not _on_cpu(pool):
+        return []
+    k = list(pool.attrs["ksize"])
+    if pool.output_types[0].dtype not in _FLOATS or k[1] * k[2] > 255:
+        return []
+    x, y = pool.inputs[0], pool.output(0)
+    return [u for u in y.node.users
+            if u.op in ("MaxPoolGrad", "_MaxPoolReluGrad") and len(u.inputs) == 3
+            and u.inputs[0] == x and u.inputs[1] == y and _on_cpu(u, pool)
+            and all(u.attrs.get(a) == pool.attrs.get(a) for a in _POOL_ATTRS)]
+
+
+def _fuse_max_pool_argmax(graph: Graph, pool: Node, grads: List[Node]) -> None:
+    with graph.inserting_before(pool):
+        fused = graph.add_node("_MaxPoolArgmax", [pool.inputs[0]], dict(pool.attrs),
+                               name=f"{pool.name}/argmax",
+                               output_types=[pool.output_types[0],
+                                             TensorType(DType.u8, pool.output_types[0].shape)],
+                               location=pool.location, device=pool.device)
+    take_place(graph, pool, fused, ())
+    for grad in grads:
+        with graph.inserting_before(grad):
+            routed = graph.add_node(
+                "_MaxPoolGradArgmax", [grad.inputs[0], fused.output(0), fused.output(1),
+                                       grad.inputs[2]],
+                dict(grad.attrs, relu=grad.op == "_MaxPoolReluGrad"),
+                name=f"{grad.name}/argmax", output_types=[grad.output_types[0]],
+                location=grad.location, device=grad.device)
+        take_place(graph, grad, routed, ())
+
+
+def _fuse_conv(graph: Graph, conv2d: Node, bias_add: Node, relu: Optional[Node]) -> None:
+    last = relu or bias_add
+    fused_ops: List[str] = ["BiasAdd"] + (["Relu"] if relu is not None else [])
+    attrs = {k: v for k, v in conv2d.attrs.items()}
+    attrs["fused_ops"] = fused_ops
+    with graph.inserting_before(last):
+        fused = graph.add_node("_FusedConv2D", [conv2d.inputs[0], conv2d.inputs[1],
+                                                bias_add.inputs[1]], attrs,
+                               name=f"{last.name}/fused", output_types=[last.output(0).type],
+                               location=last.location, device=last.device)
+    take_place(graph, last, fused, (bias_add, conv2d) if relu is not None else (conv2d,))
+
+
+def _fuse_pool_grad(graph: Graph, relu_grad: Node, pool_grad: Node) -> None:
+    with graph.inserting_before(relu_grad):
+        fused = graph.add_node("_MaxPoolReluGrad", list(pool_grad.inputs),
+                               dict(pool_grad.attrs), name=f"{relu_grad.name}/fused",
+                               output_types=[relu_grad.output(0).type],
+                               location=relu_grad.location, device=relu_grad.device)
+    take_place(graph, relu_grad, fused, (pool_grad,))
+
+
+def fuse_conv(graph: Graph) -> bool:
+    """Rewrite every match; whether the graph changed. Users come before their producers, so
+    a Relu takes its BiasAdd and Conv2D before the BiasAdd alone could take the Conv2D."""
+    changed = resort = False
+    for node in reversed(list(graph)):
+        if node not in graph:
+            continue
+        if node.op in ("Relu", "BiasAdd"):
+            found = match_conv_bias_relu(node)
+            if found is not None:
+                _fuse_conv(graph, *found)
+                changed = True
+        elif node.op == "BiasAddGrad":
+            filter_grad = match_filter_bias_grad(node)
+            if filter_grad is not None:
+                _fuse_filter_bias_grad(graph, node, filter_grad)
+                changed = resort = True
+        elif node.op == "MaxPool":
+            grads = match_max_pool_argmax(node)
+            if grads:
+                _fuse_max_pool_argmax(graph, node, grads)
+                changed = True
+        elif node.op == "ReluGrad":
+            pool_grad = match_max_pool_relu_grad(node)
+            if pool_grad is not None:
+                _fuse_pool_grad(graph, node, pool_grad)
+                changed = True
+    if resort:
+        graph.topo_sort()
+    return changed
