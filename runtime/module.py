@@ -270,7 +270,8 @@ class Executable:
         self.queues = [dict(q) for q in queues]
         self.kernel_table: Optional[dict] = None     # --profile builds: runtime/profile.py
         self._bound = weakref.WeakKeyDictionary()    # store -> its flowc_runtime *
-        self._last_bound = (None, None, 0)   # (weakref to a store, its runtime, its address)
+        # (weakref to a store, its runtime, the C run path's constant arguments for it)
+        self._last_bound = (None, None, None)
         self._free = module.lib.flowc_free
         self._entry = module.lib.flowc_entry
         self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape, keep_scalars=True)
@@ -312,7 +313,11 @@ class Executable:
         if rt is None:
             rt = self._bound[store] = store.runtime_struct(self.variables, self.streams,
                                                            self.queues, self.module.lib)
-        self._last_bound = (weakref.ref(store), rt, int(_cast("uintptr_t", rt)))
+        step = None
+        if self._fast is not None:          # the C run path's constant arguments
+            step = (self._fast_entry, int(_cast("uintptr_t", rt)), self._fast_free,
+                    self._fast_feeds, self._fast_fetches)
+        self._last_bound = (weakref.ref(store), rt, step)
         return rt
 
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
@@ -326,19 +331,16 @@ class Executable:
             store = self._own_store()
         fast = self._fast
         if fast is not None:
-            ref, rt, rt_address = self._last_bound
+            ref, _, step = self._last_bound
             if ref is None or ref() is not store:
                 self.bind(store)
-                rt_address = self._last_bound[2]
-            got = fast(self._fast_entry, rt_address,
+                step = self._last_bound[2]
+            got = fast(step, arrays if type(arrays) is list else list(arrays),
                        0 if rendezvous is _NULL else int(_cast("uintptr_t", rendezvous)),
-                       timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0),
-                       self._fast_free, arrays if type(arrays) is list else list(arrays),
-                       self._fast_feeds, self._fast_fetches, scalars)
+                       timeout_ms if type(timeout_ms) is int else int(timeout_ms or 0), scalars)
             if type(got) is list:
                 return got
-            return self._fast_again(got, list(arrays), rt_address, rendezvous, timeout_ms,
-                                    scalars)
+            return self._fast_again(got, list(arrays), step, rendezvous, timeout_ms, scalars)
         rt = self.bind(store)
         bufs = self._buffers
         keep = []
@@ -375,7 +377,7 @@ class Executable:
         return [r.array(t) for r, t in zip(self._readers, bufs.fetches)]
 
 
-    def _fast_again(self, got, arrays: list, rt_address: int, rendezvous, timeout_ms,
+    def _fast_again(self, got, arrays: list, step: tuple, rendezvous, timeout_ms,
                     scalars: bool) -> list:
         """After the C run path refused a feed (``got`` is -(i + 1)): convert it with its feed
         check (or raise why it cannot be fed) and run again; a failed step (``got`` is the
@@ -396,10 +398,9 @@ class Executable:
             if checked is value:                # it passed as is: an unaligned, byte-swapped
                 checked = np.array(value)       # or subclass array becomes a plain copy
             arrays[i] = checked
-            got = self._fast(self._fast_entry, rt_address,
+            got = self._fast(step, arrays,
                              0 if rendezvous is _NULL else int(_cast("uintptr_t", rendezvous)),
-                             int(timeout_ms or 0), self._fast_free, arrays, self._fast_feeds,
-                             self._fast_fetches, scalars)
+                             int(timeout_ms or 0), scalars)
         return got
 
     def _own_store(self):

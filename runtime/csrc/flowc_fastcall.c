@@ -8,13 +8,15 @@
  * cached; where it cannot be built, Executable.call keeps its cffi path. The structs below
  * are the ABI of runtime/csrc/flowc_rt.h (checked by ABI_VERSION on module load).
  *
- * call(entry, rt, rendezvous, timeout_ms, free, arrays, feed_specs, fetch_types, scalars)
- *   entry, rt, rendezvous, free: addresses (ints) of the module's flowc_entry, the step's
- *     flowc_runtime, the rendezvous (0: none) and the module's flowc_free;
+ * call(step, arrays, rendezvous, timeout_ms, scalars)
+ *   step: what stays the same from call to call, (entry, rt, free, feed_specs, fetch_types):
+ *     entry, rt, free: addresses (ints) of the module's flowc_entry, the step's flowc_runtime
+ *     and the module's flowc_free;
+ *     feed_specs: per feed, (flowc dtype code, rank or -1 when unknown, the shape as a tuple of
+ *       ints, -1 for a dim not known, or None when the rank is not known, numpy type number);
+ *     fetch_types: a tuple of numpy type numbers, one per fetch;
  *   arrays: a list, the step's feeds in order: numpy arrays or numpy scalars;
- *   feed_specs: per feed, (flowc dtype code, rank or -1 when unknown, the shape as a tuple of
- *     ints, -1 for a dim not known, or None when the rank is not known, numpy type number);
- *   fetch_types: a tuple of numpy type numbers, one per fetch;
+ *   rendezvous: the address of the step's rendezvous (0: none); timeout_ms: the deadline;
  *   scalars: rank-0 fetches become numpy scalars when true, 0-d arrays otherwise.
  * Returns the list of fetched values; or, when the entry fails, its status as a tuple (code,
  * node, source location, message); or -(i + 1) when feed i is not a plain array
@@ -122,17 +124,20 @@ static void *address(PyObject *v) {
 
 static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "call takes 9 arguments");
+    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 5) {
+        PyErr_SetString(PyExc_TypeError, "call takes (step, arrays, rendezvous, timeout_ms, "
+                        "scalars) with step = (entry, rt, free, feed_specs, fetch_types)");
         return NULL;
     }
-    entry_fn entry = (entry_fn)address(args[0]);
-    void *rt = address(args[1]);
+    PyObject *step = args[0];
+    entry_fn entry = (entry_fn)address(PyTuple_GET_ITEM(step, 0));
+    void *rt = address(PyTuple_GET_ITEM(step, 1));
+    free_fn release = (free_fn)address(PyTuple_GET_ITEM(step, 2));
+    PyObject *specs = PyTuple_GET_ITEM(step, 3), *types = PyTuple_GET_ITEM(step, 4);
+    PyObject *arrays = args[1];
     void *rendezvous = address(args[2]);
     int64_t timeout_ms = PyLong_AsLongLong(args[3]);
-    free_fn release = (free_fn)address(args[4]);
-    PyObject *arrays = args[5], *specs = args[6], *types = args[7];
-    int scalars = PyObject_IsTrue(args[8]);
+    int scalars = PyObject_IsTrue(args[4]);
     if (PyErr_Occurred()) return NULL;
     if (!entry || !release || !PyList_Check(arrays) || !PyTuple_Check(specs)
             || !PyTuple_Check(types) || PyTuple_GET_SIZE(specs) != PyList_GET_SIZE(arrays)) {
