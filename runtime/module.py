@@ -18,6 +18,7 @@ import cffi
 import numpy as np
 
 from runtime import fastcall
+from runtime.openmp import load_libgomp_passive
 from runtime.dtypes import DType
 from runtime.errors import (AbortedError, ArtifactError, DeadlineExceededError, FeedError,
                             InvalidArgumentError, OutOfRangeError, RuntimeExecutionError)
@@ -149,6 +150,7 @@ class CModule:
 
     def __init__(self, path: str):
         self.path = path
+        load_libgomp_passive()
         with _open_lock:
             try:
                 self.lib = ffi.dlopen(path)

@@ -20,6 +20,7 @@ from compiler.codegen.kernel_context import KernelContext as CKernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.construct import constant_value
 from compiler.ir.types import shape_str
+from compiler.ops.nn import parallel_gemm
 from compiler.ops.reduction import module_helper
 from compiler.ops.registry import get_op, register_op
 from runtime.dtypes import DType
@@ -366,7 +367,10 @@ def _helpers(kc: CKernelContext, dtype: DType) -> str:
     module_helper(kc, "flowc_conv_window", kc.render("conv.c.j2", part="window"))
     if base_op(kc.node.op).startswith("Conv"):
         kc.require("blas")
-        gemm = "scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm"
+        if kc.target.name == "cuda":            # the CUDA twin of conv.c.j2 names no gemm
+            gemm = "scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm"
+        else:
+            gemm = parallel_gemm(kc, dtype)      # shares flowc's threads (nn.py)
         module_helper(kc, f"flowc_conv_{sfx}", kc.render("conv.c.j2", part="conv", sfx=sfx,
                                                          T=kc.target.c_type(dtype), gemm=gemm))
     else:

@@ -134,10 +134,27 @@ def _blas_fits(kc: CKernelContext, dims: Sequence[str]) -> None:
                      f"(long long)({d})")
 
 
-def blas_routines(dtype: DType) -> dict:
-    """The BLAS routines (scipy-openblas32's names) for a float dtype, as template arguments."""
+GEMM_PARALLEL_MIN_WORK = 1 << 20       # m * n * k below which a gemm is not cut across threads
+
+
+def blas_routines(kc: CKernelContext, dtype: DType) -> dict:
+    """The BLAS routines for a float dtype, as template arguments: scipy-openblas32's gemv and
+    ger, and for gemm the module's wrapper that cuts a large product across flowc's threads
+    (``gemm_parallel.c.j2``)."""
     p = "scipy_cblas_s" if dtype is DType.f32 else "scipy_cblas_d"
-    return {"gemm": p + "gemm", "gemv": p + "gemv", "ger": p + "ger"}
+    kc.require("blas")
+    return {"gemm": parallel_gemm(kc, dtype), "gemv": p + "gemv", "ger": p + "ger"}
+
+
+def parallel_gemm(kc: CKernelContext, dtype: DType) -> str:
+    """Define the module's thread-sharing gemm for ``dtype`` once; returns its C name."""
+    name = f"flowc_gemm_{dtype.ir_name}"
+    kc.require("openmp")
+    module_helper(kc, name, kc.render(
+        "gemm_parallel.c.j2", name=name, T=kc.target.c_type(dtype),
+        gemm="scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm",
+        min_work=GEMM_PARALLEL_MIN_WORK))
+    return name
 
 
 def emit_matmul(kc: CKernelContext) -> str:
@@ -161,7 +178,7 @@ def emit_matmul(kc: CKernelContext) -> str:
     fn = f"flowc_matmul_{a.dtype.ir_name}_{'t' if ta else 'n'}{'t' if tb else 'n'}"
     module_helper(kc, fn, kc.render(
         "matmul.c.j2", part="helper", fn=fn, ta=ta, tb=tb, blas=blas,
-        **blas_routines(a.dtype), utype=_UNSIGNED.get(a.dtype, "")))
+        **blas_routines(kc, a.dtype), utype=_UNSIGNED.get(a.dtype, "")))
     loops = [] if fold else batch
     return (kc.render("matmul.c.j2", part="body", fn=fn, m=rows, n=n, k=k_a,
                                   lda=a.dim(-1), ldb=b.dim(-1), batch=loops,
