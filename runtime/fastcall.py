@@ -25,6 +25,7 @@ from typing import Optional
 import numpy as np
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "flowc_fastcall.c")
+HEADER = os.path.join(os.path.dirname(SOURCE), "flowc_rt.h")
 _lock = threading.Lock()
 _loaded: list = []                       # [module or None] once load() has run
 build_error: Optional[str] = None        # why the extension is not in use, when it is not
@@ -55,7 +56,7 @@ def _build(path: str) -> None:
     os.close(fd)
     try:
         cmd = [cc, "-O2", "-shared", "-fPIC", "-std=gnu11", f"-I{include}",
-               f"-I{np.get_include()}", SOURCE, "-o", tmp]
+               f"-I{np.get_include()}", f"-I{os.path.dirname(SOURCE)}", SOURCE, "-o", tmp]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise OSError(f"{' '.join(cmd)} failed:\n{done.stderr.strip()}")
@@ -85,9 +86,11 @@ def load():
         if os.environ.get("FLOWC_FASTCALL", "1") == "0":
             build_error = "FLOWC_FASTCALL=0"
         else:
-            with open(SOURCE, "rb") as f:
-                key = hashlib.sha256(f.read() + sys.version.encode() + np.__version__.encode()
-                                     ).hexdigest()[:24]
+            digest = hashlib.sha256(sys.version.encode() + np.__version__.encode())
+            for source in (SOURCE, HEADER):
+                with open(source, "rb") as f:
+                    digest.update(f.read())
+            key = digest.hexdigest()[:24]
             suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
             path = os.path.join(_cache_dir(), f"flowc_fastcall-{key}{suffix}")
             try:

@@ -5,8 +5,8 @@
  * the per-call Python work (about 4 us of a 7 us empty step on a 2-core machine).
  *
  * Built on first use by runtime/fastcall.py against this Python's and numpy's headers and
- * cached; where it cannot be built, Executable.call keeps its cffi path. The structs below
- * are the ABI of runtime/csrc/flowc_rt.h (checked by ABI_VERSION on module load).
+ * cached; where it cannot be built, Executable.call keeps its cffi path. The structs come
+ * from runtime/csrc/flowc_rt.h, the modules' own header (ABI_VERSION is checked on load).
  *
  * call(step, arrays, rendezvous, timeout_ms, scalars)
  *   step: what stays the same from call to call, (entry, rt, free, feed_specs, fetch_types):
@@ -30,19 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef struct flowc_tensor {
-    void *data;
-    int64_t dims[8];
-    int32_t rank;
-    int32_t dtype;
-} flowc_tensor;
-
-typedef struct flowc_status {
-    int32_t code;
-    char node[128];
-    char location[256];
-    char message[768];
-} flowc_status;
+#include "flowc_rt.h"           /* flowc_tensor and flowc_status: the modules' ABI */
 
 typedef int (*entry_fn)(const flowc_tensor *feeds, flowc_tensor *fetches, const void *rt,
                         void *rendezvous, int64_t timeout_ms, flowc_status *status);
@@ -55,7 +43,7 @@ typedef union scalar_value {
     double d[2];
 } scalar_value;
 
-#define MAX_RANK 8
+#define MAX_RANK FLOWC_MAX_RANK
 #define STACK_TENSORS 16
 
 static void release_block(PyObject *capsule) {
