@@ -78,21 +78,10 @@ def torch_mlp(torch, batch: int) -> Tuple[Callable[[], float], Callable[[], obje
 
 def torch_cnn(torch, batch: int) -> Tuple[Callable[[], float], Callable[[], object]]:
     """bench_train_cnn's PyTorch model, on the GPU (NCHW; the input converted once)."""
-    nn, F = torch.nn, torch.nn.functional
-    p = cnn.init_params()
+    F = torch.nn.functional
     xv, lv = cnn.sample_batch(batch)
-    conv1, conv2 = nn.Conv2d(1, 32, 5, padding=2), nn.Conv2d(32, 64, 5, padding=2)
-    dense, out = nn.Linear(cnn.FLAT, 128), nn.Linear(128, cnn.CLASSES)
-    with torch.no_grad():
-        conv1.weight.copy_(torch.from_numpy(p["f1"].transpose(3, 2, 0, 1).copy()))
-        conv1.bias.copy_(torch.from_numpy(p["b1"]))
-        conv2.weight.copy_(torch.from_numpy(p["f2"].transpose(3, 2, 0, 1).copy()))
-        conv2.bias.copy_(torch.from_numpy(p["b2"]))
-        dense.weight.copy_(torch.from_numpy(p["w3"].T.copy()))
-        dense.bias.copy_(torch.from_numpy(p["b3"]))
-        out.weight.copy_(torch.from_numpy(p["w4"].T.copy()))
-        out.bias.copy_(torch.from_numpy(p["b4"]))
-    modules = nn.ModuleList([conv1, conv2, dense, out]).cuda()
+    modules = cnn.torch_layers(torch, cnn.init_params()).cuda()
+    conv1, conv2, dense, out = modules
     opt = torch.optim.SGD(modules.parameters(), lr=cnn.LEARNING_RATE)
     xh = torch.from_numpy(xv).permute(0, 3, 1, 2).contiguous()
     lh = torch.from_numpy(lv)

@@ -103,10 +103,10 @@ def flowc_trainer(model, backend: str, xv, lv):
 
 
 # --- PyTorch -------------------------------------------------------------------------------
-def torch_trainer(torch, params: Params, xv, lv, compile: bool = False):
-    """NCHW convolutions (PyTorch's layout; the input is converted once, outside the timing);
-    the activations go back to NHWC before the flatten so the dense weights are the same."""
-    nn, F = torch.nn, torch.nn.functional
+def torch_layers(torch, params: Params):
+    """The model's four PyTorch layers (conv1, conv2, dense, out) holding ``params``:
+    filters HWIO -> OIHW, dense weights transposed."""
+    nn = torch.nn
     conv1, conv2 = nn.Conv2d(1, 32, 5, padding=2), nn.Conv2d(32, 64, 5, padding=2)
     dense, out = nn.Linear(FLAT, 128), nn.Linear(128, CLASSES)
     with torch.no_grad():
@@ -118,7 +118,15 @@ def torch_trainer(torch, params: Params, xv, lv, compile: bool = False):
         dense.bias.copy_(torch.from_numpy(params["b3"]))
         out.weight.copy_(torch.from_numpy(params["w4"].T.copy()))
         out.bias.copy_(torch.from_numpy(params["b4"]))
-    modules = nn.ModuleList([conv1, conv2, dense, out])
+    return nn.ModuleList([conv1, conv2, dense, out])
+
+
+def torch_trainer(torch, params: Params, xv, lv, compile: bool = False):
+    """NCHW convolutions (PyTorch's layout; the input is converted once, outside the timing);
+    the activations go back to NHWC before the flatten so the dense weights are the same."""
+    F = torch.nn.functional
+    modules = torch_layers(torch, params)
+    conv1, conv2, dense, out = modules
     opt = torch.optim.SGD(modules.parameters(), lr=LEARNING_RATE)
     xt = torch.from_numpy(xv).permute(0, 3, 1, 2).contiguous()
     lt = torch.from_numpy(lv)
