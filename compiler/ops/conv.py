@@ -20,7 +20,7 @@ from compiler.codegen.kernel_context import KernelContext as CKernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.construct import constant_value
 from compiler.ir.types import shape_str
-from compiler.ops.nn import parallel_gemm
+from compiler.ops.nn import GEMM_PARALLEL_MIN_WORK, parallel_gemm
 from compiler.ops.reduction import module_helper
 from compiler.ops.registry import get_op, register_op
 from runtime.dtypes import DType
@@ -372,7 +372,8 @@ def _helpers(kc: CKernelContext, dtype: DType) -> str:
         else:
             gemm = parallel_gemm(kc, dtype)      # shares flowc's threads (nn.py)
         module_helper(kc, f"flowc_conv_{sfx}", kc.render("conv.c.j2", part="conv", sfx=sfx,
-                                                         T=kc.target.c_type(dtype), gemm=gemm))
+                                                         T=kc.target.c_type(dtype), gemm=gemm,
+                                                         min_work=GEMM_PARALLEL_MIN_WORK))
     else:
         index = "int32_t" if dtype.itemsize == 4 else "int64_t"
         module_helper(kc, f"flowc_pool_{sfx}", kc.render("pool.c.j2", sfx=sfx,
@@ -583,7 +584,7 @@ def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
         return None
     name = f"flowc_conv2d_direct_{dtype.ir_name}_{kh}x{kw}x{c}x{o}"
     module_helper(kc, name, kc.render("conv_direct.c.j2", name=name, T=kc.target.c_type(dtype),
-                                      KH=kh, KW=kw, C=c, O=o))
+                                      KH=kh, KW=kw, C=c, O=o, sfx=dtype.ir_name))
     return name if op == "Conv2D" else f"{name}_bwd_filter"
 
 
