@@ -168,3 +168,37 @@ def test_failed_fetch_copy_releases_every_block(graph, rng, no_forced_failure):
         np.testing.assert_allclose(got_y, np.maximum(v * 1.5 + 0.5, 0), rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(got_x, v)
         np.testing.assert_array_equal(got_c, np.arange(6))
+
+
+def _vm_flags(address: int) -> set:
+    """The VmFlags of this process's mapping that holds ``address``."""
+    start = None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                start = lo <= address < hi
+            elif start and line.startswith("VmFlags:"):
+                return set(line.split()[1:])
+    return set()
+
+
+def _huge_pages_offered() -> bool:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _huge_pages_offered(), reason="no transparent huge pages here")
+def test_a_large_result_asks_for_huge_pages(graph):
+    x, y = _chain(graph, (5 << 20,))                   # 20 MiB: at least FLOWC_HUGE_PAGE_MIN
+    small_x, small_y = _chain(graph, (N,))
+    xv = np.linspace(-3, 3, 5 << 20, dtype=np.float32)
+    with fl.Session(graph=graph) as s:
+        big, small = s.run([y, small_y], {x: xv, small_x: xv[:N]})
+    assert "hg" in _vm_flags(_address(big))            # madvise(MADV_HUGEPAGE) took
+    assert "hg" not in _vm_flags(_address(small))
+    np.testing.assert_allclose(big, _expected(xv), rtol=1e-6, atol=1e-7)
