@@ -484,8 +484,9 @@ class StructuredEmitter:
         for n in members:
             op = get_op(n.op, n)
             if (n.op in CONTROL_FLOW_OPS or n.op in ("Const", "Placeholder", "_Retval")
-                    or op.c_alias is not None or (op.extra.get("c_owns_outputs")
-                                                  and not op.extra.get("c_fills_static_outputs"))):
+                    or (op.c_alias is not None and n not in em.copies_input)
+                    or (op.extra.get("c_owns_outputs")
+                        and not op.extra.get("c_fills_static_outputs"))):
                 continue
             for out in n.outputs:
                 nbytes = _static_nbytes(out)

@@ -76,6 +76,30 @@ def _comment(text: str) -> str:
     return text.replace("*/", "* /")
 
 
+def _in_place_copies(order: List[Node], root: Dict[Output, Output]) -> set:
+    """Nodes of ops that write their ``c_alias`` input's buffer (``c_in_place``: an
+    accumulation made by fuse-updates) that must write a copy instead: the buffer is a
+    constant's (read-only memory), a feed's (the caller's array) or read by another node
+    (views aside). fuse-updates only makes them where none of this holds; a graph written
+    with raw ops may not."""
+    readers: Dict[Output, int] = {}
+    for n in order:
+        op = get_op(n.op, n)
+        if op.c_alias is not None and op.c_kernel is None:      # a view reads nothing itself
+            continue
+        for i in set(n.inputs):
+            readers[root[i]] = readers.get(root[i], 0) + 1
+    copies = set()
+    for n in order:
+        op = get_op(n.op, n)
+        if not (op.extra.get("c_in_place") and n.inputs):
+            continue
+        r = root[n.inputs[op.c_alias]]
+        if r.node.op in ("Const", "Placeholder") or readers.get(r, 0) > 1:
+            copies.add(n)
+    return copies
+
+
 def _kernel_replaces_buffer(code: str, var: str) -> bool:
     """Whether a kernel's C code frees, reallocates or reassigns tensor ``var``'s buffer itself
     (then the buffer must come from ``flowc_alloc``, not the pool)."""
@@ -103,6 +127,9 @@ class _Emitter:
         self.plan_memory = plan_memory
         self.memory: Optional[StepMemoryPlan] = None     # the arena plan, when there is one
         self.in_place: set = set()                        # nodes writing over a dying input
+        # Nodes of ops that add into their input's buffer (``c_in_place``) whose input is not
+        # theirs alone to write: they add into a copy (``_in_place_copies``).
+        self.copies_input: set = set()
         # Their kernels read and write one buffer through two pointers: no ``restrict``.
         self.aliasing_target = copy.copy(target)
         self.aliasing_target.restrict = ""
@@ -167,13 +194,10 @@ class _Emitter:
                 raise CodegenError("a resource handle cannot be fetched; fetch a read of it",
                                    r.inputs[0].node)
         # storage roots
-        for n in order:
-            op = get_op(n.op, n)
-            for out in n.outputs:
-                if op.c_alias is not None and out.index == 0 and n.inputs:
-                    self.root[out] = self.root[n.inputs[op.c_alias]]
-                else:
-                    self.root[out] = out
+        self._find_roots(order)
+        self.copies_input = _in_place_copies(order, self.root)
+        if self.copies_input:
+            self._find_roots(order)
         structured = StructuredEmitter(self, order) if has_control_flow(order) else None
         if structured is not None:
             structured.fix_roots()
@@ -189,7 +213,8 @@ class _Emitter:
         for r in sorted(self.retvals, key=lambda r: r.attrs["index"]):
             src = r.inputs[0]
             root = self.root[src]
-            owner = root.node.op not in ("Placeholder", "Const") and get_op(root.node.op).c_alias is None
+            owner = root.node.op not in ("Placeholder", "Const") and (
+                get_op(root.node.op).c_alias is None or root.node in self.copies_input)
             if owner and root not in transferred:
                 transferred.add(root)
                 self.fetch_plan.append((r, src, False))
@@ -267,6 +292,17 @@ class _Emitter:
                 ref = self._ref(self.root[src])
                 self.tail.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
 
+    def _find_roots(self, order: List[Node]) -> None:
+        """The storage root of every value: views (``c_alias``) share their input's."""
+        for n in order:
+            op = get_op(n.op, n)
+            for out in n.outputs:
+                if (op.c_alias is not None and out.index == 0 and n.inputs
+                        and n not in self.copies_input):
+                    self.root[out] = self.root[n.inputs[op.c_alias]]
+                else:
+                    self.root[out] = out
+
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
         lhs, rhs, trailer = node_text(n, elide_constants=True)
@@ -314,7 +350,8 @@ class _Emitter:
                     o.dim_alias[d] = e
         checks = list(kc.checks)
         kc.checks.clear()
-        if op.c_alias is not None:
+        copies = n in self.copies_input
+        if op.c_alias is not None and not copies:
             src = inputs[op.c_alias]
             lines.append(f"{outputs[0].var}.data = {src.var}.data;")
             if op.c_kernel is None:
@@ -322,7 +359,7 @@ class _Emitter:
                 return
         placed: List[str] = []
         allocated: List[int] = []
-        if op.c_alias is None:
+        if op.c_alias is None or copies:
             for k, o in enumerate(outputs):
                 if o.dtype is DType.resource:          # the kernel points it at runtime state
                     continue
@@ -347,6 +384,10 @@ class _Emitter:
             self.owned.append(Output(n, k))
             if pooled:
                 self.pooled.add(Output(n, k))
+        if copies:                      # the kernel adds into its own copy of the input
+            src, o = inputs[op.c_alias], outputs[0]
+            lines.append(f"if ({o.size} > 0) memcpy({o.var}.data, {src.var}.data, "
+                         f"(size_t){o.size} * sizeof({o.ctype}));")
         body = "\n".join(checks + lines + ["{"] + ["    " + l for l in code.strip("\n").splitlines()] + ["}"])
         self._push(n, placed + [self._outline(n, body)])
 

@@ -91,7 +91,7 @@ def _emit(kc: KernelContext) -> str:
 register_op("_MatMulAccumulate", inputs=["acc: T", "a: T", "b: T"], outputs=["sum: T"],
             attrs=["transpose_a: bool = false", "transpose_b: bool = false", "T: {f32, f64}"],
             shape=_shape, kernel=_kernel, c_kernel=_emit,
-            c_output_dims=lambda kc: [kc.inputs[0].dims], c_alias=0, group="other",
+            c_output_dims=lambda kc: [kc.inputs[0].dims], c_alias=0, c_in_place=True, group="other",
             doc="acc + op(a) @ op(b), written into acc's buffer (one gemm with beta = 1).")
 
 

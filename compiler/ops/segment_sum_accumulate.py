@@ -58,6 +58,6 @@ def _emit(kc: KernelContext) -> str:
 register_op("_SegmentSumAccumulate", inputs=["acc: T", "data: T", "segment_ids: Tindices"],
             outputs=["sum: T"], attrs=["T: {f32, f64}", "Tindices: {i32, i64}"],
             shape=_shape, kernel=_kernel, c_kernel=_emit,
-            c_output_dims=lambda kc: [kc.inputs[0].dims], c_alias=0, group="other",
+            c_output_dims=lambda kc: [kc.inputs[0].dims], c_alias=0, c_in_place=True, group="other",
             doc="acc + UnsortedSegmentSum(data, segment_ids, rows of acc), written into acc's "
                 "buffer.")
