@@ -52,18 +52,28 @@ def tensor_name(out: Output) -> str:
 
 
 def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Output],
-                    targets: Sequence[Node] = ()) -> StepGraph:
-    """Copy ``graph`` into a step graph for the given feeds, fetches and targets."""
+                    targets: Sequence[Node] = (),
+                    feed_shapes: Optional[Sequence[Optional[tuple]]] = None) -> StepGraph:
+    """Copy ``graph`` into a step graph for the given feeds, fetches and targets.
+
+    ``feed_shapes[i]``, where given and not None, is the shape the i-th feed takes in this
+    step instead of its own: a feed of unknown rank is compiled for the rank it is fed
+    (``dsl/rank_specialized.py``)."""
     g, mapping = graph.copy()
     feed_nodes: List[Node] = []
     fed = {}                    # fed output -> the placeholder output standing for it
-    for f in feeds:
+    for k, f in enumerate(feeds):
         src = Output(mapping[f.node], f.index)
+        shape = feed_shapes[k] if feed_shapes is not None else None
         if src.node.op == "Placeholder":
+            if shape is not None:
+                src.node.attrs["shape"] = shape
+                src.node.output_types[0] = TensorType(src.dtype, shape)
             feed_nodes.append(src.node)
             continue
-        ph = g.add_node("Placeholder", (), {"dtype": src.dtype, "shape": src.shape},
-                        name=f"{src.node.name}/_feed{src.index}", output_types=[src.type],
+        ph = g.add_node("Placeholder", (), {"dtype": src.dtype, "shape": shape or src.shape},
+                        name=f"{src.node.name}/_feed{src.index}",
+                        output_types=[TensorType(src.dtype, shape) if shape else src.type],
                         location=src.node.location)
         g.replace_all_uses_with(src, ph.output(0))
         feed_nodes.append(ph)

@@ -14,6 +14,7 @@ from typing import Optional
 from compiler.distributed import DEFAULT_STEP_TIMEOUT_S, Master
 from dsl.session import Session
 from runtime.transport import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYTES
+from runtime.errors import FeedError
 
 
 class DistributedSession(Session):
@@ -38,7 +39,12 @@ class DistributedSession(Session):
                              timeout or DEFAULT_STEP_TIMEOUT_S, max_message_bytes,
                              max_tensor_bytes)
 
-    def _compile(self, feeds, fetches, targets):
+    def _compile(self, feeds, fetches, targets, feed_shapes=None):
+        if feed_shapes is not None:
+            unknown = [f.name for f, s in zip(feeds, feed_shapes) if s is not None]
+            raise FeedError(f"a grpc:// session compiles its steps before it sees their values: "
+                            f"give the placeholder(s) {', '.join(unknown)} a shape (a rank at "
+                            f"least)")
         step = self.master.compile(self.graph, feeds, fetches, targets, self.options)
         self.compile_count += 1
         return step

@@ -29,6 +29,7 @@ from compiler.step import (cached_step_key, make_step_graph, optimize, record_st
                            source_key, step_key, write_artifact)
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
+from dsl.rank_specialized import RankSpecializedStep, has_unknown_rank
 from dsl.session_devices import (has_gpu_module, pin_variables, placement_options,
                                  session_gpus, variables_kept_off_the_gpu)
 from dsl.tensor import Operation, Tensor
@@ -350,8 +351,10 @@ class Session:
             run_metadata.step_stats = profile.Profile([])
             return plan.rebuild([])
         outs = self._feeds(keys)
+        shapes = (runner.executable.feed_shapes(arrays)
+                  if isinstance(runner.executable, RankSpecializedStep) else None)
         exe = self._compiled([outs[i] for i in runner.order], plan.outputs, plan.targets,
-                             traced=True)
+                             traced=True, feed_shapes=shapes)
         profile.reset(exe)
         t0 = time.perf_counter_ns()
         results = exe.call(arrays, store=self.store, timeout_ms=options.timeout_in_ms)
@@ -444,7 +447,12 @@ class Session:
             executable, order = None, []
         else:
             order = sorted(range(len(outs)), key=lambda i: (outs[i].node.name, outs[i].index))
-            executable = self._compiled([outs[i] for i in order], plan.outputs, plan.targets)
+            feeds = [outs[i] for i in order]
+            if self.backend == "c" and has_unknown_rank(feeds):   # compiled per ranks fed
+                executable = RankSpecializedStep(feeds, lambda shapes: self._compiled(
+                    feeds, plan.outputs, plan.targets, feed_shapes=shapes))
+            else:
+                executable = self._compiled(feeds, plan.outputs, plan.targets)
         runner = _Runner(executable, order, keys)
         if len(plan.runners) >= _MAX_RUNNERS_PER_PLAN:
             plan.runners.clear()
@@ -462,33 +470,36 @@ class Session:
         return plan.rebuild([r[()] if r.ndim == 0 else r for r in map(np.asarray, results)])
 
     def _compiled(self, feeds: List[Output], fetches: List[Output], targets: List[Node],
-                  traced: bool = False) -> Executable:
-        """The step's executable; ``traced``: its profiled build (a step of its own)."""
+                  traced: bool = False, feed_shapes: Optional[tuple] = None) -> Executable:
+        """The step's executable; ``traced``: its profiled build (a step of its own);
+        ``feed_shapes``: the shapes its feeds of unknown rank are compiled for
+        (``rank_specialized.py``)."""
         key = (self.graph.version, tuple(feeds), tuple(fetches),
-               tuple(sorted(targets, key=lambda n: n.name)), traced)
+               tuple(sorted(targets, key=lambda n: n.name)), traced, feed_shapes)
         step = self._steps.get(key)
         if step is not None:
             return step
+        shaped = {} if feed_shapes is None else {"feed_shapes": feed_shapes}
         with self._lock:
             step = self._steps.get(key)
             if step is None:
-                step = (self._compile_profiled(feeds, fetches, list(key[3])) if traced
-                        else self._compile(feeds, fetches, list(key[3])))
+                step = (self._compile_profiled(feeds, fetches, list(key[3]), **shaped) if traced
+                        else self._compile(feeds, fetches, list(key[3]), **shaped))
                 self._steps[key] = step
         return step
 
-    def _compile(self, feeds, fetches, targets) -> Executable:
-        return self._build(feeds, fetches, targets, profiled=False)
+    def _compile(self, feeds, fetches, targets, feed_shapes=None) -> Executable:
+        return self._build(feeds, fetches, targets, profiled=False, feed_shapes=feed_shapes)
 
-    def _compile_profiled(self, feeds, fetches, targets) -> Executable:
-        return self._build(feeds, fetches, targets, profiled=True)
+    def _compile_profiled(self, feeds, fetches, targets, feed_shapes=None) -> Executable:
+        return self._build(feeds, fetches, targets, profiled=True, feed_shapes=feed_shapes)
 
-    def _build(self, feeds, fetches, targets, profiled: bool) -> Executable:
+    def _build(self, feeds, fetches, targets, profiled: bool, feed_shapes=None) -> Executable:
         if self.gpus and self._off_gpu_version != self.graph.version:
             cpu = next((d for d in self.options.devices if "/device:CPU:" in d), None)
             self._off_gpu = variables_kept_off_the_gpu(self.graph, cpu) if cpu else {}
             self._off_gpu_version = self.graph.version
-        sg = make_step_graph(self.graph, feeds, fetches, targets)
+        sg = make_step_graph(self.graph, feeds, fetches, targets, feed_shapes)
         # A variable stays where it lives (and off the GPU where the graph needs it elsewhere).
         pin_variables(sg.graph, self._variable_devices, self._off_gpu)
         effective = resolve_options(self.options)
