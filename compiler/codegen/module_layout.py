@@ -35,7 +35,7 @@ ENTRY_COST = 7_000
 # The least estimated cost worth a unit of its own: another cc process costs ~80 ms (parsing
 # the runtime header, cblas.h, omp.h, the helpers) and the link ~60 ms, more than a second
 # core saves on a small module (which stays one unit).
-MIN_UNIT_COST = 12_000
+MIN_UNIT_COST = 10_000
 # The parts only sequence kernel calls and are built at -O1: a byte of them costs the compiler
 # about a third of a byte of an -O3 kernel.
 PART_COST_WEIGHT = 0.3
