@@ -1,5 +1,6 @@
 """Compile generated C into shared objects with the system compiler, cached on disk by the hash
-of source + compiler identity + flags. A corrupt cache entry is rebuilt, never loaded."""
+of source + compiler identity + flags. A corrupt cache entry is rebuilt, never loaded. A large
+module is compiled as several translation units at once (``unit_build.py``)."""
 from __future__ import annotations
 
 import functools
