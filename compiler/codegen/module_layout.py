@@ -9,6 +9,8 @@ call them in order (with the constants and slot tables only they read), and the 
 exported ABI. Split, the first unit holds the entry and the definitions of the shared variables;
 kernels and parts are spread over the units by their estimated compile cost. Every symbol that
 crosses units is hidden: the shared object exports the same ABI as the one-unit build.
+A helper's function-local ``static`` is one per unit; the only one (``flowc_parallel_threads``'
+once-flag that puts OpenBLAS on one thread) guards an idempotent call.
 """
 from __future__ import annotations
 
