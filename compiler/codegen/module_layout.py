@@ -33,8 +33,8 @@ PART_PARAMS = ("flowc_tensor *restrict flowc_T, char *flowc_arena, const flowc_t
 KERNEL_BASE_COST = 900
 LOOP_COST = 500
 # The entry's unit also compiles the exported ABI (rendezvous, queue and pool functions from
-# the runtime header): ~150 ms more than a unit of kernels.
-ENTRY_COST = 7_000
+# the runtime header): about 70 ms more (MLP training step: units of 0.79 and 0.76 s this way).
+ENTRY_COST = 3_000
 # The least estimated cost worth a unit of its own: another cc process costs ~80 ms (parsing
 # the runtime header, cblas.h, omp.h, the helpers) and the link ~60 ms, more than a second
 # core saves on a small module (which stays one unit).
