@@ -18,7 +18,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from compiler.codegen.build import build_shared_object, compiler_identity, compiler_command
+from compiler.codegen.build import (build_shared_object, cc_jobs, compiler_identity,
+                                    compiler_command)
 from compiler.codegen.emitter import emit_c
 from compiler.codegen.instrument import Instrumentation, origins_of
 from compiler.errors import CompileError, ShapeError
@@ -163,10 +164,12 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
         for r in retvals:
             r.attrs["index"] = fetch_index[r.name]
         modules.append((device, g, feeds, retvals, emitted))
-    # Each device's module is compiled by its own cc process, at the same time.
+    # Each device's module is compiled at the same time, and a large one as several units at
+    # once: the modules share the compiler processes (``FLOWC_CC_JOBS``, one per core).
+    jobs = max(1, cc_jobs() // max(1, len(modules)))
     with concurrent.futures.ThreadPoolExecutor(max(1, min(len(modules), os.cpu_count() or 1))) \
             as pool:
-        builds = list(pool.map(lambda m: _build_module(m[0], m[4], cuda_arch), modules))
+        builds = list(pool.map(lambda m: _build_module(m[0], m[4], cuda_arch, jobs), modules))
     modules = [m + (b,) for m, b in zip(modules, builds)]
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
@@ -243,12 +246,13 @@ def _install(tmp: str, out_dir: str, replace: bool) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _build_module(device: str, emitted, cuda_arch: Optional[str]):
+def _build_module(device: str, emitted, cuda_arch: Optional[str], jobs: int = 1):
     if _is_gpu(device):
         from compiler.codegen.cuda_build import build_cuda_module
         return build_cuda_module(emitted.source, cuda_arch, name=device_label(device))
     return build_shared_object(emitted.source, sorted(emitted.features),
-                               blobs=getattr(emitted, "blobs", None))
+                               blobs=getattr(emitted, "blobs", None),
+                               layout=getattr(emitted, "layout", None), jobs=jobs)
 
 
 @functools.lru_cache(maxsize=1)

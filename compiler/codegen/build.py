@@ -1,5 +1,6 @@
 """Compile generated C into shared objects with the system compiler, cached on disk by the hash
-of source + compiler identity + flags. A corrupt cache entry is rebuilt, never loaded."""
+of source + compiler identity + flags. A corrupt cache entry is rebuilt, never loaded. A large
+module is compiled as several translation units at once (``unit_build.py``)."""
 from __future__ import annotations
 
 import functools
@@ -13,6 +14,8 @@ from typing import Dict, List, Optional, Sequence
 
 import runtime
 from compiler.build_cache import cache_root
+from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
+from compiler.codegen.unit_build import compile_units
 from runtime.artifact import sha256_file
 from compiler.errors import BuildError
 
@@ -75,9 +78,45 @@ def feature_flags(features: Sequence[str]) -> List[str]:
     return flags
 
 
+def cc_jobs() -> int:
+    """How many compiler processes may build one module at once: ``FLOWC_CC_JOBS`` (1 builds
+    every module as one translation unit), else one per core."""
+    text = os.environ.get("FLOWC_CC_JOBS", "").strip()
+    if not text:
+        return max(1, os.cpu_count() or 1)
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise BuildError(f"FLOWC_CC_JOBS must be a positive integer, not {text!r}")
+    return jobs
+
+
+def min_unit_cost() -> float:
+    """The least estimated compile cost worth a translation unit of its own
+    (``FLOWC_CC_MIN_UNIT_COST``, default ``module_layout.MIN_UNIT_COST``; 0 splits every module
+    of two or more functions, which tests use to build small modules as several units)."""
+    text = os.environ.get("FLOWC_CC_MIN_UNIT_COST", "").strip()
+    if not text:
+        return MIN_UNIT_COST
+    try:
+        cost = float(text)
+    except ValueError:
+        cost = -1.0
+    if cost < 0:
+        raise BuildError(f"FLOWC_CC_MIN_UNIT_COST must be a number >= 0, not {text!r}")
+    return cost
+
+
 def build_shared_object(source: str, features: Sequence[str] = (), name: str = "module",
-                        blobs: Optional[Dict[str, bytes]] = None) -> BuildResult:
-    """``blobs``: files the source includes with ``.incbin`` (written beside it)."""
+                        blobs: Optional[Dict[str, bytes]] = None,
+                        layout: Optional[ModuleLayout] = None,
+                        jobs: Optional[int] = None) -> BuildResult:
+    """``blobs``: files the source includes with ``.incbin`` (written beside it).
+    ``layout``: the pieces ``source`` was joined from; with it a large module is compiled as
+    up to ``jobs`` (default ``cc_jobs()``) translation units at once and linked into one
+    shared object. The cache key is the whole source's: how it was split changes no result."""
     cc = compiler_command()
     flags = list(BASE_FLAGS) + [f"-I{RUNTIME_INCLUDE}"]
     link = feature_flags(features)
@@ -97,6 +136,9 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
         with open(stamp) as f:
             if f.read().strip() == sha256_file(so):
                 return BuildResult(so, key, True)
+    units = 1
+    if layout is not None:
+        units = layout.unit_count(cc_jobs() if jobs is None else jobs, min_unit_cost())
     tmpdir = tempfile.mkdtemp(prefix="flowc-build-", dir=d)
     try:
         src = os.path.join(tmpdir, name + ".c")
@@ -106,14 +148,17 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
             with open(os.path.join(tmpdir, fname), "wb") as f:
                 f.write(data)
         out = os.path.join(tmpdir, name + ".so")
-        cmd = [cc] + flags + [f"-Wa,-I{tmpdir}", src, "-o", out] + link + ["-lm"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            keep = os.path.join(cache_dir(), "failed", key + ".c")
-            os.makedirs(os.path.dirname(keep), exist_ok=True)
-            shutil.copy(src, keep)
-            raise BuildError(f"the C compiler rejected generated code (source kept at {keep}):\n"
-                             + proc.stderr[-4000:])
+        if units > 1:
+            compile_units(cc, layout.split(units), flags, link, tmpdir, name, out, key)
+        else:
+            cmd = [cc] + flags + [f"-Wa,-I{tmpdir}", src, "-o", out] + link + ["-lm"]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                keep = os.path.join(cache_dir(), "failed", key + ".c")
+                os.makedirs(os.path.dirname(keep), exist_ok=True)
+                shutil.copy(src, keep)
+                raise BuildError(f"the C compiler rejected generated code (source kept at {keep}):\n"
+                                 + proc.stderr[-4000:])
         digest = sha256_file(out)
         os.replace(out, so)
         with open(stamp + ".tmp", "w") as f:

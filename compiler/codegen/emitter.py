@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from compiler.codegen.control_flow import StructuredEmitter, has_control_flow
 from compiler.codegen.instrument import Instrumentation, Instrumenter, Origins
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
 from compiler.codegen.memory_plan import StepMemoryPlan, plan_step_memory
+from compiler.codegen.module_layout import Kernel, ModuleLayout, Part, SharedVariable
 from compiler.codegen.target import C, CTarget
 from compiler.errors import CodegenError
 from compiler.ir.graph import Graph, Node, Output
@@ -62,6 +63,8 @@ class EmittedModule:
     # Big constants as raw files the source includes with ``.incbin`` (file name -> bytes):
     # whoever compiles the source puts them beside it (and passes -Wa,-I<that folder>).
     blobs: Dict[str, bytes] = field(default_factory=dict)
+    # The module's pieces, to build it as several translation units in parallel (None: one).
+    layout: Optional[ModuleLayout] = None
 
 
 def _ident(name: str) -> str:
@@ -146,15 +149,16 @@ class _Emitter:
         self.body: List[str] = []                  # per-node code, split into parts
         self.part_starts: List[int] = [0]
         self.tail: List[str] = []                  # handing fetches to the caller
-        self.constants: List[str] = []
-        self.kernels: List[str] = []
+        # (part, text): constants and slot tables live in the unit of the part that reads them
+        self.constants: List[Tuple[int, str]] = []
+        self.kernels: List[Kernel] = []
         self.transferred: set = set()              # buffers handed to the caller
         # static buffers of loop bodies, allocated once at the loop's entry (control_flow.py)
         self.preallocated: set = set()
         self.arena_size = 0                        # bytes of small per-step buffers
         self.kernel_names: Dict[str, str] = {}      # canonical kernel code -> C function
         self.blobs: Dict[str, bytes] = {}           # big constants' files (see _emit_blob)
-        self.slot_tables: List[str] = []
+        self.slot_tables: List[Tuple[int, str]] = []
         # Buffers from the process's buffer pool (flowc_pool_alloc; released with
         # flowc_pool_release): fetched results and dynamic-size buffers of modules without
         # control flow, and in modules with control flow those of nodes outside every loop,
@@ -248,10 +252,11 @@ class _Emitter:
                     self.body.append(f"{release}({ref.var}.data); {ref.var}.data = NULL;")
         self._emit_fetches()
         instrumented = self.instrument.finish() if self.instrument is not None else {}
-        return EmittedModule(self._assemble(), set(self.module.features),
+        layout = self._assemble()
+        return EmittedModule(layout.joined(), set(self.module.features),
                              list(self.module.variables), list(self.module.streams),
                              list(self.module.queues), instrumented, self.memory,
-                             dict(self.blobs))
+                             dict(self.blobs), layout)
 
     def _emit_fetches(self) -> None:
         """The tail: hand every fetched buffer to the caller as a pool block, which the caller
@@ -447,20 +452,17 @@ class _Emitter:
                     for i, v in enumerate(names)]
             body = "\n".join(("    " + line) if line else ""
                              for line in refs + canonical.strip("\n").splitlines())
-            self.kernels.append(
-                f"/* first used by {_comment(lhs + ' = ' + rhs + trailer)} */\n"
-                f"static __attribute__((noinline)) int {fn}(flowc_tensor *restrict flowc_T, "
-                f"const int32_t *flowc_s, const flowc_runtime *flowc_rt, const char *flowc_node, "
-                f"const char *flowc_loc, flowc_status *st) {{\n    (void)flowc_rt;\n{body}\n"
-                f"    return 0;\nfail:\n"
-                f"    return st->code ? st->code : FLOWC_ERROR;\n}}\n")
+            self.kernels.append(Kernel(
+                fn, f"/* first used by {_comment(lhs + ' = ' + rhs + trailer)} */",
+                f"{{\n    (void)flowc_rt;\n{body}\n    return 0;\nfail:\n"
+                f"    return st->code ? st->code : FLOWC_ERROR;\n}}\n"))
         slots = "s_" + _ident(n.name)
         while slots in self._names:
             slots += "_"
         self._names.add(slots)
-        self.slot_tables.append(f"static const int32_t {slots}[] = {{"
-                                + ", ".join(str(self.slot[v]) for v in names) + "};"
-                                if names else f"static const int32_t {slots}[1] = {{0}};")
+        self.slot_tables.append((self._part(), f"static const int32_t {slots}[] = {{"
+                                 + ", ".join(str(self.slot[v]) for v in names) + "};"
+                                 if names else f"static const int32_t {slots}[1] = {{0}};"))
         loc = str(n.location) if n.location else ""
         return (f"if ({fn}(flowc_T, {slots}, flowc_rt, {c_string(n.name)}, {c_string(loc)}, st)) "
                 "goto fail;")
@@ -515,8 +517,8 @@ class _Emitter:
         if not flat:
             flat = [0]
         items = ", ".join(self.target.literal(v, dtype) for v in flat)
-        self.constants.append(f"/* %{n.name} : {n.output_types[0]} */\n"
-                              f"static const {ref.ctype} {name}[{len(flat)}] __attribute__((aligned(64))) = {{{items}}};")
+        self.constants.append((self._part(), f"/* %{n.name} : {n.output_types[0]} */\n"
+                              f"static const {ref.ctype} {name}[{len(flat)}] __attribute__((aligned(64))) = {{{items}}};"))
         self.body.append(f"{ref.var}.data = (void *){name}; {ref.var}.rank = {ref.rank}; "
                          f"{ref.var}.dtype = {dtype.code};")
         for d, dim in enumerate(value.shape):
@@ -530,57 +532,44 @@ class _Emitter:
         data = np.ascontiguousarray(value, dtype=dtype.np.newbyteorder("<")).tobytes()
         file = f"{name}.bin"
         self.blobs[file] = data
-        self.constants.append(
+        self.constants.append((self._part(),
             f"/* %{n.name} : {n.output_types[0]} ({len(data)} bytes, from {file}) */\n"
             f"__asm__(\".section .rodata\\n.balign 64\\n{name}:\\n.incbin \\\"{file}\\\"\\n"
             f".previous\");\n"
-            f"extern const {ref.ctype} {name}[] __attribute__((visibility(\"hidden\")));")
+            f"extern const {ref.ctype} {name}[] __attribute__((visibility(\"hidden\")));"))
         self.body.append(f"{ref.var}.data = (void *){name}; {ref.var}.rank = {ref.rank}; "
                          f"{ref.var}.dtype = {dtype.code};")
         for d, dim in enumerate(value.shape):
             self.body.append(f"{ref.var}.dims[{d}] = {dim};")
 
-    def _assemble(self) -> str:
-        out = [f"/* Generated by flowc from graph @{self.graph.name}. Do not edit. */",
-               "#include \"flowc_rt.h\""]
+    def _part(self) -> int:
+        """The part the node being emitted belongs to."""
+        return len(self.part_starts) - 1
+
+    def _assemble(self) -> ModuleLayout:
+        includes = ["#include \"flowc_rt.h\""]
         if "blas" in self.module.features:
-            out.append("#include <cblas.h>")
-        out.append("")
-        out.append("/* The process's buffer pool, set by the runtime (flowc_use_pool); NULL: none. */")
-        out.append("static flowc_pool *flowc_pool_used;")
-        out.extend(self.constants)
-        out.extend(self.module.globals)
-        out.append("")
-        out.append("/* Every tensor of the step is a slot of flowc_T (one array per call, so the entry")
-        out.append("   stays small for the C compiler and steps can run concurrently). */")
-        out.extend(self.decls)
-        out.append("")
-        out.append("/* Kernels: nodes with identical code share one function; each call passes the")
-        out.append("   node's tensor slots, name and source location. */")
-        out.extend(self.kernels)
-        out.extend(self.slot_tables)
-        out.append("")
-        out.extend(self._pool_globals())
+            includes.append("#include <cblas.h>")
+        pool = SharedVariable("flowc_pool *", "flowc_pool_used", "The process's buffer pool, "
+                              "set by the runtime (flowc_use_pool); NULL: none.")
+        helpers = list(self.module.globals)
+        slot_macros = ["/* Every tensor of the step is a slot of flowc_T (one array per call, so the entry",
+                       "   stays small for the C compiler and steps can run concurrently). */"]
+        slot_macros.extend(self.decls)
         bounds = self.part_starts + [len(self.body)]
-        parts = [self.body[a:b] for a, b in zip(bounds, bounds[1:])]
-        # The parts only sequence kernel calls: optimizing them hard buys nothing and costs
-        # most of the compile time of large graphs.
-        out.append("#pragma GCC push_options")
-        out.append("#pragma GCC optimize (\"O1\")")
-        for i, lines in enumerate(parts):
-            out.append(f"static __attribute__((noinline)) int flowc_part{i}(flowc_tensor *restrict flowc_T, "
-                       "char *flowc_arena, const flowc_tensor *feeds, const flowc_runtime *flowc_rt, "
-                       "flowc_status *st) {")
-            out.append("    (void)feeds; (void)flowc_arena; (void)flowc_rt;")
-            out.extend(("    " + line) if line else "" for line in lines)
-            out.append("    return 0;")
-            out.append("fail:")
-            out.append("    return st->code ? st->code : FLOWC_ERROR;")
-            out.append("}")
-            out.append("")
-        out.append("#pragma GCC pop_options")
-        out.append("")
-        out.append(f"int flowc_abi_version(void) {{ return {ABI_VERSION}; }}")
+        parts = [Part(self.body[a:b]) for a, b in zip(bounds, bounds[1:])]
+        for k, text in self.constants:
+            parts[k].constants.append(text)
+        for k, text in self.slot_tables:
+            parts[k].slot_tables.append(text)
+        return ModuleLayout(self.graph.name, includes, [pool] + list(self.module.shared),
+                            helpers, slot_macros, list(self.kernels), parts,
+                            self._pool_globals(), self._entry(len(parts)))
+
+    def _entry(self, nparts: int) -> List[str]:
+        """The exported ABI: the module's version, pool, rendezvous and queue functions and
+        ``flowc_entry``, which runs the parts and hands over the fetches."""
+        out = [f"int flowc_abi_version(void) {{ return {ABI_VERSION}; }}"]
         out.append("/* Fetched buffers are pool blocks: the caller gives them back with flowc_free. */")
         out.append("void flowc_free(void *p) { flowc_pool_release(p); }")
         out.append("void flowc_use_pool(void *pool) { flowc_pool_used = (flowc_pool *)pool; }")
@@ -608,7 +597,7 @@ class _Emitter:
         for k in self.copied_fetches:
             out.append(f"    fetches[{k}].data = NULL;   /* a copy, made in the tail */")
         out.extend("    " + line for line in self._step_memory())
-        for i in range(len(parts)):
+        for i in range(nparts):
             out.append(f"    if (flowc_part{i}(flowc_T, flowc_arena, feeds, flowc_rt, st)) goto fail;")
         out.extend(("    " + line) if line else "" for line in self.tail)
         out.extend("    " + line for line in self._release_step_memory())
@@ -628,7 +617,8 @@ class _Emitter:
         out.extend("    " + line for line in self._release_step_memory())
         out.append("    return st->code ? st->code : FLOWC_ERROR;")
         out.append("}")
-        return "\n".join(out) + "\n"
+        out.extend(self.module.exports)
+        return out
 
     # --- the step's memory: tensor slots and arena ----------------------------------------------
     def _pool_globals(self) -> List[str]:

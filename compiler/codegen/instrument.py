@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from compiler.codegen.kernel_context import ModuleState, TensorRef, c_string
+from compiler.codegen.module_layout import SharedVariable
 from compiler.ir.graph import Node
 from compiler.ops.registry import get_op
 from runtime.dtypes import DType
@@ -97,15 +98,22 @@ static inline int64_t flowc_prof_now(void) {
 }"""
 
 
-def _counters(n: int) -> str:
+def _counters(n: int) -> List[SharedVariable]:
     size = max(n, 1)
-    return f"""\
-static int64_t flowc_prof_ns[{size}];
-static int64_t flowc_prof_calls[{size}];
-static inline void flowc_prof_add(int32_t k, int64_t t0) {{
+    return [SharedVariable("int64_t", f"flowc_prof_ns[{size}]", "--profile: ns per kernel"),
+            SharedVariable("int64_t", f"flowc_prof_calls[{size}]", "--profile: calls per kernel")]
+
+
+_COUNTER_ADD = """\
+static inline void flowc_prof_add(int32_t k, int64_t t0) {
     __atomic_fetch_add(&flowc_prof_ns[k], flowc_prof_now() - t0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&flowc_prof_calls[k], 1, __ATOMIC_RELAXED);
-}}
+}"""
+
+
+def _counter_exports(n: int) -> str:
+    size = max(n, 1)
+    return f"""\
 int32_t flowc_profile_size(void) {{ return {n}; }}
 const int64_t *flowc_profile_ns(void) {{ return flowc_prof_ns; }}
 const int64_t *flowc_profile_calls(void) {{ return flowc_prof_calls; }}
@@ -187,6 +195,9 @@ class Instrumenter:
         record = {"instrumentation": self.instrumentation.to_json()}
         if self.instrumentation.profile:
             self.module.add_global(_PROFILE_HELPERS)
-            self.module.add_global(_counters(len(self.kernels)))
+            for counter in _counters(len(self.kernels)):
+                self.module.add_shared(counter)
+            self.module.add_global(_COUNTER_ADD)
+            self.module.add_export(_counter_exports(len(self.kernels)))
             record["kernels"] = list(self.kernels)
         return record

@@ -197,6 +197,10 @@ class ModuleState:
         self.variables: list = []          # (name, dtype, shape): the step's rt->vars
         self.streams: List[str] = []       # random-op streams: the step's rt->streams
         self.queues: list = []             # (name, components, capacity): the step's rt->queues
+        # Module-level variables the code writes (``SharedVariable``, defined once in a module
+        # built as several units) and exported functions (beside the entry, in one unit).
+        self.shared: list = []
+        self.exports: List[str] = []
 
     def queue_index(self, name: str, components: int, capacity: int) -> int:
         """The index of queue ``name`` in ``rt->queues`` (added on first use)."""
@@ -227,6 +231,16 @@ class ModuleState:
         """Add a module-level C definition (a helper function) once, however often asked."""
         if text not in self.globals:
             self.globals.append(text)
+
+    def add_shared(self, variable) -> None:
+        """Add a module-level variable the code writes (a ``module_layout.SharedVariable``)."""
+        if variable not in self.shared:
+            self.shared.append(variable)
+
+    def add_export(self, text: str) -> None:
+        """Add an exported function (defined once, beside the entry)."""
+        if text not in self.exports:
+            self.exports.append(text)
 
     def fresh(self, prefix: str) -> str:
         n = self._counts.get(prefix, 0)
