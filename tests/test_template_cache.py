@@ -1,0 +1,34 @@
+"""Compiled code templates are kept in the cache folder (jinja2's bytecode cache): a new
+process loads them instead of compiling them again, and a damaged entry is compiled again,
+never an error."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOAD = ("from compiler.codegen import templates; "
+        "env = templates.environment('c'); "
+        "[env.get_template(t) for t in ('elementwise.c.j2', 'matmul.c.j2', 'parallel.c.j2')]")
+
+
+def _load_in_new_process(cache):
+    env = dict(os.environ, FLOWC_CACHE_DIR=str(cache), PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", LOAD], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return sorted((cache / "templates").iterdir())
+
+
+def test_a_new_process_finds_the_compiled_templates(tmp_path):
+    first = _load_in_new_process(tmp_path)
+    assert len(first) == 3
+    stamps = {p.name: p.stat().st_mtime_ns for p in first}
+    second = _load_in_new_process(tmp_path)
+    assert {p.name: p.stat().st_mtime_ns for p in second} == stamps     # loaded, not rewritten
+
+
+def test_a_damaged_entry_is_compiled_again(tmp_path):
+    for p in _load_in_new_process(tmp_path):
+        p.write_bytes(b"not bytecode")
+    again = _load_in_new_process(tmp_path)
+    assert all(p.read_bytes() != b"not bytecode" for p in again)
