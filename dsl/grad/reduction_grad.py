@@ -32,24 +32,34 @@ def _kept_shape(op: Operation) -> Tuple[Tensor, np.ndarray]:
     return _op("AddV2", _op("Mul", shape_of(x), mask), 1 - mask), axes
 
 
-def _broadcast_back(op: Operation, t: Tensor, kept: Tensor) -> Tensor:
-    """``t`` (of the reduced shape) reshaped with kept dims and broadcast to the input shape."""
-    return _op("Mul", _op("Reshape", t, kept), _op("OnesLike", op.inputs[0]))
+def _broadcast_back(op: Operation, t: Tensor, kept: Tensor, axes: np.ndarray) -> Tensor:
+    """``t`` (of the reduced shape) reshaped with kept dims and broadcast to the input shape.
+    With the input's shape static it is one Tile, which writes the result once; otherwise a
+    product with OnesLike(input), whose shape keeps the input's known dims (the ones are a
+    buffer of the input's size: the embedding step's Mean spent 28 us writing them)."""
+    x = op.inputs[0]
+    shaped = _op("Reshape", t, kept)
+    if x.shape is not None and len(x.shape) > 0 and all(d is not None for d in x.shape):
+        multiples = np.ones(len(x.shape), np.int32)
+        multiples[axes] = np.asarray(x.shape, np.int64)[axes]
+        return _op("Tile", shaped, constant(multiples))
+    return _op("Mul", shaped, _op("OnesLike", x))
 
 
 @RegisterGradient("Sum")
 def _sum_grad(op: Operation, g: Tensor) -> Grads:
-    kept, _ = _kept_shape(op)
-    return [_broadcast_back(op, g, kept), None]
+    kept, axes = _kept_shape(op)
+    return [_broadcast_back(op, g, kept, axes), None]
 
 
 @RegisterGradient("Mean")
 def _mean_grad(op: Operation, g: Tensor) -> Grads:
-    kept, _ = _kept_shape(op)
+    """The output's gradient over the count of each mean, divided before it is broadcast."""
+    kept, axes = _kept_shape(op)
     x, y = op.inputs[0], op.outputs[0]
     count = _op("RealDiv", _op("Cast", _op("Size", x), DstT=x.dtype),
                 _op("Cast", _op("Size", y), DstT=x.dtype))
-    return [_op("RealDiv", _broadcast_back(op, g, kept), count), None]
+    return [_broadcast_back(op, _op("RealDiv", g, count), kept, axes), None]
 
 
 def _extremum_grad(op: Operation, g: Tensor) -> Grads:
