@@ -195,10 +195,10 @@ def _huge_pages_offered() -> bool:
 @pytest.mark.skipif(not _huge_pages_offered(), reason="no transparent huge pages here")
 def test_a_large_result_asks_for_huge_pages(graph):
     x, y = _chain(graph, (5 << 20,))                   # 20 MiB: at least FLOWC_HUGE_PAGE_MIN
-    small_x, small_y = _chain(graph, (N,))
     xv = np.linspace(-3, 3, 5 << 20, dtype=np.float32)
     with fl.Session(graph=graph) as s:
-        big, small = s.run([y, small_y], {x: xv, small_x: xv[:N]})
-    assert "hg" in _vm_flags(_address(big))            # madvise(MADV_HUGEPAGE) took
-    assert "hg" not in _vm_flags(_address(small))
+        big = s.run(y, {x: xv})
+    # madvise(MADV_HUGEPAGE) took. (Where a small block lands says nothing: malloc may reuse
+    # heap memory an earlier large block advised.)
+    assert "hg" in _vm_flags(_address(big))
     np.testing.assert_allclose(big, _expected(xv), rtol=1e-6, atol=1e-7)
