@@ -24,6 +24,7 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 from compiler.errors import ExecutionError
 from compiler.ir.construct import constant_value
+from compiler.ir.graph import Output
 from compiler.ir.types import merge_shapes, shape_str
 from compiler.ops.registry import register_op
 
@@ -91,17 +92,58 @@ def _vector_value(ctx, i: int) -> Optional[List[int]]:
 
 
 def _partial_vector(ctx, i: int) -> Optional[List[Optional[int]]]:
-    """Elements of 1-D input ``i`` known at compile time, None for the others: a constant, a
-    Pack of scalars some of which are constants, or the Shape of a partially known tensor."""
+    """Elements of 1-D input ``i`` known at compile time, None for the others (see
+    ``_partial_elements``)."""
     v = _vector_value(ctx, i)
     if v is not None:
         return v
-    src = ctx.node.inputs[i].node
+    return _partial_elements(ctx.node.inputs[i])
+
+
+def _partial_elements(out: Output, depth: int = 0) -> Optional[List[Optional[int]]]:
+    """The elements of a 1-D int tensor known at compile time (None for the others), or None
+    when not even its length is known: a constant, the Shape of a partially known tensor, a
+    Pack of scalars, a Cast, a ConcatV2 of such vectors, or a plain 1-D StridedSlice of one
+    (TensorFlow's ``constant_value_as_shape``: ``reshape(x, concat([shape(x)[:1], [16]], 0))``
+    keeps the static 16)."""
+    v = constant_value(out)
+    if v is not None:
+        return [int(x) for x in np.reshape(v, -1)] if np.ndim(v) == 1 else None
+    src = out.node
+    if depth > 16 or out.type.rank != 1:
+        return None
+    if src.op == "Shape" and src.inputs and src.inputs[0].shape is not None:
+        return list(src.inputs[0].shape)
     if src.op == "Pack" and all(o.type.rank == 0 for o in src.inputs):
         values = [constant_value(o) for o in src.inputs]
         return [None if v is None else int(v) for v in values]
-    if src.op == "Shape" and src.inputs and src.inputs[0].shape is not None:
-        return list(src.inputs[0].shape)
+    if src.op == "Cast" and src.inputs and src.inputs[0].dtype.is_integer:
+        return _partial_elements(src.inputs[0], depth + 1)
+    if src.op == "ConcatV2" and len(src.inputs) >= 3:
+        axis = constant_value(src.inputs[-1])
+        if axis is None or int(np.reshape(axis, -1)[0]) not in (0, -1):
+            return None
+        joined: List[Optional[int]] = []
+        for part in src.inputs[:-1]:
+            elements = _partial_elements(part, depth + 1)
+            if elements is None:
+                n = part.shape[0] if part.shape is not None and len(part.shape) == 1 else None
+                if n is None:
+                    return None
+                elements = [None] * n
+            joined += elements
+        return joined
+    if src.op == "StridedSlice" and not any(src.attrs.get(m, 0) for m in (
+            "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")):
+        bounds = [constant_value(o) for o in src.inputs[1:4]]
+        whole = _partial_elements(src.inputs[0], depth + 1)
+        if whole is None or any(b is None or np.size(b) != 1 for b in bounds):
+            return None
+        begin, end, stride = (int(np.reshape(b, -1)[0]) for b in bounds)
+        if stride == 0:
+            return None
+        return whole[slice(None if src.attrs.get("begin_mask", 0) & 1 else begin,
+                           None if src.attrs.get("end_mask", 0) & 1 else end, stride)]
     return None
 
 
