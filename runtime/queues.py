@@ -27,6 +27,8 @@ class CQueue:
         self.components = components
         self.capacity = capacity
         self._lib = lib                    # keeps the module (and its code) loaded
+        # looked up now: a finalizer must not take cffi's lock (see runtime/resources.py)
+        self._free = lib.flowc_queue_free
         self.c = ffi.new("char[]", lib.flowc_queue_struct_size())
         if lib.flowc_queue_create(self.c, components, capacity, name.encode()[:127]) != 0:
             raise ValueError(f"queue '{name}': cannot create a queue of {components} components")
@@ -40,7 +42,7 @@ class CQueue:
     def __del__(self):
         lib = getattr(self, "_lib", None)
         if lib is not None:
-            lib.flowc_queue_free(self.c)
+            self._free(self.c)
             self._lib = None
 
 

@@ -40,6 +40,11 @@ from runtime.module import TensorSpec, ffi
 ffi.cdef("void *aligned_alloc(size_t alignment, size_t size); void free(void *p);",
          override=True)
 _libc = ffi.dlopen(None)
+# Looked up once, here: a cffi library's first lookup of a name takes cffi's lock, and a
+# finalizer (Variable.__del__) that the garbage collector runs while another thread or frame
+# holds that lock (inside ffi.dlopen) would wait for it forever (a test run hung so).
+_aligned_alloc = _libc.aligned_alloc
+_free = _libc.free
 
 
 class ResourceError(FlowcError):
@@ -48,7 +53,7 @@ class ResourceError(FlowcError):
 
 def _alloc(nbytes: int):
     n = (max(nbytes, 1) + 63) // 64 * 64
-    p = _libc.aligned_alloc(64, n)
+    p = _aligned_alloc(64, n)
     if p == ffi.NULL:
         raise MemoryError(f"out of memory allocating {nbytes} bytes for a variable")
     return p
@@ -89,11 +94,11 @@ class Variable:
             return
         if getattr(self, "gpu", None) is not None:
             try:
-                self.gpu.flowc_cuda_var_release(c)
+                self._gpu_release(c)
             except Exception:  # noqa: BLE001  (process exit: the driver may be gone)
                 pass
         else:
-            _libc.free(c.value.data)
+            _free(c.value.data)
         c.value.data = ffi.NULL
 
     @property
@@ -112,9 +117,10 @@ class Variable:
         c = self.c
         value = self.read() if c.initialized else None
         if c.value.data != ffi.NULL:
-            _libc.free(c.value.data)
+            _free(c.value.data)
             c.value.data = ffi.NULL
             c.capacity = 0
+        self._gpu_release = lib.flowc_cuda_var_release      # for __del__: no lookup there
         self.gpu = lib
         if value is not None:
             self.assign(value)
@@ -163,7 +169,7 @@ class Variable:
             c.value.data = p
             c.capacity = arr.nbytes
             if old != ffi.NULL:
-                _libc.free(old)
+                _free(old)
         if arr.nbytes and self.gpu is None:
             ffi.memmove(c.value.data, ffi.from_buffer(arr), arr.nbytes)
         c.value.rank = arr.ndim
