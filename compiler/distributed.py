@@ -35,7 +35,7 @@ from compiler.passes.partition import split_by_device
 from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint, write_artifact
 from runtime.artifact import load_artifact
 from runtime.cluster import ClusterSpec, task_device, task_of_device
-from runtime.errors import AbortedError, FeedError, FlowcError
+from runtime.errors import AbortedError, FeedError, FlowcError, PeerUnavailableError
 from runtime.feeds import FeedCheck
 from runtime.module import TensorSpec
 from runtime.transport import (CONTROL_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES,
@@ -287,10 +287,14 @@ class Master:
 
 
 def _first_cause(errors: List[FlowcError]) -> FlowcError:
-    """The error that explains the failure: an unreachable, refusing or restarted task first,
-    then any error that is not an abort another task's failure caused."""
+    """The error that explains the failure: an unreachable, refusing or restarted task first
+    (as the master saw it, then as a task's receive did), then any error that is not an abort
+    another task's failure caused."""
     for e in errors:
         if isinstance(e, (UnavailableError, UnauthenticatedError, StepNotRegisteredError)):
+            return e
+    for e in errors:
+        if isinstance(e, PeerUnavailableError):
             return e
     for e in errors:
         if not isinstance(e, AbortedError):

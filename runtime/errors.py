@@ -37,5 +37,11 @@ class InvalidArgumentError(RuntimeExecutionError):
     """A kernel got a value it cannot use, or (``--check-numerics``) an op produced NaN or Inf."""
 
 
+class PeerUnavailableError(RuntimeExecutionError):
+    """A step's receive could not reach the task that sends the tensor (killed, restarted, or
+    not started): the node is the receive. A lost task, as a transport's UnavailableError is,
+    so MonitoredTrainingSession recovers from it."""
+
+
 class OutOfRangeError(RuntimeExecutionError):
     """An input is exhausted (a closed, empty queue) or an index is out of range."""

@@ -21,7 +21,8 @@ from runtime import fastcall
 from runtime.openmp import load_libgomp_passive
 from runtime.dtypes import DType
 from runtime.errors import (AbortedError, ArtifactError, DeadlineExceededError, FeedError,
-                            InvalidArgumentError, OutOfRangeError, RuntimeExecutionError)
+                            InvalidArgumentError, OutOfRangeError, PeerUnavailableError,
+                            RuntimeExecutionError)
 from runtime.feeds import FeedCheck
 
 ABI_VERSION = 4
@@ -436,4 +437,4 @@ def _status_error(status) -> RuntimeExecutionError:
 
 # flowc_status codes with an error type of their own (flowc_rt.h).
 _ERROR_CLASSES = {2: OutOfRangeError, 3: InvalidArgumentError, 8: DeadlineExceededError,
-                  9: AbortedError}
+                  9: AbortedError, 10: PeerUnavailableError}

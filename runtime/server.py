@@ -32,7 +32,8 @@ from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYT
                                STREAM_TICKET, TOKEN_METADATA, Outbox, ParkedResponses, StepContext,
                                StepNotRegisteredError, StreamLimits, TaskClient, TrafficCounters,
                                TransportError,
-                               UnauthenticatedError, WireFormatError, activate, channel_options,
+                               UnauthenticatedError, UnavailableError, WireFormatError, activate,
+                               channel_options,
                                check_tensor_sizes, deactivate, decode_frame, decode_stream,
                                encode_frame, encode_stream, grpc_code_of, header_field,
                                payload_bytes, task_name, tensor_names)
@@ -342,7 +343,8 @@ class TaskServer:
             if ctx.aborted:
                 e = AbortedError(f"step aborted while receiving {key} from {client.name}")
             e.status_code = (8 if isinstance(e, DeadlineExceededError) else
-                             9 if isinstance(e, AbortedError) else 1)
+                             9 if isinstance(e, AbortedError) else
+                             10 if isinstance(e, UnavailableError) else 1)
             raise e from None
         if len(tensors) != 1:
             raise TransportError(f"{client.name} sent {len(tensors)} tensors for {key}")

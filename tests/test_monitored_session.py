@@ -1,6 +1,7 @@
 """``fl.train.MonitoredTrainingSession`` and its hooks: on a local session (hooks, stopping,
 checkpoints, restore, NaN, end of input), and on a cluster of real task processes whose PS task
 is killed with SIGKILL mid-training and restarted (recovery from the latest checkpoint)."""
+import os
 import threading
 
 import numpy as np
@@ -245,3 +246,21 @@ def test_training_recovers_from_a_killed_ps_task_and_ends_at_the_requested_step(
         np.testing.assert_allclose(got, want, rtol=1e-5)
     assert fl.train.latest_checkpoint(ckpt_dir).endswith("model.ckpt-9")
     np.testing.assert_array_equal(fl.train.load_variable(ckpt_dir, "w"), final[0])
+
+
+def test_a_receive_from_a_lost_task_is_a_preemption():
+    """A worker whose receive cannot reach the ps reports FLOWC_UNAVAILABLE for the receive
+    node; the master raises it as PeerUnavailableError, which the session recovers from (as
+    from the transport's UnavailableError), not as a kernel's failure."""
+    from dsl.train.monitored_session import PREEMPTION_ERRORS
+    from runtime.errors import PeerUnavailableError, RuntimeExecutionError
+    from runtime.module import _ERROR_CLASSES
+    from runtime.transport import _error_classes
+
+    assert _ERROR_CLASSES[10] is PeerUnavailableError            # flowc_rt.h's FLOWC_UNAVAILABLE
+    assert _error_classes()["PeerUnavailableError"] is PeerUnavailableError   # over the wire
+    assert issubclass(PeerUnavailableError, PREEMPTION_ERRORS)
+    assert issubclass(PeerUnavailableError, RuntimeExecutionError)
+    assert "FLOWC_UNAVAILABLE = 10" in open(
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                     "runtime", "csrc", "flowc_rt.h")).read()

@@ -36,7 +36,7 @@ from dsl.train.hooks import (CheckpointSaverHook, SessionRunArgs, SessionRunCont
                              SessionRunHook, SessionRunValues, StepCounterHook)
 from dsl.variables import global_variables, global_variables_initializer, \
     report_uninitialized_variables
-from runtime.errors import AbortedError, FlowcError, OutOfRangeError
+from runtime.errors import AbortedError, FlowcError, OutOfRangeError, PeerUnavailableError
 from runtime.transport import StepNotRegisteredError, UnavailableError
 
 __all__ = ["MonitoredTrainingSession", "MonitoredSession", "Scaffold", "ChiefSessionCreator",
@@ -44,7 +44,8 @@ __all__ = ["MonitoredTrainingSession", "MonitoredSession", "Scaffold", "ChiefSes
 
 log = logging.getLogger("flowc.train")
 
-PREEMPTION_ERRORS = (UnavailableError, AbortedError, StepNotRegisteredError)
+PREEMPTION_ERRORS = (UnavailableError, PeerUnavailableError, AbortedError,
+                     StepNotRegisteredError)
 
 
 class SessionNotReadyError(FlowcError):

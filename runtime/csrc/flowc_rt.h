@@ -88,7 +88,7 @@ typedef struct flowc_runtime {
 enum { FLOWC_OK = 0, FLOWC_ERROR = 1, FLOWC_OUT_OF_RANGE = 2, FLOWC_INVALID_ARGUMENT = 3,
        FLOWC_RESOURCE_EXHAUSTED = 4,
        FLOWC_FAILED_PRECONDITION = 5, FLOWC_NOT_FOUND = 6, FLOWC_DATA_LOSS = 7,
-       FLOWC_DEADLINE_EXCEEDED = 8, FLOWC_ABORTED = 9 };
+       FLOWC_DEADLINE_EXCEEDED = 8, FLOWC_ABORTED = 9, FLOWC_UNAVAILABLE = 10 };
 
 static inline int flowc_fail(flowc_status *st, int code, const char *node, const char *loc,
                              const char *fmt, ...) {
