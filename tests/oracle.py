@@ -61,3 +61,18 @@ def random_array(rng: np.random.Generator, shape: Sequence[int], dtype, low=-5, 
     if dtype.kind == "u":
         return rng.integers(0, max(high, 1), size=shape).astype(dtype)
     return rng.integers(low, high, size=shape).astype(dtype)
+
+
+def train_per_thread_count(graph, monkeypatch, loss, step, feed, variables, steps: int = 3,
+                           counts: Sequence[str] = ("1", "2")):
+    """For each FLOWC_NUM_THREADS in ``counts``: a new session of ``graph`` initialized, then
+    ``steps`` runs of ``[loss, step]``; returns, per count, (the losses, the variables' values)."""
+    init = fl.global_variables_initializer()
+    results = []
+    for threads in counts:
+        monkeypatch.setenv("FLOWC_NUM_THREADS", threads)
+        with fl.Session(graph=graph) as s:
+            s.run(init)
+            losses = [s.run([loss, step], feed)[0] for _ in range(steps)]
+            results.append((losses, [s.run(v) for v in variables]))
+    return results

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dsl as fl
-from oracle import check_against_interpreter
+from oracle import check_against_interpreter, train_per_thread_count
 
 TOL = dict(rtol=2e-4, atol=2e-4)
 
@@ -60,16 +60,9 @@ def test_cut_convolution_gradients_train_like_one_thread(graph, rng, monkeypatch
     loss = fl.reduce_mean(fl.square(y - 0.5))
     step = fl.train.GradientDescentOptimizer(0.1).minimize(loss)
     feed = {x: rng.standard_normal((6, 14, 14, 32)).astype(np.float32)}
-    init = fl.global_variables_initializer()
-    results = []
-    for threads in ("1", "2"):
-        monkeypatch.setenv("FLOWC_NUM_THREADS", threads)
-        with fl.Session(graph=graph) as s:
-            s.run(init)
-            losses = [s.run([loss, step], feed)[0] for _ in range(3)]
-            results.append((losses, s.run(f), s.run(b)))
+    results = train_per_thread_count(graph, monkeypatch, loss, step, feed, [f, b])
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
-    for one, two in zip(results[0][1:], results[1][1:]):
+    for one, two in zip(results[0][1], results[1][1]):
         np.testing.assert_allclose(one, two, rtol=1e-4, atol=1e-6)
 
 

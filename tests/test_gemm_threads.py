@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dsl as fl
-from oracle import check_against_interpreter
+from oracle import check_against_interpreter, train_per_thread_count
 
 # m * n * k at least 2^20 (cut) with more rows, more columns, an odd split; and one below.
 SHAPES = [(301, 65, 70), (65, 301, 70), (257, 257, 17), (20, 30, 40)]
@@ -38,13 +38,6 @@ def test_a_cut_sgd_update_trains_like_one_thread(graph, rng, monkeypatch):
     loss = fl.reduce_mean(fl.square(fl.matmul(x, w)))
     step = fl.train.GradientDescentOptimizer(0.01).minimize(loss)
     feed = {x: rng.standard_normal((64, 300)).astype(np.float32)}
-    init = fl.global_variables_initializer()
-    results = []
-    for threads in ("1", "2"):
-        monkeypatch.setenv("FLOWC_NUM_THREADS", threads)
-        with fl.Session(graph=graph) as s:
-            s.run(init)
-            losses = [s.run([loss, step], feed)[0] for _ in range(3)]
-            results.append((losses, s.run(w)))
+    results = train_per_thread_count(graph, monkeypatch, loss, step, feed, [w])
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
-    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(results[0][1][0], results[1][1][0], rtol=1e-5, atol=1e-6)
