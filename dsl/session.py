@@ -38,6 +38,7 @@ from runtime.errors import FeedError
 from runtime.feeds import FeedCheck
 from runtime import profile
 from runtime.module import Executable
+from runtime import fastcall
 from runtime.resources import ResourceStore
 
 BACKENDS = ("c", "interpreter")
@@ -51,6 +52,10 @@ class IndexedSlicesValue(NamedTuple):
 
 # Bounds on the per-session lookup caches (compiled steps themselves are never evicted).
 _MAX_PLANS = 256
+# The C run path's route (runtime/fastcall.py), once a step has been compiled here: Session.run
+# goes through it first; _MISS is its "nothing ran" answer.
+_route: Optional[Callable] = None
+_MISS: Any = None
 _MAX_RUNNERS_PER_PLAN = 64
 
 
@@ -96,6 +101,7 @@ class _Plan:
         self.keep: list = []                   # the user's fetch objects (keeps their ids valid)
         self.runners: Dict[tuple, "_Runner"] = {}
         self.graph = graph
+        self.version = graph.version             # the graph as it was when this was resolved
         self.rebuild = self._builder(fetches)
 
     def _tensor(self, out: Output) -> int:
@@ -257,6 +263,8 @@ class Session:
         self.store = ResourceStore()             # variables and random streams: the state
         self._steps: Dict[Tuple, Executable] = {}
         self._plans: Dict[tuple, _Plan] = {}
+        # id(fetches) -> the C run path of their last step without options (_remember_route)
+        self._routes: Dict[int, tuple] = {}
         self._lock = threading.Lock()
         self.compile_count = 0
         self._closed = False
@@ -280,6 +288,7 @@ class Session:
         if not self._closed:
             self.store.close_queues()
         self._closed = True
+        self._routes.clear()
         self._steps.clear()
         self._plans.clear()
 
@@ -294,6 +303,10 @@ class Session:
         ``run_metadata=fl.RunMetadata()`` runs a profiled build of the step and sets
         ``run_metadata.step_stats`` to its per-kernel profile (``runtime/profile.py``).
         """
+        if options is None and run_metadata is None and _route is not None:
+            got = _route(self._routes, fetches, feed_dict, self.graph.version)
+            if got is not _MISS:                # a step run before, unchanged: already run
+                return got
         if self._closed:
             raise RuntimeError("this Session is closed")
         t = type(fetches)
@@ -315,12 +328,15 @@ class Session:
             if runner.unchecked:
                 timeout = options.timeout_in_ms if options is not None else 0
                 try:
-                    return plan.rebuild(runner.executable.call(
+                    result = plan.rebuild(runner.executable.call(
                         values if runner.in_order else [values[i] for i in runner.order],
                         store=self.store, timeout_ms=timeout))
                 except FeedError:
                     _check_not_symbolic(list(feed_dict), values)
                     raise
+                if options is None and run_metadata is None:
+                    self._remember_route(fetches, plan, runner)
+                return result
             try:
                 arrays = [check(values[i]) for check, i in runner.checks]
             except FeedError:
@@ -334,7 +350,44 @@ class Session:
         if runner.executable is None:
             return plan.rebuild([])
         timeout = options.timeout_in_ms if options is not None else 0
-        return plan.rebuild(runner.executable.call(arrays, store=self.store, timeout_ms=timeout))
+        result = plan.rebuild(runner.executable.call(arrays, store=self.store, timeout_ms=timeout))
+        if not feed_dict and options is None and run_metadata is None:
+            self._remember_route(fetches, plan, runner)
+        return result
+
+    def _remember_route(self, fetches, plan: _Plan, runner: _Runner) -> None:
+        """Let the next ``run`` of the same tensor or operation with the same feed keys (the
+        same objects, in the same order) and no options go straight to the step's C run path
+        (``runtime/csrc/flowc_fastcall.c``, ``route``), skipping the plan and runner lookups.
+        The route holds the fetch and the keys, so their ids stay theirs; a new graph version
+        or other keys take the full path again (which leaves its own route)."""
+        global _route, _MISS
+        if _route is None:
+            module = fastcall.load()
+            if module is None:
+                return
+            _MISS = module.MISS                 # first: a reader that sees _route sees it
+            _route = module.route
+        executable = runner.executable
+        if (type(executable) is not Executable or not runner.in_order
+                or self._closed or (type(fetches) is not Tensor and type(fetches) is not Operation)):
+            return
+        direct = executable.direct(self.store)
+        if direct is None:
+            return
+        finish_direct = executable.finish_direct
+
+        def finish(got, values, step, feed_dict):
+            try:
+                return finish_direct(got, values, step)
+            except FeedError:
+                _check_not_symbolic(list(feed_dict or ()), values)
+                raise
+
+        if len(self._routes) >= _MAX_PLANS:
+            self._routes.clear()
+        self._routes[id(fetches)] = (fetches, plan.version, tuple(runner.keys), direct[1],
+                                     None if type(fetches) is Tensor else plan.rebuild, finish)
 
     def _run_traced(self, plan: _Plan, feed_dict: Dict, options, run_metadata):
         """Run a profiled build of the step (compiled once, cached apart from the plain one)

@@ -323,6 +323,21 @@ class Executable:
         self._last_bound = (weakref.ref(store), rt, step)
         return rt
 
+    def direct(self, store):
+        """The C run path bound to ``store``, for a caller that runs this step many times:
+        ``(run, step)`` where ``run(step, values, 0, 0, True)`` is ``call(values, store=store)``
+        without its checks of the store and arguments, returning a list of fetches, or a value
+        that ``finish_direct`` turns into one (a feed to convert) or raises (a failed step).
+        None where the C run path could not be built."""
+        if self._fast is None:
+            return None
+        self.bind(store)
+        return self._fast, self._last_bound[2]
+
+    def finish_direct(self, got, values: list, step: tuple) -> list:
+        """What ``call`` does with a result of the C run path that is not a list of fetches."""
+        return self._fast_again(got, list(values), step, _NULL, 0, True)
+
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
              rendezvous=ffi.NULL, timeout_ms: int = 0) -> list:
         """Run on arrays already checked by ``feed_checks`` (or, when ``checks_feeds``, on

@@ -21,6 +21,7 @@ def _both_paths(sess, fetches, feed):
     exe = next(iter(sess._steps.values()))
     assert exe._fast is not None
     saved, exe._fast = exe._fast, None
+    sess._routes.clear()                    # Session.run's shortcut to the C path, too
     try:
         slow = sess.run(fetches, feed)
     finally:

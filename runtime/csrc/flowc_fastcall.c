@@ -22,6 +22,8 @@
  * node, source location, message); or -(i + 1) when feed i is not a plain array
  * (or numpy scalar) of the spec's dtype, rank and known dims (nothing ran): the caller
  * converts it with its feed check, or reports why it cannot.
+ *
+ * route(routes, fetches, feed_dict, version): Session.run's shortcut to ``call`` (below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -248,7 +250,99 @@ done:
     return result;
 }
 
+/* route(routes, fetches, feed_dict, version): Session.run's way to a step it ran before with
+ * the same fetches and feed keys and no options (dsl/session.py, _remember_route), without
+ * its plan and runner lookups in Python.
+ *   routes: a dict from id(fetches) to (fetches, graph version, feed keys as a tuple in the
+ *     feed_dict's order, step, rebuild, finish): the step as ``call`` takes it; rebuild: None
+ *     for one tensor fetched (its value is returned), else a function from the list of
+ *     fetched values to the user's structure; finish(got, values, step, feed_dict): what the
+ *     executable does with a result of ``call`` that is not a list (a feed to convert, a
+ *     failed step: it converts and runs again, or raises).
+ * Returns the run's result, or MISS (nothing ran) when there is no route for these fetches,
+ * these feed keys (the same objects, in the same order) and this graph version. */
+static PyObject *miss;
+
+static PyObject *fastcall_route(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "route takes (routes, fetches, feed_dict, version)");
+        return NULL;
+    }
+    PyObject *fetches = args[1], *feed_dict = args[2];
+    PyObject *id = PyLong_FromVoidPtr(fetches);
+    if (!id) return NULL;
+    PyObject *route = PyDict_GetItemWithError(args[0], id);
+    Py_DECREF(id);
+    if (!route) {
+        if (PyErr_Occurred()) return NULL;
+        return Py_NewRef(miss);
+    }
+    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 6
+            || PyTuple_GET_ITEM(route, 0) != fetches)
+        return Py_NewRef(miss);
+    Py_INCREF(route);                   /* another thread may drop it while the step runs */
+    PyObject *result = NULL, *values = NULL, *got = NULL;
+    int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(route, 1), args[3], Py_EQ);
+    if (same < 0) goto done;
+    PyObject *keys = PyTuple_GET_ITEM(route, 2);
+    const Py_ssize_t n = PyTuple_GET_SIZE(keys);
+    if (feed_dict == Py_None || (PyDict_Check(feed_dict) && PyDict_GET_SIZE(feed_dict) == 0)) {
+        same = same && n == 0;
+    } else if (!PyDict_Check(feed_dict) || PyDict_GET_SIZE(feed_dict) != n) {
+        same = 0;
+    }
+    if (!same) {
+        result = Py_NewRef(miss);
+        goto done;
+    }
+    values = PyList_New(n);
+    if (!values) goto done;
+    if (n) {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(feed_dict, &pos, &key, &value)) {
+            if (i >= n || key != PyTuple_GET_ITEM(keys, i)) {
+                result = Py_NewRef(miss);
+                goto done;
+            }
+            PyList_SET_ITEM(values, i, Py_NewRef(value));
+            i++;
+        }
+    }
+    PyObject *step = PyTuple_GET_ITEM(route, 3);
+    PyObject *call_args[5] = {step, values, NULL, NULL, Py_True};
+    call_args[2] = call_args[3] = PyLong_FromLong(0);
+    if (!call_args[2]) goto done;
+    got = fastcall_call(NULL, call_args, 5);
+    Py_DECREF(call_args[2]);
+    if (!got) goto done;
+    if (!PyList_CheckExact(got)) {
+        PyObject *finished = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, 5), got,
+                                                          values, step, feed_dict, NULL);
+        Py_SETREF(got, finished);
+        if (!got) goto done;
+    }
+    PyObject *rebuild = PyTuple_GET_ITEM(route, 4);
+    if (rebuild == Py_None) {
+        if (!PyList_Check(got) || PyList_GET_SIZE(got) != 1) {
+            PyErr_SetString(PyExc_RuntimeError, "route: the step did not fetch one value");
+            goto done;
+        }
+        result = Py_NewRef(PyList_GET_ITEM(got, 0));
+    } else {
+        result = PyObject_CallOneArg(rebuild, got);
+    }
+done:
+    Py_XDECREF(got);
+    Py_XDECREF(values);
+    Py_DECREF(route);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"route", (PyCFunction)(void (*)(void))fastcall_route, METH_FASTCALL,
+     "Run the step Session.run ran before for these fetches and feed keys; MISS when there "
+     "is none."},
     {"call", (PyCFunction)(void (*)(void))fastcall_call, METH_FASTCALL,
      "Run a compiled step's entry on checked feed arrays; the fetched values, or the status "
      "code."},
@@ -260,5 +354,12 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "flowc_fastcall", NUL
 
 PyMODINIT_FUNC PyInit_flowc_fastcall(void) {
     import_array();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    miss = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (!miss || PyModule_AddObjectRef(m, "MISS", miss) != 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
