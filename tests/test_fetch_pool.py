@@ -90,6 +90,27 @@ def test_dropped_results_are_reused_by_the_next_step(graph, rng):
         assert _live_after_collect() == live
 
 
+def test_small_results_come_from_the_pool_too(graph, rng):
+    """A scalar or a short vector fetched every step (a loss, a few logits) reuses an idle
+    block of its power-of-two class instead of a malloc and a free per step."""
+    x = fl.placeholder(fl.float32, [None], name="x")
+    total, doubled = fl.reduce_sum(x), x * 2.0
+    v = rng.standard_normal(100).astype(np.float32)
+    with fl.Session(graph=graph) as s:
+        s.run([total, doubled], {x: v})                   # compile; the blocks go back
+        gc.collect()
+        before = pool_stats()
+        for _ in range(5):
+            got_total, got_doubled = s.run([total, doubled], {x: v})
+            np.testing.assert_allclose(got_total, v.sum(dtype=np.float64), rtol=1e-5)
+            np.testing.assert_array_equal(got_doubled, v * 2.0)
+            del got_total, got_doubled
+            gc.collect()
+        after = pool_stats()
+        assert after.misses == before.misses
+        assert after.hits >= before.hits + 10          # two blocks per step, both reused
+
+
 def test_dynamic_shapes_get_blocks_of_their_size(graph, rng):
     x, y = _chain(graph, shape=(None,))
     with fl.Session(graph=graph) as s:

@@ -108,6 +108,29 @@ static PyObject *wrap_fetch(flowc_tensor *t, int type_num, int scalars, free_fn 
     return arr;
 }
 
+/* The numpy scalar type of a feed spec's type number (np.float32 for NPY_FLOAT32), when its
+   values fit a scalar_value: a feed of exactly that type is taken without numpy's scalar
+   type lookups (PyArray_DescrFromScalar walks the type's bases). NULL (no error) otherwise. */
+#define SCALAR_TYPES 32               /* the builtin type numbers (NPY_NTYPES_LEGACY is 24) */
+static PyTypeObject *scalar_types[SCALAR_TYPES];
+
+static PyTypeObject *scalar_type(PyObject *spec) {
+    const long type_num = PyLong_AsLong(PyTuple_GET_ITEM(spec, 3));
+    if (type_num < 0 || type_num >= SCALAR_TYPES) return NULL;
+    PyTypeObject *type = scalar_types[type_num];
+    if (!type) {
+        PyArray_Descr *descr = PyArray_DescrFromType((int)type_num);
+        if (!descr) return NULL;
+        if (PyDataType_ELSIZE(descr) <= (npy_intp)sizeof(scalar_value)) {
+            type = descr->typeobj;
+            Py_INCREF(type);                /* kept for the life of the process */
+            scalar_types[type_num] = type;
+        }
+        Py_DECREF(descr);
+    }
+    return type;
+}
+
 static void *address(PyObject *v) {
     return PyLong_AsVoidPtr(v);
 }
@@ -157,6 +180,19 @@ static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t
             PyErr_SetString(PyExc_TypeError, "call: a feed spec is not (code, rank, shape, type)");
             goto done;
         }
+        if (Py_TYPE(a) == scalar_type(spec)) {       /* a numpy scalar of the feed's dtype */
+            if (PyLong_AsLong(PyTuple_GET_ITEM(spec, 1)) > 0) {
+                if (PyErr_Occurred()) goto done;
+                result = PyLong_FromSsize_t(-(i + 1));
+                goto done;
+            }
+            PyArray_ScalarAsCtype(a, &values[i]);
+            feeds[i].dtype = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
+            feeds[i].rank = 0;
+            feeds[i].data = &values[i];
+            continue;
+        }
+        if (PyErr_Occurred()) goto done;
         if (PyArray_IsScalar(a, Generic)) {          /* a numpy scalar: its value, rank 0 */
             PyArray_Descr *descr = PyArray_DescrFromScalar(a);
             if (!descr) goto done;
