@@ -369,8 +369,7 @@ class Session:
             _MISS = module.MISS                 # first: a reader that sees _route sees it
             _route = module.route
         executable = runner.executable
-        if (type(executable) is not Executable or not runner.in_order
-                or self._closed or (type(fetches) is not Tensor and type(fetches) is not Operation)):
+        if (type(executable) is not Executable or self._closed or (type(fetches) is not Tensor and type(fetches) is not Operation)):
             return
         direct = executable.direct(self.store)
         if direct is None:
@@ -386,7 +385,8 @@ class Session:
 
         if len(self._routes) >= _MAX_PLANS:
             self._routes.clear()
-        self._routes[id(fetches)] = (fetches, plan.version, tuple(runner.keys), direct[1],
+        self._routes[id(fetches)] = (fetches, plan.version, tuple(runner.keys),
+                                     None if runner.in_order else tuple(runner.order), direct[1],
                                      None if type(fetches) is Tensor else plan.rebuild, finish)
 
     def _run_traced(self, plan: _Plan, feed_dict: Dict, options, run_metadata):

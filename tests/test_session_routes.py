@@ -46,6 +46,9 @@ def test_other_feed_keys_or_another_key_order_give_their_own_values(graph):
             assert sess.run(y, {a: np.float32(5), b: np.float32(1)}) == 14
             assert sess.run(y, {b: np.float32(1), a: np.float32(5)}) == 14
             assert sess.run(y, {a: np.float32(5), b: np.float32(1), c: np.float32(0)}) == 4
+        for _ in range(2):                        # keys not in the step's feed order
+            assert sess.run(y, {b: np.float32(1), a: np.float32(5)}) == 14
+        assert _routed(sess, y)
         assert sess.run(y, {a: np.float32(5), b: np.float32(1)}) == 14
         compiled = sess.compile_count
         a2 = fl.identity(a)                   # a new graph version: the full path again,

@@ -290,7 +290,9 @@ done:
  * the same fetches and feed keys and no options (dsl/session.py, _remember_route), without
  * its plan and runner lookups in Python.
  *   routes: a dict from id(fetches) to (fetches, graph version, feed keys as a tuple in the
- *     feed_dict's order, step, rebuild, finish): the step as ``call`` takes it; rebuild: None
+ *     feed_dict's order, order, step, rebuild, finish): order: None when the step takes the
+ *     values in the feed_dict's order, else a tuple, the feed_dict position of each step
+ *     feed; step: as ``call`` takes it; rebuild: None
  *     for one tensor fetched (its value is returned), else a function from the list of
  *     fetched values to the user's structure; finish(got, values, step, feed_dict): what the
  *     executable does with a result of ``call`` that is not a list (a feed to convert, a
@@ -313,7 +315,7 @@ static PyObject *fastcall_route(PyObject *self, PyObject *const *args, Py_ssize_
         if (PyErr_Occurred()) return NULL;
         return Py_NewRef(miss);
     }
-    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 6
+    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 7
             || PyTuple_GET_ITEM(route, 0) != fetches)
         return Py_NewRef(miss);
     Py_INCREF(route);                   /* another thread may drop it while the step runs */
@@ -345,7 +347,23 @@ static PyObject *fastcall_route(PyObject *self, PyObject *const *args, Py_ssize_
             i++;
         }
     }
-    PyObject *step = PyTuple_GET_ITEM(route, 3);
+    PyObject *order = PyTuple_GET_ITEM(route, 3);
+    if (order != Py_None) {                     /* the step's feed order */
+        PyObject *ordered = PyList_New(n);
+        if (!ordered) goto done;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            const Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(order, j));
+            if (at < 0 || at >= n) {
+                Py_DECREF(ordered);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "route: a bad feed order");
+                goto done;
+            }
+            PyList_SET_ITEM(ordered, j, Py_NewRef(PyList_GET_ITEM(values, at)));
+        }
+        Py_SETREF(values, ordered);
+    }
+    PyObject *step = PyTuple_GET_ITEM(route, 4);
     PyObject *call_args[5] = {step, values, NULL, NULL, Py_True};
     call_args[2] = call_args[3] = PyLong_FromLong(0);
     if (!call_args[2]) goto done;
@@ -353,12 +371,12 @@ static PyObject *fastcall_route(PyObject *self, PyObject *const *args, Py_ssize_
     Py_DECREF(call_args[2]);
     if (!got) goto done;
     if (!PyList_CheckExact(got)) {
-        PyObject *finished = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, 5), got,
+        PyObject *finished = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(route, 6), got,
                                                           values, step, feed_dict, NULL);
         Py_SETREF(got, finished);
         if (!got) goto done;
     }
-    PyObject *rebuild = PyTuple_GET_ITEM(route, 4);
+    PyObject *rebuild = PyTuple_GET_ITEM(route, 5);
     if (rebuild == Py_None) {
         if (!PyList_Check(got) || PyList_GET_SIZE(got) != 1) {
             PyErr_SetString(PyExc_RuntimeError, "route: the step did not fetch one value");
