@@ -93,3 +93,27 @@ def test_a_loop_step_that_fails_part_way_releases_its_blocks(graph, rng, no_forc
             fail_nth_allocation(0)
             assert _live_after_collect() == live
         np.testing.assert_allclose(s.run(out, {x: v}), want, rtol=1e-4)
+
+
+def test_a_gradient_step_that_fails_inside_the_forward_loop_frees_its_stacks(graph):
+    """The forward loop has pushed values for the gradient when a kernel in it fails: the
+    stacks' buffers go back with the handles, step after step (they leaked before)."""
+    x = fl.placeholder(fl.float32, [1000], name="x")
+    limit = fl.placeholder(fl.int32, [], name="limit")
+    table = fl.constant(np.arange(5, dtype=np.float32))
+
+    def body(i, acc):
+        picked = fl.gather(table, fl.reshape(i, [1]))      # out of range from i = 5
+        return i + 1, acc * fl.sigmoid(acc) + picked
+
+    _, out = fl.while_loop(lambda i, a: i < limit, body, [fl.constant(0), x])
+    grad = fl.gradients(fl.reduce_sum(out), [x])[0]
+    xv = np.ones(1000, np.float32)
+    with fl.Session(graph=graph) as s:
+        want = s.run(grad, {x: xv, limit: 3})
+        live = _live_after_collect()
+        for _ in range(3):
+            with pytest.raises(RuntimeExecutionError, match=r"GatherV2.*is not in \[0, 5\)"):
+                s.run(grad, {x: xv, limit: 8})
+            assert _live_after_collect() == live
+        np.testing.assert_array_equal(s.run(grad, {x: xv, limit: 3}), want)

@@ -248,8 +248,7 @@ class _Emitter:
             for root in frees_after.get(position[n], []):
                 if root in self.owned:
                     ref = self.refs[root]
-                    release = "flowc_pool_release" if root in self.pooled else "free"
-                    self.body.append(f"{release}({ref.var}.data); {ref.var}.data = NULL;")
+                    self.body.append(f"{self._release(root)}({ref.var}.data); {ref.var}.data = NULL;")
         self._emit_fetches()
         instrumented = self.instrument.finish() if self.instrument is not None else {}
         layout = self._assemble()
@@ -257,6 +256,14 @@ class _Emitter:
                              list(self.module.variables), list(self.module.streams),
                              list(self.module.queues), instrumented, self.memory,
                              dict(self.blobs), layout)
+
+    def _release(self, root: Output) -> str:
+        """The C function that gives an owned buffer back: the op's own (``c_release``: a
+        stack handle frees its elements too), the pool's, or free."""
+        own = get_op(root.node.op).extra.get("c_release")
+        if own is not None:
+            return own
+        return "flowc_pool_release" if root in self.pooled else "free"
 
     def _emit_fetches(self) -> None:
         """The tail: hand every fetched buffer to the caller as a pool block, which the caller
@@ -603,13 +610,15 @@ class _Emitter:
         out.extend("    " + line for line in self._release_step_memory())
         out.append("    return 0;")
         out.append("fail:")
-        plain = [r for r in self.owned if r not in self.pooled]
-        pooled = [r for r in self.owned if r in self.pooled]
-        for name, roots, release in (("owned", plain, "free"), ("pooled", pooled, "flowc_pool_release")):
-            if roots:
-                slots = ", ".join(str(self.slot[self.refs[r].var]) for r in roots)
-                out.append(f"    static const int32_t {name}[] = {{{slots}}};")
-                out.append(f"    for (int i = 0; i < {len(roots)}; i++) {release}(flowc_T[{name}[i]].data);")
+        by_release: Dict[str, List[Output]] = {}
+        for r in self.owned:
+            by_release.setdefault(self._release(r), []).append(r)
+        names = {"free": "owned", "flowc_pool_release": "pooled"}
+        for release, roots in by_release.items():
+            name = names.get(release, f"released_by_{release}")
+            slots = ", ".join(str(self.slot[self.refs[r].var]) for r in roots)
+            out.append(f"    static const int32_t {name}[] = {{{slots}}};")
+            out.append(f"    for (int i = 0; i < {len(roots)}; i++) {release}(flowc_T[{name}[i]].data);")
         for k in self.copied_fetches:
             out.append(f"    flowc_pool_release(fetches[{k}].data);")
         for k in self.fetch_indices:

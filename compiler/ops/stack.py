@@ -171,7 +171,7 @@ def _close_c(kc: KernelContext) -> str:
 register_op("StackV2", inputs=["max_size: i32"], outputs=["handle: resource"],
             attrs=["elem_type: type", 'stack_name: string = ""'],
             shape=_stack_shape, kernel=_stack_kernel, c_kernel=_stack_c, stateful=True,
-            c_owns_outputs=True, group="source",
+            c_owns_outputs=True, c_release="flowc_stack_destroy", group="source",
             doc="A new, empty stack of elem_type tensors (max_size <= 0: no limit), for this step.")
 
 register_op("StackPushV2", inputs=["handle: resource", "elem: T"], outputs=["output: T"],
