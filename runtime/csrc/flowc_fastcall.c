@@ -180,28 +180,26 @@ static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t
             PyErr_SetString(PyExc_TypeError, "call: a feed spec is not (code, rank, shape, type)");
             goto done;
         }
-        if (Py_TYPE(a) == scalar_type(spec)) {       /* a numpy scalar of the feed's dtype */
-            if (PyLong_AsLong(PyTuple_GET_ITEM(spec, 1)) > 0) {
-                if (PyErr_Occurred()) goto done;
-                result = PyLong_FromSsize_t(-(i + 1));
-                goto done;
-            }
-            PyArray_ScalarAsCtype(a, &values[i]);
-            feeds[i].dtype = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
-            feeds[i].rank = 0;
-            feeds[i].data = &values[i];
-            continue;
-        }
+        /* A numpy scalar: its value, rank 0. One of the feed's own scalar type is known
+           without numpy's scalar-type lookups (scalar_type); another must have its dtype. */
+        int scalar = Py_TYPE(a) == scalar_type(spec);
         if (PyErr_Occurred()) goto done;
-        if (PyArray_IsScalar(a, Generic)) {          /* a numpy scalar: its value, rank 0 */
+        if (!scalar && PyArray_IsScalar(a, Generic)) {
             PyArray_Descr *descr = PyArray_DescrFromScalar(a);
             if (!descr) goto done;
             const int type_num = descr->type_num;
             const int itemsize = (int)PyDataType_ELSIZE(descr);
             Py_DECREF(descr);
-            const long want_rank = PyLong_AsLong(PyTuple_GET_ITEM(spec, 1));
-            if (type_num != (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)) || want_rank > 0
+            if (type_num != (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3))
                     || itemsize > (int)sizeof(scalar_value)) {
+                if (PyErr_Occurred()) goto done;
+                result = PyLong_FromSsize_t(-(i + 1));
+                goto done;
+            }
+            scalar = 1;
+        }
+        if (scalar) {
+            if (PyLong_AsLong(PyTuple_GET_ITEM(spec, 1)) > 0) {
                 if (PyErr_Occurred()) goto done;
                 result = PyLong_FromSsize_t(-(i + 1));
                 goto done;
