@@ -70,6 +70,15 @@ class MultiDeviceExecutable:
     def devices(self) -> List[str]:
         return [p.device for p in self.parts]
 
+    def single_device(self) -> Optional[DevicePart]:
+        """The one part of a one-device step that is wrapped only because it does not use
+        every feed (a step fed values it does not read): it then runs alone, with no
+        rendezvous or worker thread. None for a step of several devices."""
+        if len(self.parts) != 1 or self.slots:
+            return None
+        part = self.parts[0]
+        return part if part.fetches == list(range(len(self.fetches))) else None
+
     def run(self, feed_values: Sequence, store=None, timeout_ms: int = 0) -> List[np.ndarray]:
         if len(feed_values) != len(self.feeds):
             names = ", ".join(f.name for f in self.feeds) or "none"
@@ -81,6 +90,10 @@ class MultiDeviceExecutable:
              timeout_ms: int = 0) -> list:
         if store is None:
             store = self.parts[0].executable._own_store()
+        single = self.single_device()
+        if single is not None:
+            return single.executable.call([arrays[i] for i in single.feeds], scalars=scalars,
+                                          store=store, timeout_ms=timeout_ms)
         rv = ffi.new("char[]", self._rv_size)
         if self._rv_init(rv, self.slots, int(timeout_ms or 0)) != 0:
             raise MemoryError("cannot create the step's rendezvous")

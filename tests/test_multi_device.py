@@ -11,7 +11,7 @@ from compiler.ir.printer import print_graph
 from compiler.passes.manager import PipelineOptions
 from compiler.passes.partition import split_by_device
 from compiler.step import make_step_graph, optimize
-from runtime.errors import DeadlineExceededError, RuntimeExecutionError
+from runtime.errors import DeadlineExceededError, FeedError, RuntimeExecutionError
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}".format
 FOUR = fl.ConfigProto(device_count={"CPU": 4})
@@ -236,3 +236,23 @@ def test_colocated_ops_go_to_their_targets_device_in_steps_that_prune_the_target
     g = partitioned([y], [x])
     assert not [n for n in g if n.op == "VarHandleOp"]   # the step does not need the variable
     assert g.node("y").assigned_device == CPU(1)
+
+
+def test_a_step_fed_values_it_does_not_use_checks_them_all(graph):
+    """A one-device step that reads some of the feed dict's values runs alone (no rendezvous
+    or worker thread), and every value fed is still checked, used or not."""
+    x = fl.placeholder(fl.float32, [], name="x")
+    unused = fl.placeholder(fl.float32, [3], name="a_unused")
+    v = fl.Variable(np.float32(0.0), name="v")
+    step = fl.assign_add(v, 1.0).op
+    y = x * 2.0
+    feed = {unused: np.zeros(3, np.float32), x: np.float32(4)}
+    with fl.Session(graph=graph) as sess:
+        sess.run(fl.global_variables_initializer())
+        for _ in range(3):
+            assert sess.run(step, feed) is None
+            assert sess.run(y, feed) == 8
+        assert sess.run(v.value()) == 3
+        with pytest.raises(FeedError, match="a_unused"):
+            sess.run(y, {unused: np.zeros(4, np.float32), x: np.float32(5)})
+        assert sess.run(y, {unused: np.zeros(3, np.float32), x: np.float32(5)}) == 10
