@@ -55,6 +55,7 @@ _MAX_PLANS = 256
 # The C run path's route (runtime/fastcall.py), once a step has been compiled here: Session.run
 # goes through it first; _MISS is its "nothing ran" answer.
 _route: Optional[Callable] = None
+_MAX_ROUTED_ITEMS = 16          # the longest list or tuple of fetches with a route (as in C)
 _MISS: Any = None
 _MAX_RUNNERS_PER_PLAN = 64
 
@@ -113,6 +114,10 @@ class _Plan:
             i = self._index[out] = len(self.outputs)
             self.outputs.append(out)
         return i
+
+    def position(self, out: Output) -> int:
+        """Where ``out`` is among the fetched values (``outputs``)."""
+        return self._index[out]
 
     def _target(self, node: Node) -> None:
         if node.graph is not self.graph:
@@ -356,11 +361,13 @@ class Session:
         return result
 
     def _remember_route(self, fetches, plan: _Plan, runner: _Runner) -> None:
-        """Let the next ``run`` of the same tensor or operation with the same feed keys (the
-        same objects, in the same order) and no options go straight to the step's C run path
+        """Let the next ``run`` of the same fetches with the same feed keys (the same objects,
+        in the same order) and no options go straight to the step's C run path
         (``runtime/csrc/flowc_fastcall.c``, ``route``), skipping the plan and runner lookups.
-        The route holds the fetch and the keys, so their ids stay theirs; a new graph version
-        or other keys take the full path again (which leaves its own route)."""
+        Fetches: a tensor or an operation, or a list or tuple of them (found by its items, so
+        a new list per call, ``sess.run([loss, train_op], feed)``, takes it too). The route
+        holds the fetches and the keys, so their ids stay theirs; a new graph version or other
+        keys take the full path again (which leaves its own route)."""
         global _route, _MISS
         if _route is None:
             module = fastcall.load()
@@ -369,7 +376,18 @@ class Session:
             _MISS = module.MISS                 # first: a reader that sees _route sees it
             _route = module.route
         executable = runner.executable
-        if (type(executable) is not Executable or self._closed or (type(fetches) is not Tensor and type(fetches) is not Operation)):
+        if type(executable) is not Executable or self._closed:
+            return
+        t = type(fetches)
+        if t is Tensor or t is Operation:
+            key, held = id(fetches), fetches
+            rebuild = None if t is Tensor else plan.rebuild
+        elif ((t is list or t is tuple) and 0 < len(fetches) <= _MAX_ROUTED_ITEMS
+              and all(type(f) is Tensor or type(f) is Operation for f in fetches)):
+            key, held = tuple(map(id, fetches)), tuple(fetches)
+            rebuild = tuple(plan.position(f.output) if type(f) is Tensor else -1
+                            for f in fetches)
+        else:
             return
         direct = executable.direct(self.store)
         if direct is None:
@@ -385,9 +403,9 @@ class Session:
 
         if len(self._routes) >= _MAX_PLANS:
             self._routes.clear()
-        self._routes[id(fetches)] = (fetches, plan.version, tuple(runner.keys),
-                                     None if runner.in_order else tuple(runner.order), direct[1],
-                                     None if type(fetches) is Tensor else plan.rebuild, finish)
+        self._routes[key] = (held, plan.version, tuple(runner.keys),
+                             None if runner.in_order else tuple(runner.order), direct[1],
+                             rebuild, finish)
 
     def _run_traced(self, plan: _Plan, feed_dict: Dict, options, run_metadata):
         """Run a profiled build of the step (compiled once, cached apart from the plain one)

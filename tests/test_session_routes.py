@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(fastcall.load() is None,
 
 
 def _routed(sess, fetch):
-    return id(fetch) in sess._routes
+    key = tuple(map(id, fetch)) if type(fetch) in (list, tuple) else id(fetch)
+    return key in sess._routes
 
 
 def test_a_repeated_run_takes_the_route_and_gives_the_full_paths_values(graph, rng):
@@ -95,15 +96,38 @@ def test_an_operation_on_the_route_changes_state_once_per_run(graph):
         assert sess.run(v.value()) == 5
 
 
-def test_structures_and_options_take_the_full_path(graph):
+def test_lists_and_tuples_of_fetches_take_the_route_by_their_items(graph):
+    """A new list per call (sess.run([loss, train_op], feed)) finds the route of the same
+    items; the result keeps the fetches' structure (a list, a tuple, None for an operation)."""
+    x = fl.placeholder(fl.float32, [], name="x")
+    y, z = x + 1.0, x * 3.0
+    v = fl.Variable(np.float32(0.0), name="v")
+    bump = fl.assign_add(v, 1.0).op
+    with fl.Session(graph=graph) as sess:
+        sess.run(fl.global_variables_initializer())
+        for k in range(3):
+            got = sess.run([y, z, bump, y], {x: np.float32(k)})
+            assert type(got) is list and got == [k + 1, 3 * k, None, k + 1]
+            got = sess.run((z, y), {x: np.float32(k)})
+            assert type(got) is tuple and got == (3 * k, k + 1)
+        assert _routed(sess, [y, z, bump, y]) and _routed(sess, (z, y))
+        assert sess.run(v.value()) == 3                    # one update per run
+        assert sess.run([z, y], {x: np.float32(2)}) == [6, 3]     # other order, other route
+        fetches = [y]
+        assert sess.run(fetches, {x: np.float32(1)}) == [2]
+        fetches.append(z)                        # the same list object, other contents
+        assert sess.run(fetches, {x: np.float32(1)}) == [2, 3]
+
+
+def test_nested_structures_and_options_take_the_full_path(graph):
     x = fl.placeholder(fl.float32, [], name="x")
     y = x + 1.0
-    fetches = [y]
     with fl.Session(graph=graph) as sess:
-        assert sess.run(fetches, {x: np.float32(1)}) == [2]
-        fetches.append(x * 2.0)                  # the same list object, other contents
-        assert sess.run(fetches, {x: np.float32(1)}) == [2, 2]
-        assert not _routed(sess, fetches)
+        for _ in range(2):
+            assert sess.run({"y": y, "both": [y, x * 2.0]}, {x: np.float32(1)}) == \
+                {"y": 2, "both": [2, 2]}
+            assert sess.run([[y]], {x: np.float32(1)}) == [[2]]
+        assert not _routed(sess, [[y]])
         options = fl.RunOptions(timeout_in_ms=1000)
         assert sess.run(y, {x: np.float32(1)}, options=options) == 2
         assert not _routed(sess, y)

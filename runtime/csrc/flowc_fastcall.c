@@ -286,18 +286,22 @@ done:
 
 /* route(routes, fetches, feed_dict, version): Session.run's way to a step it ran before with
  * the same fetches and feed keys and no options (dsl/session.py, _remember_route), without
- * its plan and runner lookups in Python.
- *   routes: a dict from id(fetches) to (fetches, graph version, feed keys as a tuple in the
- *     feed_dict's order, order, step, rebuild, finish): order: None when the step takes the
- *     values in the feed_dict's order, else a tuple, the feed_dict position of each step
- *     feed; step: as ``call`` takes it; rebuild: None
- *     for one tensor fetched (its value is returned), else a function from the list of
- *     fetched values to the user's structure; finish(got, values, step, feed_dict): what the
+ * its plan and runner lookups in Python. fetches: a tensor or an operation, or a list or
+ * tuple of up to MAX_ROUTED_ITEMS of them.
+ *   routes: a dict from id(fetches) (for a list or tuple: the tuple of its items' ids) to
+ *     (fetches (for a list or tuple: its items, as a tuple), graph version, feed keys as a
+ *     tuple in the feed_dict's order, order, step, rebuild, finish): order: None when the
+ *     step takes the values in the feed_dict's order, else a tuple, the feed_dict position of
+ *     each step feed; step: as ``call`` takes it; rebuild: None for one tensor fetched (its
+ *     value is returned), for a list or tuple a tuple of the fetched value's index per item
+ *     (-1: an operation, None), else a function from the list of fetched values to the
+ *     user's structure; finish(got, values, step, feed_dict): what the
  *     executable does with a result of ``call`` that is not a list (a feed to convert, a
  *     failed step: it converts and runs again, or raises).
  * Returns the run's result, or MISS (nothing ran) when there is no route for these fetches,
  * these feed keys (the same objects, in the same order) and this graph version. */
 static PyObject *miss;
+#define MAX_ROUTED_ITEMS 16             /* the longest list or tuple of fetches with a route */
 
 static PyObject *fastcall_route(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyDict_Check(args[0])) {
@@ -305,17 +309,39 @@ static PyObject *fastcall_route(PyObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     PyObject *fetches = args[1], *feed_dict = args[2];
-    PyObject *id = PyLong_FromVoidPtr(fetches);
+    /* The key: id(fetches), or for a list or tuple the tuple of its items' ids (a new list
+       per call, as in sess.run([loss, train_op], feed), finds the route of the same items). */
+    const int sequence = PyList_CheckExact(fetches) || PyTuple_CheckExact(fetches);
+    const Py_ssize_t n_items = sequence ? PySequence_Fast_GET_SIZE(fetches) : 0;
+    if (sequence && (n_items == 0 || n_items > MAX_ROUTED_ITEMS)) return Py_NewRef(miss);
+    PyObject *id = sequence ? PyTuple_New(n_items) : PyLong_FromVoidPtr(fetches);
     if (!id) return NULL;
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        PyObject *item_id = PyLong_FromVoidPtr(PySequence_Fast_GET_ITEM(fetches, k));
+        if (!item_id) {
+            Py_DECREF(id);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(id, k, item_id);
+    }
     PyObject *route = PyDict_GetItemWithError(args[0], id);
     Py_DECREF(id);
     if (!route) {
         if (PyErr_Occurred()) return NULL;
         return Py_NewRef(miss);
     }
-    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 7
-            || PyTuple_GET_ITEM(route, 0) != fetches)
+    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 7)
         return Py_NewRef(miss);
+    PyObject *held = PyTuple_GET_ITEM(route, 0);      /* the fetch, or the items, it is for */
+    if (sequence) {
+        if (!PyTuple_Check(held) || PyTuple_GET_SIZE(held) != n_items)
+            return Py_NewRef(miss);
+        for (Py_ssize_t k = 0; k < n_items; k++)
+            if (PyTuple_GET_ITEM(held, k) != PySequence_Fast_GET_ITEM(fetches, k))
+                return Py_NewRef(miss);
+    } else if (held != fetches) {
+        return Py_NewRef(miss);
+    }
     Py_INCREF(route);                   /* another thread may drop it while the step runs */
     PyObject *result = NULL, *values = NULL, *got = NULL;
     int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(route, 1), args[3], Py_EQ);
@@ -375,7 +401,25 @@ static PyObject *fastcall_route(PyObject *self, PyObject *const *args, Py_ssize_
         if (!got) goto done;
     }
     PyObject *rebuild = PyTuple_GET_ITEM(route, 5);
-    if (rebuild == Py_None) {
+    if (sequence) {                     /* rebuild: per item, its fetch's index or -1 (None) */
+        PyObject *built = PyList_CheckExact(fetches) ? PyList_New(n_items) : PyTuple_New(n_items);
+        if (!built) goto done;
+        for (Py_ssize_t k = 0; k < n_items; k++) {
+            const Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(rebuild, k));
+            PyObject *item = Py_None;
+            if (at >= 0 && PyList_Check(got) && at < PyList_GET_SIZE(got)) {
+                item = PyList_GET_ITEM(got, at);
+            } else if (at >= 0 || PyErr_Occurred()) {
+                Py_DECREF(built);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "route: a fetch index out of range");
+                goto done;
+            }
+            if (PyList_Check(built)) PyList_SET_ITEM(built, k, Py_NewRef(item));
+            else PyTuple_SET_ITEM(built, k, Py_NewRef(item));
+        }
+        result = built;
+    } else if (rebuild == Py_None) {
         if (!PyList_Check(got) || PyList_GET_SIZE(got) != 1) {
             PyErr_SetString(PyExc_RuntimeError, "route: the step did not fetch one value");
             goto done;
