@@ -6,7 +6,8 @@ integer/bool results and with a tolerance for floats.
 """
 from __future__ import annotations
 
-from typing import Dict, Sequence
+import threading
+from typing import Callable, Dict, Iterable, Sequence
 
 import numpy as np
 
@@ -76,3 +77,23 @@ def train_per_thread_count(graph, monkeypatch, loss, step, feed, variables, step
             losses = [s.run([loss, step], feed)[0] for _ in range(steps)]
             results.append((losses, [s.run(v) for v in variables]))
     return results
+
+
+def run_in_threads(worker: Callable, args: Iterable) -> None:
+    """Run ``worker(arg)`` for every arg, each in a thread of its own, all at once; the first
+    exception a worker raised is raised here once all have ended."""
+    errors: list = []
+
+    def guarded(arg):
+        try:
+            worker(arg)
+        except BaseException as e:            # noqa: BLE001  (re-raised below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(a,)) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -1,14 +1,13 @@
 """fl.Session: fetch structures, result types, the step cache, feeding any tensor,
 PlaceholderWithDefault, agreement of the two backends, and concurrent runs."""
 import collections
-import threading
 
 import numpy as np
 import pytest
 
 import dsl as fl
 from compiler.errors import GraphError
-from oracle import check_against_interpreter
+from oracle import check_against_interpreter, run_in_threads
 
 BACKENDS = ("interpreter", "c")
 Pair = collections.namedtuple("Pair", "first second")
@@ -167,23 +166,14 @@ def test_concurrent_runs_share_one_compiled_step(graph):
     y = fl.exp(x) * 2.0 + x
     s = fl.Session(graph=graph)
     s.run(y, {x: np.zeros((1, 8), np.float32)})
-    errors = []
 
     def worker(seed):
         r = np.random.default_rng(seed)
-        try:
-            for _ in range(150):
-                xv = r.standard_normal((int(r.integers(1, 40)), 8)).astype(np.float32)
-                got = s.run(y, {x: xv})
-                np.testing.assert_allclose(got, np.exp(xv) * 2 + xv, rtol=1e-5, atol=1e-6)
-        except Exception as e:                          # reported by the main thread
-            errors.append(e)
+        for _ in range(150):
+            xv = r.standard_normal((int(r.integers(1, 40)), 8)).astype(np.float32)
+            got = s.run(y, {x: xv})
+            np.testing.assert_allclose(got, np.exp(xv) * 2 + xv, rtol=1e-5, atol=1e-6)
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    run_in_threads(worker, range(8))
     assert s.compile_count == 1
     s.close()

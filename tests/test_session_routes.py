@@ -3,14 +3,13 @@
 options goes straight to the compiled step's C run path. Every answer it gives must be the full
 path's answer: values, conversions, errors, state changes, and a fall back to the full path when
 the fetch, the keys or the graph changed."""
-import threading
-
 import numpy as np
 import pytest
 
 import dsl as fl
 from runtime import fastcall
 from runtime.errors import FeedError, RuntimeExecutionError
+from oracle import run_in_threads
 
 pytestmark = pytest.mark.skipif(fastcall.load() is None,
                                 reason=f"the C run path could not be built: {fastcall.build_error}")
@@ -147,25 +146,16 @@ def test_a_closed_session_refuses_a_routed_run(graph):
 def test_concurrent_routed_runs(graph):
     x = fl.placeholder(fl.float32, [None], name="x")
     y = fl.sigmoid(x) + x
-    errors = []
     with fl.Session(graph=graph) as sess:
         sess.run(y, {x: np.zeros(1, np.float32)})
 
         def worker(seed):
             r = np.random.default_rng(seed)
-            try:
-                for _ in range(200):
-                    xv = r.standard_normal(int(r.integers(1, 50))).astype(np.float32)
-                    np.testing.assert_allclose(sess.run(y, {x: xv}), 1 / (1 + np.exp(-xv)) + xv,
-                                               rtol=1e-5, atol=1e-6)
-                    if seed == 0:
-                        sess._routes.clear()      # a route dropped while others use it
-            except Exception as e:                # reported by the main thread
-                errors.append(e)
+            for _ in range(200):
+                xv = r.standard_normal(int(r.integers(1, 50))).astype(np.float32)
+                np.testing.assert_allclose(sess.run(y, {x: xv}), 1 / (1 + np.exp(-xv)) + xv,
+                                           rtol=1e-5, atol=1e-6)
+                if seed == 0:
+                    sess._routes.clear()          # a route dropped while others use it
 
-        threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert not errors, errors[0]
+        run_in_threads(worker, range(6))
