@@ -121,7 +121,10 @@ def _array_cases(t):
              *fl.split(x, [3, 13], axis=1), *fl.unstack(t["x3"], axis=0),
              fl.one_hot(rows, 10), fl.one_hot(rows, 3, on_value=5, off_value=-1),
              fl.apply_op("UnsortedSegmentSum", [x, rows, fl.constant(4)], {}),
-             fl.apply_op("UnsortedSegmentSum", [t["i"], rows, fl.constant(4)], {})]
+             fl.apply_op("UnsortedSegmentSum", [t["i"], rows, fl.constant(4)], {}),
+             fl.apply_op("Range", [fl.constant(1), fl.size(rows), fl.constant(2)], {}),
+             fl.apply_op("Range", [fl.constant(0.5), fl.cast(fl.size(rows), fl.float32),
+                                   fl.constant(0.25)], {})]
     for dtype in (DType.f32, DType.f64):
         made += [fl.random_uniform([5, 7], dtype=dtype, seed=1),
                  fl.random_normal([5, 7], dtype=dtype, seed=2),
@@ -145,6 +148,7 @@ def _conv_cases(t):
     mp = fl.apply_op("MaxPool", [x4], pool)
     ap = fl.apply_op("AvgPool", [x4], dict(pool, padding="SAME"))
     made += [mp, ap, fl.apply_op("MaxPoolGrad", [x4, mp, fl.ones_like(mp)], pool),
+             fl.apply_op("MaxPoolGradGrad", [x4, mp, x4 * 2.0], pool),
              fl.apply_op("AvgPoolGrad", [fl.constant([2, 3, 4, 5]), fl.ones_like(ap)],
                          dict(pool, padding="SAME"))]
     return made

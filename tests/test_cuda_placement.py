@@ -18,7 +18,7 @@ GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
 def _mlp_training_graph():
     """The README's MLP with Adam: inputs on the CPU, the model and its training on GPU:0,
-    plus one op without a GPU kernel (a Range over a run-time length) inside the GPU block."""
+    plus one op without a GPU kernel (a DynamicPartition of the logits) inside the GPU block."""
     g = fl.Graph()
     with g.as_default():
         with fl.device("/cpu:0"):
@@ -28,8 +28,7 @@ def _mlp_training_graph():
             w = fl.Variable(fl.glorot_uniform_initializer(seed=1), shape=[64, 10], name="w")
             b = fl.Variable(fl.zeros_initializer(), shape=[10], name="b")
             logits = fl.matmul(x, w) + b
-            positions = fl.range(fl.shape(y)[0])
-            top = fl.gather(logits, positions)
+            top = fl.dynamic_partition(logits, y % 2, 2)[0]
             loss = fl.reduce_mean(fl.nn.sparse_softmax_cross_entropy_with_logits(
                 labels=y, logits=logits))
             train = fl.train.AdamOptimizer(0.01).minimize(
@@ -55,8 +54,8 @@ def test_training_graph_splits_into_cpu_and_gpu_subgraphs():
     cpu_ops = {n.op for n in parts[CPU0]}
     assert {"MatMul", "SparseSoftmaxCrossEntropyWithLogits", "ReadVariableOp",
             "AssignSubVariableOp", "AssignAddVariableOp"} <= gpu_ops
-    assert "Range" in cpu_ops and "Range" not in gpu_ops
-    assert "GatherV2" in gpu_ops
+    assert "DynamicPartition" in cpu_ops and "DynamicPartition" not in gpu_ops
+    assert "FloorMod" in gpu_ops
     for n in parts[GPU0]:
         if n.op not in ("_Send", "_Recv", "Placeholder", "Const", "NoOp", "_Sink", "_Retval"):
             assert has_cuda_kernel(n), f"{n.name} ({n.op}) is on the GPU without a GPU kernel"
@@ -73,17 +72,17 @@ def test_training_graph_splits_into_cpu_and_gpu_subgraphs():
         assert send.attrs["recv_device"] == dst and recv.attrs["send_device"] == src
     crossing = {(sends[k][0], sends[k][1].inputs[0].node.name) for k in sends}
     assert (CPU0, "x") in crossing and (CPU0, "y") in crossing       # feeds go to the GPU
-    assert any(dev == GPU0 for dev, _ in crossing)                   # the range's limit comes back
+    assert any(dev == GPU0 for dev, _ in crossing)                   # the logits come back
 
 
 def test_an_op_without_a_gpu_kernel_falls_back_with_a_note():
     step, ctx = _placed(*_mlp_training_graph())
     report = ctx.placement_report
-    ranges = [n for n in step.graph if n.op == "Range"]
-    assert ranges and all(n.assigned_device == CPU0 for n in ranges)
+    parts = [n for n in step.graph if n.op == "DynamicPartition"]
+    assert parts and all(n.assigned_device == CPU0 for n in parts)
     text = report.text(step.graph)
-    assert "no GPU kernel for Range" in text
-    assert any("Range" in note and "placed on CPU:0" in note for note in report.notes)
+    assert "no GPU kernel for DynamicPartition" in text
+    assert any("DynamicPartition" in note and "placed on CPU:0" in note for note in report.notes)
 
 
 def test_a_gpu_request_without_a_gpu_device_is_still_an_error():

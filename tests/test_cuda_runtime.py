@@ -68,6 +68,29 @@ def test_gpu_kernels_match_the_interpreter(tmp_path, rng):
             assert_same(w, v, f"fetch {k}")
 
 
+def test_range_and_max_pool_grad_grad_on_the_gpu_match_the_interpreter(tmp_path, rng):
+    """Range over a run-time length (its bounds copied to the host) and MaxPoolGradGrad, whose
+    window maxima must be the ones MaxPoolGrad routes to (ties included)."""
+    g = fl.Graph()
+    with g.as_default():
+        ids = fl.placeholder(fl.int32, [None], name="ids")
+        x = fl.placeholder(fl.float32, [2, 5, 6, 3], name="x")
+        pool = {"ksize": [1, 2, 3, 1], "strides": [1, 2, 2, 1], "padding": "SAME"}
+        mp = fl.apply_op("MaxPool", [x], pool)
+        fetches = [fl.apply_op("Range", [fl.constant(7), fl.size(ids), fl.constant(-2)], {}),
+                   fl.apply_op("Range", [fl.constant(0.5), fl.cast(fl.size(ids), fl.float32),
+                                         fl.constant(0.25)], {}),
+                   fl.apply_op("MaxPoolGradGrad", [x, mp, x * 3.0 + 1.0], pool)]
+    xv = rng.integers(-2, 3, (2, 5, 6, 3)).astype(np.float32)      # ties in most windows
+    values = [np.arange(3, dtype=np.int32), xv]
+    feeds = [ids, x]
+    with fl.Session(graph=g, backend="interpreter") as s:
+        want = s.run(fetches, dict(zip(feeds, values)))
+    got = _run_on_gpu(_gpu_artifact(g, feeds, fetches, tmp_path / "art"), values)
+    for k, (w, v) in enumerate(zip(want, got)):
+        assert_same(np.asarray(w), v, f"fetch {k}")
+
+
 def test_philox_uniform_numbers_are_the_cpus(tmp_path):
     g = fl.Graph()
     with g.as_default():

@@ -1,8 +1,8 @@
 """GPU kernels of array ops: fills (ZerosLike, OnesLike, Fill), Shape/Size/Rank (computed on
 the host from the dims, then copied), and data movement as index maps (Transpose, Slice,
 Tile, Pad, StridedSlice, ConcatV2, Pack, Split, SplitV, Unpack, GatherV2, OneHot) plus
-UnsortedSegmentSum (atomic adds; the gradient
-of a gather).
+UnsortedSegmentSum (atomic adds; the gradient of a gather) and Range (its bounds read on the
+host, where they are not constants).
 
 Every output element is computed by one iteration of a grid-stride loop that recovers its
 coordinates from the flat index. Shape-like inputs (a permutation, slice bounds, an axis)
@@ -19,7 +19,8 @@ from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 from compiler.ir.graph import Node
 from compiler.ops.array import (_add, _c, _constant_axis, _contiguous_strides, _dim, _mul,
                                 _normalize_axis, _pad_plan, _split_v_plan, _strided_slice_plan,
-                                _used_step, _values, check_even_split)
+                                _used_step, _values, check_even_split, range_checks,
+                                range_operands)
 from runtime.dtypes import DType
 
 # Atomic adds exist for these (UnsortedSegmentSum).
@@ -300,6 +301,25 @@ def _segment_sum(kc: KernelContext) -> str:
     return zero + "\n" + launch.launch(body, data.size)
 
 
+def _range(kc: KernelContext) -> str:
+    """out[i] = start + i * delta (integers in wrapping 64-bit steps, as the C kernel), after
+    the C target's checks of start, limit and delta on the host (their host copies)."""
+    range_checks(kc)
+    out = kc.out
+    start, _, delta = range_operands(kc)
+    launch = CudaLaunch(kc, "range")
+    o = launch.ptr(out, writable=True)
+    n = launch.value(out.size)
+    t = out.ctype
+    if out.dtype.is_integer:
+        s, d = launch.value(f"(int64_t)({start})"), launch.value(f"(int64_t)({delta})")
+        value = f"({t})(int64_t)((uint64_t){s} + (uint64_t)i * (uint64_t){d})"
+    else:
+        s, d = launch.value(start, t), launch.value(delta, t)
+        value = f"({t}){s} + ({t})i * ({t}){d}"
+    return launch.launch(f"{kc.target.grid_stride_loop('i', n)} {o}[i] = {value};", out.size)
+
+
 def _segment_supports(node: Node) -> bool:
     return (constant_inputs(2)(node) and node.attrs.get("T") in _ATOMIC
             and len(node.inputs[1].shape or ()) == 1)
@@ -330,3 +350,4 @@ register_cuda_kernel("Unpack", _unpack)
 register_cuda_kernel("StridedSlice", _strided_slice, supports=constant_inputs(1, 2, 3))
 register_cuda_kernel("OneHot", _one_hot, supports=_one_hot_supports)
 register_cuda_kernel("UnsortedSegmentSum", _segment_sum, supports=_segment_supports)
+register_cuda_kernel("Range", _range, host_inputs=(0, 1, 2))

@@ -1,4 +1,5 @@
-"""GPU kernels of Conv2D, its two backprops, MaxPool, AvgPool and their gradients (NHWC).
+"""GPU kernels of Conv2D, its two backprops, MaxPool, AvgPool and their gradients, and
+MaxPoolGradGrad (NHWC).
 
 The geometry and every shape check are the C target's (``compiler/ops/conv.py``): sizes,
 output sizes and padding are host expressions passed to the kernels. The kernels are direct
@@ -13,6 +14,7 @@ from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.graph import Node
 from compiler.ops.conv import _c_geometry, _out_dims
+from compiler.ops.nn_grad import max_pool_grad_grad_dims, max_pool_grad_grad_geometry
 
 _PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
           "Conv2DBackpropInput": ("bwd_input", {"f": 1, "dy": 2}),
@@ -20,11 +22,18 @@ _PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
           "MaxPool": ("max_pool", {"x": 0}),
           "AvgPool": ("avg_pool", {"x": 0}),
           "MaxPoolGrad": ("max_pool_grad", {"x": 0, "dy": 2}),
-          "AvgPoolGrad": ("avg_pool_grad", {"dy": 1})}
+          "AvgPoolGrad": ("avg_pool_grad", {"dy": 1}),
+          "MaxPoolGradGrad": ("max_pool_grad_grad", {"x": 0, "dy": 2})}
+
+
+def _geometry(kc: KernelContext):
+    if kc.node.op == "MaxPoolGradGrad":          # its checks, without the C kernel's function
+        return max_pool_grad_grad_geometry(kc, c_kernel=False)
+    return _c_geometry(kc)
 
 
 def _conv(kc: KernelContext) -> str:
-    geo = _c_geometry(kc)
+    geo = _geometry(kc)
     part, inputs = _PARTS[kc.node.op]
     out = kc.out
     launch = CudaLaunch(kc, part)
@@ -59,6 +68,11 @@ def _supports(node: Node) -> bool:
     return node.attrs.get("data_format", "NHWC") == "NHWC"
 
 
+def _grad_grad_dims(kc: KernelContext):
+    return max_pool_grad_grad_dims(kc, c_kernel=False)
+
+
 for _op in _PARTS:
-    register_cuda_kernel(_op, _conv, output_dims=_out_dims, supports=_supports,
+    register_cuda_kernel(_op, _conv, supports=_supports,
+                         output_dims=_grad_grad_dims if _op == "MaxPoolGradGrad" else _out_dims,
                          host_inputs=(_SIZES[_op],) if _op in _SIZES else ())

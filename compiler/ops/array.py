@@ -1583,8 +1583,19 @@ def _range_kernel(ctx, start, limit, delta):
     return start.reshape(()) + steps * delta.reshape(())
 
 
+def range_operands(kc: KernelContext) -> List[str]:
+    """start, limit and delta as host C expressions: a literal for a constant input, else the
+    input's first element (on the GPU, the emitter's host copy of it: ``host_inputs``)."""
+    out = []
+    for i, x in enumerate(kc.inputs):
+        value = kc.input_value(i)
+        out.append(kc.literal(_scalar(value), kc.out.dtype) if value is not None
+                   else f"{x.data}[0]")
+    return out
+
+
 def _range_c_dims(kc: KernelContext) -> List[List[str]]:
-    start, limit, delta = (f"{x.data}[0]" for x in kc.inputs)
+    start, limit, delta = range_operands(kc)
     dtype = kc.out.dtype
     if dtype.is_integer:
         count = f"flowc_arr_range_count_int((int64_t){start}, (int64_t){limit}, (int64_t){delta})"
@@ -1593,9 +1604,10 @@ def _range_c_dims(kc: KernelContext) -> List[List[str]]:
     return [[count]]
 
 
-def _range_c(kc: KernelContext) -> str:
+def range_checks(kc: KernelContext) -> str:
+    """TensorFlow's checks of start, limit and delta as run-time checks; the element count."""
     _support(kc)
-    start, limit, delta = (f"{x.data}[0]" for x in kc.inputs)
+    start, limit, delta = range_operands(kc)
     out = kc.out
     integer = out.dtype.is_integer
     fmt, cast = ("%lld", "(long long)") if integer else ("%g", "(double)")
@@ -1607,8 +1619,15 @@ def _range_c(kc: KernelContext) -> str:
              f"Requires start >= limit when delta < 0: {fmt}/{fmt}", *bounds)
     count = _range_c_dims(kc)[0][0]
     kc.check(f"{count} >= 0", f"Requires ((limit - start) / delta) <= {INT64_MAX}")
-    _check_alloc(kc, [count], out.dtype.itemsize)
-    return kc.render("array_range.c.j2", start=start, delta=delta, integer=integer)
+    return count
+
+
+def _range_c(kc: KernelContext) -> str:
+    count = range_checks(kc)
+    _check_alloc(kc, [count], kc.out.dtype.itemsize)
+    start, _, delta = range_operands(kc)
+    return kc.render("array_range.c.j2", start=start, delta=delta,
+                     integer=kc.out.dtype.is_integer)
 
 
 register_op("Range", inputs=["start: Tidx", "limit: Tidx", "delta: Tidx"], outputs=["output: Tidx"],

@@ -463,15 +463,17 @@ def _max_pool_grad_grad_ref(ctx, x: np.ndarray, y: np.ndarray, gx: np.ndarray) -
     return picked.reshape(best.shape)
 
 
-def _max_pool_grad_grad_geometry(kc: KernelContext) -> "conv.CGeometry":
-    """The window geometry in C; the first call adds the run-time checks of the input shapes."""
+def max_pool_grad_grad_geometry(kc: KernelContext, c_kernel: bool = True) -> "conv.CGeometry":
+    """The window geometry in C; the first call adds the run-time checks of the input shapes
+    (and, with ``c_kernel``, the C kernel's function to the module: not for the GPU's)."""
     cached = getattr(kc, "_pool_grad_grad_geometry", None)
     if cached is not None:
         return cached
     g = conv._geometry(kc.attrs, kc.error, ksize=True)
     x, y, gx = kc.inputs
     sfx = conv._helpers(kc, kc.out.dtype)          # the window and pooling helpers first
-    kc.module.add_global(kc.render("pool_grad_grad.c.j2", sfx=sfx, T=kc.out.ctype))
+    if c_kernel:
+        kc.module.add_global(kc.render("pool_grad_grad.c.j2", sfx=sfx, T=kc.out.ctype))
     k = kc.attr("ksize")
     geo = conv.CGeometry(x.dims, str(k[1]), str(k[2]), x.dim(3), g)
     conv.check_output_sizes(kc, geo)
@@ -484,15 +486,15 @@ def _max_pool_grad_grad_geometry(kc: KernelContext) -> "conv.CGeometry":
     return geo
 
 
-def _max_pool_grad_grad_dims(kc: KernelContext) -> List[List[str]]:
-    dims = _max_pool_grad_grad_geometry(kc).out_dims()
+def max_pool_grad_grad_dims(kc: KernelContext, c_kernel: bool = True) -> List[List[str]]:
+    dims = max_pool_grad_grad_geometry(kc, c_kernel).out_dims()
     kc.check(f"flowc_conv_dims_ok({', '.join(dims)}, {kc.out.dtype.itemsize})",
              "the output shape is too large (its byte size overflows int64)")
     return [dims]
 
 
 def _max_pool_grad_grad_c(kc: KernelContext) -> str:
-    geo = _max_pool_grad_grad_geometry(kc)
+    geo = max_pool_grad_grad_geometry(kc)
     x, _, gx = kc.inputs
     return (f"flowc_max_pool_grad_grad_{kc.out.dtype.ir_name}({x.data}, {gx.data}, "
             f"{kc.out.data}, {geo.call_args()});")
@@ -501,6 +503,6 @@ def _max_pool_grad_grad_c(kc: KernelContext) -> str:
 conv._register("MaxPoolGradGrad", ["orig_input: T", "orig_output: T", "grad: T"],
                _max_pool_grad_grad_shape, _max_pool_grad_grad_ref, outputs=["output: T"],
                attrs=conv._POOL_ATTRS, c_kernel=_max_pool_grad_grad_c,
-               c_output_dims=_max_pool_grad_grad_dims, group="other",
+               c_output_dims=max_pool_grad_grad_dims, group="other",
                doc="Per MaxPool output element, grad at the first maximum of its window in "
                    "orig_input (the gradient of MaxPoolGrad w.r.t. grad).")
