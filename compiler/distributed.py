@@ -162,9 +162,9 @@ class Master:
             first.close()
         self.cluster = ClusterSpec.from_json(status.get("cluster"), f"{target}'s cluster")
         self.target_task = (status["job"], int(status["task"]))
+        self._limits = (max_message_bytes, max_tensor_bytes)
         self.clients: Dict[Tuple[str, int], TaskClient] = {
-            (job, k): TaskClient(addr, task_name(job, k), token, max_message_bytes,
-                                 max_tensor_bytes)
+            (job, k): TaskClient(addr, task_name(job, k), token, *self._limits)
             for job, k, addr in self.cluster.tasks()}
         self._registered: Dict[Tuple[str, int], set] = {t: set() for t in self.clients}
         self._lock = threading.Lock()
@@ -174,8 +174,20 @@ class Master:
         for c in self.clients.values():
             c.close()
 
+    def _client(self, task: Tuple[str, int]) -> TaskClient:
+        """The client of ``task``; a new one where the old one lost its task
+        (``TaskClient.lost``), so a restarted task is reached at once, not after gRPC's
+        reconnect backoff."""
+        with self._lock:
+            c = self.clients[task]
+            if c.lost:
+                c.close()                   # it carries no call: every call on it fails
+                c = self.clients[task] = TaskClient(c.address, c.name, self.token,
+                                                    *self._limits)
+        return c
+
     def status(self, job: str, task: int) -> dict:
-        return self.clients[(job, task)].call("Status", {})[0]
+        return self._client((job, task)).call("Status", {})[0]
 
     # --- compiling and registering ----------------------------------------------------
     def compile(self, graph: Graph, feeds, fetches, targets,
@@ -199,7 +211,8 @@ class Master:
     def _check_alive(self, tasks: List[Tuple[str, int]]) -> None:
         """``Status`` of each task, with a short deadline: registering runs the C compiler and
         has a long one, so a task that is gone or hung is found here, by name."""
-        futures = [(self.clients[t], self.clients[t].future("Status", {})) for t in tasks]
+        clients = [self._client(t) for t in tasks]
+        futures = [(c, c.future("Status", {})) for c in clients]
         errors = []
         for client, f in futures:
             try:
@@ -213,7 +226,7 @@ class Master:
         # The IR text travels as a byte tensor, not in the header: a partition with large
         # constants is megabytes of text, and tensors stream in chunks past the message limit.
         ir = np.frombuffer(p.ir.encode(), dtype=np.uint8)
-        return self.clients[(p.job, p.task)].future(
+        return self._client((p.job, p.task)).future(
             "RegisterPartition", {"key": p.key, "feeds": p.feeds, "fetches": p.fetches,
                                   "names": ["ir"]}, [ir], timeout=REGISTER_TIMEOUT_S)
 
@@ -248,7 +261,7 @@ class Master:
                 done.notify_all()
 
         for p in step.partitions:
-            client = self.clients[(p.job, p.task)]
+            client = self._client((p.job, p.task))
             f = client.future("RunStep", dict(header, key=p.key, feeds=p.feeds),
                               [arrays[i] for i in p.feed_index], timeout=limit_s + RPC_SLACK_S)
             calls.append((p, client, f))

@@ -316,9 +316,14 @@ class TaskServer:
 
     # --- cross-task receives ------------------------------------------------------------
     def peer(self, job: str, task: int) -> TaskClient:
+        """The client of another task; a new one where the old one lost its task (a killed
+        task that is back would otherwise be unavailable to this one for up to the channel's
+        reconnect backoff, and the steps right after its restart would fail)."""
         with self._lock:
             c = self._peers.get((job, task))
-            if c is None:
+            if c is None or c.lost:
+                if c is not None:
+                    c.close()               # it carries no call: every call on it fails
                 c = self._peers[(job, task)] = TaskClient(
                     self.cluster.address(job, task), task_name(job, task), self.token,
                     self.max_message_bytes, self.limits.max_tensor_bytes)

@@ -402,8 +402,22 @@ class TaskClient:
         self._stream_response = self._channel.unary_stream(
             f"/{SERVICE}/{STREAM_RESPONSE}", request_serializer=_identity,
             response_deserializer=_identity)
+        # The channel's connectivity, kept by gRPC's watcher thread (see ``lost``).
+        self._state: Optional[grpc.ChannelConnectivity] = None
+        self._channel.subscribe(self._watch, try_to_connect=False)
+
+    def _watch(self, state: grpc.ChannelConnectivity) -> None:
+        self._state = state
+
+    @property
+    def lost(self) -> bool:
+        """The channel lost its task and waits out a reconnect backoff (up to
+        ``grpc.max_reconnect_backoff_ms``) before it tries again; until then every call fails
+        at once as unavailable, even when the task is back. A new client connects at once."""
+        return self._state is grpc.ChannelConnectivity.TRANSIENT_FAILURE
 
     def close(self) -> None:
+        self._channel.unsubscribe(self._watch)
         self._channel.close()
 
     def _metadata(self):

@@ -228,6 +228,38 @@ def test_cross_task_pairs_go_through_the_transport(graph):
     assert '"_RemoteSend"' in emit_c(g, [], []).source
 
 
+def test_a_task_reaches_a_restarted_peer_at_once():
+    """A task's client of a peer that went away waits out gRPC's reconnect backoff before it
+    tries again, failing every call until then even when the peer is back: the task makes a
+    new client for a peer whose channel lost it, so the first step after a restart gets
+    through (a killed and restarted PS task failed the worker's next receive)."""
+    import time
+    from runtime.server import TaskServer
+    spec = ClusterSpec.from_json({"ps": [f"localhost:{free_port()}"],
+                                  "worker": [f"localhost:{free_port()}"]})
+    worker = TaskServer(spec, "worker", 0).start()
+    try:
+        first = worker.peer("ps", 0)
+        for _ in range(3):                                    # nothing listens yet
+            with pytest.raises(UnavailableError, match="/job:ps/task:0"):
+                first.call("Status", {}, timeout=2)
+        deadline = time.monotonic() + 10
+        while not first.lost and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert first.lost
+        ps = TaskServer(spec, "ps", 0).start()
+        try:
+            second = worker.peer("ps", 0)
+            assert second is not first
+            header, _ = second.call("Status", {}, timeout=5)   # at once, no backoff to wait
+            assert header
+            assert worker.peer("ps", 0) is second               # kept while it is connected
+        finally:
+            ps.stop(0)
+    finally:
+        worker.stop(0)
+
+
 def _replica(worker: int, lr: float):
     """One worker's copy of a linear model whose parameters live on the PS task (between-graph
     replication: each worker's client builds its own graph over the same shared variables)."""
