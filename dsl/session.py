@@ -268,8 +268,9 @@ class Session:
         self.store = ResourceStore()             # variables and random streams: the state
         self._steps: Dict[Tuple, Executable] = {}
         self._plans: Dict[tuple, _Plan] = {}
-        # id(fetches) -> the C run path of their last step without options (_remember_route)
-        self._routes: Dict[int, tuple] = {}
+        # id(fetches) (for a list or tuple: its items' ids) -> the C run path of their last step
+        # without options (_remember_route)
+        self._routes: Dict[object, tuple] = {}
         self._lock = threading.Lock()
         self.compile_count = 0
         self._closed = False

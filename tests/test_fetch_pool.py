@@ -5,12 +5,12 @@ gives its block back and the next step of that size reuses it; a step that fails
 (an allocation fails, forced with the pool's test hook) releases every block it took.
 """
 import gc
-import threading
 
 import numpy as np
 import pytest
 
 import dsl as fl
+from oracle import run_in_threads
 from runtime.buffer_pool import fail_nth_allocation, pool_stats
 from runtime.errors import RuntimeExecutionError
 
@@ -141,11 +141,7 @@ def test_concurrent_steps_never_share_a_live_block(graph, rng):
                 want = _expected(v)
                 if not all(np.allclose(k, want, rtol=1e-5, atol=1e-6) for k in kept):
                     wrong.append(v)
-        threads = [threading.Thread(target=worker, args=(v,)) for v in inputs]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_in_threads(worker, inputs)
     assert not wrong
 
 
