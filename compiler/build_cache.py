@@ -1,7 +1,13 @@
-"""Where compiled things are cached on disk (``FLOWC_CACHE_DIR`` or ``~/.cache/flowc``)."""
+"""Where compiled things are cached on disk (``FLOWC_CACHE_DIR`` or ``~/.cache/flowc``), and
+how a built shared object enters the cache: a compiled module ``<key>.so`` counts as cached
+only beside a ``<key>.so.sha256`` stamp of its contents, written last, so a build cut short or
+a damaged file is built again; a source the compiler rejected is kept under ``failed/``."""
 from __future__ import annotations
 
 import os
+import shutil
+
+from runtime.artifact import sha256_file
 
 
 def cache_root() -> str:
@@ -14,3 +20,30 @@ def artifact_cache_dir() -> str:
     d = os.path.join(cache_root(), "artifacts")
     os.makedirs(d, exist_ok=True)
     return d
+
+
+def is_cached(so: str) -> bool:
+    """``so`` is in the cache, whole: its stamp names its contents' hash."""
+    stamp = so + ".sha256"
+    if not (os.path.exists(so) and os.path.exists(stamp)):
+        return False
+    with open(stamp) as f:
+        return f.read().strip() == sha256_file(so)
+
+
+def publish(built: str, so: str) -> None:
+    """Move the freshly built ``built`` to ``so`` and stamp it (both atomic renames)."""
+    digest = sha256_file(built)
+    os.replace(built, so)
+    stamp = so + ".sha256"
+    with open(stamp + ".tmp", "w") as f:
+        f.write(digest)
+    os.replace(stamp + ".tmp", stamp)
+
+
+def keep_failed_source(src: str, key: str) -> str:
+    """A copy of a source the compiler rejected, under the cache's ``failed/`` (its path)."""
+    kept = os.path.join(cache_root(), "failed", key + os.path.splitext(src)[1])
+    os.makedirs(os.path.dirname(kept), exist_ok=True)
+    shutil.copy(src, kept)
+    return kept

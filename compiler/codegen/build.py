@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 import runtime
-from compiler.build_cache import cache_root
+from compiler.build_cache import cache_root, is_cached, keep_failed_source, publish
 from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
 from compiler.codegen.unit_build import compile_units
-from runtime.artifact import sha256_file
 from compiler.errors import BuildError
 
 RUNTIME_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(runtime.__file__)), "csrc")
@@ -131,11 +130,8 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
     d = os.path.join(cache_dir(), "objects", key[:2])
     os.makedirs(d, exist_ok=True)
     so = os.path.join(d, key + ".so")
-    stamp = so + ".sha256"
-    if os.path.exists(so) and os.path.exists(stamp):
-        with open(stamp) as f:
-            if f.read().strip() == sha256_file(so):
-                return BuildResult(so, key, True)
+    if is_cached(so):
+        return BuildResult(so, key, True)
     units = 1
     if layout is not None:
         units = layout.unit_count(cc_jobs() if jobs is None else jobs, min_unit_cost())
@@ -154,16 +150,10 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
             cmd = [cc] + flags + [f"-Wa,-I{tmpdir}", src, "-o", out] + link + ["-lm"]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
-                keep = os.path.join(cache_dir(), "failed", key + ".c")
-                os.makedirs(os.path.dirname(keep), exist_ok=True)
-                shutil.copy(src, keep)
+                keep = keep_failed_source(src, key)
                 raise BuildError(f"the C compiler rejected generated code (source kept at {keep}):\n"
                                  + proc.stderr[-4000:])
-        digest = sha256_file(out)
-        os.replace(out, so)
-        with open(stamp + ".tmp", "w") as f:
-            f.write(digest)
-        os.replace(stamp + ".tmp", stamp)
+        publish(out, so)
         return BuildResult(so, key, False)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

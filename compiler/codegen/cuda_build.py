@@ -23,10 +23,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from compiler.build_cache import cache_root
+from compiler.build_cache import cache_root, is_cached, keep_failed_source, publish
 from compiler.codegen.build import RUNTIME_INCLUDE
 from compiler.errors import BuildError
-from runtime.artifact import sha256_file
 
 DEFAULT_ARCH = "sm_90"
 _ARCH = re.compile(r"^sm_(\d+)[a-z]?$")
@@ -130,12 +129,9 @@ def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "modu
     d = os.path.join(cache_root(), "cuda", key[:2])
     os.makedirs(d, exist_ok=True)
     so = os.path.join(d, key + ".so")
-    stamp = so + ".sha256"
     files = {kind: os.path.join(d, f"{key}.{kind}") for kind in _OUTPUTS}
-    if os.path.exists(stamp) and all(os.path.exists(p) for p in [so] + list(files.values())):
-        with open(stamp) as f:
-            if f.read().strip() == sha256_file(so):
-                return CudaBuildResult(so, key, True, arch, files)
+    if all(os.path.exists(p) for p in files.values()) and is_cached(so):
+        return CudaBuildResult(so, key, True, arch, files)
     tmpdir = tempfile.mkdtemp(prefix="flowc-nvcc-", dir=d)
     try:
         src = os.path.join(tmpdir, name + ".cu")
@@ -147,9 +143,7 @@ def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "modu
         cmd = [nvcc] + flags + ["--keep", "--keep-dir", keep, src, "-o", out] + link
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            kept = os.path.join(cache_root(), "failed", key + ".cu")
-            os.makedirs(os.path.dirname(kept), exist_ok=True)
-            shutil.copy(src, kept)
+            kept = keep_failed_source(src, key)
             raise BuildError(f"nvcc rejected generated CUDA (source kept at {kept}):\n"
                              + (proc.stderr or proc.stdout)[-4000:])
         for kind, pattern in _OUTPUTS.items():
@@ -158,11 +152,7 @@ def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "modu
             if not matches:
                 raise BuildError(f"nvcc did not leave a {kind} file for {name}")
             shutil.copyfile(matches[0], files[kind])
-        digest = sha256_file(out)
-        os.replace(out, so)
-        with open(stamp + ".tmp", "w") as f:
-            f.write(digest)
-        os.replace(stamp + ".tmp", stamp)
+        publish(out, so)                # the stamp last: the files above are in place
         return CudaBuildResult(so, key, False, arch, files)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
