@@ -33,6 +33,26 @@ def test_object_cache_hit_and_corrupt_entry_rebuilt(tmp_path, monkeypatch):
     CModule(rebuilt.path)                              # loads: it is a real module again
 
 
+def test_rejected_sources_are_kept_and_named_and_nothing_is_cached(tmp_path, monkeypatch):
+    """A source the C compiler (or nvcc, where it is installed) rejects: a BuildError naming
+    where the source was kept, the source there as it was, and no cached object left."""
+    import pytest
+    from compiler.codegen.cuda_build import build_cuda_module, find_nvcc
+    from compiler.errors import BuildError
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FLOWC_CC_JOBS", "1")
+    builds = [(build_shared_object, SOURCE + "\nint broken(void) { return }\n")]
+    if find_nvcc() is not None:
+        builds.append((build_cuda_module, "__global__ void broken() { return }\n"))
+    for build, source in builds:
+        with pytest.raises(BuildError, match="source kept at") as e:
+            build(source)
+        kept = str(e.value).split("source kept at ")[1].split(")")[0]
+        with open(kept) as f:
+            assert f.read() == source
+    assert not glob.glob(os.path.join(str(tmp_path), "*", "*", "*.so"))
+
+
 def _graph():
     g = fl.Graph()
     with g.as_default():
