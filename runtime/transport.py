@@ -375,6 +375,13 @@ def channel_options(max_message_bytes: int) -> list:
             ("grpc.max_reconnect_backoff_ms", 2000)]
 
 
+try:                                             # gRPC core's connectivity state code
+    from grpc._cython import cygrpc as _cygrpc
+    _TRANSIENT_FAILURE = _cygrpc.ConnectivityState.transient_failure
+except (ImportError, AttributeError):            # then no client is ever taken as lost
+    _TRANSIENT_FAILURE = object()
+
+
 def task_name(job: str, task: int) -> str:
     return f"/job:{job}/task:{task}"
 
@@ -402,22 +409,23 @@ class TaskClient:
         self._stream_response = self._channel.unary_stream(
             f"/{SERVICE}/{STREAM_RESPONSE}", request_serializer=_identity,
             response_deserializer=_identity)
-        # The channel's connectivity, kept by gRPC's watcher thread (see ``lost``).
-        self._state: Optional[grpc.ChannelConnectivity] = None
-        self._channel.subscribe(self._watch, try_to_connect=False)
-
-    def _watch(self, state: grpc.ChannelConnectivity) -> None:
-        self._state = state
 
     @property
     def lost(self) -> bool:
         """The channel lost its task and waits out a reconnect backoff (up to
         ``grpc.max_reconnect_backoff_ms``) before it tries again; until then every call fails
-        at once as unavailable, even when the task is back. A new client connects at once."""
-        return self._state is grpc.ChannelConnectivity.TRANSIENT_FAILURE
+        at once as unavailable, even when the task is back. A new client connects at once.
+
+        The state is read from the channel's core object, as gRPC's own connectivity watcher
+        reads it (``subscribe`` runs a polling thread that fails when the channel is closed
+        under it); where that is not there, a channel is never taken as lost."""
+        try:
+            state = self._channel._channel.check_connectivity_state(False)
+        except (AttributeError, ValueError):
+            return False
+        return state == _TRANSIENT_FAILURE
 
     def close(self) -> None:
-        self._channel.unsubscribe(self._watch)
         self._channel.close()
 
     def _metadata(self):
