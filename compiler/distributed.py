@@ -162,9 +162,9 @@ class Master:
             first.close()
         self.cluster = ClusterSpec.from_json(status.get("cluster"), f"{target}'s cluster")
         self.target_task = (status["job"], int(status["task"]))
-        self._limits = (max_message_bytes, max_tensor_bytes)
         self.clients: Dict[Tuple[str, int], TaskClient] = {
-            (job, k): TaskClient(addr, task_name(job, k), token, *self._limits)
+            (job, k): TaskClient(addr, task_name(job, k), token, max_message_bytes,
+                                 max_tensor_bytes)
             for job, k, addr in self.cluster.tasks()}
         self._registered: Dict[Tuple[str, int], set] = {t: set() for t in self.clients}
         self._lock = threading.Lock()
@@ -181,9 +181,7 @@ class Master:
         with self._lock:
             c = self.clients[task]
             if c.lost:
-                c.close()                   # it carries no call: every call on it fails
-                c = self.clients[task] = TaskClient(c.address, c.name, self.token,
-                                                    *self._limits)
+                c = self.clients[task] = c.renewed()
         return c
 
     def status(self, job: str, task: int) -> dict:

@@ -65,19 +65,15 @@ class MultiDeviceExecutable:
         self._rv_init = lib.flowc_rendezvous_init
         self._rv_abort = lib.flowc_rendezvous_abort
         self._rv_destroy = lib.flowc_rendezvous_destroy
+        # A one-device step wrapped only because it does not read every feed (a step fed
+        # values it does not use) runs its part alone: no rendezvous, no worker thread.
+        only = parts[0] if len(parts) == 1 and not rendezvous_slots else None
+        self._single = (only if only is not None
+                        and only.fetches == list(range(len(self.fetches))) else None)
 
     @property
     def devices(self) -> List[str]:
         return [p.device for p in self.parts]
-
-    def single_device(self) -> Optional[DevicePart]:
-        """The one part of a one-device step that is wrapped only because it does not use
-        every feed (a step fed values it does not read): it then runs alone, with no
-        rendezvous or worker thread. None for a step of several devices."""
-        if len(self.parts) != 1 or self.slots:
-            return None
-        part = self.parts[0]
-        return part if part.fetches == list(range(len(self.fetches))) else None
 
     def run(self, feed_values: Sequence, store=None, timeout_ms: int = 0) -> List[np.ndarray]:
         if len(feed_values) != len(self.feeds):
@@ -90,7 +86,7 @@ class MultiDeviceExecutable:
              timeout_ms: int = 0) -> list:
         if store is None:
             store = self.parts[0].executable._own_store()
-        single = self.single_device()
+        single = self._single
         if single is not None:
             return single.executable.call([arrays[i] for i in single.feeds], scalars=scalars,
                                           store=store, timeout_ms=timeout_ms)

@@ -321,9 +321,9 @@ class TaskServer:
         reconnect backoff, and the steps right after its restart would fail)."""
         with self._lock:
             c = self._peers.get((job, task))
-            if c is None or c.lost:
-                if c is not None:
-                    c.close()               # it carries no call: every call on it fails
+            if c is not None and c.lost:
+                c = self._peers[(job, task)] = c.renewed()
+            elif c is None:
                 c = self._peers[(job, task)] = TaskClient(
                     self.cluster.address(job, task), task_name(job, task), self.token,
                     self.max_message_bytes, self.limits.max_tensor_bytes)

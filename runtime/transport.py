@@ -425,6 +425,13 @@ class TaskClient:
             return False
         return state == _TRANSIENT_FAILURE
 
+    def renewed(self) -> "TaskClient":
+        """A new client of the same task (token and limits), for one that is ``lost``; this
+        one is closed (it carries no call: every call on it fails)."""
+        self.close()
+        return TaskClient(self.address, self.name, self.token, self.limits.max_message_bytes,
+                          self.limits.max_tensor_bytes)
+
     def close(self) -> None:
         self._channel.close()
 
