@@ -21,6 +21,12 @@ this module adds:
   A session's ``ResourceStore`` does the same through the module's own exports
   (``flowc_cuda_var_to_host``/``_from_host``/``_release``), with no pycuda context needed.
 
+With ``FLOWC_CUDA_SIMULATOR=1`` the process has one simulated GPU instead of its real ones:
+modules are built for the architecture ``sim`` (flowc's CUDA simulator,
+``runtime/csrc/cuda_sim``: the same generated source, compiled by the system C++ compiler,
+its kernels run on the host) and no pycuda or driver is involved. A ``sim`` artifact loads
+with or without the variable set.
+
 What has run on a GPU, and what has only compiled: ``docs/cuda.md``.
 """
 from __future__ import annotations
@@ -50,6 +56,14 @@ class CudaUnavailable(FlowcError):
     """This process cannot use a GPU (the message says why)."""
 
 
+SIMULATED_ARCH = "sim"
+
+
+def simulated() -> bool:
+    """Whether this process runs its GPU on flowc's CUDA simulator (FLOWC_CUDA_SIMULATOR=1)."""
+    return os.environ.get("FLOWC_CUDA_SIMULATOR", "") not in ("", "0")
+
+
 def _driver():
     """pycuda.driver, initialized; CudaUnavailable naming what is missing."""
     try:
@@ -66,6 +80,8 @@ def _driver():
 
 def cuda_status() -> Tuple[bool, str]:
     """(whether a GPU is usable, why not): for skips and messages."""
+    if simulated():
+        return True, ""
     try:
         cuda = _driver()
     except CudaUnavailable as e:
@@ -80,6 +96,8 @@ def gpu_devices(job: str = "localhost", task: int = 0) -> List[str]:
     ok, _ = cuda_status()
     if not ok:
         return []
+    if simulated():
+        return [f"/job:{job}/replica:0/task:{task}/device:GPU:0"]
     import pycuda.driver as cuda
     return [f"/job:{job}/replica:0/task:{task}/device:GPU:{k}"
             for k in range(cuda.Device.count())]
@@ -89,6 +107,12 @@ class CudaContext:
     """The primary context of GPU ``index``, current on the thread while entered."""
 
     def __init__(self, index: int = 0):
+        self.simulated = simulated()
+        if self.simulated:
+            if index != 0:
+                raise CudaUnavailable(f"there is no GPU {index} (the CUDA simulator has one)")
+            self.index, self.device, self.context, self.arch = 0, None, None, SIMULATED_ARCH
+            return
         cuda = _driver()
         if index >= cuda.Device.count():
             raise CudaUnavailable(f"there is no GPU {index} (the driver reports "
@@ -100,10 +124,13 @@ class CudaContext:
         self.arch = f"sm_{major}{minor}"
 
     def __enter__(self) -> "CudaContext":
-        self.context.push()
+        if not self.simulated:
+            self.context.push()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.simulated:
+            return
         import pycuda.driver as cuda
         cuda.Context.pop()
 
@@ -120,7 +147,17 @@ class CudaModule(CModule):
     """A GPU device's module: the device code checked against this GPU, then the host object
     (the C module ABI, plus ``flowc_cuda_entry`` and ``flowc_cuda_var_release``)."""
 
-    def __init__(self, path: str, fatbin: str, arch: str, context: CudaContext):
+    def __init__(self, path: str, fatbin: Optional[str], arch: str,
+                 context: Optional[CudaContext]):
+        if arch == SIMULATED_ARCH:         # host code only: no device code, no GPU needed
+            _declare_cuda_abi()
+            super().__init__(path)
+            self.context = context
+            return
+        if context is None or context.simulated:
+            raise ArtifactError(f"{path}: a module built for {arch} needs a GPU; the CUDA "
+                                f"simulator runs modules built for '{SIMULATED_ARCH}' "
+                                "(--cuda-arch sim)")
         with context:
             with open(fatbin, "rb") as f:
                 image = f.read()
@@ -144,9 +181,11 @@ def load_cuda_artifact(path: str, context: Optional[CudaContext] = None) -> Arti
     def load_module(path: str, d: dict) -> CModule:
         kind = d.get("kind")
         if kind == "cuda":
-            shared[0] = shared[0] or CudaContext(0)
-            return CudaModule(os.path.join(path, d["module"]), os.path.join(path, d["fatbin"]),
-                              d.get("arch", "?"), shared[0])
+            arch = d.get("arch", "?")
+            if arch != SIMULATED_ARCH:
+                shared[0] = shared[0] or CudaContext(0)
+            fatbin = os.path.join(path, d["fatbin"]) if d.get("fatbin") else None
+            return CudaModule(os.path.join(path, d["module"]), fatbin, arch, shared[0])
         if kind == "cpu":
             return CModule(os.path.join(path, d["module"]))
         raise ArtifactError(f"{path}: device {d.get('device')} is of unknown kind {kind!r}")
@@ -158,13 +197,16 @@ def read_gpu_variable(var) -> np.ndarray:
     """The value of a GPU variable (a cffi ``flowc_var *``) as a numpy array (a device to
     host copy); call with the variable's context entered."""
     from runtime.dtypes import DType
-    import pycuda.driver as cuda
+    if not simulated():
+        import pycuda.driver as cuda
     if not var.initialized or var.value.data == ffi.NULL:
         raise FlowcError(f"variable '{ffi.string(var.name).decode()}' is not initialized")
     dtype = DType.from_code(var.value.dtype)
     shape = tuple(var.value.dims[k] for k in range(var.value.rank))
     out = np.empty(shape, dtype.np)
-    if out.nbytes:
+    if out.nbytes and simulated():
+        ffi.memmove(ffi.from_buffer(out), var.value.data, out.nbytes)
+    elif out.nbytes:
         cuda.memcpy_dtoh(out, int(ffi.cast("uintptr_t", var.value.data)))
     return out
 

@@ -37,3 +37,26 @@ def report_summary():
 def pytest_terminal_summary(terminalreporter):
     for line in _SUMMARY_LINES:
         terminalreporter.write_line(line)
+
+
+@pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu), "simulator"])
+def gpu_target(request, monkeypatch):
+    """Where a GPU test runs: on this machine's GPU (marked ``gpu``; skipped with the reason
+    where pycuda, a GPU or nvcc is missing), and on flowc's CUDA simulator (the generated
+    CUDA built by the C++ compiler, its kernels run on the host: every machine)."""
+    from dsl.session_devices import _detected_gpus
+    monkeypatch.delenv("FLOWC_CUDA_SIMULATOR", raising=False)
+    if request.param == "gpu":
+        from compiler.codegen.cuda_build import find_nvcc
+        from runtime.cuda_module import cuda_status
+        ok, why = cuda_status()
+        if not ok:
+            pytest.skip(f"no usable GPU: {why}")
+        if find_nvcc() is None:
+            pytest.skip("nvcc (the CUDA compiler) is not installed")
+    else:
+        monkeypatch.setenv("FLOWC_CUDA_SIMULATOR", "1")
+        monkeypatch.delenv("FLOWC_CUDA_ARCH", raising=False)
+    _detected_gpus.cache_clear()
+    yield request.param
+    _detected_gpus.cache_clear()

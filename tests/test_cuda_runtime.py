@@ -7,21 +7,14 @@ import numpy as np
 import pytest
 
 import dsl as fl
-from compiler.codegen.cuda_build import find_nvcc
 from compiler.passes.manager import PipelineOptions
 from compiler.step import make_step_graph, optimize, write_artifact
 from oracle import assert_same
-from runtime.cuda_module import cuda_status
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
-_OK, _WHY = cuda_status()
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not _OK, reason=f"no usable GPU: {_WHY}"),
-    pytest.mark.skipif(find_nvcc() is None, reason="nvcc (the CUDA compiler) is not installed"),
-]
+pytestmark = pytest.mark.usefixtures("gpu_target")      # a GPU, and the simulator
 
 
 def _gpu_artifact(g, feeds, fetches, path):

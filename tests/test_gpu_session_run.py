@@ -8,19 +8,12 @@ import numpy as np
 import pytest
 
 import dsl as fl
-from compiler.codegen.cuda_build import find_nvcc
 from gpu_session_models import cnn_batch, cnn_model, mlp_batch, mlp_model, train_losses
-from runtime.cuda_module import cuda_status
 
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 CPU_ONLY = fl.ConfigProto(device_count={"GPU": 0})
 
-_OK, _WHY = cuda_status()
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not _OK, reason=f"no usable GPU: {_WHY}"),
-    pytest.mark.skipif(find_nvcc() is None, reason="nvcc (the CUDA compiler) is not installed"),
-]
+pytestmark = pytest.mark.usefixtures("gpu_target")      # a GPU, and the simulator
 
 
 def _same_training(make_model, batch, steps, rtol):

@@ -1,9 +1,11 @@
-"""``flowc run``: load an artifact with the runtime alone, feed ``.npy`` files, print or save
+"""``flowc run``: load an artifact with the runtime alone (its GPU modules on this machine's
+GPU, or on the CUDA simulator where they were built for it), feed ``.npy`` files, print or save
 the fetched values; with ``--profile`` (an artifact compiled with ``--profile``), also the time
 of each kernel (``runtime/profile.py``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Dict, List, Sequence
@@ -11,7 +13,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from runtime import profile
-from runtime.artifact import Artifact, load_artifact
+from runtime.artifact import Artifact, load_artifact, verify_artifact
 from runtime.errors import FeedError, FlowcError
 
 
@@ -101,7 +103,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run one step of an artifact and print (or save) the fetched values."""
     if not os.path.isdir(args.artifact):
         raise CommandLineError(f"{args.artifact}: no such artifact folder")
-    artifact = load_artifact(args.artifact)
+    artifact, context = load_any_artifact(args.artifact)
+    with context:
+        return _run(args, artifact)
+
+
+def load_any_artifact(path: str):
+    """(the artifact, the context its runs need): CPU artifacts load with the runtime alone;
+    one with GPU modules through ``runtime.cuda_module`` (its GPU's context entered around
+    runs; none for modules built for the CUDA simulator)."""
+    devices = verify_artifact(path).get("devices") or ()
+    gpu = [d for d in devices if d.get("kind") == "cuda"]
+    if not gpu:
+        return load_artifact(path), contextlib.nullcontext()
+    from runtime.cuda_module import SIMULATED_ARCH, CudaContext, load_cuda_artifact
+    context = None
+    if any(d.get("arch") != SIMULATED_ARCH for d in gpu):
+        context = CudaContext(0)
+    return load_cuda_artifact(path, context), context or contextlib.nullcontext()
+
+
+def _run(args: argparse.Namespace, artifact: Artifact) -> int:
     if getattr(args, "checkpoint", None):
         artifact.restore(args.checkpoint)
     feeds = parse_feeds(args.feed)

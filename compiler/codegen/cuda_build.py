@@ -9,6 +9,10 @@ The architecture is ``sm_90`` (H100/H200) unless ``FLOWC_CUDA_ARCH`` or the call
 otherwise; nvcc is found as ``FLOWC_NVCC``, on ``PATH``, or under ``CUDA_HOME``/``/usr/local/cuda``.
 cuBLAS is used for matrix products where its header is found (``FLOWC_CUDA_CUBLAS=0`` turns it
 off); otherwise the generated tiled kernels run.
+
+The architecture ``sim`` builds for flowc's CUDA simulator instead (``runtime/csrc/cuda_sim``):
+the system C++ compiler builds the same source into a host object whose kernels run on the
+CPU. No nvcc is needed, and there is no device code (no cubin, fatbin or PTX).
 """
 from __future__ import annotations
 
@@ -24,10 +28,12 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from compiler.build_cache import cache_root, is_cached, keep_failed_source, publish
-from compiler.codegen.build import RUNTIME_INCLUDE
+from compiler.codegen.build import RUNTIME_INCLUDE, compiler_identity
 from compiler.errors import BuildError
 
 DEFAULT_ARCH = "sm_90"
+SIMULATED_ARCH = "sim"                   # flowc's CUDA simulator: the kernels run on the host
+SIMULATOR_INCLUDE = os.path.join(RUNTIME_INCLUDE, "cuda_sim")
 _ARCH = re.compile(r"^sm_(\d+)[a-z]?$")
 # What each build keeps besides the shared object: suffix in the artifact -> nvcc's file.
 _OUTPUTS = {"fatbin": "*.fatbin", "ptx": "*.ptx", "cubin": "*.sm_*.cubin"}
@@ -38,10 +44,14 @@ class NvccNotFound(BuildError):
 
 
 def cuda_arch(arch: Optional[str] = None) -> str:
-    """The target architecture, checked: ``sm_90`` unless given or set in FLOWC_CUDA_ARCH."""
-    arch = arch or os.environ.get("FLOWC_CUDA_ARCH") or DEFAULT_ARCH
-    if not _ARCH.match(arch):
-        raise BuildError(f"CUDA architecture '{arch}' is not of the form sm_NN (e.g. sm_90)")
+    """The target architecture, checked: ``sm_90`` unless given or set in FLOWC_CUDA_ARCH
+    (``sim`` where FLOWC_CUDA_SIMULATOR=1 makes the simulator the process's GPU)."""
+    from runtime.cuda_module import simulated
+    arch = (arch or os.environ.get("FLOWC_CUDA_ARCH")
+            or (SIMULATED_ARCH if simulated() else DEFAULT_ARCH))
+    if arch != SIMULATED_ARCH and not _ARCH.match(arch):
+        raise BuildError(f"CUDA architecture '{arch}' is not of the form sm_NN (e.g. sm_90), "
+                         f"nor '{SIMULATED_ARCH}' (the CUDA simulator)")
     return arch
 
 
@@ -117,8 +127,10 @@ def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "modu
                       features: Sequence[str] = ()) -> CudaBuildResult:
     """Compile ``source`` (a generated ``.cu``) for ``arch``; a BuildError naming nvcc's
     complaint (and keeping the source) if it is rejected, NvccNotFound without nvcc."""
-    nvcc = require_nvcc()
     arch = cuda_arch(arch)
+    if arch == SIMULATED_ARCH:
+        return _build_simulated(source, name)
+    nvcc = require_nvcc()
     cublas = cublas_available(nvcc)
     flags = nvcc_flags(arch, cublas)
     link = ["-lcublas"] if cublas else []
@@ -154,5 +166,45 @@ def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "modu
             shutil.copyfile(matches[0], files[kind])
         publish(out, so)                # the stamp last: the files above are in place
         return CudaBuildResult(so, key, False, arch, files)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def simulator_flags() -> List[str]:
+    return ["-x", "c++", "-std=c++17", "-O1", "-shared", "-fPIC", "-ffp-contract=off",
+            "-U_FORTIFY_SOURCE",
+            "-w", f"-I{SIMULATOR_INCLUDE}", f"-I{RUNTIME_INCLUDE}"]
+
+
+def _build_simulated(source: str, name: str) -> CudaBuildResult:
+    """``source`` built by the system C++ compiler against the CUDA simulator's header."""
+    cxx = os.environ.get("CXX", "c++")
+    headers = []
+    for path in (os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"),
+                 os.path.join(SIMULATOR_INCLUDE, "cuda_runtime.h")):
+        with open(path, "rb") as f:
+            headers.append(f.read())
+    flags = simulator_flags()
+    key = hashlib.sha256(b"\0".join([source.encode(), *headers, compiler_identity(cxx).encode(),
+                                     " ".join(flags).encode()])).hexdigest()
+    d = os.path.join(cache_root(), "cuda-sim", key[:2])
+    os.makedirs(d, exist_ok=True)
+    so = os.path.join(d, key + ".so")
+    if is_cached(so):
+        return CudaBuildResult(so, key, True, SIMULATED_ARCH)
+    tmpdir = tempfile.mkdtemp(prefix="flowc-cudasim-", dir=d)
+    try:
+        src = os.path.join(tmpdir, name + ".cu")
+        with open(src, "w") as f:
+            f.write(source)
+        out = os.path.join(tmpdir, name + ".so")
+        proc = subprocess.run([cxx] + flags + [src, "-o", out, "-lm", "-lpthread"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            kept = keep_failed_source(src, key)
+            raise BuildError(f"{cxx} rejected generated CUDA built for the CUDA simulator "
+                             f"(source kept at {kept}):\n" + (proc.stderr or proc.stdout)[-4000:])
+        publish(out, so)
+        return CudaBuildResult(so, key, False, SIMULATED_ARCH)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

@@ -138,7 +138,7 @@ class CudaLaunch:
         count = str(count)
         grid = threads or f"flowc_grid({count})"
         return (f"if ((int64_t)({count}) > 0) {{\n"
-                f"    {name}<<<{grid}, FLOWC_BLOCK, {shared}, flowc_stream>>>({', '.join(args)});\n"
+                f"    FLOWC_LAUNCH({name}, {grid}, FLOWC_BLOCK, {shared}, flowc_stream)({', '.join(args)});\n"
                 f"    FLOWC_LAUNCHED();\n}}")
 
 

@@ -1,5 +1,6 @@
 """GPU kernels of reductions: Sum, Mean, Prod, Max, Min, All, Any over constant axes, L2Loss,
-BiasAddGrad (one block per output element, a shared-memory tree inside the block), and
+BiasAddGrad (one thread per output element where each has few elements, else one block per
+output element with a shared-memory tree inside the block), and
 ArgMax/ArgMin (one thread per output, scanning the axis).
 
 Accumulators, identities and finishing steps are the C backend's (``c_reducer``): floats sum
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
-from compiler.codegen.cuda_launch import CudaLaunch
+from compiler.codegen.cuda_launch import CudaLaunch, device_loop
 from compiler.codegen.kernel_context import KernelContext, product
 from compiler.ops.math import unsigned_ctype
 from compiler.ops.nn import _channel_axis
@@ -49,15 +50,46 @@ def _slices(nout: str, count: str) -> int:
     return max(1, min(MAX_SLICES, -(-c // SLICE_ELEMENTS), 65535 // n))
 
 
+# At most this many elements per output: a thread per output (reduction_serial.cu.j2), not a
+# block. Where the count is known only at run time, the host picks one of the two kernels.
+SERIAL_MAX_COUNT = 32
+
+
 def block_reduce(kc: KernelContext, groups, acc: str, init: str, combine, final,
                  load=lambda v: v, hint: str = "reduce") -> str:
-    """Launch a block-per-output reduction of input 0 over ``groups`` ([(extent, reduced)])."""
+    """Launch a reduction of input 0 over ``groups`` ([(extent, reduced)]): a thread per
+    output where each has few elements, else a block per output (in two passes where a few
+    outputs have many elements each)."""
     nout_expr = product([e for e, r in groups if not r])
     count_expr = product([e for e, r in groups if r])
     slices = _slices(nout_expr, count_expr)
     if slices > 1:
         return _two_pass_reduce(kc, groups, acc, init, combine, final, load, hint,
                                 int(nout_expr), int(count_expr), slices)
+    args = (kc, groups, acc, init, combine, final, load, hint, nout_expr, count_expr)
+    if count_expr.isdigit():
+        return (_thread_per_output if int(count_expr) <= SERIAL_MAX_COUNT
+                else _block_per_output)(*args)
+    return (f"if ((int64_t)({count_expr}) <= {SERIAL_MAX_COUNT}) {{\n"
+            f"{_thread_per_output(*args)}\n}} else {{\n{_block_per_output(*args)}\n}}")
+
+
+def _thread_per_output(kc: KernelContext, groups, acc: str, init: str, combine, final, load,
+                       hint: str, nout_expr: str, count_expr: str) -> str:
+    x = kc.inputs[0]
+    launch = CudaLaunch(kc, hint + "_serial")
+    o, px = launch.ptr(kc.out, writable=True), launch.ptr(x)
+    kept, reduced = _group_strides(groups)
+    v = launch.value
+    body = kc.render("reduction_serial.cu.j2", acc=acc, init=init, combine=combine,
+                     final=final, load=load, kept=[(v(e), v(s)) for e, s in kept],
+                     reduced=[(v(e), v(s)) for e, s in reduced],
+                     loop=device_loop("oi", v(nout_expr)), count=v(count_expr), x=px, o=o)
+    return launch.launch(body, nout_expr)
+
+
+def _block_per_output(kc: KernelContext, groups, acc: str, init: str, combine, final, load,
+                      hint: str, nout_expr: str, count_expr: str) -> str:
     x = kc.inputs[0]
     launch = CudaLaunch(kc, hint)
     o, px = launch.ptr(kc.out, writable=True), launch.ptr(x)

@@ -1,0 +1,386 @@
+/* flowc's CUDA simulator: the part of the CUDA runtime API and of the device language that
+ * generated modules use, on the host. A GPU module built for the architecture "sim"
+ * (`--cuda-arch sim`, or a session under FLOWC_CUDA_SIMULATOR=1) is compiled by the system
+ * C++ compiler with this folder first on the include path, and runs on a CPU, as Numba's CUDA
+ * simulator runs Python kernels. It is for checking the generated kernels and their host
+ * sequencing where no GPU is at hand; it says nothing about speed, and nothing about what
+ * only a real GPU does (separate memory spaces, asynchronous streams, races between threads,
+ * an architecture's limits).
+ *
+ * - A launch runs its blocks one after another. The threads of a block are fibers on the
+ *   launching thread, switched at __syncthreads(), so barriers and __shared__ memory behave
+ *   as on a GPU. Every other block runs its threads in reverse order, and __shared__ arrays
+ *   (marked FLOWC_SHARED_FRESH in the kernel) start each block as 0xFF bytes, so a missing
+ *   barrier shows. A kernel whose first thread passes no barrier runs its other threads as
+ *   plain calls; a barrier that not every thread of a block reaches, or a launch shape a
+ *   GPU refuses, is an error of the launch (cudaGetLastError()).
+ * - Device memory is host memory. Each allocation is filled with 0xFF bytes (a NaN in every
+ *   float, -1 in every integer), so a kernel that reads what nobody wrote gives itself
+ *   away, and ends in a guard band that is checked when it is freed: a kernel that wrote
+ *   past the end is reported on stderr, and every later call of the module fails with
+ *   cudaErrorIllegalAddress, as a real GPU's context does after such a fault.
+ * - Streams are synchronous; atomics are host atomics.
+ */
+#ifndef FLOWC_CUDA_SIMULATOR_H
+#define FLOWC_CUDA_SIMULATOR_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <setjmp.h>
+#include <ucontext.h>
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#define FLOWC_CUDA_SIMULATED 1
+
+/* ---- the device language ---- */
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static thread_local        /* one block runs at a time per host thread */
+
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+static thread_local uint3 threadIdx, blockIdx;
+static thread_local dim3 blockDim, gridDim;
+
+static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+static inline double __dmul_rn(double a, double b) { volatile double r = a * b; return r; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, sizeof f); return f; }
+static inline double __longlong_as_double(long long u) { double f; memcpy(&f, &u, sizeof f); return f; }
+
+template <class T> static inline T atomicAdd(T *p, T v) {
+    T old, want;
+    __atomic_load(p, &old, __ATOMIC_RELAXED);
+    do { want = (T)(old + v); } while (!__atomic_compare_exchange(p, &old, &want, false,
+                                                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return old;
+}
+
+/* ---- the runtime API ---- */
+enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorIllegalAddress = 700,
+    cudaErrorLaunchFailure = 719,
+};
+typedef enum cudaError cudaError_t;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4,
+};
+typedef struct flowc_sim_stream *cudaStream_t;
+#define cudaStreamNonBlocking 0x01
+
+namespace flowc_sim {
+
+/* The module's fault (sticky, as a GPU context's is) and the calling thread's last error. */
+static const char *fault = NULL;
+static char fault_text[256];
+static thread_local cudaError_t last_error = cudaSuccess;
+static thread_local const char *last_message = NULL;
+
+static inline cudaError_t fail(cudaError_t e, const char *message) {
+    last_error = e;
+    last_message = message;
+    return e;
+}
+
+static inline cudaError_t ok(void) {
+    return fault ? fail(cudaErrorIllegalAddress, fault) : cudaSuccess;
+}
+
+/* An allocation: a header, the bytes, a guard band. */
+static const uint64_t kMagic = 0x666c6f7763736d31ULL;      /* "flowcsm1" */
+static const size_t kHead = 64, kGuard = 64;
+static const unsigned char kGuardByte = 0xA5;
+
+static inline cudaError_t allocate(void **p, size_t n) {
+    unsigned char *base = (unsigned char *)malloc(kHead + n + kGuard);
+    if (!base) return fail(cudaErrorMemoryAllocation, "out of memory");
+    ((uint64_t *)base)[0] = kMagic;
+    ((uint64_t *)base)[1] = n;
+    memset(base + kHead, 0xFF, n);
+    memset(base + kHead + n, kGuardByte, kGuard);
+    *p = base + kHead;
+    return ok();
+}
+
+static inline cudaError_t release(void *p) {
+    if (!p) return ok();
+    unsigned char *base = (unsigned char *)p - kHead;
+    if (((uint64_t *)base)[0] != kMagic)
+        return fail(cudaErrorInvalidValue, "cudaFree of a pointer that is not device memory");
+    const size_t n = ((uint64_t *)base)[1];
+    for (size_t k = 0; k < kGuard; k++) {
+        if (base[kHead + n + k] != kGuardByte) {
+            snprintf(fault_text, sizeof fault_text, "flowc CUDA simulator: a kernel wrote past the "
+                     "end of a %zu-byte device buffer (byte %zu after it; found when it was freed)",
+                     n, k);
+            fprintf(stderr, "%s\n", fault_text);
+            fault = fault_text;
+            break;
+        }
+    }
+    ((uint64_t *)base)[0] = 0;
+    free(base);
+    return ok();
+}
+
+/* The threads of a block, as fibers of the launching host thread. A fiber is made once
+   (ucontext, for its own stack) and then switched with _setjmp/_longjmp, which do not touch
+   the signal mask (swapcontext makes a system call per switch). A fiber loops: it runs the
+   kernel body for whatever block is being run, then waits to be resumed for the next. */
+enum { kReady = 0, kWaiting = 1, kDone = 2 };
+struct Fiber {
+    jmp_buf at;
+    void *stack = NULL;
+    bool parked = false;                /* between two runs of the body */
+};
+struct Block {
+    static const size_t kStack = 256 * 1024;
+    jmp_buf home;
+    ucontext_t boot_home, boot;
+    std::vector<Fiber> fibers;
+    std::vector<char> state;            /* kReady, kWaiting (at a barrier), kDone */
+    unsigned current = 0;
+    bool as_fibers = true;
+    bool misused_barrier = false;
+    const std::function<void()> *body = NULL;
+    uint64_t generation = 0;            /* blocks run so far: shared memory is fresh per block */
+    bool backwards = false;             /* resume order: every other block runs threads last-first */
+    std::vector<std::pair<void *, uint64_t> > fresh;   /* __shared__ arrays poisoned, when */
+    ~Block() { for (Fiber &f : fibers) if (f.stack) munmap(f.stack, kStack); }
+};
+static thread_local Block *running = NULL;
+
+static inline void enter_thread(unsigned t) {
+    threadIdx.x = t % blockDim.x;
+    threadIdx.y = (t / blockDim.x) % blockDim.y;
+    threadIdx.z = t / (blockDim.x * blockDim.y);
+}
+
+__attribute__((noinline)) static void fiber_main(void) {
+    Block *b = running;
+    if (!_setjmp(b->fibers[b->current].at))
+        swapcontext(&b->boot, &b->boot_home);          /* made: park until first resumed */
+    for (;;) {
+        b = running;
+        b->fibers[b->current].parked = false;
+        (*b->body)();
+        b->state[b->current] = kDone;
+        b->fibers[b->current].parked = true;
+        if (!_setjmp(b->fibers[b->current].at)) _longjmp(b->home, 1);
+    }
+}
+
+__attribute__((noinline)) static void syncthreads(void) {
+    Block *b = running;
+    if (!b->as_fibers) { b->misused_barrier = true; return; }
+    b->state[b->current] = kWaiting;
+    if (!_setjmp(b->fibers[b->current].at)) _longjmp(b->home, 1);
+}
+
+/* A __shared__ array at the start of a block: garbage (0xFF bytes), as on a GPU, so a read
+   of what no thread of this block wrote, or a missing barrier, shows. Called by every thread;
+   the first of the block (thread 0 or, running backwards, the last) poisons it. */
+static inline void fresh_shared(void *p, size_t n) {
+    Block *b = running;
+    for (auto &f : b->fresh)
+        if (f.first == p) {
+            if (f.second != b->generation) { memset(p, 0xFF, n); f.second = b->generation; }
+            return;
+        }
+    memset(p, 0xFF, n);
+    b->fresh.push_back(std::make_pair(p, b->generation));
+}
+
+/* (Re)make fiber t: a fresh stack frame of fiber_main, parked at its start. */
+static bool make_fiber(Block &b, unsigned t) {
+    Fiber &f = b.fibers[t];
+    if (!f.stack) {
+        void *s = mmap(NULL, Block::kStack, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (s == MAP_FAILED) return false;
+        f.stack = s;
+    }
+    if (getcontext(&b.boot) != 0) return false;
+    b.boot.uc_stack.ss_sp = f.stack;
+    b.boot.uc_stack.ss_size = Block::kStack;
+    b.boot.uc_link = NULL;
+    makecontext(&b.boot, fiber_main, 0);
+    b.current = t;
+    if (swapcontext(&b.boot_home, &b.boot) != 0) return false;
+    f.parked = true;
+    return true;
+}
+
+__attribute__((noinline)) static void resume(Block &b, unsigned t) {
+    b.current = t;
+    enter_thread(t);
+    b.state[t] = kReady;
+    if (!_setjmp(b.home)) _longjmp(b.fibers[t].at, 1);
+}
+
+/* One block: its first thread as a fiber; if it passed no barrier the rest are plain calls,
+   else every thread is a fiber, all resumed each time all of them wait at a barrier. Every
+   other block runs its threads last-first, so code that reads what another thread writes
+   without a barrier between sees it unwritten in one order or the other. */
+static cudaError_t run_block(Block &b, unsigned n) {
+    b.generation++;
+    b.backwards = !b.backwards;
+    if (b.fibers.size() < n) b.fibers.resize(n);
+    b.state.assign(n, kReady);
+    b.as_fibers = true;
+    b.misused_barrier = false;
+    for (unsigned t = 0; t < n; t++)
+        if (!b.fibers[t].parked && !make_fiber(b, t))
+            return fail(cudaErrorLaunchFailure, "the CUDA simulator cannot make a fiber");
+    const unsigned first = b.backwards ? n - 1 : 0;
+#define FLOWC_SIM_EACH_THREAD(t) \
+    for (unsigned k_ = 0, t = first; k_ < n; k_++, t = b.backwards ? n - 1 - k_ : k_)
+    resume(b, first);
+    if (b.state[first] == kDone) {
+        b.as_fibers = false;
+        FLOWC_SIM_EACH_THREAD(t) {
+            if (t == first) continue;
+            enter_thread(t);
+            b.current = t;
+            (*b.body)();
+        }
+        if (b.misused_barrier)
+            return fail(cudaErrorLaunchFailure, "__syncthreads() reached by some threads of a "
+                        "block and not by the first one run");
+        return cudaSuccess;
+    }
+    FLOWC_SIM_EACH_THREAD(t) if (t != first) resume(b, t);
+    for (;;) {
+        unsigned done = 0;
+        for (unsigned t = 0; t < n; t++) done += b.state[t] == kDone;
+        if (done == n) return cudaSuccess;
+        if (done != 0) {
+            /* Some threads ended while others wait: on a GPU the waiting ones hang. Their
+               fibers are abandoned and made again for the next launch. */
+            for (unsigned t = 0; t < n; t++)
+                if (b.state[t] == kWaiting) b.fibers[t].parked = false;
+            return fail(cudaErrorLaunchFailure, "__syncthreads() not reached by every thread "
+                        "of a block (some threads had returned)");
+        }
+        FLOWC_SIM_EACH_THREAD(t) resume(b, t);
+    }
+#undef FLOWC_SIM_EACH_THREAD
+}
+
+static inline cudaError_t run_grid(dim3 grid, dim3 block, const std::function<void()> &body) {
+    if (fault) return ok();
+    const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 ||
+        grid.z == 0 || grid.y > 65535 || grid.z > 65535)
+        return fail(cudaErrorInvalidConfiguration, "invalid configuration argument");
+    static thread_local Block b;
+    if (running) return fail(cudaErrorLaunchFailure, "a launch from inside a kernel");
+    b.body = &body;
+    running = &b;
+    blockDim = block;
+    gridDim = grid;
+    cudaError_t e = cudaSuccess;
+    for (unsigned z = 0; z < grid.z && e == cudaSuccess; z++)
+        for (unsigned y = 0; y < grid.y && e == cudaSuccess; y++)
+            for (unsigned x = 0; x < grid.x && e == cudaSuccess; x++) {
+                blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
+                e = run_block(b, (unsigned)threads);
+            }
+    running = NULL;
+    return e;
+}
+
+template <class... P> struct Launch {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    template <class... A> void operator()(A... args) const {
+        static_assert(sizeof...(A) == sizeof...(P), "a launch with the wrong number of arguments");
+        const std::function<void()> body = [&]() { kernel(static_cast<P>(args)...); };
+        run_grid(grid, block, body);
+    }
+};
+
+template <class... P>
+static inline Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared,
+                                  cudaStream_t) {
+    (void)shared;              /* dynamic shared memory: no generated kernel asks for any */
+    return Launch<P...>{kernel, grid, block};
+}
+
+}  // namespace flowc_sim
+
+#define __syncthreads() flowc_sim::syncthreads()
+#define FLOWC_SHARED_FRESH(array) flowc_sim::fresh_shared((array), sizeof(array))
+#define FLOWC_LAUNCH(kernel, grid, block, shared, stream) \
+    flowc_sim::launch(kernel, (grid), (block), (shared), (stream))
+
+static inline cudaError_t cudaGetLastError(void) {
+    cudaError_t e = flowc_sim::last_error;
+    flowc_sim::last_error = cudaSuccess;
+    return e != cudaSuccess ? e : flowc_sim::ok();
+}
+static inline const char *cudaGetErrorString(cudaError_t e) {
+    if (e == cudaSuccess) return "no error";
+    return flowc_sim::last_message ? flowc_sim::last_message : "error in the CUDA simulator";
+}
+static inline cudaError_t cudaSetDevice(int device) {
+    return device == 0 ? flowc_sim::ok()
+                       : flowc_sim::fail(cudaErrorInvalidDevice, "the CUDA simulator has one GPU");
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
+    *s = (cudaStream_t)malloc(1);
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return flowc_sim::ok(); }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return flowc_sim::ok(); }
+static inline cudaError_t cudaMalloc(void **p, size_t n) { return flowc_sim::allocate(p, n); }
+template <class T> static inline cudaError_t cudaMalloc(T **p, size_t n) {
+    return flowc_sim::allocate((void **)p, n);
+}
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) {
+    return flowc_sim::allocate(p, n);
+}
+template <class T> static inline cudaError_t cudaMallocAsync(T **p, size_t n, cudaStream_t) {
+    return flowc_sim::allocate((void **)p, n);
+}
+static inline cudaError_t cudaFree(void *p) { return flowc_sim::release(p); }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return flowc_sim::release(p); }
+static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind) {
+    if (n) memmove(dst, src, n);
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k,
+                                          cudaStream_t) {
+    return cudaMemcpy(dst, src, n, k);
+}
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+    if (n) memset(p, v, n);
+    return flowc_sim::ok();
+}
+template <class T> static inline cudaError_t cudaGetSymbolAddress(void **p, const T &symbol) {
+    *p = (void *)&symbol;
+    return flowc_sim::ok();
+}
+
+/* The module's sticky fault, for tests: NULL while none. */
+extern "C" const char *flowc_cuda_simulator_fault(void) { return flowc_sim::fault; }
+
+#endif

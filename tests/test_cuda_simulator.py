@@ -1,0 +1,140 @@
+"""Every op with a GPU kernel, run on flowc's CUDA simulator against the numpy interpreter.
+
+The cases are those of tests/test_cuda_compile.py (a case or several per op, every op with a
+GPU kernel, all placed on GPU:0). Here they run: the generated CUDA is built by the C++
+compiler against runtime/csrc/cuda_sim and its kernels run on the host, block by block, the
+threads of a block as fibers switched at __syncthreads(). This checks the kernels' indexing,
+barriers, error flags and the host code that sequences them on every machine; what only a
+real GPU shows (tests/test_cuda_runtime.py on one) it does not.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import dsl as fl
+from compiler.passes.manager import PipelineOptions
+from oracle import assert_same
+from runtime.dtypes import DType
+from runtime.errors import FlowcError
+from test_cuda_compile import CASE_GROUPS, build_case_graph
+
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+# Every case stays the op it is (no folding of constant inputs, no simplification).
+AS_WRITTEN = PipelineOptions(disable=("fold-constants", "simplify"))
+
+
+@pytest.fixture
+def simulator(gpu_target):
+    if gpu_target != "simulator":
+        pytest.skip("the simulator's own checks (tests/test_cuda_runtime.py runs on the GPU)")
+
+
+def _feed_values(feeds, rng, batch=6):
+    """A value for each placeholder of the case graphs: a `None` dim is `batch`; integers are
+    positive (they divide), labels index every table the cases gather from."""
+    values = {}
+    for p in feeds:
+        shape = tuple(batch if d is None else d for d in p.shape)
+        if p.op.name == "labels":
+            values[p] = rng.integers(0, 4, shape).astype(np.int32)
+        elif p.dtype == DType.bool:
+            values[p] = rng.random(shape) < 0.5
+        elif p.dtype == DType.i32:
+            values[p] = rng.integers(1, 6, shape).astype(np.int32)
+        else:
+            values[p] = rng.uniform(-2, 2, shape).astype(p.dtype.np)
+    return values
+
+
+def _compare(want, got, what):
+    want, got = np.asarray(want), np.asarray(got)
+    if want.dtype.kind == "f":
+        assert got.shape == want.shape and got.dtype == want.dtype, what
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, equal_nan=True, err_msg=what)
+    else:
+        assert_same(want, got, what)
+
+
+def _random(node):
+    return node.op in ("RandomUniform", "RandomStandardNormal", "TruncatedNormal",
+                       "RandomUniformInt")
+
+
+@pytest.mark.parametrize("group", CASE_GROUPS)
+def test_every_gpu_kernel_matches_the_interpreter(simulator, group, rng, capsys):
+    g, feeds, outs, ops = build_case_graph(group)
+    values = _feed_values(feeds, rng)
+    with g.as_default():
+        init = fl.global_variables_initializer()
+    with fl.Session(graph=g, backend="interpreter") as s:
+        s.run(init)
+        want = s.run(outs, values)
+    capsys.readouterr()
+    with fl.Session(graph=g, options=dataclasses.replace(AS_WRITTEN, log_device_placement=True)) as s:
+        s.run(init)
+        got = s.run(outs, values)
+    captured = capsys.readouterr()
+    report = captured.out + captured.err
+    on_cpu = [line for line in report.splitlines() if line.startswith("  ") and "/device:CPU:" in line]
+    assert GPU0 in report and not on_cpu, "\n".join(on_cpu)
+    for out, w, v in zip(outs, want, got):
+        what = f"{out.name} ({out.op.type})"
+        if _random(out.op.node):
+            # Same Philox streams; normal numbers go through the device's sinf/cosf/logf.
+            np.testing.assert_allclose(v, w, rtol=1e-5, atol=1e-6, err_msg=what)
+        else:
+            _compare(w, v, what)
+
+
+def test_state_ops_on_the_gpu_change_variables_as_the_interpreter_does(simulator, rng):
+    """Each assignment and scatter in its own step, the variable read back after each, in a
+    GPU session and an interpreter session fed the same values."""
+    g = fl.Graph()
+    with g.as_default(), fl.device("/device:GPU:0"):
+        rows = fl.placeholder(fl.int32, [None], name="rows")
+        upd = fl.placeholder(fl.float32, [None, 4], name="upd")
+        m = fl.placeholder(fl.float32, [5, 4], name="m")
+        v = fl.Variable(np.arange(20, dtype=np.float32).reshape(5, 4), name="v")
+        h = v.handle if hasattr(v, "handle") else v._handle
+        steps = [fl.apply_op("AssignAddVariableOp", [h, m], {}),
+                 fl.apply_op("AssignSubVariableOp", [h, m * 3.0], {}),
+                 fl.apply_op("ResourceScatterAdd", [h, rows, upd], {}),
+                 fl.apply_op("ResourceScatterSub", [h, rows, upd * 0.5], {}),
+                 fl.apply_op("ResourceScatterUpdate", [h, rows, upd], {}),
+                 fl.apply_op("AssignVariableOp", [h, m], {})]
+        read = fl.apply_op("ReadVariableOp", [h], {"dtype": DType.f32})
+        init = fl.global_variables_initializer()
+    feed = {rows: np.array([4, 0, 2], np.int32), m: rng.uniform(-1, 1, (5, 4)).astype(np.float32),
+            upd: rng.uniform(-1, 1, (3, 4)).astype(np.float32)}
+    seen = []
+    for backend in ("interpreter", "c"):
+        with fl.Session(graph=g, backend=backend) as s:
+            s.run(init)
+            trace = []
+            for op in steps:
+                s.run(op, feed)
+                trace.append(s.run(read))
+            if backend == "c":
+                assert s.variable_devices() == {"v": GPU0}
+            seen.append(trace)
+    for k, (w, x) in enumerate(zip(*seen)):
+        np.testing.assert_allclose(x, w, rtol=1e-6, err_msg=f"after step {k}")
+
+
+def test_a_failing_scatter_leaves_the_gpu_variable_unchanged(simulator):
+    g = fl.Graph()
+    with g.as_default(), fl.device("/device:GPU:0"):
+        rows = fl.placeholder(fl.int32, [None], name="rows")
+        v = fl.Variable(np.ones((3, 2), np.float32), name="v")
+        h = v.handle if hasattr(v, "handle") else v._handle
+        scatter = fl.apply_op("ResourceScatterAdd", [h, rows, fl.ones([2, 2])], {},
+                              name="scatter")
+        read = fl.apply_op("ReadVariableOp", [h], {"dtype": DType.f32})
+    with fl.Session(graph=g) as s:
+        s.run(v.initializer)
+        with pytest.raises(FlowcError, match="scatter"):
+            s.run(scatter, {rows: np.array([0, 7], np.int32)})
+        np.testing.assert_array_equal(s.run(read), np.ones((3, 2), np.float32))
