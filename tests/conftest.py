@@ -40,10 +40,11 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu), "simulator"])
-def gpu_target(request, monkeypatch):
+def gpu_target(request, monkeypatch, tmp_path_factory):
     """Where a GPU test runs: on this machine's GPU (marked ``gpu``; skipped with the reason
     where pycuda, a GPU or nvcc is missing), and on flowc's CUDA simulator (the generated
-    CUDA built by the C++ compiler, its kernels run on the host: every machine)."""
+    CUDA built by the C++ compiler, its kernels run on the host: every machine), where a
+    kernel found writing past a device buffer fails the test."""
     from dsl.session_devices import _detected_gpus
     monkeypatch.delenv("FLOWC_CUDA_SIMULATOR", raising=False)
     if request.param == "gpu":
@@ -57,6 +58,10 @@ def gpu_target(request, monkeypatch):
     else:
         monkeypatch.setenv("FLOWC_CUDA_SIMULATOR", "1")
         monkeypatch.delenv("FLOWC_CUDA_ARCH", raising=False)
+        faults = tmp_path_factory.mktemp("cuda-sim") / "faults.txt"
+        monkeypatch.setenv("FLOWC_CUDA_SIMULATOR_FAULTS", str(faults))
     _detected_gpus.cache_clear()
     yield request.param
     _detected_gpus.cache_clear()
+    if request.param == "simulator" and faults.exists():
+        pytest.fail(f"the CUDA simulator found a kernel writing out of bounds: {faults.read_text()}")

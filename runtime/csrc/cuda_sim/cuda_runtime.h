@@ -17,7 +17,8 @@
  * - Device memory is host memory. Each allocation is filled with 0xFF bytes (a NaN in every
  *   float, -1 in every integer), so a kernel that reads what nobody wrote gives itself
  *   away, and ends in a guard band that is checked when it is freed: a kernel that wrote
- *   past the end is reported on stderr, and every later call of the module fails with
+ *   past the end is reported on stderr (and appended to the file FLOWC_CUDA_SIMULATOR_FAULTS
+ *   names, where set), and every later call of the module fails with
  *   cudaErrorIllegalAddress, as a real GPU's context does after such a fault.
  * - Streams are synchronous; atomics are host atomics.
  */
@@ -132,6 +133,10 @@ static inline cudaError_t release(void *p) {
                      "end of a %zu-byte device buffer (byte %zu after it; found when it was freed)",
                      n, k);
             fprintf(stderr, "%s\n", fault_text);
+            /* and to FLOWC_CUDA_SIMULATOR_FAULTS, a file, where set (tests check it) */
+            const char *log = getenv("FLOWC_CUDA_SIMULATOR_FAULTS");
+            FILE *f = log && *log ? fopen(log, "a") : NULL;
+            if (f) { fprintf(f, "%s\n", fault_text); fclose(f); }
             fault = fault_text;
             break;
         }
