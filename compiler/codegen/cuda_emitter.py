@@ -448,17 +448,17 @@ def _gpu_index(graph: Graph) -> int:
     return 0
 
 
-_EXPORTS = f"""/* The C module ABI (runtime/module.py), with a stream of its own per call. */
+_EXPORTS = f"""/* The C module ABI (runtime/module.py). Every step on a GPU runs on the device's one
+   compute stream, the legacy default stream, which all modules of the process share (as
+   TensorFlow runs a GPU's kernels on one compute stream): kernels of concurrent steps run in
+   the order their steps enqueued them, so the host lock on a variable orders its updates on
+   the device too, and a buffer one step frees (an assignment of a new size) is not reused
+   while another step's kernels still read it. */
 extern "C" int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
                            void *rendezvous, int64_t timeout_ms, flowc_status *st) {{
     if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess)
         return flowc_fail(st, FLOWC_ERROR, "", "", "cannot select GPU %d (no such GPU?)", FLOWC_GPU_INDEX);
-    cudaStream_t s;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
-        return flowc_fail(st, FLOWC_ERROR, "", "", "cannot create a CUDA stream (no GPU?)");
-    const int rc = flowc_cuda_entry(feeds, fetches, rt, rendezvous, timeout_ms, (void *)s, st);
-    cudaStreamDestroy(s);
-    return rc;
+    return flowc_cuda_entry(feeds, fetches, rt, rendezvous, timeout_ms, (void *)cudaStreamLegacy, st);
 }}
 extern "C" int flowc_abi_version(void) {{ return {ABI_VERSION}; }}
 extern "C" void flowc_free(void *p) {{ free(p); }}

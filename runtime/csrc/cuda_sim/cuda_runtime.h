@@ -86,6 +86,7 @@ enum cudaMemcpyKind {
 };
 typedef struct flowc_sim_stream *cudaStream_t;
 #define cudaStreamNonBlocking 0x01
+#define cudaStreamLegacy ((cudaStream_t)0x1)
 
 namespace flowc_sim {
 
