@@ -124,7 +124,10 @@ def _array_cases(t):
              fl.apply_op("UnsortedSegmentSum", [t["i"], rows, fl.constant(4)], {}),
              fl.apply_op("Range", [fl.constant(1), fl.size(rows), fl.constant(2)], {}),
              fl.apply_op("Range", [fl.constant(0.5), fl.cast(fl.size(rows), fl.float32),
-                                   fl.constant(0.25)], {})]
+                                   fl.constant(0.25)], {}),
+             *fl.dynamic_partition(x, rows, 4), *fl.dynamic_partition(t["x3"], t["i2x3"], 3),
+             fl.dynamic_stitch([rows, rows * 2 + 1], [x, x * 2.0]),
+             fl.dynamic_stitch([t["i2x3"]], [t["x3"]])]
     for dtype in (DType.f32, DType.f64):
         made += [fl.random_uniform([5, 7], dtype=dtype, seed=1),
                  fl.random_normal([5, 7], dtype=dtype, seed=2),
@@ -177,7 +180,8 @@ def build_case_graph(group: str):
              "m": fl.placeholder(fl.float32, [16, 16], name="m"),
              "x3": fl.placeholder(fl.float32, [2, None, 16], name="x3"),
              "x4": fl.placeholder(fl.float32, [2, 3, 4, 5], name="x4"),
-             "labels": fl.placeholder(fl.int32, [None], name="labels")}
+             "labels": fl.placeholder(fl.int32, [None], name="labels"),
+             "i2x3": fl.placeholder(fl.int32, [2, None], name="i2x3")}
         cases = globals()[group](t)
         outs = [c for c in cases if hasattr(c, "output")]
         ops = [c for c in cases if not hasattr(c, "output")]

@@ -18,7 +18,8 @@ GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
 def _mlp_training_graph():
     """The README's MLP with Adam: inputs on the CPU, the model and its training on GPU:0,
-    plus one op without a GPU kernel (a DynamicPartition of the logits) inside the GPU block."""
+    plus one op without a GPU kernel (a BroadcastGradientArgs of computed shapes) inside the
+    GPU block."""
     g = fl.Graph()
     with g.as_default():
         with fl.device("/cpu:0"):
@@ -28,7 +29,8 @@ def _mlp_training_graph():
             w = fl.Variable(fl.glorot_uniform_initializer(seed=1), shape=[64, 10], name="w")
             b = fl.Variable(fl.zeros_initializer(), shape=[10], name="b")
             logits = fl.matmul(x, w) + b
-            top = fl.dynamic_partition(logits, y % 2, 2)[0]
+            top = fl.apply_op("BroadcastGradientArgs", [fl.shape(logits), fl.shape(y % 2)],
+                              {})[0]
             loss = fl.reduce_mean(fl.nn.sparse_softmax_cross_entropy_with_logits(
                 labels=y, logits=logits))
             train = fl.train.AdamOptimizer(0.01).minimize(
@@ -54,7 +56,7 @@ def test_training_graph_splits_into_cpu_and_gpu_subgraphs():
     cpu_ops = {n.op for n in parts[CPU0]}
     assert {"MatMul", "SparseSoftmaxCrossEntropyWithLogits", "ReadVariableOp",
             "AssignSubVariableOp", "AssignAddVariableOp"} <= gpu_ops
-    assert "DynamicPartition" in cpu_ops and "DynamicPartition" not in gpu_ops
+    assert "BroadcastGradientArgs" in cpu_ops and "BroadcastGradientArgs" not in gpu_ops
     assert "FloorMod" in gpu_ops
     for n in parts[GPU0]:
         if n.op not in ("_Send", "_Recv", "Placeholder", "Const", "NoOp", "_Sink", "_Retval"):
@@ -78,11 +80,12 @@ def test_training_graph_splits_into_cpu_and_gpu_subgraphs():
 def test_an_op_without_a_gpu_kernel_falls_back_with_a_note():
     step, ctx = _placed(*_mlp_training_graph())
     report = ctx.placement_report
-    parts = [n for n in step.graph if n.op == "DynamicPartition"]
+    parts = [n for n in step.graph if n.op == "BroadcastGradientArgs"]
     assert parts and all(n.assigned_device == CPU0 for n in parts)
     text = report.text(step.graph)
-    assert "no GPU kernel for DynamicPartition" in text
-    assert any("DynamicPartition" in note and "placed on CPU:0" in note for note in report.notes)
+    assert "no GPU kernel for BroadcastGradientArgs" in text
+    assert any("BroadcastGradientArgs" in note and "placed on CPU:0" in note
+               for note in report.notes)
 
 
 def test_a_gpu_request_without_a_gpu_device_is_still_an_error():

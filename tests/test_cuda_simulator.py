@@ -40,6 +40,8 @@ def _feed_values(feeds, rng, batch=6):
         shape = tuple(batch if d is None else d for d in p.shape)
         if p.op.name == "labels":
             values[p] = rng.integers(0, 4, shape).astype(np.int32)
+        elif p.op.name == "i2x3":                       # partitions into 3, repeated indices
+            values[p] = rng.integers(0, 3, shape).astype(np.int32)
         elif p.dtype == DType.bool:
             values[p] = rng.random(shape) < 0.5
         elif p.dtype == DType.i32:
@@ -138,3 +140,83 @@ def test_a_failing_scatter_leaves_the_gpu_variable_unchanged(simulator):
         with pytest.raises(FlowcError, match="scatter"):
             s.run(scatter, {rows: np.array([0, 7], np.int32)})
         np.testing.assert_array_equal(s.run(read), np.ones((3, 2), np.float32))
+
+
+def _partition_stitch_graph():
+    g = fl.Graph()
+    with g.as_default(), fl.device("/device:GPU:0"):
+        data = fl.placeholder(fl.float32, [None, 3], name="data")
+        parts = fl.placeholder(fl.int32, [None], name="parts")
+        pieces = fl.dynamic_partition(data, parts, 3, name="partition")
+        ids = fl.placeholder(fl.int32, [None], name="ids")
+        merged = fl.dynamic_stitch([ids, ids + 1], [data, data * 10.0], name="stitch")
+    return g, data, parts, ids, pieces, merged
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_dynamic_partition_and_stitch_on_the_gpu_match_the_interpreter(simulator, rows, rng):
+    """Empty and one-row inputs, partitions left empty, repeated stitch indices (the later
+    piece wins) and rows no index names (zero)."""
+    g, data, parts, ids, pieces, merged = _partition_stitch_graph()
+    feed = {data: rng.uniform(-1, 1, (rows, 3)).astype(np.float32),
+            parts: rng.integers(0, 2, rows).astype(np.int32),      # partition 2 stays empty
+            ids: (rng.integers(0, 4, rows) * 2).astype(np.int32)}
+    fetches = list(pieces) + [merged]
+    with fl.Session(graph=g, backend="interpreter") as s:
+        want = s.run(fetches, feed)
+    with fl.Session(graph=g) as s:
+        got = s.run(fetches, feed)
+    for k, (w, v) in enumerate(zip(want, got)):
+        assert_same(w, v, f"fetch {k}")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("parts", r"partition.*partitions\[1\] = 3 is not in \[0, 3\)"),
+    ("ids", r"stitch.*indices\[0\]\[2\] = -1 is negative")])
+def test_bad_partitions_and_stitch_indices_on_the_gpu_name_the_node(simulator, bad, message):
+    g, data, parts, ids, pieces, merged = _partition_stitch_graph()
+    feed = {data: np.ones((3, 3), np.float32), parts: np.array([0, 1, 2], np.int32),
+            ids: np.array([0, 1, 2], np.int32)}
+    feed[parts if bad == "parts" else ids] = np.array([0, 3, -1], np.int32)
+    with fl.Session(graph=g) as s:
+        with pytest.raises(FlowcError, match=message):
+            s.run(list(pieces) + [merged], feed)
+        feed[parts], feed[ids] = np.array([0, 1, 2], np.int32), np.array([0, 1, 2], np.int32)
+        s.run(list(pieces) + [merged], feed)                   # the session goes on
+
+
+def test_a_sharded_embedding_trains_on_the_gpu_as_on_the_cpu(simulator, rng, capsys):
+    """Three shards, ids routed by DynamicPartition and stitched back, the sparse gradient
+    applied: every op of the step on the GPU, the losses and tables those of the CPU."""
+    ids_value = rng.integers(0, 30, 16).astype(np.int32)
+    target = rng.uniform(-1, 1, (16, 4)).astype(np.float32)
+
+    def train(config, steps=4):
+        g = fl.Graph()
+        with g.as_default():
+            ids = fl.placeholder(fl.int32, [None], name="ids")
+            y = fl.placeholder(fl.float32, [None, 4], name="y")
+            shards = [fl.Variable(np.full((10, 4), 0.1 * (k + 1), np.float32), name=f"emb{k}")
+                      for k in range(3)]
+            rows = fl.nn.embedding_lookup(shards, ids)
+            loss = fl.reduce_mean(fl.square(rows - y))
+            step = fl.train.GradientDescentOptimizer(0.5).minimize(loss)
+            init = fl.global_variables_initializer()
+        with fl.Session(graph=g, config=config) as s:
+            s.run(init)
+            losses = [s.run([loss, step], {ids: ids_value, y: target})[0] for _ in range(steps)]
+            return losses, s.run(shards), set(s.variable_devices().values())
+
+    cpu_losses, cpu_tables, cpu_homes = train(fl.ConfigProto(device_count={"GPU": 0}))
+    capsys.readouterr()
+    gpu_losses, gpu_tables, gpu_homes = train(fl.ConfigProto(log_device_placement=True))
+    captured = capsys.readouterr()
+    report = captured.out + captured.err
+    on_cpu = [line for line in report.splitlines() if line.startswith("  ") and "/device:CPU:" in line]
+    assert "DynamicPartition" in report and "DynamicStitch" in report
+    assert not on_cpu, "\n".join(on_cpu)
+    assert gpu_homes == {GPU0} and cpu_homes != {GPU0}
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-5)
+    assert gpu_losses[-1] < gpu_losses[0]
+    for c, v in zip(cpu_tables, gpu_tables):
+        np.testing.assert_allclose(v, c, rtol=1e-5, atol=1e-6)

@@ -169,6 +169,12 @@ class _CudaEmitter:
         if kernel is None or not has_cuda_kernel(n):
             raise CodegenError(f"op {n.op} has no CUDA kernel for this node; the place pass "
                                "keeps such nodes on a CPU device", n)
+        if kernel.owns_outputs:
+            # The kernel sizes and allocates its outputs as it runs; they are the step's to
+            # free (after their last use, or on the way out of a failed step).
+            code = kernel.emit(kc)
+            self.owned.extend(o.var for o in outputs)
+            return self._close(kc.checks + ["{", code, "}"])
         alias_only = kernel.emit is None
         if alias_only and op.c_alias is None:
             raise CodegenError(f"op {n.op} has neither a CUDA kernel nor a view output", n)

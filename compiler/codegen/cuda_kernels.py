@@ -17,7 +17,8 @@ from compiler.ops.registry import get_op, has_op
 
 # The family modules, imported once by ``load_all``.
 FAMILIES = ("cuda_elementwise_ops", "cuda_reduction_ops", "cuda_nn_ops", "cuda_matmul_ops",
-            "cuda_conv_ops", "cuda_array_ops", "cuda_random_ops", "cuda_state_ops")
+            "cuda_conv_ops", "cuda_array_ops", "cuda_random_ops", "cuda_state_ops",
+            "cuda_data_flow_ops")
 
 
 @dataclass
@@ -30,12 +31,14 @@ class CudaKernel:
     (default: always). ``host_inputs``: inputs whose *values* the output dims depend on (a
     reshape's shape); where they are not constants, the emitter copies them to the host
     (a stream sync) and the dims are computed there. ``emit`` None: the output is a view of
-    input ``c_alias`` (no kernel).
+    input ``c_alias`` (no kernel). ``owns_outputs``: ``emit`` sets its outputs' dims and
+    allocates their device buffers itself (sizes that depend on data, found as it runs).
     """
     emit: Optional[Callable]
     output_dims: Optional[Callable] = None
     supports: Optional[Callable[[Node], bool]] = None
     host_inputs: tuple = ()
+    owns_outputs: bool = False
 
 
 _KERNELS: Dict[str, CudaKernel] = {}
@@ -45,9 +48,9 @@ _LOADED = False
 def register_cuda_kernel(op_name: str, emit: Optional[Callable],
                          output_dims: Optional[Callable] = None,
                          supports: Optional[Callable[[Node], bool]] = None,
-                         host_inputs: tuple = ()) -> None:
+                         host_inputs: tuple = (), owns_outputs: bool = False) -> None:
     """Give ``op_name`` a GPU kernel (the op must be registered)."""
-    kernel = CudaKernel(emit, output_dims, supports, tuple(host_inputs))
+    kernel = CudaKernel(emit, output_dims, supports, tuple(host_inputs), owns_outputs)
     _KERNELS[op_name] = kernel
     get_op(op_name).cuda_kernel = kernel
 

@@ -136,15 +136,18 @@ class KernelContext:
     def math(self, fn: str, dtype: DType) -> str:
         return self.target.math(fn, dtype)
 
-    def fail(self, fmt: str, *args: str, code: str = "FLOWC_INVALID_ARGUMENT") -> str:
-        """A C statement that reports an error naming this node and leaves the step.
+    def fail(self, fmt: str, *args: str, code: str = "FLOWC_INVALID_ARGUMENT",
+             cleanup: str = "") -> str:
+        """A C statement that reports an error naming this node and leaves the step; C code
+        ``cleanup`` runs after the message is made (it may free what the message reads).
 
         The node's name and location are the kernel function's ``flowc_node``/``flowc_loc``
         parameters, so nodes with identical code share one compiled kernel.
         """
         extra = "".join(", " + a for a in args)
+        cleanup = f" {cleanup}" if cleanup else ""
         return (f"{{ flowc_fail(st, {code}, flowc_node, flowc_loc, "
-                f"{c_string(fmt)}{extra}); goto fail; }}")
+                f"{c_string(fmt)}{extra});{cleanup} goto fail; }}")
 
     def check(self, condition: str, fmt: str, *args: str) -> None:
         """Emit, before the outputs are allocated, a run-time check that ``condition`` holds."""
