@@ -1,15 +1,17 @@
 """The master of a distributed session, and the task side of registering a partition.
 
-The master (in the client) compiles a step signature for the cluster: the devices are the
-cluster's (one CPU per task), unconstrained ops go to the target task, the graph is cut into
-one partition per task (``_Send``/``_Recv`` pairs between tasks go through the transport),
+The master (in the client) compiles a step signature for the cluster: the devices are those
+the tasks report (each task's CPU, and its GPUs where it has some), unconstrained ops go to the
+target task (its first GPU where it has one), the graph is cut into one partition per task
+(a task's CPU and GPU parts joined by its own rendezvous) (``_Send``/``_Recv`` pairs between tasks go through the transport),
 and each partition's IR text is registered with its task once. A step is then one
 ``RunStep`` per participating task, sent concurrently; the fetches are merged in fetch order.
 A failing task aborts the step on the others, and the first real cause is raised: a task that
 cannot be reached is an ``UnavailableError`` naming it and its address.
 
 ``build_partition`` is what ``flowc serve`` gives the runtime's task server: IR text in, a
-loaded module for this task's CPU out, cached on disk by content.
+loaded executable for this task's devices out (its CPU's module, and its GPU's built for the
+GPU it has), cached on disk by content.
 """
 from __future__ import annotations
 
@@ -31,7 +33,6 @@ from compiler.ir.parser import parse_graph
 from compiler.ir.printer import print_graph
 from compiler.ops.comm import is_cross_task
 from compiler.passes.manager import PipelineOptions
-from compiler.passes.partition import split_by_device
 from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint, write_artifact
 from runtime.artifact import load_artifact
 from runtime.cluster import ClusterSpec, task_device, task_of_device
@@ -62,20 +63,28 @@ def build_partition(ir_text: str, feeds: List[str], fetches: List[str]):
         if n.op in ("_Send", "_Recv") and not is_cross_task(n.attrs):
             n.attrs["slot"] = slots.setdefault(n.attrs["slot"], len(slots))
     step = StepGraph(graph, feed_nodes, list(feeds), retvals, list(fetches))
+    load, arch = load_artifact, None
+    if any("/device:GPU:" in (n.assigned_device or "") for n in graph):
+        # this task's GPU: its module is built for the GPU's architecture and loaded in its
+        # context (the CUDA simulator's, under FLOWC_CUDA_SIMULATOR=1)
+        from runtime.cuda_module import CudaContext, load_cuda_artifact
+        context = CudaContext(0)
+        arch = context.arch
+        load = lambda p: load_cuda_artifact(p, context)      # noqa: E731
     h = hashlib.sha256(ir_text.encode())
-    h.update(json.dumps([feeds, fetches]).encode())
+    h.update(json.dumps([feeds, fetches, arch]).encode())
     h.update(toolchain_fingerprint().encode())
     key = h.hexdigest()
     path = os.path.join(artifact_cache_dir(), key[:2], key)
     artifact = None
     if os.path.isdir(path):
         try:
-            artifact = load_artifact(path)
+            artifact = load(path)
         except Exception:                        # noqa: BLE001  (stale or corrupt: rebuild)
             artifact = None
     if artifact is None:
-        write_artifact(step, path, signature=key, replace=os.path.isdir(path))
-        artifact = load_artifact(path)
+        write_artifact(step, path, signature=key, replace=os.path.isdir(path), cuda_arch=arch)
+        artifact = load(path)
     return artifact.executable
 
 
@@ -113,11 +122,17 @@ class ClusterStep:
 def compile_for_cluster(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Output],
                         targets: Sequence[Node], cluster: ClusterSpec,
                         default_task: Tuple[str, int],
-                        options: Optional[PipelineOptions] = None) -> ClusterStep:
-    """Optimize the step for the cluster's devices and cut it into one partition per task."""
+                        options: Optional[PipelineOptions] = None,
+                        devices: Optional[Sequence[str]] = None) -> ClusterStep:
+    """Optimize the step for the cluster's devices (``devices``, as the tasks report them;
+    default one CPU per task) and cut it into one partition per task. Unconstrained ops go
+    to the default task's first GPU where it has one (TensorFlow's rule), else to its CPU."""
     step = make_step_graph(graph, feeds, fetches, targets)
-    opts = dataclasses.replace(options or PipelineOptions(), devices=tuple(cluster.devices()),
-                               default_device=task_device(*default_task))
+    devices = tuple(devices or cluster.devices())
+    home = task_device(*default_task)
+    gpus = [d for d in devices if d.startswith(home[:-len("/device:CPU:0")] + "/device:GPU:")]
+    opts = dataclasses.replace(options or PipelineOptions(), devices=devices,
+                               default_device=gpus[0] if gpus else home)
     optimize(step, opts)
     feed_specs = [TensorSpec(name, n.output_types[0].dtype, n.output_types[0].shape)
                   for n, name in zip(step.feeds, step.feed_names)]
@@ -125,12 +140,7 @@ def compile_for_cluster(graph: Graph, feeds: Sequence[Output], fetches: Sequence
                    for r, name in zip(step.retvals, step.fetch_names)]
     feed_pos = {n.name: i for i, n in enumerate(step.feeds)}
     fetch_pos = {r.name: i for i, r in enumerate(step.retvals)}
-    by_task: Dict[Tuple[str, int], Graph] = {}
-    for device, part in split_by_device(step.graph).items():
-        where = task_of_device(device)
-        if where is None or where in by_task:
-            raise CompileError(f"cannot run {device} on the cluster: a task hosts one CPU device")
-        by_task[where] = part
+    by_task = split_by_task(step.graph)
     partitions = []
     for (job, task), part in by_task.items():
         ph = sorted((n.name for n in part if n.op == "Placeholder"), key=lambda s: feed_pos[s])
@@ -141,6 +151,34 @@ def compile_for_cluster(graph: Graph, feeds: Sequence[Output], fetches: Sequence
         partitions.append(TaskPartition(job, task, ir, ph, [feed_pos[s] for s in ph], rv,
                                         [fetch_pos[s] for s in rv], h.hexdigest()))
     return ClusterStep(feed_specs, fetch_specs, partitions)
+
+
+def split_by_task(graph: Graph) -> Dict[Tuple[str, int], Graph]:
+    """The subgraph of each task of a partitioned graph: the nodes of all its devices (its CPU
+    and GPUs, joined by ``_Send``/``_Recv`` pairs of the task's own rendezvous)."""
+    tasks: Dict[Tuple[str, int], List[str]] = {}
+    for n in graph:
+        where = task_of_device(n.assigned_device or "")
+        if where is None:
+            raise CompileError(f"cannot run {n.assigned_device} on the cluster: it names no "
+                               "task", n)
+        devices = tasks.setdefault(where, [])
+        if n.assigned_device not in devices:
+            devices.append(n.assigned_device)
+    if len(tasks) == 1:
+        return {next(iter(tasks)): graph}
+    parts: Dict[Tuple[str, int], Graph] = {}
+    for where in tasks:
+        g, _ = graph.copy(name=f"{graph.name}.{where[0]}_{where[1]}")
+        for n in reversed(list(g)):
+            if task_of_device(n.assigned_device) != where:
+                for i in n.inputs:
+                    if task_of_device(i.node.assigned_device) == where:
+                        raise CompileError(f"edge from '{i.node.name}' to '{n.name}' crosses "
+                                           "tasks without a _Send/_Recv pair", n)
+                g.erase_node(n)
+        parts[where] = g
+    return parts
 
 
 class Master:
@@ -162,6 +200,9 @@ class Master:
             first.close()
         self.cluster = ClusterSpec.from_json(status.get("cluster"), f"{target}'s cluster")
         self.target_task = (status["job"], int(status["task"]))
+        self._devices: Dict[Tuple[str, int], List[str]] = {}
+        if isinstance(status.get("devices"), list):
+            self._devices[self.target_task] = [str(d) for d in status["devices"]]
         self.clients: Dict[Tuple[str, int], TaskClient] = {
             (job, k): TaskClient(addr, task_name(job, k), token, max_message_bytes,
                                  max_tensor_bytes)
@@ -188,10 +229,26 @@ class Master:
         return self._client((job, task)).call("Status", {})[0]
 
     # --- compiling and registering ----------------------------------------------------
+    def devices(self) -> List[str]:
+        """The devices of the cluster, as its tasks report them (``Status``: each task's CPU
+        and the GPUs it can host), asked once per task; a task that does not answer counts
+        as its CPU alone (a step that needs it fails naming it when it runs)."""
+        missing = [t for t in self.clients if t not in self._devices]
+        futures = [(t, self._client(t).future("Status", {}, timeout=CONTROL_TIMEOUT_S))
+                   for t in missing]
+        for t, f in futures:
+            try:
+                status = self._client(t).result(f, "Status")[0]
+                if isinstance(status.get("devices"), list):
+                    self._devices[t] = [str(d) for d in status["devices"]]
+            except FlowcError:
+                pass
+        return [d for t in self.clients for d in self._devices.get(t, [task_device(*t)])]
+
     def compile(self, graph: Graph, feeds, fetches, targets,
                 options: Optional[PipelineOptions] = None) -> "RemoteStep":
         step = compile_for_cluster(graph, feeds, fetches, targets, self.cluster, self.target_task,
-                                   options)
+                                   options, devices=self.devices())
         self._check_alive([(p.job, p.task) for p in step.partitions])
         futures = [(p, self._register_future(p)) for p in step.partitions]
         errors = []

@@ -83,16 +83,25 @@ class MultiDeviceExecutable:
         return self.call(arrays, scalars=False, store=store, timeout_ms=timeout_ms)
 
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
-             timeout_ms: int = 0) -> list:
+             timeout_ms: int = 0, rendezvous=None) -> list:
+        """``rendezvous``: the step's, made by the caller with at least ``slots`` slots (a task
+        server's step: its address identifies the step to the server's host calls); else the
+        step makes its own."""
         if store is None:
             store = self.parts[0].executable._own_store()
         single = self._single
         if single is not None:
             return single.executable.call([arrays[i] for i in single.feeds], scalars=scalars,
-                                          store=store, timeout_ms=timeout_ms)
-        rv = ffi.new("char[]", self._rv_size)
-        if self._rv_init(rv, self.slots, int(timeout_ms or 0)) != 0:
-            raise MemoryError("cannot create the step's rendezvous")
+                                          store=store, timeout_ms=timeout_ms,
+                                          rendezvous=ffi.NULL if rendezvous is None
+                                          else rendezvous)
+        own = rendezvous is None
+        if own:
+            rv = ffi.new("char[]", self._rv_size)
+            if self._rv_init(rv, self.slots, int(timeout_ms or 0)) != 0:
+                raise MemoryError("cannot create the step's rendezvous")
+        else:
+            rv = rendezvous
         results: List[object] = [None] * len(self.fetches)
         errors: List[Tuple[int, BaseException]] = []
 
@@ -114,7 +123,8 @@ class MultiDeviceExecutable:
             for f in futures:
                 f.result()
         finally:
-            self._rv_destroy(rv)
+            if own:
+                self._rv_destroy(rv)
         if errors:
             raise _first_cause(errors)
         return results

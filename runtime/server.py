@@ -1,4 +1,5 @@
-"""A task server: one task of a cluster, hosting its CPU device, its variables and its queues.
+"""A task server: one task of a cluster, hosting its CPU device (and the GPUs this process can
+use, ``runtime/cuda_module.py``), its variables and its queues.
 
 The master registers partitions with it (IR text, built for this task's hardware by the
 ``build`` function the server was started with: ``flowc serve`` passes the compiler's; the
@@ -25,6 +26,8 @@ import numpy as np
 from runtime.cluster import ClusterSpec, split_address, task_device, task_of_device
 from runtime.errors import (AbortedError, DeadlineExceededError, FeedError, FlowcError,
                             RuntimeExecutionError)
+from runtime.cuda_module import gpu_devices
+from runtime.executor import MultiDeviceExecutable
 from runtime.module import Executable, ffi
 from runtime.resources import ResourceStore
 from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYTES,
@@ -54,7 +57,11 @@ class RegisteredStep:
         self.feeds = list(feeds)
         self.fetches = list(fetches)
         self.checks = dict(zip(self.feeds, executable.feed_checks))
-        lib = executable.module.lib
+        # A partition over several devices of this task (a CPU and its GPUs) runs them
+        # together; the task's rendezvous then holds the slots of their pairs.
+        parts = getattr(executable, "parts", None)
+        lib = (parts[0].executable if parts else executable).module.lib
+        self.slots = int(getattr(executable, "slots", 0)) if parts else 0
         self.rv_size = lib.flowc_rendezvous_size()
         self.rv_init = lib.flowc_rendezvous_init
         self.rv_destroy = lib.flowc_rendezvous_destroy
@@ -80,7 +87,9 @@ class TaskServer:
         self.outbox = Outbox()
         self.parked = ParkedResponses()
         self.traffic = TrafficCounters()
-        self.devices = [task_device(job, task)]
+        # its CPU, and the GPUs this process can host (none without pycuda or a GPU; the
+        # CUDA simulator's one under FLOWC_CUDA_SIMULATOR=1)
+        self.devices = [task_device(job, task)] + gpu_devices(job, task)
         self._steps: Dict[str, RegisteredStep] = {}
         self._building: Dict[str, threading.Lock] = {}
         self._running: Dict[int, List[StepContext]] = {}
@@ -234,9 +243,9 @@ class TaskServer:
         with lock:
             if key not in self._steps:
                 exe = self.build(ir, list(feeds), list(fetches))
-                if not isinstance(exe, Executable):
-                    raise RuntimeExecutionError(f"{self.name}: the partition built into several "
-                                                "modules; a task hosts one device")
+                if not isinstance(exe, (Executable, MultiDeviceExecutable)):
+                    raise RuntimeExecutionError(f"{self.name}: the partition did not build into "
+                                                "an executable")
                 if len(exe.feeds) != len(feeds) or len(exe.fetches) != len(fetches):
                     raise RuntimeExecutionError(f"{self.name}: the built partition has "
                                                 f"{len(exe.feeds)} feeds and {len(exe.fetches)} "
@@ -279,7 +288,7 @@ class TaskServer:
         with self._lock:
             self._running.setdefault(step_id, []).append(ctx)
         rv = ffi.new("char[]", step.rv_size)
-        if step.rv_init(rv, 0, int(timeout_s * 1000)) != 0:
+        if step.rv_init(rv, step.slots, int(timeout_s * 1000)) != 0:
             raise MemoryError("cannot create the step's rendezvous")
         ref = int(ffi.cast("intptr_t", rv))
         activate(ref, ctx)

@@ -24,13 +24,14 @@ def free_port() -> int:
 class Cluster:
     """Task processes of one cluster spec, started with ``python3 -m compiler.cli serve``."""
 
-    def __init__(self, tmp_path, jobs, token=None, extra_args=()):
+    def __init__(self, tmp_path, jobs, token=None, extra_args=(), envs=None):
         self.spec = {job: [f"localhost:{free_port()}" for _ in range(n)] for job, n in jobs.items()}
         self.path = str(tmp_path / "cluster.json")
         with open(self.path, "w") as f:
             json.dump(self.spec, f)
         self.token = token
         self.extra_args = list(extra_args)
+        self.envs = dict(envs or {})          # (job, task) -> environment variables of its own
         self.tmp_path = tmp_path
         self.procs = {}
         for job, addrs in self.spec.items():
@@ -49,6 +50,7 @@ class Cluster:
     def start(self, job, task, tf_config=False):
         env = dict(os.environ)
         env.pop("FLOWC_TOKEN", None)
+        env.update(self.envs.get((job, task), {}))
         cmd = [sys.executable, "-m", "compiler.cli", "serve"]
         if tf_config:             # the TF_CONFIG convention instead of --cluster/--job/--task
             env["TF_CONFIG"] = json.dumps({"cluster": self.spec,

@@ -35,7 +35,7 @@ from compiler.errors import CodegenError
 from compiler.ir.construct import constant_value
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import node_text
-from compiler.ops.comm import is_cross_task, rendezvous_key
+from compiler.ops.comm import is_cross_task, remote_recv_c, remote_send_c, rendezvous_key
 from compiler.ops.registry import get_op
 from runtime.dtypes import DType
 from runtime.module import ABI_VERSION
@@ -273,11 +273,24 @@ class _CudaEmitter:
         return lines
 
     def _send(self, kc: KernelContext) -> List[str]:
-        if is_cross_task(kc.node.attrs):
-            raise CodegenError("a GPU device sends only to devices of its own task; put the "
-                               "_Send of a tensor bound for another task on a CPU", kc.node)
         x = kc.inputs[0]
         nbytes = f"(size_t){x.size} * sizeof({x.ctype})"
+        if is_cross_task(kc.node.attrs):
+            # to another task: staged in host memory, then the transport's host op
+            return [f"flowc_tensor host = {x.var};",
+                    f"host.data = flowc_alloc({nbytes});",
+                    "if (!host.data) " + kc.fail("out of memory staging a send",
+                                                 code="FLOWC_RESOURCE_EXHAUSTED"),
+                    f"if ({x.size} > 0 && cudaMemcpyAsync(host.data, {x.var}.data, {nbytes}, "
+                    "cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) { free(host.data); "
+                    + kc.fail("copying the sent tensor to the host failed") + " }",
+                    "if (cudaStreamSynchronize(flowc_stream) != cudaSuccess) { free(host.data); "
+                    + kc.fail("the GPU failed before a send") + " }",
+                    "{",
+                    "flowc_tensor flowc_staged = host;",
+                    remote_send_c(kc, "flowc_staged", cleanup="free(host.data);"),
+                    "}",
+                    "free(host.data);"]
         return [f"flowc_tensor host = {x.var};",
                 f"host.data = flowc_alloc({nbytes});",
                 "if (!host.data) " + kc.fail("out of memory staging a send",
@@ -293,18 +306,21 @@ class _CudaEmitter:
                 "if (rc) goto fail;"]
 
     def _recv(self, kc: KernelContext) -> List[str]:
-        if is_cross_task(kc.node.attrs):
-            raise CodegenError("a GPU device receives only from devices of its own task; put "
-                               "the _Recv of a tensor from another task on a CPU", kc.node)
         out = kc.out
         key = c_string(rendezvous_key(kc.node.attrs))
         nbytes = f"(size_t){out.size} * sizeof({out.ctype})"
         self.owned.append(out.var)
         same = [f"h.rank == {out.rank}", f"h.dtype == {out.dtype.code}"]
         same += [f"h.dims[{d}] == {dim}" for d, dim in enumerate(out.shape) if dim is not None]
-        return [f"flowc_tensor h;",
-                f"if (flowc_rv_recv(flowc_rt->rendezvous, {kc.attr('slot')}, &h, {key}, "
-                "flowc_node, flowc_loc, st)) goto fail;",
+        if is_cross_task(kc.node.attrs):
+            # from another task: the transport's host op fills a host tensor
+            receive = ["flowc_tensor h;", "memset(&h, 0, sizeof h);",
+                       remote_recv_c(kc, "h", out.rank, out.dtype.code)]
+        else:
+            receive = ["flowc_tensor h;",
+                       f"if (flowc_rv_recv(flowc_rt->rendezvous, {kc.attr('slot')}, &h, {key}, "
+                       "flowc_node, flowc_loc, st)) goto fail;"]
+        return receive + [
                 f"if (!({' && '.join(same)})) {{ free(h.data); "
                 + kc.fail(f"the received tensor has the wrong type (expected {out.type})") + " }",
                 f"{out.var} = h; {out.var}.data = NULL;",

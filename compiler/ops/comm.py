@@ -68,32 +68,36 @@ _HOST_FAIL = ("if (rc != 0) {{\n"
               "    if (!st->code) st->code = FLOWC_ERROR;\n"
               "    if (!st->node[0]) snprintf(st->node, sizeof st->node, \"%s\", flowc_node);\n"
               "    if (!st->location[0]) snprintf(st->location, sizeof st->location, \"%s\", flowc_loc);\n"
-              "    goto fail;\n"
+              "    {cleanup}goto fail;\n"
               "}}")
 
 
-def _need_host(kc: KernelContext) -> str:
+def _need_host(kc: KernelContext, cleanup: str = "") -> str:
     return ("if (!flowc_rt || !flowc_rt->host_call) "
             + kc.fail("this runtime cannot reach other tasks (run the step on a task server)",
-                      code="FLOWC_FAILED_PRECONDITION") + "\n")
+                      code="FLOWC_FAILED_PRECONDITION", cleanup=cleanup) + "\n")
 
 
-def _remote_send_c(kc: KernelContext) -> str:
-    x = kc.inputs[0]
-    return (_need_host(kc) + "{\n" + _STEP_REF.format(code=DType.i64.code)
-            + f"flowc_tensor flowc_in[2]; flowc_in[0] = {x.var}; flowc_in[1] = flowc_ref_t;\n"
+def remote_send_c(kc: KernelContext, tensor: str, cleanup: str = "") -> str:
+    """Host code sending the host tensor ``tensor`` to the other task of ``kc``'s pair (a
+    GPU's send stages it in host memory first); ``cleanup`` runs before a failure leaves."""
+    cleanup = f"{cleanup} " if cleanup else ""
+    return (_need_host(kc, cleanup.strip()) + "{\n" + _STEP_REF.format(code=DType.i64.code)
+            + f"flowc_tensor flowc_in[2]; flowc_in[0] = {tensor}; flowc_in[1] = flowc_ref_t;\n"
             + "const int rc = flowc_rt->host_call(flowc_rt->host, \"_RemoteSend\", flowc_node, "
-            + f"{_host_attrs(kc)}, 2, flowc_in, 0, NULL, st);\n" + _HOST_FAIL.format() + "\n}")
+            + f"{_host_attrs(kc)}, 2, flowc_in, 0, NULL, st);\n"
+            + _HOST_FAIL.format(cleanup=cleanup) + "\n}")
 
 
-def _remote_recv_c(kc: KernelContext) -> str:
-    out = kc.out
+def remote_recv_c(kc: KernelContext, out: str, rank: int, dtype_code: int) -> str:
+    """Host code receiving into the host tensor ``out`` (its buffer is the caller's to free)
+    from the other task of ``kc``'s pair."""
     return (_need_host(kc) + "{\n" + _STEP_REF.format(code=DType.i64.code)
-            + f"memset(&{out.var}, 0, sizeof {out.var});\n"
-            + f"{out.var}.rank = {out.rank}; {out.var}.dtype = {out.dtype.code};\n"
+            + f"memset(&{out}, 0, sizeof {out});\n"
+            + f"{out}.rank = {rank}; {out}.dtype = {dtype_code};\n"
             + "const int rc = flowc_rt->host_call(flowc_rt->host, \"_RemoteRecv\", flowc_node, "
-            + f"{_host_attrs(kc)}, 1, &flowc_ref_t, 1, &{out.var}, st);\n"
-            + _HOST_FAIL.format() + "\n}")
+            + f"{_host_attrs(kc)}, 1, &flowc_ref_t, 1, &{out}, st);\n"
+            + _HOST_FAIL.format(cleanup="") + "\n}")
 
 
 def _mailbox(ctx) -> dict:
@@ -122,9 +126,9 @@ def _recv_kernel(ctx):
 
 
 def _send_c(kc: KernelContext) -> str:
-    if is_cross_task(kc.node.attrs):
-        return _remote_send_c(kc)
     x = kc.inputs[0]
+    if is_cross_task(kc.node.attrs):
+        return remote_send_c(kc, x.var)
     return (f"if (flowc_rv_send(flowc_rt->rendezvous, {kc.attr('slot')}, &{x.var}, "
             f"sizeof({x.ctype}), flowc_node, flowc_loc, st)) goto fail;")
 
@@ -132,7 +136,8 @@ def _send_c(kc: KernelContext) -> str:
 def _recv_c(kc: KernelContext) -> str:
     out = kc.out
     key = c_string(rendezvous_key(kc.node.attrs))
-    receive = (_remote_recv_c(kc) if is_cross_task(kc.node.attrs) else
+    receive = (remote_recv_c(kc, out.var, out.rank, out.dtype.code)
+               if is_cross_task(kc.node.attrs) else
                f"if (flowc_rv_recv(flowc_rt->rendezvous, {kc.attr('slot')}, &{out.var}, "
                f"{key}, flowc_node, flowc_loc, st)) goto fail;")
     return "\n".join([receive] + kc.type_checks(out, "the received tensor"))

@@ -1,0 +1,71 @@
+"""A task that hosts a GPU: real task processes (``flowc serve``), the worker's GPU on the CUDA
+simulator (``FLOWC_CUDA_SIMULATOR=1`` in its environment), the PS task on its CPU alone. The
+master learns each task's devices from its ``Status``, places the computation on the worker's
+GPU (one op on its CPU), and the worker runs its CPU and GPU parts together through its own
+rendezvous, its GPU receiving the variables from the PS task and sending the gradients back
+over gRPC."""
+import numpy as np
+import pytest
+
+import dsl as fl
+from cluster_fixture import Cluster
+
+WORKER_GPU = "/job:worker/replica:0/task:0/device:GPU:0"
+
+
+@pytest.fixture
+def gpu_cluster(tmp_path):
+    c = Cluster(tmp_path, {"ps": 1, "worker": 1},
+                envs={("worker", 0): {"FLOWC_CUDA_SIMULATOR": "1"}})
+    yield c
+    c.stop()
+
+
+def _model():
+    x = fl.placeholder(fl.float32, [None, 3], name="x")
+    y = fl.placeholder(fl.int32, [None], name="y")
+    with fl.device("/job:ps/task:0"):
+        w = fl.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), name="w")
+        b = fl.Variable(np.full([4], 0.25, np.float32), name="b")
+    with fl.device("/job:worker/task:0/device:CPU:0"):
+        labels = y % 4                       # on the worker's CPU: its part sends to the GPU's
+    with fl.device("/job:worker/task:0"):
+        logits = fl.matmul(x, w) + b
+        loss = fl.reduce_mean(fl.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                             logits=logits))
+        step = fl.train.GradientDescentOptimizer(0.5).minimize(loss)
+    return x, y, w, b, logits, loss, step
+
+
+def test_a_worker_gpu_trains_ps_variables_as_a_local_session(gpu_cluster, graph, capsys):
+    worker = gpu_cluster.wait_ready("worker", 0)
+    ps = gpu_cluster.wait_ready("ps", 0)
+    assert WORKER_GPU in worker["devices"]
+    assert not any("GPU" in d for d in ps["devices"])
+    x, y, w, b, logits, loss, step = _model()
+    rng = np.random.default_rng(0)
+    feed = {x: rng.uniform(-1, 1, (8, 3)).astype(np.float32),
+            y: rng.integers(0, 40, 8).astype(np.int32)}
+    with fl.Session(config=fl.ConfigProto(allow_soft_placement=True,
+                                          device_count={"GPU": 0})) as local:
+        local.run([w.initializer, b.initializer])
+        want = [local.run([loss, step], feed)[0] for _ in range(3)]
+        want_w = local.run(w)
+    capsys.readouterr()
+    with fl.Session(gpu_cluster.target(),
+                    config=fl.ConfigProto(log_device_placement=True)) as sess:
+        sess.run([w.initializer, b.initializer])
+        got = [sess.run([loss, step], feed)[0] for _ in range(3)]
+        np.testing.assert_allclose(sess.run(w), want_w, rtol=1e-5, atol=1e-6)
+    captured = capsys.readouterr()
+    report = captured.out + captured.err
+    placed = {line.split()[0]: line.split()[1] for line in report.splitlines()
+              if line.startswith("  ") and len(line.split()) >= 2}
+    assert placed.get("MatMul") == WORKER_GPU, report
+    assert placed.get("FloorMod") == WORKER_GPU.replace("GPU", "CPU"), report
+    assert any(op.startswith("SparseSoftmaxCrossEntropyWithLogits") and dev == WORKER_GPU
+               for op, dev in placed.items()), report
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert got[-1] < got[0]
+    ps = gpu_cluster.wait_ready("ps", 0)
+    assert {"w", "b"} <= set(ps["variables"])            # the variables stay on the PS task
