@@ -1,5 +1,6 @@
 """A task that hosts a GPU: real task processes (``flowc serve``), the worker's GPU on the CUDA
-simulator (``FLOWC_CUDA_SIMULATOR=1`` in its environment), the PS task on its CPU alone. The
+simulator (``FLOWC_CUDA_SIMULATOR=1`` in its environment) or, marked ``gpu``, this machine's
+GPU; the PS task on its CPU alone. The
 master learns each task's devices from its ``Status``, places the computation on the worker's
 GPU (one op on its CPU), and the worker runs its CPU and GPU parts together through its own
 rendezvous, its GPU receiving the variables from the PS task and sending the gradients back
@@ -14,9 +15,13 @@ WORKER_GPU = "/job:worker/replica:0/task:0/device:GPU:0"
 
 
 @pytest.fixture
-def gpu_cluster(tmp_path):
+def gpu_cluster(tmp_path, gpu_target):
+    """The worker task on this machine's GPU (``gpu``) or on the simulator; the PS task never
+    sees a GPU."""
+    worker = {"FLOWC_CUDA_SIMULATOR": "1" if gpu_target == "simulator" else "0"}
     c = Cluster(tmp_path, {"ps": 1, "worker": 1},
-                envs={("worker", 0): {"FLOWC_CUDA_SIMULATOR": "1"}})
+                envs={("worker", 0): worker, ("ps", 0): {"FLOWC_CUDA_SIMULATOR": "0",
+                                                         "CUDA_VISIBLE_DEVICES": ""}})
     yield c
     c.stop()
 
