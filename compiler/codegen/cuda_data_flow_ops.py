@@ -18,6 +18,7 @@ from typing import List
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext, TensorRef
+from compiler.ops.data_flow import partition_counts_c, stitch_rows_c
 
 
 class _HostBuffers:
@@ -106,14 +107,9 @@ def _partition(kc: KernelContext) -> str:
         f"const int64_t nrows = {parts.size}, inner = {inner};",
         f"int64_t count[{n}] = {{0}}, start[{n}] = {{0}}, pos[{n}];"]
     lines += _to_host(host, "hp", parts) + [_sync(host)]
-    lines += ["const int32_t *p = (const int32_t *)hp;",
-              "for (int64_t i = 0; i < nrows; i++) {",
-              f"    if (p[i] < 0 || p[i] >= {n}) "
-              + host.fail(f"partitions[%lld] = %d is not in [0, {n})", "(long long)i",
-                          "(int)p[i]"),
-              "    count[p[i]]++;",
-              "}",
-              f"for (int k = 1; k < {n}; k++) start[k] = start[k - 1] + count[k - 1];",
+    lines += ["const int32_t *p = (const int32_t *)hp;"]
+    lines += partition_counts_c("p", "nrows", n, host.fail)
+    lines += [f"for (int k = 1; k < {n}; k++) start[k] = start[k - 1] + count[k - 1];",
               f"for (int k = 0; k < {n}; k++) pos[k] = start[k];",
               # the map, grouped by partition: (row within the output, row of data)
               "hmap = flowc_alloc((size_t)nrows * 2 * sizeof(int64_t) + 8);",
@@ -156,12 +152,7 @@ def _stitch(kc: KernelContext) -> str:
         lines.append(f"base[{m + 1}] = base[{m}] + {idx.size};")
     lines.append(_sync(host))
     for m, idx in enumerate(indices):
-        lines += [f"for (int64_t i = 0; i < {idx.size}; i++) {{",
-                  f"    const int64_t r = ((const int32_t *)hi{m})[i];",
-                  "    if (r < 0) " + host.fail(f"indices[{m}][%lld] = %lld is negative",
-                                                "(long long)i", "(long long)r"),
-                  "    if (r + 1 > rows) rows = r + 1;",
-                  "}"]
+        lines += stitch_rows_c(m, f"((const int32_t *)hi{m})", idx.size, host.fail)
     # the last writer of each row (a position in the concatenated indices; -1: none)
     lines += ["hwin = flowc_alloc((size_t)rows * sizeof(int64_t) + 8);",
               "if (!hwin) " + host.oom("for the row map"),

@@ -273,37 +273,27 @@ class _CudaEmitter:
         return lines
 
     def _send(self, kc: KernelContext) -> List[str]:
+        """The tensor staged in host memory, then put in the step's rendezvous, or handed
+        to the transport's host op where the receiver is on another task."""
         x = kc.inputs[0]
         nbytes = f"(size_t){x.size} * sizeof({x.ctype})"
+        staged = [f"flowc_tensor host = {x.var};",
+                  f"host.data = flowc_alloc({nbytes});",
+                  "if (!host.data) " + kc.fail("out of memory staging a send",
+                                               code="FLOWC_RESOURCE_EXHAUSTED"),
+                  f"if ({x.size} > 0 && cudaMemcpyAsync(host.data, {x.var}.data, {nbytes}, "
+                  "cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) { free(host.data); "
+                  + kc.fail("copying the sent tensor to the host failed") + " }",
+                  "if (cudaStreamSynchronize(flowc_stream) != cudaSuccess) { free(host.data); "
+                  + kc.fail("the GPU failed before a send") + " }"]
         if is_cross_task(kc.node.attrs):
-            # to another task: staged in host memory, then the transport's host op
-            return [f"flowc_tensor host = {x.var};",
-                    f"host.data = flowc_alloc({nbytes});",
-                    "if (!host.data) " + kc.fail("out of memory staging a send",
-                                                 code="FLOWC_RESOURCE_EXHAUSTED"),
-                    f"if ({x.size} > 0 && cudaMemcpyAsync(host.data, {x.var}.data, {nbytes}, "
-                    "cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) { free(host.data); "
-                    + kc.fail("copying the sent tensor to the host failed") + " }",
-                    "if (cudaStreamSynchronize(flowc_stream) != cudaSuccess) { free(host.data); "
-                    + kc.fail("the GPU failed before a send") + " }",
-                    "{",
-                    "flowc_tensor flowc_staged = host;",
-                    remote_send_c(kc, "flowc_staged", cleanup="free(host.data);"),
-                    "}",
-                    "free(host.data);"]
-        return [f"flowc_tensor host = {x.var};",
-                f"host.data = flowc_alloc({nbytes});",
-                "if (!host.data) " + kc.fail("out of memory staging a send",
-                                             code="FLOWC_RESOURCE_EXHAUSTED"),
-                f"if ({x.size} > 0 && cudaMemcpyAsync(host.data, {x.var}.data, {nbytes}, "
-                "cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) { free(host.data); "
-                + kc.fail("copying the sent tensor to the host failed") + " }",
-                "if (cudaStreamSynchronize(flowc_stream) != cudaSuccess) { free(host.data); "
-                + kc.fail("the GPU failed before a send") + " }",
-                f"const int rc = flowc_rv_send(flowc_rt->rendezvous, {kc.attr('slot')}, &host, "
-                f"sizeof({x.ctype}), flowc_node, flowc_loc, st);",
-                "free(host.data);",
-                "if (rc) goto fail;"]
+            return staged + ["{", remote_send_c(kc, "host", cleanup="free(host.data);"), "}",
+                             "free(host.data);"]
+        return staged + [
+            f"const int rc = flowc_rv_send(flowc_rt->rendezvous, {kc.attr('slot')}, &host, "
+            f"sizeof({x.ctype}), flowc_node, flowc_loc, st);",
+            "free(host.data);",
+            "if (rc) goto fail;"]
 
     def _recv(self, kc: KernelContext) -> List[str]:
         out = kc.out

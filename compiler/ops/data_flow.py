@@ -26,6 +26,28 @@ from compiler.ops.registry import KernelContext, register_op
 _MAX_PARTITIONS = 4096
 
 
+# --- C shared by the CPU and GPU kernels (host code over the index values) ---------------------
+def partition_counts_c(parts: str, nrows: str, n: int, fail) -> List[str]:
+    """C counting the rows of each partition into ``count[n]`` (declared, zeroed, by the
+    caller) from the int32 array ``parts``; ``fail(fmt, *args)`` for one outside [0, n)."""
+    return [f"for (int64_t i = 0; i < {nrows}; i++) {{",
+            f"    if ({parts}[i] < 0 || {parts}[i] >= {n}) "
+            + fail(f"partitions[%lld] = %d is not in [0, {n})", "(long long)i", f"(int){parts}[i]"),
+            f"    count[{parts}[i]]++;",
+            "}"]
+
+
+def stitch_rows_c(m: int, indices: str, size: str, fail) -> List[str]:
+    """C raising ``rows`` (declared by the caller) to one past the largest of the ``size``
+    int32 ``indices`` of piece ``m``; ``fail(fmt, *args)`` for a negative one."""
+    return [f"for (int64_t i = 0; i < {size}; i++) {{",
+            f"    const int64_t r = (int64_t){indices}[i];",
+            "    if (r < 0) " + fail(f"indices[{m}][%lld] = %lld is negative", "(long long)i",
+                                     "(long long)r"),
+            "    if (r + 1 > rows) rows = r + 1;",
+            "}"]
+
+
 # --- DynamicPartition ------------------------------------------------------------------------
 def _partition_shape(ctx) -> List[TensorType]:
     data, parts = ctx.input_shape(0), ctx.input_shape(1)
@@ -69,12 +91,8 @@ def _partition_c(kc: KernelContext) -> str:
              f"const int32_t *{kc.target.restrict} p = {parts.data};",
              f"const char *{kc.target.restrict} src = (const char *){data.var}.data;",
              f"const size_t row_bytes = (size_t)inner * sizeof({data.ctype});",
-             f"int64_t count[{n}] = {{0}}, pos[{n}] = {{0}};",
-             "for (int64_t i = 0; i < nrows; i++) {",
-             f"    if (p[i] < 0 || p[i] >= {n}) "
-             + kc.fail(f"partitions[%lld] = %d is not in [0, {n})", "(long long)i", "(int)p[i]"),
-             "    count[p[i]]++;",
-             "}"]
+             f"int64_t count[{n}] = {{0}}, pos[{n}] = {{0}};"]
+    lines += partition_counts_c("p", "nrows", n, kc.fail)
     for k, o in enumerate(kc.outputs):
         lines.append(f"memset(&{o.var}, 0, sizeof {o.var});")
         lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code}; "
@@ -158,12 +176,7 @@ def _stitch_c(kc: KernelContext) -> str:
         lines.append(f"if ({dat.dim_product(idx.rank)} != inner) "
                      + kc.fail(f"data[{m}] rows have %lld elements, data[0] rows %lld",
                                f"(long long){dat.dim_product(idx.rank)}", "(long long)inner"))
-        lines += [f"for (int64_t i = 0; i < {idx.size}; i++) {{",
-                  f"    const int64_t r = (int64_t){idx.data}[i];",
-                  "    if (r < 0) " + kc.fail(f"indices[{m}][%lld] = %lld is negative",
-                                              "(long long)i", "(long long)r"),
-                  "    if (r + 1 > rows) rows = r + 1;",
-                  "}"]
+        lines += stitch_rows_c(m, idx.data, idx.size, kc.fail)
     lines.append(f"memset(&{out.var}, 0, sizeof {out.var});")
     lines.append(f"{out.var}.rank = {out.rank}; {out.var}.dtype = {out.dtype.code}; "
                  f"{out.var}.dims[0] = rows;")
