@@ -96,6 +96,12 @@ def _other_cases(t):
     for op in ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
         made.append(fl.apply_op(op, [h, m], {}))
     made.append(fl.apply_op("AssignAddVariableOp", [hi, t["i2"]], {}))
+    # the fused products the fuse-updates pass makes on a GPU
+    made += [fl.apply_op("_MatMulBiasAdd", [x, m, y], {}),
+             fl.apply_op("_MatMulBiasAdd", [x, t["x2"], y], {"transpose_a": True}),
+             fl.apply_op("_MatMulBiasAdd", [t["x2"], m, y], {"transpose_b": True})]
+    made.append(fl.apply_op("_MatMulAssignSub", [h, x, t["x2"], fl.constant(0.5)],
+                            {"transpose_a": True}))
     for op in ("ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterUpdate"):
         made.append(fl.apply_op(op, [h, rows, fl.zeros_like(x)], {}))
     made.append(fl.apply_op("ResourceScatterUpdate", [h, rows, fl.constant(1.0)], {}))

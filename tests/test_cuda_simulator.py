@@ -99,6 +99,7 @@ def test_state_ops_on_the_gpu_change_variables_as_the_interpreter_does(simulator
         rows = fl.placeholder(fl.int32, [None], name="rows")
         upd = fl.placeholder(fl.float32, [None, 4], name="upd")
         m = fl.placeholder(fl.float32, [5, 4], name="m")
+        sq = fl.placeholder(fl.float32, [4, 4], name="sq")
         v = fl.Variable(np.arange(20, dtype=np.float32).reshape(5, 4), name="v")
         h = v.handle if hasattr(v, "handle") else v._handle
         steps = [fl.apply_op("AssignAddVariableOp", [h, m], {}),
@@ -106,11 +107,15 @@ def test_state_ops_on_the_gpu_change_variables_as_the_interpreter_does(simulator
                  fl.apply_op("ResourceScatterAdd", [h, rows, upd], {}),
                  fl.apply_op("ResourceScatterSub", [h, rows, upd * 0.5], {}),
                  fl.apply_op("ResourceScatterUpdate", [h, rows, upd], {}),
+                 fl.apply_op("_MatMulAssignSub", [h, m, sq, fl.constant(0.25)], {}),
+                 fl.apply_op("_MatMulAssignSub", [h, fl.transpose(m), sq, fl.constant(0.5)],
+                             {"transpose_a": True, "transpose_b": True}),
                  fl.apply_op("AssignVariableOp", [h, m], {})]
         read = fl.apply_op("ReadVariableOp", [h], {"dtype": DType.f32})
         init = fl.global_variables_initializer()
     feed = {rows: np.array([4, 0, 2], np.int32), m: rng.uniform(-1, 1, (5, 4)).astype(np.float32),
-            upd: rng.uniform(-1, 1, (3, 4)).astype(np.float32)}
+            upd: rng.uniform(-1, 1, (3, 4)).astype(np.float32),
+            sq: rng.uniform(-1, 1, (4, 4)).astype(np.float32)}
     seen = []
     for backend in ("interpreter", "c"):
         with fl.Session(graph=g, backend=backend) as s:

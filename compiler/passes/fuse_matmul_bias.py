@@ -1,7 +1,8 @@
 """A bias added to a matrix product as the gemm's own start value: ``AddV2(MatMul(a, b), bias)``
 (either order, or ``BiasAdd`` in NHWC) becomes ``_MatMulBiasAdd(a, b, bias)``
 (``compiler/ops/matmul_accumulate.py``) when ``bias`` is a vector over the product's columns,
-the product has no other use, the dtype is f32 or f64, and both nodes sit on one CPU device.
+the product has no other use, the dtype is f32 or f64, and both nodes sit on one device (a
+CPU, or a GPU: ``compiler/codegen/cuda_matmul_ops.py``).
 BLAS writes its output once whether it starts from zeros or from the bias, so the add's pass
 over the product (for the LSTM benchmark's [1280, 10000] logits, 51 MB read and 51 MB
 written) disappears. Run by the ``fuse-updates`` pass; the fused node keeps the add's name,
@@ -29,7 +30,8 @@ def match_bias_add(add: Node) -> Optional[Tuple[Node, Output]]:
         pairs = [tuple(add.inputs), tuple(add.inputs[::-1])]
     else:
         return None
-    if "CPU" not in (add.assigned_device or "").upper():
+    device = (add.assigned_device or "").upper()
+    if "CPU" not in device and "GPU" not in device:
         return None
     for p, bias in pairs:
         matmul = p.node

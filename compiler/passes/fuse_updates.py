@@ -4,7 +4,7 @@
 ``AssignSubVariableOp(var, MatMul(a, b))`` with scale 1) becomes
 ``_MatMulAssignSub(var, a, b, scale)`` (``compiler/ops/matmul_update.py``) when the product and
 the scaled product are used by nothing else, ``scale`` is a scalar, the dtype is f32 or f64, and
-all of it was placed on one CPU device. This is what ``GradientDescentOptimizer`` makes for the
+all of it was placed on one device (a CPU's or a GPU's: both have its kernel). This is what ``GradientDescentOptimizer`` makes for the
 weights of a dense layer: the weight gradient ``MatMul(x, dy, transpose_a=true)`` times the
 learning rate. The fused node keeps the update's name, source location and every control edge
 of the nodes it replaces.
@@ -12,7 +12,7 @@ of the nodes it replaces.
 The sparse step is fused the same way: ``ResourceScatterSub(var, indices, Mul(values, scale))``
 (what the optimizer makes for an ``IndexedSlices`` gradient, an embedding's) becomes
 ``_ResourceScatterSubScaled(var, indices, values, scale)`` (``compiler/ops/sparse_update.py``)
-under the same conditions, so the scaled gradient rows are never written out.
+under the same conditions, on a CPU, so the scaled gradient rows are never written out.
 
 Inside loops, the same pass fuses a loop variable's ``acc + MatMul(a, b)`` (the sum of a weight's
 gradient over a ``while_loop`` gradient's iterations) into one gemm with ``beta = 1``
@@ -43,8 +43,6 @@ _FLOATS = (DType.f32, DType.f64)
 def _match(update: Node) -> Optional[Tuple[Node, Optional[Node], Optional[Output]]]:
     """(MatMul, Mul or None, scale or None) when ``update`` is a fusable dense step."""
     if update.op != "AssignSubVariableOp" or len(update.inputs) != 2:
-        return None
-    if "GPU" in (update.assigned_device or "").upper():
         return None
     value = update.inputs[1]
     mul, scale, product = None, None, value
