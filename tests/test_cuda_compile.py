@@ -159,7 +159,14 @@ def _conv_cases(t):
     made += [mp, ap, fl.apply_op("MaxPoolGrad", [x4, mp, fl.ones_like(mp)], pool),
              fl.apply_op("MaxPoolGradGrad", [x4, mp, x4 * 2.0], pool),
              fl.apply_op("AvgPoolGrad", [fl.constant([2, 3, 4, 5]), fl.ones_like(ap)],
-                         dict(pool, padding="SAME"))]
+                         dict(pool, padding="SAME")),
+             # the fused forms the fuse-updates pass makes on a GPU
+             fl.apply_op("_FusedConv2D", [x4, f, t["y"][:2]],
+                         dict(window, fused_ops=["BiasAdd", "Relu"])),
+             fl.apply_op("_FusedConv2D", [x4, f, t["y"][:2]],
+                         {"strides": [1, 1, 1, 1], "padding": "VALID",
+                          "fused_ops": ["BiasAdd"]}),
+             fl.apply_op("_MaxPoolReluGrad", [x4, mp, x4[:, :2, :2, :] * 3.0], pool)]
     return made
 
 

@@ -172,8 +172,12 @@ def test_cnn_training_step_splits_into_cpu_and_gpu_subgraphs():
     assert set(parts) == {CPU0, GPU0}
     _assert_gpu_nodes_have_kernels(parts)
     gpu_ops = {n.op for n in parts[GPU0]}
-    assert {"Conv2D", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "BiasAddGrad",
-            "AssignSubVariableOp"} <= gpu_ops
+    assert {"Conv2DBackpropFilter", "MaxPool", "BiasAddGrad", "AssignSubVariableOp"} <= gpu_ops
+    # The convolution with its bias and ReLU, and the pooling gradient with the ReLU's mask,
+    # are fused on the GPU too (cuda_conv_ops.py has their kernels); the fusions without GPU
+    # kernels (the filter and bias gradients as one, the pooling argmax) left the GPU alone.
+    assert {"_FusedConv2D", "_MaxPoolReluGrad"} <= gpu_ops
+    assert not {"_Conv2DBackpropFilterBias", "_MaxPoolArgmax", "_MaxPoolGradArgmax"} & gpu_ops
     # The second convolution's input gradient takes its input_sizes from a run-time Shape
     # (the batch is fed): its GPU kernel copies the 4 sizes to the host.
     backprop = [n for n in parts[GPU0] if n.op == "Conv2DBackpropInput"]

@@ -1,5 +1,6 @@
-"""GPU kernels of Conv2D, its two backprops, MaxPool, AvgPool and their gradients, and
-MaxPoolGradGrad (NHWC).
+"""GPU kernels of Conv2D, its two backprops, MaxPool, AvgPool and their gradients,
+MaxPoolGradGrad, and the fused ``_FusedConv2D`` (bias and ReLU applied as each output is
+written) and ``_MaxPoolReluGrad`` (the gradient routed only where the ReLU passed) (NHWC).
 
 The geometry and every shape check are the C target's (``compiler/ops/conv.py``): sizes,
 output sizes and padding are host expressions passed to the kernels. The kernels are direct
@@ -23,7 +24,10 @@ _PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
           "AvgPool": ("avg_pool", {"x": 0}),
           "MaxPoolGrad": ("max_pool_grad", {"x": 0, "dy": 2}),
           "AvgPoolGrad": ("avg_pool_grad", {"dy": 1}),
-          "MaxPoolGradGrad": ("max_pool_grad_grad", {"x": 0, "dy": 2})}
+          "MaxPoolGradGrad": ("max_pool_grad_grad", {"x": 0, "dy": 2}),
+          # the fused forms the fuse-updates pass makes (compiler/ops/conv_fused.py)
+          "_FusedConv2D": ("conv2d", {"x": 0, "f": 1}),
+          "_MaxPoolReluGrad": ("max_pool_grad", {"x": 0, "dy": 2})}
 
 
 def _geometry(kc: KernelContext):
@@ -49,8 +53,12 @@ def _conv(kc: KernelContext) -> str:
     scatter = part.endswith("pool_grad")
     # Pool grads: one thread per window of the incoming gradient, adding into a zeroed output.
     count = kc.inputs[inputs["dy"]].size if scatter else out.size
+    fused = list(kc.attr("fused_ops")) if kc.node.op == "_FusedConv2D" else []
+    bias = launch.ptr(kc.inputs[2]) if fused else ""
+    relu = "Relu" in fused or kc.node.op == "_MaxPoolReluGrad"
     body = kc.render("conv.cu.j2", part=part, T=out.ctype, y=y, n=v(count),
-                     x=names.get("x", ""), f=names.get("f", ""), dy=names.get("dy", ""), **sizes)
+                     x=names.get("x", ""), f=names.get("f", ""), dy=names.get("dy", ""),
+                     bias=bias, relu=relu, **sizes)
     code = launch.launch(body, count)
     if scatter:
         code = (f"FLOWC_CUDA(cudaMemsetAsync({out.var}.data, 0, (size_t)({out.size}) * "

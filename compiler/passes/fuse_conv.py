@@ -1,5 +1,6 @@
-"""Convolution and pooling with the elementwise op next to them, as one kernel (CPU, NHWC,
-f32/f64, all nodes on one device, each absorbed value used by nothing else):
+"""Convolution and pooling with the elementwise op next to them, as one kernel (NHWC, f32/f64,
+all nodes on one device: a CPU, or a GPU where the fused op has a GPU kernel; each absorbed
+value used by nothing else):
 
 - ``Relu(BiasAdd(Conv2D(x, f), b))`` and ``BiasAdd(Conv2D(x, f), b)`` become
   ``_FusedConv2D(x, f, b)``: the bias and ReLU are applied to each chunk of the convolution's
@@ -31,9 +32,17 @@ from runtime.dtypes import DType
 _FLOATS = (DType.f32, DType.f64)
 
 
-def _on_cpu(*nodes: Node) -> bool:
+def _on_one_device(fused_op: str, *nodes: Node) -> bool:
+    """The nodes share one device that can run ``fused_op``: a CPU, or a GPU where the op has
+    a GPU kernel (``_FusedConv2D`` and ``_MaxPoolReluGrad`` have)."""
     devices = {n.assigned_device for n in nodes}
-    return len(devices) == 1 and "CPU" in (nodes[0].assigned_device or "").upper()
+    device = (nodes[0].assigned_device or "").upper()
+    if len(devices) != 1:
+        return False
+    if "GPU" in device:
+        from compiler.codegen.cuda_kernels import cuda_kernel
+        return cuda_kernel(fused_op) is not None
+    return "CPU" in device
 
 
 def _nhwc(node: Node) -> bool:
@@ -63,7 +72,7 @@ def match_conv_bias_relu(node: Node) -> Optional[Tuple[Node, Node, Optional[Node
             len(bias.type.shape) != 1:
         return None
     nodes = [n for n in (conv2d, bias_add, relu) if n is not None]
-    return (conv2d, bias_add, relu) if _on_cpu(*nodes) else None
+    return (conv2d, bias_add, relu) if _on_one_device("_FusedConv2D", *nodes) else None
 
 
 def match_max_pool_relu_grad(node: Node) -> Optional[Node]:
@@ -73,7 +82,7 @@ def match_max_pool_relu_grad(node: Node) -> Optional[Node]:
     pool_grad = _absorbed_by(node, "MaxPoolGrad", 0)
     if pool_grad is None or not _nhwc(pool_grad) or pool_grad.inputs[0] != node.inputs[1]:
         return None
-    return pool_grad if _on_cpu(node, pool_grad) else None
+    return pool_grad if _on_one_device("_MaxPoolReluGrad", node, pool_grad) else None
 
 
 def match_filter_bias_grad(bias_grad: Node) -> Optional[Node]:
@@ -87,7 +96,8 @@ def match_filter_bias_grad(bias_grad: Node) -> Optional[Node]:
     if any(bias_grad in u.control_inputs for u in bias_grad.users):
         return None
     found = [u for u in dy.node.users if u.op == "Conv2DBackpropFilter" and len(u.inputs) == 3
-             and u.inputs[2] == dy and _nhwc(u) and _on_cpu(u, bias_grad)]
+             and u.inputs[2] == dy and _nhwc(u)
+             and _on_one_device("_Conv2DBackpropFilterBias", u, bias_grad)]
     return found[0] if len(found) == 1 else None
 
 
@@ -111,7 +121,7 @@ _POOL_ATTRS = ("ksize", "strides", "padding", "data_format", "explicit_paddings"
 
 def match_max_pool_argmax(pool: Node) -> List[Node]:
     """The pooling gradients of ``pool`` (a MaxPool) that can take its argmax instead."""
-    if pool.op != "MaxPool" or not _nhwc(pool) or not _on_cpu(pool):
+    if pool.op != "MaxPool" or not _nhwc(pool) or not _on_one_device("_MaxPoolArgmax", pool):
         return []
     k = list(pool.attrs["ksize"])
     if pool.output_types[0].dtype not in _FLOATS or k[1] * k[2] > 255:
@@ -119,7 +129,8 @@ def match_max_pool_argmax(pool: Node) -> List[Node]:
     x, y = pool.inputs[0], pool.output(0)
     return [u for u in y.node.users
             if u.op in ("MaxPoolGrad", "_MaxPoolReluGrad") and len(u.inputs) == 3
-            and u.inputs[0] == x and u.inputs[1] == y and _on_cpu(u, pool)
+            and u.inputs[0] == x and u.inputs[1] == y
+            and _on_one_device("_MaxPoolArgmax", u, pool)
             and all(u.attrs.get(a) == pool.attrs.get(a) for a in _POOL_ATTRS)]
 
 
