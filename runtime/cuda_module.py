@@ -21,7 +21,7 @@ this module adds:
   A session's ``ResourceStore`` does the same through the module's own exports
   (``flowc_cuda_var_to_host``/``_from_host``/``_release``), with no pycuda context needed.
 
-With ``FLOWC_CUDA_SIMULATOR=1`` the process has one simulated GPU instead of its real ones:
+With ``FLOWC_CUDA_SIMULATOR=N`` the process has N simulated GPUs instead of its real ones:
 modules are built for the architecture ``sim`` (flowc's CUDA simulator,
 ``runtime/csrc/cuda_sim``: the same generated source, compiled by the system C++ compiler,
 its kernels run on the host) and no pycuda or driver is involved. A ``sim`` artifact loads
@@ -60,8 +60,14 @@ SIMULATED_ARCH = "sim"
 
 
 def simulated() -> bool:
-    """Whether this process runs its GPU on flowc's CUDA simulator (FLOWC_CUDA_SIMULATOR=1)."""
+    """Whether this process runs its GPUs on flowc's CUDA simulator (FLOWC_CUDA_SIMULATOR=N:
+    N simulated GPUs; 1 for any value that is not a number)."""
     return os.environ.get("FLOWC_CUDA_SIMULATOR", "") not in ("", "0")
+
+
+def simulated_gpu_count() -> int:
+    value = os.environ.get("FLOWC_CUDA_SIMULATOR", "")
+    return max(1, int(value)) if value.isdigit() else 1
 
 
 def _driver():
@@ -97,7 +103,8 @@ def gpu_devices(job: str = "localhost", task: int = 0) -> List[str]:
     if not ok:
         return []
     if simulated():
-        return [f"/job:{job}/replica:0/task:{task}/device:GPU:0"]
+        return [f"/job:{job}/replica:0/task:{task}/device:GPU:{k}"
+                for k in range(simulated_gpu_count())]
     import pycuda.driver as cuda
     return [f"/job:{job}/replica:0/task:{task}/device:GPU:{k}"
             for k in range(cuda.Device.count())]
@@ -109,9 +116,10 @@ class CudaContext:
     def __init__(self, index: int = 0):
         self.simulated = simulated()
         if self.simulated:
-            if index != 0:
-                raise CudaUnavailable(f"there is no GPU {index} (the CUDA simulator has one)")
-            self.index, self.device, self.context, self.arch = 0, None, None, SIMULATED_ARCH
+            if not 0 <= index < simulated_gpu_count():
+                raise CudaUnavailable(f"there is no GPU {index} (the CUDA simulator has "
+                                      f"{simulated_gpu_count()})")
+            self.index, self.device, self.context, self.arch = index, None, None, SIMULATED_ARCH
             return
         cuda = _driver()
         if index >= cuda.Device.count():

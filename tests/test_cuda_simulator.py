@@ -225,3 +225,40 @@ def test_a_sharded_embedding_trains_on_the_gpu_as_on_the_cpu(simulator, rng, cap
     assert gpu_losses[-1] < gpu_losses[0]
     for c, v in zip(cpu_tables, gpu_tables):
         np.testing.assert_allclose(v, c, rtol=1e-5, atol=1e-6)
+
+
+def test_two_gpus_train_their_towers_as_the_interpreter_does(simulator, monkeypatch):
+    """FLOWC_CUDA_SIMULATOR=2: a tower on each GPU with its own variable, the losses summed on
+    GPU:0 (tensors between the GPUs staged through host memory), trained by one optimizer."""
+    from dsl.session_devices import _detected_gpus
+    monkeypatch.setenv("FLOWC_CUDA_SIMULATOR", "2")
+    _detected_gpus.cache_clear()
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 4], name="x")
+        y = fl.placeholder(fl.int32, [None], name="y")
+        weights, losses = [], []
+        for k in range(2):
+            with fl.device(f"/device:GPU:{k}"):
+                w = fl.Variable(np.full((4, 3), 0.1 * (k + 1), np.float32), name=f"w{k}")
+                logits = fl.matmul(x, w)
+                losses.append(fl.reduce_mean(
+                    fl.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)))
+                weights.append(w)
+        loss = losses[0] + losses[1]
+        step = fl.train.GradientDescentOptimizer(0.5).minimize(loss)
+        init = fl.global_variables_initializer()
+    feed = {x: np.random.default_rng(0).uniform(-1, 1, (6, 4)).astype(np.float32),
+            y: np.array([0, 1, 2, 0, 1, 2], np.int32)}
+    seen = []
+    for backend in ("interpreter", "c"):
+        with fl.Session(graph=g, backend=backend) as s:
+            s.run(init)
+            seen.append(([s.run([loss, step], feed)[0] for _ in range(3)], s.run(weights)))
+            if backend == "c":
+                assert s.variable_devices() == {
+                    "w0": GPU0, "w1": GPU0.replace("GPU:0", "GPU:1")}
+    (want, want_w), (got, got_w) = seen
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for w, v in zip(want_w, got_w):
+        np.testing.assert_allclose(v, w, rtol=1e-5, atol=1e-6)

@@ -347,9 +347,17 @@ static inline const char *cudaGetErrorString(cudaError_t e) {
     if (e == cudaSuccess) return "no error";
     return flowc_sim::last_message ? flowc_sim::last_message : "error in the CUDA simulator";
 }
+/* FLOWC_CUDA_SIMULATOR=N: the simulator has N GPUs (one where it is set otherwise). They
+   share the host's memory, so a kernel reading another GPU's buffer is not caught. */
+static inline int flowc_sim_gpu_count(void) {
+    const char *v = getenv("FLOWC_CUDA_SIMULATOR");
+    const int n = v ? atoi(v) : 1;
+    return n > 1 ? n : 1;
+}
 static inline cudaError_t cudaSetDevice(int device) {
-    return device == 0 ? flowc_sim::ok()
-                       : flowc_sim::fail(cudaErrorInvalidDevice, "the CUDA simulator has one GPU");
+    return device >= 0 && device < flowc_sim_gpu_count()
+               ? flowc_sim::ok()
+               : flowc_sim::fail(cudaErrorInvalidDevice, "the CUDA simulator has no such GPU");
 }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
     *s = (cudaStream_t)malloc(1);
