@@ -134,40 +134,26 @@ def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "modu
     cublas = cublas_available(nvcc)
     flags = nvcc_flags(arch, cublas)
     link = ["-lcublas"] if cublas else []
-    with open(os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"), "rb") as f:
-        header = f.read()
-    key = hashlib.sha256(b"\0".join([source.encode(), header, nvcc_identity(nvcc).encode(),
-                                     " ".join(flags + link).encode()])).hexdigest()
-    d = os.path.join(cache_root(), "cuda", key[:2])
-    os.makedirs(d, exist_ok=True)
-    so = os.path.join(d, key + ".so")
-    files = {kind: os.path.join(d, f"{key}.{kind}") for kind in _OUTPUTS}
-    if all(os.path.exists(p) for p in files.values()) and is_cached(so):
-        return CudaBuildResult(so, key, True, arch, files)
-    tmpdir = tempfile.mkdtemp(prefix="flowc-nvcc-", dir=d)
-    try:
-        src = os.path.join(tmpdir, name + ".cu")
-        with open(src, "w") as f:
-            f.write(source)
+    key = _key(source, [os.path.join(RUNTIME_INCLUDE, "flowc_rt.h")], nvcc_identity(nvcc),
+               flags + link)
+    files = {kind: os.path.join(cache_root(), "cuda", key[:2], f"{key}.{kind}")
+             for kind in _OUTPUTS}
+
+    def build(src: str, out: str, tmpdir: str) -> None:
         keep = os.path.join(tmpdir, "keep")
         os.makedirs(keep)
-        out = os.path.join(tmpdir, name + ".so")
-        cmd = [nvcc] + flags + ["--keep", "--keep-dir", keep, src, "-o", out] + link
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            kept = keep_failed_source(src, key)
-            raise BuildError(f"nvcc rejected generated CUDA (source kept at {kept}):\n"
-                             + (proc.stderr or proc.stdout)[-4000:])
+        _run([nvcc] + flags + ["--keep", "--keep-dir", keep, src, "-o", out] + link, src, key,
+             "nvcc rejected generated CUDA")
         for kind, pattern in _OUTPUTS.items():
             matches = sorted(p for p in glob.glob(os.path.join(keep, pattern))
                              if "_dlink" not in os.path.basename(p))
             if not matches:
                 raise BuildError(f"nvcc did not leave a {kind} file for {name}")
-            shutil.copyfile(matches[0], files[kind])
-        publish(out, so)                # the stamp last: the files above are in place
-        return CudaBuildResult(so, key, False, arch, files)
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+            shutil.copyfile(matches[0], files[kind])   # before the stamp: publish() is last
+
+    so, cached = _in_cache("cuda", key, name, source, build,
+                           ready=lambda: all(os.path.exists(p) for p in files.values()))
+    return CudaBuildResult(so, key, cached, arch, files)
 
 
 def simulator_flags() -> List[str]:
@@ -179,32 +165,55 @@ def simulator_flags() -> List[str]:
 def _build_simulated(source: str, name: str) -> CudaBuildResult:
     """``source`` built by the system C++ compiler against the CUDA simulator's header."""
     cxx = os.environ.get("CXX", "c++")
-    headers = []
-    for path in (os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"),
-                 os.path.join(SIMULATOR_INCLUDE, "cuda_runtime.h")):
-        with open(path, "rb") as f:
-            headers.append(f.read())
     flags = simulator_flags()
-    key = hashlib.sha256(b"\0".join([source.encode(), *headers, compiler_identity(cxx).encode(),
-                                     " ".join(flags).encode()])).hexdigest()
-    d = os.path.join(cache_root(), "cuda-sim", key[:2])
+    key = _key(source, [os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"),
+                        os.path.join(SIMULATOR_INCLUDE, "cuda_runtime.h")],
+               compiler_identity(cxx), flags)
+
+    def build(src: str, out: str, tmpdir: str) -> None:
+        _run([cxx] + flags + [src, "-o", out, "-lm", "-lpthread"], src, key,
+             f"{cxx} rejected generated CUDA built for the CUDA simulator")
+
+    so, cached = _in_cache("cuda-sim", key, name, source, build)
+    return CudaBuildResult(so, key, cached, SIMULATED_ARCH)
+
+
+def _key(source: str, headers: List[str], compiler: str, flags: List[str]) -> str:
+    """The content hash naming a build: the source, the headers it includes, the compiler's
+    version and the flags."""
+    parts = [source.encode()]
+    for path in headers:
+        with open(path, "rb") as f:
+            parts.append(f.read())
+    parts += [compiler.encode(), " ".join(flags).encode()]
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()
+
+
+def _run(cmd: List[str], src: str, key: str, what: str) -> None:
+    """Run a compiler; a BuildError quoting it, with the source kept, if it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        kept = keep_failed_source(src, key)
+        raise BuildError(f"{what} (source kept at {kept}):\n"
+                         + (proc.stderr or proc.stdout)[-4000:])
+
+
+def _in_cache(kind: str, key: str, name: str, source: str, build, ready=lambda: True):
+    """(the cached ``.so`` of ``key``, whether it was there): else ``build(src, out, tmpdir)``
+    makes it from ``source`` in a scratch folder and it is published, stamp last."""
+    d = os.path.join(cache_root(), kind, key[:2])
     os.makedirs(d, exist_ok=True)
     so = os.path.join(d, key + ".so")
-    if is_cached(so):
-        return CudaBuildResult(so, key, True, SIMULATED_ARCH)
-    tmpdir = tempfile.mkdtemp(prefix="flowc-cudasim-", dir=d)
+    if ready() and is_cached(so):
+        return so, True
+    tmpdir = tempfile.mkdtemp(prefix=f"flowc-{kind}-", dir=d)
     try:
         src = os.path.join(tmpdir, name + ".cu")
         with open(src, "w") as f:
             f.write(source)
         out = os.path.join(tmpdir, name + ".so")
-        proc = subprocess.run([cxx] + flags + [src, "-o", out, "-lm", "-lpthread"],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            kept = keep_failed_source(src, key)
-            raise BuildError(f"{cxx} rejected generated CUDA built for the CUDA simulator "
-                             f"(source kept at {kept}):\n" + (proc.stderr or proc.stdout)[-4000:])
+        build(src, out, tmpdir)
         publish(out, so)
-        return CudaBuildResult(so, key, False, SIMULATED_ARCH)
+        return so, False
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
