@@ -32,6 +32,7 @@ What has run on a GPU, and what has only compiled: ``docs/cuda.md``.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import List, Optional, Tuple
 
@@ -182,23 +183,33 @@ class CudaModule(CModule):
 
 def load_cuda_artifact(path: str, context: Optional[CudaContext] = None) -> Artifact:
     """Load an artifact whose devices may include GPUs (``kind: cuda``); CPU devices load as
-    ``runtime.artifact.load_artifact`` loads them. Runs of the returned artifact must happen
-    with ``context`` entered (the GPU modules use its primary context)."""
-    shared = [context]
+    ``runtime.artifact.load_artifact`` loads them. Each GPU module's device code is checked
+    in its own GPU's context (``context`` for the GPU it is of; the GPUs' primary contexts,
+    which the CUDA runtime in the modules uses too). Runs with pycuda calls of their own must
+    happen with ``context`` entered."""
+    contexts = {context.index: context} if context is not None else {}
 
     def load_module(path: str, d: dict) -> CModule:
         kind = d.get("kind")
         if kind == "cuda":
             arch = d.get("arch", "?")
+            ctx = None
             if arch != SIMULATED_ARCH:
-                shared[0] = shared[0] or CudaContext(0)
+                index = gpu_index(d.get("device", ""))
+                ctx = contexts.get(index) or contexts.setdefault(index, CudaContext(index))
             fatbin = os.path.join(path, d["fatbin"]) if d.get("fatbin") else None
-            return CudaModule(os.path.join(path, d["module"]), fatbin, arch, shared[0])
+            return CudaModule(os.path.join(path, d["module"]), fatbin, arch, ctx)
         if kind == "cpu":
             return CModule(os.path.join(path, d["module"]))
         raise ArtifactError(f"{path}: device {d.get('device')} is of unknown kind {kind!r}")
 
     return load_artifact(path, load_module)
+
+
+def gpu_index(device: str) -> int:
+    """``k`` of a ``.../device:GPU:k`` name (0 where it names none)."""
+    m = re.search(r"/device:GPU:(\d+)$", device or "")
+    return int(m.group(1)) if m else 0
 
 
 def read_gpu_variable(var) -> np.ndarray:
