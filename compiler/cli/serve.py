@@ -23,7 +23,9 @@ from runtime.errors import FlowcError
 def add_serve_command(sub) -> None:
     p = sub.add_parser("serve", help="start a task of a cluster (a gRPC task server)",
                        description="Start task TASK of job JOB of a cluster and serve steps "
-                       "from masters (fl.Session(target='grpc://host:port')) until interrupted.")
+                       "from masters (fl.Session(target='grpc://host:port')) until interrupted. "
+                       "The task hosts its CPU and the GPUs this process can use (pycuda and "
+                       "a CUDA GPU, or FLOWC_CUDA_SIMULATOR=N simulated ones).")
     p.add_argument("--cluster", metavar="FILE.json",
                    help='cluster spec, e.g. {"ps": ["localhost:2222"], "worker": '
                         '["localhost:2223"]} (default: TF_CONFIG\'s "cluster")')
@@ -140,7 +142,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = TaskServer(cluster, job, task, build=build_partition, host=args.bind, token=token,
                         max_message_bytes=args.max_message_mb * 1024 * 1024,
                         max_tensor_bytes=args.max_tensor_mb * 1024 * 1024).start()
+    gpus = [d.rsplit("/", 1)[-1] for d in server.devices if "/device:GPU:" in d]
     print(f"flowc: serving {server.name} on {server.bound}"
+          + (f", with {', '.join(gpus)}" if gpus else "")
           + (" (token required)" if token else ""), file=sys.stderr, flush=True)
 
     def stop(signum, frame):
