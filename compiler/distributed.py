@@ -33,6 +33,7 @@ from compiler.ir.parser import parse_graph
 from compiler.ir.printer import print_graph
 from compiler.ops.comm import is_cross_task
 from compiler.passes.manager import PipelineOptions
+from compiler.passes.partition import subgraph
 from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint, write_artifact
 from runtime.artifact import load_artifact
 from runtime.cluster import ClusterSpec, task_device, task_of_device
@@ -167,18 +168,9 @@ def split_by_task(graph: Graph) -> Dict[Tuple[str, int], Graph]:
             devices.append(n.assigned_device)
     if len(tasks) == 1:
         return {next(iter(tasks)): graph}
-    parts: Dict[Tuple[str, int], Graph] = {}
-    for where in tasks:
-        g, _ = graph.copy(name=f"{graph.name}.{where[0]}_{where[1]}")
-        for n in reversed(list(g)):
-            if task_of_device(n.assigned_device) != where:
-                for i in n.inputs:
-                    if task_of_device(i.node.assigned_device) == where:
-                        raise CompileError(f"edge from '{i.node.name}' to '{n.name}' crosses "
-                                           "tasks without a _Send/_Recv pair", n)
-                g.erase_node(n)
-        parts[where] = g
-    return parts
+    return {where: subgraph(graph, f"{graph.name}.{where[0]}_{where[1]}",
+                            lambda n, where=where: task_of_device(n.assigned_device) == where)
+            for where in tasks}
 
 
 class Master:

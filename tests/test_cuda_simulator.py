@@ -262,3 +262,40 @@ def test_two_gpus_train_their_towers_as_the_interpreter_does(simulator, monkeypa
     np.testing.assert_allclose(got, want, rtol=1e-5)
     for w, v in zip(want_w, got_w):
         np.testing.assert_allclose(v, w, rtol=1e-5, atol=1e-6)
+
+
+def test_loops_and_conds_run_on_one_device_beside_gpu_ops(simulator, rng, capsys):
+    """Control-flow ops have CPU kernels only: a while loop (with its gradient loop) and a
+    cond stay whole on a CPU, and the ops around them go to the GPU; the step computes what
+    the interpreter does."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 4], name="x")
+        n = fl.placeholder(fl.int32, [], name="n")
+        w = fl.Variable(np.eye(4, dtype=np.float32) * 0.5, name="w")
+        h = fl.nn.relu(fl.matmul(x, w))                        # GPU
+        _, hn = fl.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, fl.tanh(v) * 1.5),
+                              [0, h])
+        picked = fl.cond(fl.reduce_sum(hn) > 0, lambda: hn * 2.0, lambda: hn - 1.0)
+        loss = fl.reduce_mean(fl.square(picked))              # GPU
+        (grad,) = fl.gradients(loss, [w])
+        init = fl.global_variables_initializer()
+    feed = {x: rng.uniform(-1, 1, (5, 4)).astype(np.float32), n: np.int32(3)}
+    with fl.Session(graph=g, backend="interpreter") as s:
+        s.run(init)
+        want = s.run([loss, grad], feed)
+    capsys.readouterr()
+    with fl.Session(graph=g, config=fl.ConfigProto(log_device_placement=True)) as s:
+        s.run(init)
+        got = s.run([loss, grad], feed)
+    captured = capsys.readouterr()
+    placed = {}
+    for line in (captured.out + captured.err).splitlines():
+        parts = line.split()
+        if line.startswith("  ") and len(parts) >= 2:
+            placed[parts[0]] = parts[1]
+    loop_and_cond = [k for k in placed if k.startswith(("while/", "cond/"))]
+    assert loop_and_cond and all("/device:CPU:" in placed[k] for k in loop_and_cond), placed
+    assert placed["MatMul"] == GPU0 and placed["Mean"] == GPU0, placed
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-6)

@@ -128,15 +128,26 @@ def split_by_device(graph: Graph) -> Dict[str, Graph]:
             devices.append(n.assigned_device)
     if len(devices) == 1:
         return {devices[0]: graph}
-    parts: Dict[str, Graph] = {}
-    for dev in devices:
-        g, mapping = graph.copy(name=f"{graph.name}.{device_label(dev)}")
-        for n in reversed(list(g)):
-            if n.assigned_device != dev:
-                for i in n.inputs:
-                    if i.node.assigned_device == dev:
-                        raise GraphError(f"edge from '{i.node.name}' on {dev} to '{n.name}' on "
-                                         f"{n.assigned_device} was not partitioned", n)
-                g.erase_node(n)
-        parts[dev] = g
-    return parts
+    return {dev: subgraph(graph, f"{graph.name}.{device_label(dev)}",
+                          lambda n, dev=dev: n.assigned_device == dev)
+            for dev in devices}
+
+
+def subgraph(graph: Graph, name: str, keep) -> Graph:
+    """A copy of ``graph`` with only the nodes ``keep(node)`` holds for; an edge from a kept
+    node to a dropped one is an error (the partition pass puts a _Send/_Recv pair there).
+    The dropped nodes are cut loose first, so a loop's back edges among them do not stop
+    their removal."""
+    g, _ = graph.copy(name=name)
+    drop = [n for n in g if not keep(n)]
+    for n in drop:
+        for i in n.inputs:
+            if keep(i.node):
+                raise GraphError(f"edge from '{i.node.name}' on {i.node.assigned_device} to "
+                                 f"'{n.name}' on {n.assigned_device} was not partitioned", n)
+    for n in drop:
+        n.set_inputs([])
+        n.set_control_inputs([])
+    for n in drop:
+        g.erase_node(n)
+    return g

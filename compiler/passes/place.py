@@ -8,8 +8,10 @@ The rules, in order (TensorFlow's placer, simplified and deterministic):
    kernel falls back to a CPU of its task, with a note in the report.
 2. **Colocation groups** (union-find): a node that takes a resource handle (a variable's reads,
    assignments, gathers, scatters) joins the group of the handle's producer; a node with a
-   ``_class = ["loc:@name"]`` attr (``fl.colocate_with``) joins ``name``'s group. A group is
-   placed as one.
+   ``_class = ["loc:@name"]`` attr (``fl.colocate_with``) joins ``name``'s group; the nodes of
+   a loop, and a cond's branches with their Switch and Merge, form one group (generated code
+   runs a loop or a cond on one device; control-flow ops have CPU kernels only, so a GPU
+   session runs them on a CPU). A group is placed as one.
 3. **Constraints.** The requested device specs of a group's members are merged; two members
    that ask for different values of one field are an error naming both, where each was written,
    and the chain of colocations that binds them. The group gets the first device (in a fixed
@@ -36,7 +38,8 @@ from networkx.utils import UnionFind
 
 from compiler.codegen.cuda_kernels import has_cuda_kernel
 from compiler.devices import Device, default_device, device_list, format_spec, local_devices, parse_device_spec
-from compiler.errors import GraphError
+from compiler.errors import FlowcError, GraphError
+from compiler.interpreter import CONTROL_FLOW_OPS
 from compiler.ir.graph import Graph, Node
 from compiler.ops.registry import get_op, has_op
 from compiler.passes.manager import Pass, PassContext, register_pass
@@ -120,6 +123,36 @@ class _Groups:
                     other = graph.get(entry[5:])
                     if other is not None:
                         self._join(n, other, f"'{n.name}' is colocated with '{other.name}'")
+        if any(n.op in CONTROL_FLOW_OPS for n in graph):
+            self._join_control_flow(list(graph))
+
+    def _join_control_flow(self, order: List[Node]) -> None:
+        """A loop, and a cond's branches with their Switch and Merge, run on one device (the
+        generated code keeps a loop's frames and a cond's dead branches on one device): every
+        node of an outermost loop frame joins one group, and every node a cond guards joins
+        the Switch or guarded node it reads, as a cond's Merge joins its branches."""
+        from compiler.codegen.control_flow import _is_loop_merge, cond_guards
+        from compiler.interpreter import static_frames
+        try:
+            run_in, out_in = static_frames(order)
+        except FlowcError:
+            return                                 # the verifier and codegen say what is wrong
+        loops: Dict[str, Node] = {}
+        for n in order:
+            home = out_in[n] if n.op == "Enter" else run_in[n]
+            if home:
+                first = loops.setdefault(home[0], n)
+                if first is not n:
+                    self._join(n, first, f"the nodes of loop '{home[0]}' run on one device")
+        guard, out_guard = cond_guards(order)
+        for n in order:
+            merges = n.op == "Merge" and not _is_loop_merge(n)
+            if not (guard[n] or merges):
+                continue
+            for i in n.inputs:
+                if i.node.op == "Switch" or out_guard.get(i):
+                    self._join(n, i.node, "a cond's branches run on one device with its "
+                                          "Switch and Merge")
 
     def _join(self, a: Node, b: Node, why: str) -> None:
         self.uf.union(a, b)
@@ -143,7 +176,7 @@ def _merged_spec(group: List[Node], groups: _Groups) -> Dict[str, str]:
         for key, value in parse_device_spec(n.device).items():
             if key in fields and fields[key] != value and not _compatible(key, fields[key], value):
                 first = source[key]
-                chain = "; ".join(groups.why[m] for m in group if m in groups.why)
+                chain = "; ".join(dict.fromkeys(groups.why[m] for m in group if m in groups.why))
                 raise PlacementError(
                     f"conflicting devices: node '{n.name}' asks for {n.device}{_where(n)}, but "
                     f"node '{first.name}' asks for {first.device}{_where(first)}, and they must "
