@@ -125,7 +125,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     One module per device (``cpu_0.c``/``cpu_0.so``, ...); the manifest says which of the
     step's feeds and fetches each device takes, its variables and random streams, and how many
     rendezvous slots the step's ``_Send``/``_Recv`` pairs use. ``instrumentation`` adds
-    kernel timers and numerics checks (``compiler/codegen/instrument.py``; CPU modules only).
+    kernel timers (CPU modules only) and numerics checks (``compiler/codegen/instrument.py``;
+    on a GPU, ``emit_cuda``'s ``check_numerics``).
     A GPU device's module is CUDA (``gpu_0.cu`` built by nvcc for ``cuda_arch``, see
     ``compiler/codegen/cuda_artifact.py``).
     """
@@ -156,7 +157,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
             r.attrs["index"] = local             # the module's own fetch numbering
         if _is_gpu(device):
             from compiler.codegen.cuda_emitter import emit_cuda
-            emitted = emit_cuda(g, feeds, retvals)
+            emitted = emit_cuda(g, feeds, retvals,
+                                check_numerics=instrumentation.check_numerics)
         else:
             emitted = emit_c(g, feeds, retvals, instrumentation=instrumentation,
                              origins=step.origins, plan_memory=step.plan_memory)

@@ -299,3 +299,34 @@ def test_loops_and_conds_run_on_one_device_beside_gpu_ops(simulator, rng, capsys
     assert placed["MatMul"] == GPU0 and placed["Mean"] == GPU0, placed
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-6)
+
+
+def test_check_numerics_on_the_gpu_names_the_op_as_on_the_cpu(simulator):
+    """check_numerics scans every floating output on the device: the first op that made a
+    NaN or an Inf is named, with the CPU's message, and the failed training step leaves the
+    variable unchanged."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None], name="x")
+        w = fl.Variable(np.ones(3, np.float32), name="w")
+        y = fl.log(x * w, name="log") * 2.0
+        loss = fl.reduce_sum(fl.sqrt(y, name="root"))
+        step = fl.train.GradientDescentOptimizer(0.1).minimize(loss)
+        init = fl.global_variables_initializer()
+    messages = []
+    for config in (fl.ConfigProto(check_numerics=True, device_count={"GPU": 0}),
+                   fl.ConfigProto(check_numerics=True)):
+        with fl.Session(graph=g, config=config) as s:
+            s.run(init)
+            for bad in ([1.0, -1.0, 2.0], [0.0, 2.0, 3.0], [1.0, 2.0, 3.0]):
+                with pytest.raises(FlowcError) as e:
+                    s.run(step, {x: np.array(bad, np.float32)})
+                messages.append(str(e.value))
+            np.testing.assert_array_equal(s.run(w), np.ones(3, np.float32))
+            if config.device_count.get("GPU") is None:
+                assert s.variable_devices() == {"w": GPU0}
+    cpu, gpu = messages[:3], messages[3:]
+    assert "node 'log': CheckNumerics: Log: Tensor had NaN values" in gpu[0]
+    assert "CheckNumerics: Log: Tensor had Inf values" in gpu[1]
+    assert "in the backward pass (gradient of 'root')" in gpu[2]
+    assert gpu == cpu

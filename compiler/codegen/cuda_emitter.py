@@ -26,9 +26,10 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from compiler.codegen.cuda_kernels import cuda_kernel, has_cuda_kernel
-from compiler.codegen.cuda_launch import CudaModuleState
+from compiler.codegen.cuda_launch import CudaLaunch, CudaModuleState
 from compiler.codegen.cuda_target import BLOCK_SIZE, CUDA, MAX_BLOCKS, CudaTarget
 from compiler.codegen.emitter import EmittedModule
+from compiler.codegen.instrument import forward_of
 from compiler.codegen.kernel_context import KernelContext, TensorRef, c_string
 from compiler.codegen import templates
 from compiler.errors import CodegenError
@@ -61,18 +62,23 @@ def _comment(text: str) -> str:
 
 
 def emit_cuda(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
-              target: CudaTarget = CUDA) -> EmittedModule:
+              target: CudaTarget = CUDA, check_numerics: bool = False) -> EmittedModule:
     """The CUDA module of one GPU device's subgraph (``feeds``: its Placeholders in feed
-    order; ``retvals``: its ``_Retval`` nodes, ``attrs['index']`` numbering its fetches)."""
-    return _CudaEmitter(graph, list(feeds), list(retvals), target).emit()
+    order; ``retvals``: its ``_Retval`` nodes, ``attrs['index']`` numbering its fetches).
+    ``check_numerics``: every floating output (and feed) is scanned on the device after its
+    kernel; a NaN or Inf raises an error flag naming the node, as ``--check-numerics`` does
+    on a CPU (``compiler/codegen/instrument.py``)."""
+    return _CudaEmitter(graph, list(feeds), list(retvals), target, check_numerics).emit()
 
 
 class _CudaEmitter:
-    def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CudaTarget):
+    def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CudaTarget,
+                 check_numerics: bool = False):
         self.graph = graph
         self.feeds = feeds
         self.retvals = retvals
         self.target = target
+        self.check_numerics = check_numerics
         self.module = CudaModuleState()
         self.refs: Dict[Output, TensorRef] = {}
         self.root: Dict[Output, Output] = {}
@@ -128,6 +134,8 @@ class _CudaEmitter:
             if k and k % NODES_PER_PART == 0:
                 self.part_starts.append(len(self.body))
             self._emit_node(n)
+            if self.check_numerics:
+                self._check_numerics(n)
             for root in frees_after.get(position[n], []):
                 ref = self.refs.get(root)
                 if ref is not None and ref.var in self.owned:
@@ -136,6 +144,36 @@ class _CudaEmitter:
         return EmittedModule(self._assemble(), {"cuda"} | set(self.module.features),
                              list(self.module.variables), list(self.module.streams),
                              list(self.module.queues))
+
+    def _check_numerics(self, n: Node) -> None:
+        """After ``n``'s kernels: one kernel per floating output raising the node's NaN or
+        Inf flag (the entry reports the first flagged node once the stream is done; kernels
+        that change state do nothing after it, so the step leaves variables unchanged)."""
+        op = get_op(n.op, n)
+        if n.op in _NO_CODE or n.op == "Const" or op.is_communication or (
+                op.c_alias is not None and n.op != "Placeholder"):
+            return
+        outputs = [o for o in n.outputs if o.dtype in (DType.f32, DType.f64) and o in self.refs]
+        if not outputs:
+            return
+        self._open(n)
+        forward = forward_of(n.name)
+        lines = []
+        for out in outputs:
+            ref = self._ref(out)
+            kc = KernelContext(n, [], [ref], self.target, self.module)
+            what = f"{n.op} output {out.index}" if len(n.outputs) > 1 else n.op
+            if forward:
+                what += f" in the backward pass (gradient of '{forward}')"
+            launch = CudaLaunch(kc, "check_numerics")
+            x = launch.ptr(ref)
+            nan = launch.report(f"CheckNumerics: {what}: Tensor had NaN values")
+            inf = launch.report(f"CheckNumerics: {what}: Tensor had Inf values")
+            body = (f"{self.target.grid_stride_loop('i', launch.value(ref.size))} {{\n"
+                    f"    const {ref.ctype} v = {x}[i];\n"
+                    f"    if (v != v) {{ {nan} }} else if (isinf(v)) {{ {inf} }}\n}}")
+            lines.append(launch.launch(body, ref.size))
+        self._close(lines)
 
     def _open(self, n: Node) -> None:
         lhs, rhs, trailer = node_text(n, elide_constants=True)
