@@ -330,3 +330,21 @@ def test_check_numerics_on_the_gpu_names_the_op_as_on_the_cpu(simulator):
     assert "CheckNumerics: Log: Tensor had Inf values" in gpu[1]
     assert "in the backward pass (gradient of 'root')" in gpu[2]
     assert gpu == cpu
+
+
+def test_a_traced_run_on_the_gpu_times_the_cpu_kernels_only(simulator):
+    """RunOptions(FULL_TRACE) on a step with a GPU part: the CPU module's kernels are timed,
+    the GPU's are not (they run asynchronously on the device), and the run is not refused."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 4], name="x")
+        with fl.device("/cpu:0"):
+            xc = fl.nn.relu(x, name="on_cpu")
+        y = fl.reduce_sum(fl.matmul(xc, fl.ones([4, 2])))
+    with fl.Session(graph=g) as s:
+        md = fl.RunMetadata()
+        got = s.run(y, {x: np.ones((2, 4), np.float32)},
+                    options=fl.RunOptions(trace_level=fl.RunOptions.FULL_TRACE), run_metadata=md)
+    assert got == 16.0
+    timed = {k.node for d in md.step_stats.devices for k in d.kernels}
+    assert "on_cpu" in timed and "MatMul" not in timed
