@@ -10,6 +10,7 @@ real GPU shows (tests/test_cuda_runtime.py on one) it does not.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -348,3 +349,19 @@ def test_a_traced_run_on_the_gpu_times_the_cpu_kernels_only(simulator):
     assert got == 16.0
     timed = {k.node for d in md.step_stats.devices for k in d.kernels}
     assert "on_cpu" in timed and "MatMul" not in timed
+
+
+@pytest.mark.parametrize("delta, message", [(0, "Requires delta != 0: 0"),
+                                            (-1, "Requires start >= limit when delta < 0: 0/5")])
+def test_range_bounds_are_checked_on_the_host_before_its_size_is(simulator, delta, message):
+    """Range's size divides by delta: its checks (made by the kernel on the host copies of the
+    bounds) run before the size is computed; a zero delta crashed the process before."""
+    g = fl.Graph()
+    with g.as_default():
+        a, b, d = (fl.placeholder(fl.int32, [], name=k) for k in "abd")
+        r = fl.range(a, b, d, name="r")
+    with fl.Session(graph=g) as s:
+        with pytest.raises(FlowcError, match=f"node 'r': {re.escape(message)}"):
+            s.run(r, {a: np.int32(0), b: np.int32(5), d: np.int32(delta)})
+        np.testing.assert_array_equal(s.run(r, {a: np.int32(0), b: np.int32(5),
+                                                d: np.int32(2)}), [0, 2, 4])

@@ -216,24 +216,25 @@ class _CudaEmitter:
         alias_only = kernel.emit is None
         if alias_only and op.c_alias is None:
             raise CodegenError(f"op {n.op} has neither a CUDA kernel nor a view output", n)
-        lines: List[str] = []
         # Output dims are computed on the host: inputs whose values they need (and that are
-        # not constants) are first copied back from the device.
+        # not constants) are first copied back from the device. The kernel then reads those
+        # host copies too (a convolution's sizes), and every check made on them (by the dims
+        # function or the kernel, Range's delta != 0 among them) runs before the dims are.
         dims_kc = kc
+        mirrored: List[str] = []
         mirrors = [i for i in kernel.host_inputs
                    if i < len(inputs) and constant_value(n.inputs[i]) is None]
         if mirrors:
             host_refs = list(inputs)
             for i in mirrors:
                 host_refs[i], copy = self._host_mirror(kc, inputs[i])
-                lines.extend(copy)
+                mirrored.extend(copy)
             dims_kc = KernelContext(n, host_refs, outputs, self.target, self.module)
         dims_fn = kernel.output_dims if kernel.output_dims is not None else op.c_output_dims
         dims = None
         if dims_fn is not None and not all(o.static for o in outputs):
             dims = dims_fn(dims_kc)
-        lines.extend(dims_kc.checks if dims_kc is not kc else [])
-        dims_checks_done = len(dims_kc.checks)
+        lines: List[str] = []
         for k, o in enumerate(outputs):
             lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};")
             for d in range(o.rank):
@@ -251,7 +252,7 @@ class _CudaEmitter:
         kc.checks.clear()
         if alias_only:
             lines.append(f"{outputs[0].var}.data = {inputs[op.c_alias].var}.data;")
-            return self._close(checks + lines)
+            return self._close(checks + mirrored + (dims_kc.checks if mirrors else []) + lines)
         for o in outputs:
             if o.dtype is DType.resource:
                 continue
@@ -260,11 +261,8 @@ class _CudaEmitter:
         if dims_kc is kc:
             code = kernel.emit(kc)
             return self._close(kc.checks + checks + lines + ["{", code, "}"])
-        # The kernel reads the mirrored inputs' values on the host too (a convolution's
-        # sizes): it gets the host copies, and its checks follow the copy.
         code = kernel.emit(dims_kc)
-        self._close(kc.checks + checks + lines + dims_kc.checks[dims_checks_done:]
-                    + ["{", code, "}"])
+        self._close(kc.checks + checks + mirrored + dims_kc.checks + lines + ["{", code, "}"])
 
     def _host_mirror(self, kc: KernelContext, ref: TensorRef):
         """A host copy of a small device tensor (a shape-like input): its TensorRef and the
