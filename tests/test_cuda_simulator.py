@@ -365,3 +365,36 @@ def test_range_bounds_are_checked_on_the_host_before_its_size_is(simulator, delt
             s.run(r, {a: np.int32(0), b: np.int32(5), d: np.int32(delta)})
         np.testing.assert_array_equal(s.run(r, {a: np.int32(0), b: np.int32(5),
                                                 d: np.int32(2)}), [0, 2, 4])
+
+
+def _mismatch_cases():
+    a = fl.placeholder(fl.float32, [None, 2], name="a")
+    b = fl.placeholder(fl.float32, [None, 2], name="b")
+    good = {a: np.ones((3, 2), np.float32), b: np.ones((3, 2), np.float32)}
+    bad = {a: np.ones((3, 2), np.float32), b: np.ones((2, 2), np.float32)}
+    x = fl.placeholder(fl.int32, [2], name="x")
+    y = fl.placeholder(fl.int32, [3], name="y")
+    return [fl.concat([a, b], 1, name="concat"), fl.stack([a, b], name="stack"),
+            fl.add_n([a, b], name="add_n"),
+            fl.slice(b, fl.constant([2, 0]), fl.constant([1, 2]), name="box")], good, bad, \
+        fl.raw_ops.Equal(x=x, y=y, incompatible_shape_error=False), {
+            x: np.array([1, 2], np.int32), y: np.array([1, 2, 3], np.int32)}
+
+
+def test_shape_checks_of_concat_stack_add_n_and_slice_run_on_the_gpu(simulator):
+    """Inputs that disagree (a dim known only at run time) fail on the GPU naming the node,
+    with the CPU's message, instead of reading and writing past their buffers."""
+    g = fl.Graph()
+    with g.as_default():
+        fetches, good, bad, eq, eq_feed = _mismatch_cases()
+    for fetch in fetches:
+        messages = []
+        for config in (fl.ConfigProto(device_count={"GPU": 0}), None):
+            with fl.Session(graph=g, config=config) as s:
+                s.run(fetch, good)
+                with pytest.raises(FlowcError) as e:
+                    s.run(fetch, bad)
+                messages.append(str(e.value))
+        assert messages[1] == messages[0] and f"'{fetch.op.name}'" in messages[1]
+    with fl.Session(graph=g) as s:               # an answer for shapes that do not broadcast
+        assert s.run(eq, eq_feed).tolist() is False

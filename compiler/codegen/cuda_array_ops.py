@@ -18,9 +18,9 @@ from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 from compiler.ir.graph import Node
 from compiler.ops.array import (_add, _c, _constant_axis, _contiguous_strides, _dim, _mul,
-                                _normalize_axis, _pad_plan, _split_v_plan, _strided_slice_plan,
-                                _used_step, _values, check_even_split, range_checks,
-                                range_operands)
+                                _normalize_axis, _pad_plan, _slice_plan, _split_v_plan,
+                                _strided_slice_plan, _used_step, _values, check_even_split,
+                                concat_checks, pack_checks, range_checks, range_operands)
 from runtime.dtypes import DType
 
 # Atomic adds exist for these (UnsortedSegmentSum).
@@ -122,6 +122,7 @@ def _transpose(kc: KernelContext) -> str:
 
 def _slice(kc: KernelContext) -> str:
     x = kc.inputs[0]
+    _slice_plan(kc, checks=True)                 # the C target's bounds checks, on the host
     begin = _const(kc, 1)
     return index_map(kc, x, lambda launch: _offset(launch, x, [f"c{d} + {b}"
                                                                for d, b in enumerate(begin)]))
@@ -155,6 +156,7 @@ def _concat_parts(kc: KernelContext, parts: List[TensorRef], axis: int, stacked:
 
 
 def _concat(kc: KernelContext) -> str:
+    concat_checks(kc)
     parts = kc.inputs[:-1]
     (axis,) = _const(kc, len(kc.inputs) - 1)
     axis = axis + kc.out.rank if axis < 0 else axis
@@ -162,6 +164,7 @@ def _concat(kc: KernelContext) -> str:
 
 
 def _pack(kc: KernelContext) -> str:
+    pack_checks(kc)
     axis = kc.attr("axis")
     axis = axis + kc.out.rank if axis < 0 else axis
     return _concat_parts(kc, kc.inputs, axis, stacked=True)

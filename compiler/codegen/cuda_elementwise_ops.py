@@ -73,8 +73,15 @@ def _bias_add(kc: KernelContext) -> str:
     return launch.launch(body, kc.out.size)
 
 
+def _strict_shapes(node) -> bool:
+    """Equal/NotEqual with ``incompatible_shape_error=False`` answer a scalar for shapes that
+    do not broadcast: that case stays on the CPU."""
+    return node.attrs.get("incompatible_shape_error", True) is not False
+
+
 for _name, _op in sorted(all_ops().items()):
     if _op.extra.get("c_expr") is not None and _op.c_kernel is not None:
-        register_cuda_kernel(_name, _from_c_expr)
+        register_cuda_kernel(_name, _from_c_expr,
+                             supports=_strict_shapes if _name in ("Equal", "NotEqual") else None)
 register_cuda_kernel("Fused", _fused)
 register_cuda_kernel("BiasAdd", _bias_add)

@@ -232,8 +232,9 @@ class _CudaEmitter:
             dims_kc = KernelContext(n, host_refs, outputs, self.target, self.module)
         dims_fn = kernel.output_dims if kernel.output_dims is not None else op.c_output_dims
         dims = None
-        if dims_fn is not None and not all(o.static for o in outputs):
-            dims = dims_fn(dims_kc)
+        if dims_fn is not None and (not all(o.static for o in outputs)
+                                    or not all(i.static for i in inputs)):
+            dims = dims_fn(dims_kc)      # with dynamic inputs: the checks that they agree
         lines: List[str] = []
         for k, o in enumerate(outputs):
             lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};")

@@ -662,9 +662,16 @@ def _concat_c_dims(kc: KernelContext) -> List[List[str]]:
     return [[_c(d) for d in dims]]
 
 
-def _concat_c(kc: KernelContext) -> str:
+def concat_checks(kc: KernelContext):
+    """The run-time checks that the inputs agree outside the axis (C and GPU kernels);
+    (values, axis, dims)."""
     values, a, dims = _concat_plan(kc)
     _check_same_dims(kc, values, dims, "ConcatOp : Dimensions of inputs should match", skip=a)
+    return values, a, dims
+
+
+def _concat_c(kc: KernelContext) -> str:
+    values, a, dims = concat_checks(kc)
     return _emit_axis_copies(kc, kc.out, values, [_dim(v, a) for v in values], _dim(kc.out, a),
                              _mul(dims[:a]), _mul(dims[a + 1:]), into_whole=True)
 
@@ -869,10 +876,16 @@ def _pack_c_dims(kc: KernelContext) -> List[List[str]]:
     return [[_c(d) for d in dims[:a] + [len(kc.inputs)] + dims[a:]]]
 
 
-def _pack_c(kc: KernelContext) -> str:
+def pack_checks(kc: KernelContext):
+    """The run-time checks that every input has one shape (C and GPU kernels); its dims."""
     dims = _representative_dims(kc.inputs)
-    a = _normalize_axis(kc.attr("axis"), len(dims) + 1)
     _check_same_dims(kc, kc.inputs, dims, "Shapes of all inputs must match")
+    return dims
+
+
+def _pack_c(kc: KernelContext) -> str:
+    dims = pack_checks(kc)
+    a = _normalize_axis(kc.attr("axis"), len(dims) + 1)
     n = len(kc.inputs)
     return _emit_axis_copies(kc, kc.out, kc.inputs, [1] * n, n, _mul(dims[:a]), _mul(dims[a:]),
                              into_whole=True)

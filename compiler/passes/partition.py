@@ -2,7 +2,9 @@
 
 Every data edge whose ends are on different devices becomes ``producer -> _Send`` on the
 source device and ``_Recv -> consumer`` on the destination, with one ``_Send``/``_Recv`` pair
-per (tensor, destination device) however many consumers read it there. A control edge across
+per (tensor, destination device) however many consumers read it there; a small constant is
+copied to the destination instead (``COPY_CONSTANT_BYTES``), so it stays a compile-time
+constant there. A control edge across
 devices is carried by a dummy scalar: a ``Const`` on the source device that waits for the
 producer, sent to the destination, whose ``_Recv`` becomes the consumer's control input. The
 pairs are numbered (``slot``): the index of their entry in the step's rendezvous.
@@ -22,6 +24,19 @@ from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
 from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
+
+
+# A constant read on another device is copied there when it is at most this many bytes (a
+# shape, an axis, a scalar): the consumer keeps a compile-time constant (a reduction's axes,
+# a gather's axis must be one) and no step sends it. Larger ones are sent.
+COPY_CONSTANT_BYTES = 4096
+
+
+def _copyable(node: Node) -> bool:
+    if node.op != "Const" or node.control_inputs:
+        return False
+    value = node.attrs.get("value")
+    return isinstance(value, np.ndarray) and value.nbytes <= COPY_CONSTANT_BYTES
 
 
 def _name(out: Output) -> str:
@@ -64,8 +79,11 @@ class Partition(Pass):
                     continue
                 key = (inp, dst)
                 if key not in received:
-                    received[key] = self._pair(graph, inp, node, dst, slot)
-                    slot += 1
+                    if _copyable(inp.node):
+                        received[key] = self._copy(graph, inp.node, node, dst)
+                    else:
+                        received[key] = self._pair(graph, inp, node, dst, slot)
+                        slot += 1
                 node.set_input(k, received[key])
             for c in list(node.control_inputs):
                 if c.assigned_device == dst:
@@ -78,6 +96,17 @@ class Partition(Pass):
                 node.add_control_input(controls[key])
         ctx.rendezvous_slots = slot
         return True
+
+    @staticmethod
+    def _copy(graph: Graph, const: Node, consumer: Node, dst: str) -> Output:
+        """A copy of the small constant ``const`` on ``dst``, before ``consumer``."""
+        with graph.inserting_before(consumer):
+            copy = graph.add_node("Const", [], dict(const.attrs),
+                                  name=graph.unique_name(f"{const.name}/{device_label(dst)}"),
+                                  output_types=list(const.output_types),
+                                  location=const.location)
+        copy.assigned_device = dst
+        return copy.output(0)
 
     @staticmethod
     def _pair(graph: Graph, src: Output, consumer: Node, dst: str, slot: int) -> Output:
