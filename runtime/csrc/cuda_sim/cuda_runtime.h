@@ -20,7 +20,8 @@
  *   past the end is reported on stderr (and appended to the file FLOWC_CUDA_SIMULATOR_FAULTS
  *   names, where set), and every later call of the module fails with
  *   cudaErrorIllegalAddress, as a real GPU's context does after such a fault.
- * - Streams are synchronous; atomics are host atomics.
+ * - Streams are synchronous; kernels of one module run one at a time, whatever host thread
+ *   launches them (the one compute stream); atomics are host atomics.
  */
 #ifndef FLOWC_CUDA_SIMULATOR_H
 #define FLOWC_CUDA_SIMULATOR_H
@@ -35,6 +36,7 @@
 #include <ucontext.h>
 
 #include <functional>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -299,6 +301,12 @@ static inline cudaError_t run_grid(dim3 grid, dim3 block, const std::function<vo
         return fail(cudaErrorInvalidConfiguration, "invalid configuration argument");
     static thread_local Block b;
     if (running) return fail(cudaErrorLaunchFailure, "a launch from inside a kernel");
+    /* One kernel at a time, as on a GPU's one compute stream (the generated modules run every
+       step on the legacy default stream): kernels of steps running in other host threads
+       wait here rather than run at the same time. Per module; steps of one step signature
+       share their module. */
+    static std::mutex stream;
+    std::lock_guard<std::mutex> in_order(stream);
     b.body = &body;
     running = &b;
     blockDim = block;
