@@ -131,7 +131,7 @@ def compile_for_cluster(graph: Graph, feeds: Sequence[Output], fetches: Sequence
     step = make_step_graph(graph, feeds, fetches, targets)
     devices = tuple(devices or cluster.devices())
     home = task_device(*default_task)
-    gpus = [d for d in devices if d.startswith(home[:-len("/device:CPU:0")] + "/device:GPU:")]
+    gpus = [d for d in devices if d.startswith(home.rsplit("/device:", 1)[0] + "/device:GPU:")]
     opts = dataclasses.replace(options or PipelineOptions(), devices=devices,
                                default_device=gpus[0] if gpus else home)
     optimize(step, opts)

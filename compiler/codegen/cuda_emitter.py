@@ -29,7 +29,7 @@ from compiler.codegen.cuda_kernels import cuda_kernel, has_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch, CudaModuleState
 from compiler.codegen.cuda_target import BLOCK_SIZE, CUDA, MAX_BLOCKS, CudaTarget
 from compiler.codegen.emitter import EmittedModule
-from compiler.codegen.instrument import forward_of
+from compiler.codegen.instrument import checks_outputs, numerics_subject
 from compiler.codegen.kernel_context import KernelContext, TensorRef, c_string
 from compiler.codegen import templates
 from compiler.errors import CodegenError
@@ -149,22 +149,17 @@ class _CudaEmitter:
         """After ``n``'s kernels: one kernel per floating output raising the node's NaN or
         Inf flag (the entry reports the first flagged node once the stream is done; kernels
         that change state do nothing after it, so the step leaves variables unchanged)."""
-        op = get_op(n.op, n)
-        if n.op in _NO_CODE or n.op == "Const" or op.is_communication or (
-                op.c_alias is not None and n.op != "Placeholder"):
+        if n.op in _NO_CODE or n.op == "Const" or not checks_outputs(n):
             return
         outputs = [o for o in n.outputs if o.dtype in (DType.f32, DType.f64) and o in self.refs]
         if not outputs:
             return
         self._open(n)
-        forward = forward_of(n.name)
         lines = []
         for out in outputs:
             ref = self._ref(out)
             kc = KernelContext(n, [], [ref], self.target, self.module)
-            what = f"{n.op} output {out.index}" if len(n.outputs) > 1 else n.op
-            if forward:
-                what += f" in the backward pass (gradient of '{forward}')"
+            what = numerics_subject(n, out.index)
             launch = CudaLaunch(kc, "check_numerics")
             x = launch.ptr(ref)
             nan = launch.report(f"CheckNumerics: {what}: Tensor had NaN values")

@@ -30,11 +30,18 @@ _UNSIGNED = {DType.i32: "uint32_t", DType.i64: "uint64_t"}
 StoreFor = Callable[[CudaLaunch], Callable[[str], str]]
 
 
+def _op_transposes(kc: KernelContext):
+    """(transpose a, transpose b): MatMul's and the fused products' attrs, or BatchMatMulV2's
+    adjoints."""
+    if kc.node.op == "BatchMatMulV2":
+        return _transposes(kc)
+    return kc.attr("transpose_a"), kc.attr("transpose_b")
+
+
 def _tiled(kc: KernelContext, a: TensorRef, b: TensorRef, m: str, n: str, k: str,
            store_for: StoreFor, hint: str, count: str, guard: bool = False) -> str:
     """Launch the tiled kernel over op(a) @ op(b) (batched as the node's output says)."""
-    ta, tb = _transposes(kc) if kc.node.op in ("MatMul", "BatchMatMulV2") else \
-        (kc.attr("transpose_a"), kc.attr("transpose_b"))
+    ta, tb = _op_transposes(kc)
     rank = max(a.rank, b.rank) - 2
     batch = _batch_dims(kc, check=True) if rank > 0 else []
     launch = CudaLaunch(kc, f"{hint}_{'t' if ta else 'n'}{'t' if tb else 'n'}")
@@ -58,7 +65,7 @@ def _gemm(kc: KernelContext, a: TensorRef, b: TensorRef, m: str, n: str, k: str,
           beta1: bool) -> str:
     """Host code: one cuBLAS gemm of op(a) @ op(b) into device pointer ``c`` (+ c: beta1)."""
     kc.module.add_global(kc.render("matmul.cu.j2", part="cublas"))
-    ta, tb = kc.attr("transpose_a"), kc.attr("transpose_b")
+    ta, tb = _op_transposes(kc)
     return (f"if (({m}) * ({n}) > 0 && flowc_gemm(flowc_stream, {int(a.dtype is DType.f64)}, "
             f"{int(ta)}, {int(tb)}, {m}, {n}, {k}, {a.var}.data, {a.dim(-1)}, {b.var}.data, "
             f"{b.dim(-1)}, {c}, {int(beta1)})) "
@@ -95,12 +102,7 @@ def _matmul(kc: KernelContext) -> str:
     tiled = _tiled(kc, a, b, m, n, k_a, store, hint, out.size)
     if not a.dtype.is_floating or out.rank > 2:
         return tiled
-    kc.module.add_global(kc.render("matmul.cu.j2", part="cublas"))
-    gemm = (f"if ({out.size} > 0 && flowc_gemm(flowc_stream, {int(a.dtype is DType.f64)}, "
-            f"{int(ta)}, {int(tb)}, {m}, {n}, {k_a}, {a.var}.data, {a.dim(-1)}, {b.var}.data, "
-            f"{b.dim(-1)}, {out.var}.data, 0)) "
-            + kc.fail("cuBLAS gemm failed", code="FLOWC_ERROR"))
-    return _either(tiled, gemm)
+    return _either(tiled, _gemm(kc, a, b, m, n, k_a, f"{out.var}.data", beta1=False))
 
 
 def _matmul_bias_add(kc: KernelContext) -> str:

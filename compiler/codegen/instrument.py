@@ -142,6 +142,23 @@ static int flowc_nonfinite_{dtype.ir_name}(const flowc_tensor *t) {{
 }}"""
 
 
+def checks_outputs(n: Node) -> bool:
+    """Whether ``--check-numerics`` scans ``n``'s outputs: views of an input and values
+    received from another device were checked where they were made."""
+    op = get_op(n.op, n)
+    return op.c_alias is None and not op.is_communication
+
+
+def numerics_subject(n: Node, k: int) -> str:
+    """What a numerics error says made the value: the op (and output), and for a gradient
+    node the forward op it differentiates."""
+    what = f"{n.op} output {k}" if len(n.outputs) > 1 else n.op
+    forward = forward_of(n.name)
+    if forward:
+        what += f" in the backward pass (gradient of '{forward}')"
+    return what
+
+
 class Instrumenter:
     """Adds timers and numerics checks around the code the emitter made for each node."""
 
@@ -162,27 +179,17 @@ class Instrumenter:
             out = (["{ const int64_t flowc_t0 = flowc_prof_now();"]
                    + ["    " + line for line in out]
                    + [f"    flowc_prof_add({k}, flowc_t0); }}"])
-        if self.instrumentation.check_numerics and self._checks_outputs(n):
+        if self.instrumentation.check_numerics and checks_outputs(n):
             for k, ref in enumerate(outputs):
                 out.extend(self.check(n, k, ref))
         return out
-
-    @staticmethod
-    def _checks_outputs(n: Node) -> bool:
-        """Views of an input and values received from another device were checked where
-        they were made."""
-        op = get_op(n.op, n)
-        return op.c_alias is None and not op.is_communication
 
     def check(self, n: Node, k: int, ref: TensorRef) -> List[str]:
         """The check that output ``k`` of ``n`` (``ref``) is finite ([] if not floating)."""
         if not self.instrumentation.check_numerics or ref.dtype not in _NAN:
             return []
         self.module.add_global(_nonfinite_helper(ref.dtype, ref.ctype))
-        forward = forward_of(n.name)
-        what = f"{n.op} output {k}" if len(n.outputs) > 1 else n.op
-        if forward:
-            what += f" in the backward pass (gradient of '{forward}')"
+        what = numerics_subject(n, k)
         loc = str(n.location) if n.location else ""
         return [f"{{ const int flowc_bad = flowc_nonfinite_{ref.dtype.ir_name}(&{ref.var});",
                 f"  if (flowc_bad) {{ flowc_fail(st, FLOWC_INVALID_ARGUMENT, {c_string(n.name)}, "
