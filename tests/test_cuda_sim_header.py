@@ -42,6 +42,10 @@ __global__ void one_past(float *p, int n) {
 
 __global__ void count(unsigned long long *c) { atomicAdd(c, 1ULL); }
 
+/* a host function on the copy stream: what the pinned buffer holds when it runs */
+static float seen_by_host_fn = -1;
+static void CUDART_CB look(void *p) { seen_by_host_fn = *(float *)p; }
+
 int main(void) {
     float *x, *out;
     cudaMalloc(&x, 4 * 64 * sizeof(float));
@@ -73,6 +77,36 @@ int main(void) {
     unsigned bits;
     cudaMemcpy(&bits, fresh, 4, cudaMemcpyDeviceToHost);
     printf("fresh %08x\n", bits);
+
+    /* a copy stream: its copies and host functions run later, on a worker thread, in order,
+       after the compute stream's work recorded in the event it waits for */
+    cudaStream_t copy;
+    cudaEvent_t ready;
+    float *pinned, *dev, v = 42.0f;
+    cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+    cudaMallocHost((void **)&pinned, sizeof(float));
+    cudaMalloc(&dev, sizeof(float));
+    *pinned = 0.0f;
+    cudaMemcpyAsync(dev, &v, sizeof v, cudaMemcpyHostToDevice, cudaStreamLegacy);
+    cudaEventRecord(ready, cudaStreamLegacy);
+    cudaStreamWaitEvent(copy, ready, 0);
+    cudaMemcpyAsync(pinned, dev, sizeof(float), cudaMemcpyDeviceToHost, copy);
+    cudaLaunchHostFunc(copy, look, pinned);
+    printf("copy_sync %d\n", (int)cudaStreamSynchronize(copy));
+    printf("host_fn_saw %g\n", seen_by_host_fn);
+    printf("free_pinned_as_device %d\n", (int)cudaFree(pinned));
+    printf("free_device_as_pinned %d\n", (int)cudaFreeHost(dev));
+    printf("free_pinned %d\n", (int)cudaFreeHost(pinned));
+    float *other;
+    cudaMalloc(&other, sizeof(float));
+    printf("peer %d\n", (int)cudaMemcpyPeerAsync(other, 0, dev, 0, sizeof(float), cudaStreamLegacy));
+    printf("peer_no_gpu %d\n", (int)cudaMemcpyPeerAsync(other, 0, dev, 7, sizeof(float), cudaStreamLegacy));
+    (void)cudaGetLastError();                    /* as a GPU's runtime, the error stays until read */
+    cudaMemcpy(&v, other, sizeof v, cudaMemcpyDeviceToHost);
+    printf("peer_value %g\n", v);
+    cudaFree(other);
+    cudaFree(dev);
     float *p;
     cudaMalloc(&p, 10 * sizeof(float));
     FLOWC_LAUNCH(one_past, 1, 32, 0, 0)(p, 10);
@@ -140,6 +174,27 @@ def test_atomics_and_fresh_allocations(program):
     lines, _, _ = program
     assert lines["count"] == "300"
     assert lines["fresh"] == "ffffffff"                 # 0xFF bytes: NaN / -1
+
+
+def test_a_copy_stream_runs_after_the_event_it_waits_for_and_host_functions_in_order(program):
+    """The copy stream's device-to-host copy ran after the compute stream's copy it waited
+    for (through the event), and its host function after the copy (42, not 0)."""
+    lines, _, _ = program
+    assert lines["copy_sync"] == "0"
+    assert lines["host_fn_saw"] == "42"
+
+
+def test_pinned_and_device_memory_are_told_apart(program):
+    lines, _, _ = program
+    assert lines["free_pinned_as_device"] == "1"       # cudaErrorInvalidValue
+    assert lines["free_device_as_pinned"] == "1"
+    assert lines["free_pinned"] == "0"
+
+
+def test_peer_copies_between_simulated_gpus(program):
+    lines, _, _ = program
+    assert lines["peer"] == "0" and lines["peer_value"] == "42"
+    assert lines["peer_no_gpu"] == "101"                # cudaErrorInvalidDevice
 
 
 def test_a_write_past_a_buffer_is_found_when_it_is_freed(program):

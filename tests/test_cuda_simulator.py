@@ -230,7 +230,7 @@ def test_a_sharded_embedding_trains_on_the_gpu_as_on_the_cpu(simulator, rng, cap
 
 def test_two_gpus_train_their_towers_as_the_interpreter_does(simulator, monkeypatch):
     """FLOWC_CUDA_SIMULATOR=2: a tower on each GPU with its own variable, the losses summed on
-    GPU:0 (tensors between the GPUs staged through host memory), trained by one optimizer."""
+    GPU:0 (tensors between the GPUs copied peer to peer), trained by one optimizer."""
     from dsl.session_devices import _detected_gpus
     monkeypatch.setenv("FLOWC_CUDA_SIMULATOR", "2")
     _detected_gpus.cache_clear()

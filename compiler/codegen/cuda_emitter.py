@@ -8,7 +8,9 @@ as host tensors; every other tensor of the step lives in device memory:
 - constants are ``__device__`` arrays (no copy per step);
 - variables are GPU-resident: ``flowc_var.value.data`` is a device pointer (the host struct
   keeps the dims, the initialized flag and the lock, so checks run on the host);
-- ``_Send``/``_Recv`` stage through host memory into the step's rendezvous;
+- ``_Send``/``_Recv`` to a device of the same task run on the module's copy stream through
+  pinned host memory, or peer to peer between two GPUs (``codegen_templates/cuda/
+  transfer.cu.j2``); to another task they stage through host memory into the transport;
 - every other node is host code that checks dims, allocates its outputs with
   ``cudaMallocAsync`` and launches its kernels (grid-stride loops) on the stream: one host call
   per step, no per-op dispatch; buffers are freed (stream-ordered) after their last use.
@@ -61,6 +63,43 @@ def _comment(text: str) -> str:
     return text.replace("*/", "* /")
 
 
+def _is_gpu(device: str) -> bool:
+    return "/device:GPU:" in (device or "")
+
+
+def _gpu_of(device: str) -> int:
+    m = re.search(r"/device:GPU:(\d+)$", device or "")
+    return int(m.group(1)) if m else 0
+
+
+def _receives_late(order: List[Node]) -> List[Node]:
+    """``order`` with each ``_Recv`` moved to just before the first node that needs it: the
+    host thread enqueues the GPU work that does not wait for a tensor before it blocks on
+    the rendezvous (a receive early in the order would leave the GPU idle while it waits)."""
+    waiting: List[Node] = []
+    out: List[Node] = []
+    placed = set()
+
+    def put(n: Node) -> None:
+        for dep in [i.node for i in n.inputs] + list(n.control_inputs):
+            if dep in waiting:
+                waiting.remove(dep)
+                put(dep)
+        out.append(n)
+        placed.add(n)
+
+    for n in order:
+        if n.op == "_Recv":
+            waiting.append(n)
+        else:
+            put(n)
+    for n in list(waiting):
+        if n not in placed:
+            waiting.remove(n)
+            put(n)
+    return out
+
+
 def emit_cuda(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
               target: CudaTarget = CUDA, check_numerics: bool = False) -> EmittedModule:
     """The CUDA module of one GPU device's subgraph (``feeds``: its Placeholders in feed
@@ -89,6 +128,9 @@ class _CudaEmitter:
         self.part_starts: List[int] = [0]     # the host code is split into functions
         self.constants: List[str] = []
         self._names: set = set()
+        self.nsends = 0                     # sends on the copy stream (transfer.cu.j2)
+        self.npeers = 0                     # receives from another GPU of the task
+        self.has_host_receives = False      # receives staged through pinned memory
 
     # --- naming ------------------------------------------------------------------------
     def _ref(self, out: Output) -> TensorRef:
@@ -105,7 +147,7 @@ class _CudaEmitter:
 
     # --- emission ----------------------------------------------------------------------
     def emit(self) -> EmittedModule:
-        order = list(self.graph)
+        order = _receives_late(list(self.graph))
         position = {n: i for i, n in enumerate(order)}
         for n in order:
             if get_op(n.op, n).is_control_flow:
@@ -125,10 +167,15 @@ class _CudaEmitter:
             for i in n.inputs:
                 last_use[self.root[i]] = position[n]
         fetched = {self.root[r.inputs[0]] for r in self.retvals}
+        # a tensor sent on the copy stream is read there after the compute stream has gone
+        # on: its buffer lives until the step ends
+        sent = {self.root[n.inputs[0]] for n in order
+                if n.op == "_Send" and not is_cross_task(n.attrs)}
         frees_after: Dict[int, List[Output]] = {}
         for n in order:
             for out in n.outputs:
-                if self.root[out] == out and out not in fetched and out.dtype is not DType.resource:
+                if (self.root[out] == out and out not in fetched and out not in sent
+                        and out.dtype is not DType.resource):
                     frees_after.setdefault(last_use.get(out, position[n]), []).append(out)
         for k, n in enumerate(order):
             if k and k % NODES_PER_PART == 0:
@@ -305,36 +352,89 @@ class _CudaEmitter:
         return lines
 
     def _send(self, kc: KernelContext) -> List[str]:
-        """The tensor staged in host memory, then put in the step's rendezvous, or handed
-        to the transport's host op where the receiver is on another task."""
+        """To a device of this task: on the copy stream (transfer.cu.j2), through pinned host
+        memory, or as a device copy handed to another GPU. To another task: staged in host
+        memory and handed to the transport's host op."""
         x = kc.inputs[0]
         nbytes = f"(size_t){x.size} * sizeof({x.ctype})"
-        staged = [f"flowc_tensor host = {x.var};",
-                  f"host.data = flowc_alloc({nbytes});",
-                  "if (!host.data) " + kc.fail("out of memory staging a send",
-                                               code="FLOWC_RESOURCE_EXHAUSTED"),
-                  f"if ({x.size} > 0 && cudaMemcpyAsync(host.data, {x.var}.data, {nbytes}, "
-                  "cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) { free(host.data); "
-                  + kc.fail("copying the sent tensor to the host failed") + " }",
-                  "if (cudaStreamSynchronize(flowc_stream) != cudaSuccess) { free(host.data); "
-                  + kc.fail("the GPU failed before a send") + " }"]
         if is_cross_task(kc.node.attrs):
+            staged = [f"flowc_tensor host = {x.var};",
+                      f"host.data = flowc_alloc({nbytes});",
+                      "if (!host.data) " + kc.fail("out of memory staging a send",
+                                                   code="FLOWC_RESOURCE_EXHAUSTED"),
+                      f"if ({x.size} > 0 && cudaMemcpyAsync(host.data, {x.var}.data, {nbytes}, "
+                      "cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) { free(host.data); "
+                      + kc.fail("copying the sent tensor to the host failed") + " }",
+                      "if (cudaStreamSynchronize(flowc_stream) != cudaSuccess) { free(host.data); "
+                      + kc.fail("the GPU failed before a send") + " }"]
             return staged + ["{", remote_send_c(kc, "host", cleanup="free(host.data);"), "}",
                              "free(host.data);"]
-        return staged + [
-            f"const int rc = flowc_rv_send(flowc_rt->rendezvous, {kc.attr('slot')}, &host, "
-            f"sizeof({x.ctype}), flowc_node, flowc_loc, st);",
-            "free(host.data);",
-            "if (rc) goto fail;"]
+        k = self.nsends
+        self.nsends += 1
+        lines = []
+        root = self.root[kc.node.inputs[0]]
+        root_ref = self.refs.get(root)
+        if not (root.node.op == "Const" or (root_ref is not None and root_ref.var in self.owned)):
+            # the copy stream reads the buffer after the compute stream has gone on: only a
+            # buffer of this step (held to its end) or a constant may be read so
+            raise CodegenError("a GPU send of a tensor whose buffer the step does not own "
+                               f"(made by {root.node.op} '{root.node.name}')", kc.node)
+        to_gpu = _is_gpu(kc.node.attrs["recv_device"])
+        lines += [f"flowc_send_op *s = &flowc_x->sends[{k}];",
+                  "memset(s, 0, sizeof *s);",
+                  f"s->rendezvous = flowc_rt->rendezvous; s->slot = {kc.attr('slot')}; "
+                  f"s->itemsize = sizeof({x.ctype});",
+                  f"s->t = {x.var}; s->t.data = NULL; s->node = flowc_node; s->loc = flowc_loc;"]
+        if to_gpu:
+            # another GPU of this task: a device copy, handed over (the receiver frees it)
+            lines += [f"s->device = FLOWC_GPU_INDEX;",
+                      f"FLOWC_CUDA(cudaMalloc(&s->t.data, {nbytes} ? {nbytes} : 64));",
+                      f"flowc_x->nsends = {k + 1};     /* started: freed at the end unless taken */",
+                      "FLOWC_CUDA(flowc_copy_after(flowc_x, flowc_stream));",
+                      f"if ({x.size} > 0) FLOWC_CUDA(cudaMemcpyAsync(s->t.data, {x.var}.data, "
+                      f"{nbytes}, cudaMemcpyDeviceToDevice, flowc_x->copy));"]
+        else:
+            lines += ["s->device = -1;",
+                      f"s->t.data = flowc_pinned_take(flowc_x, {nbytes});",
+                      "if (!s->t.data) " + kc.fail("out of pinned host memory staging a send",
+                                                   code="FLOWC_RESOURCE_EXHAUSTED"),
+                      "FLOWC_CUDA(flowc_copy_after(flowc_x, flowc_stream));",
+                      f"if ({x.size} > 0) FLOWC_CUDA(cudaMemcpyAsync(s->t.data, {x.var}.data, "
+                      f"{nbytes}, cudaMemcpyDeviceToHost, flowc_x->copy));",
+                      f"flowc_x->nsends = {k + 1};"]
+        return lines + ["FLOWC_CUDA(cudaLaunchHostFunc(flowc_x->copy, flowc_deliver, s));"]
 
     def _recv(self, kc: KernelContext) -> List[str]:
+        """From host memory (a CPU, another task): staged through pinned memory, so the copy
+        to the device is asynchronous. From another GPU of this task: a peer copy of the
+        device buffer it handed over, freed when the step ends."""
         out = kc.out
         key = c_string(rendezvous_key(kc.node.attrs))
         nbytes = f"(size_t){out.size} * sizeof({out.ctype})"
         self.owned.append(out.var)
         same = [f"h.rank == {out.rank}", f"h.dtype == {out.dtype.code}"]
         same += [f"h.dims[{d}] == {dim}" for d, dim in enumerate(out.shape) if dim is not None]
-        if is_cross_task(kc.node.attrs):
+        cross = is_cross_task(kc.node.attrs)
+        source = kc.node.attrs["send_device"]
+        if not cross and _is_gpu(source):
+            k = self.npeers
+            self.npeers += 1
+            src = _gpu_of(source)
+            return [
+                "flowc_tensor h;",
+                f"if (flowc_rv_recv(flowc_rt->rendezvous, {kc.attr('slot')}, &h, {key}, "
+                "flowc_node, flowc_loc, st)) goto fail;",
+                f"flowc_x->peer[{k}] = h.data; flowc_x->peer_device[{k}] = {src}; "
+                f"flowc_x->npeers = {k + 1};   /* GPU {src}'s buffer: freed at the end */",
+                f"if (!({' && '.join(same)})) "
+                + kc.fail(f"the received tensor has the wrong type (expected {out.type})"),
+                f"flowc_enable_peer({src});",
+                f"{out.var} = h; {out.var}.data = NULL;",
+                f"FLOWC_DEVICE_ALLOC({out.var}, {nbytes});",
+                f"if ({out.size} > 0) FLOWC_CUDA(cudaMemcpyPeerAsync({out.var}.data, FLOWC_GPU_INDEX, "
+                f"h.data, {src}, {nbytes}, flowc_stream));"]
+        self.has_host_receives = True
+        if cross:
             # from another task: the transport's host op fills a host tensor
             receive = ["flowc_tensor h;", "memset(&h, 0, sizeof h);",
                        remote_recv_c(kc, "h", out.rank, out.dtype.code)]
@@ -345,14 +445,23 @@ class _CudaEmitter:
         return receive + [
                 f"if (!({' && '.join(same)})) {{ free(h.data); "
                 + kc.fail(f"the received tensor has the wrong type (expected {out.type})") + " }",
-                f"{out.var} = h; {out.var}.data = NULL;",
-                f"if (cudaMallocAsync(&{out.var}.data, {nbytes} ? {nbytes} : 64, flowc_stream) "
-                f"!= cudaSuccess || ({out.size} > 0 && cudaMemcpyAsync({out.var}.data, h.data, "
-                f"{nbytes}, cudaMemcpyHostToDevice, flowc_stream) != cudaSuccess)) {{ free(h.data); "
-                + kc.fail("copying the received tensor to the GPU failed") + " }",
-                "free(h.data);  /* a pageable copy has left the buffer when the call returns */"]
+                f"{out.var} = h; {out.var}.data = NULL;     /* its dims: the sizes below */",
+                f"void *pinned = flowc_pinned_take(flowc_x, {nbytes});",
+                "if (!pinned) { free(h.data); "
+                + kc.fail("out of pinned host memory staging a receive",
+                          code="FLOWC_RESOURCE_EXHAUSTED") + " }",
+                f"if ({out.size} > 0) memcpy(pinned, h.data, {nbytes});",
+                "free(h.data);",
+                f"FLOWC_DEVICE_ALLOC({out.var}, {nbytes});",
+                f"if ({out.size} > 0) FLOWC_CUDA(cudaMemcpyAsync({out.var}.data, pinned, {nbytes}, "
+                "cudaMemcpyHostToDevice, flowc_stream));"]
 
     # --- the translation unit -------------------------------------------------------------
+    @property
+    def _transfers(self) -> bool:
+        """Whether the module sends or receives within its task (transfer.cu.j2)."""
+        return bool(self.nsends or self.npeers or self.has_host_receives)
+
     def _fetches(self) -> List[str]:
         lines = []
         for r in sorted(self.retvals, key=lambda r: r.attrs["index"]):
@@ -376,7 +485,16 @@ class _CudaEmitter:
         out = [f"/* Generated by flowc from graph @{self.graph.name} for a CUDA device. "
                "Do not edit. */",
                templates.render("cuda", "prelude.cu.j2", block=BLOCK_SIZE, max_blocks=MAX_BLOCKS),
-               ""]
+               f"#define FLOWC_GPU_INDEX {_gpu_index(self.graph)}"]
+        if self._transfers:
+            out.append(templates.render("cuda", "transfer.cu.j2", nsends=self.nsends,
+                                        npeers=self.npeers))
+        else:
+            out += ["/* No transfers to devices of this task (codegen_templates/cuda/transfer.cu.j2). */",
+                    "typedef struct flowc_xfer flowc_xfer;",
+                    "static inline int flowc_xfer_finish(flowc_xfer *, flowc_status *) { return 0; }",
+                    "static inline void flowc_xfer_release(flowc_xfer *) {}"]
+        out.append("")
         out.extend(self.constants)
         out.extend(self.module.globals)
         out.append("")
@@ -403,8 +521,9 @@ class _CudaEmitter:
         for i, lines in enumerate(parts):
             out.append(f"static __attribute__((noinline)) int flowc_part{i}(flowc_tensor *flowc_T, "
                        "const flowc_tensor *feeds, const flowc_runtime *flowc_rt, "
-                       "cudaStream_t flowc_stream, int32_t *flowc_err, flowc_status *st) {")
-            out.append("    (void)feeds; (void)flowc_rt; (void)flowc_err;")
+                       "cudaStream_t flowc_stream, int32_t *flowc_err, flowc_xfer *flowc_x, "
+                       "flowc_status *st) {")
+            out.append("    (void)feeds; (void)flowc_rt; (void)flowc_err; (void)flowc_x;")
             out.extend(("    " + line) if line else "" for line in lines)
             out.append("    return 0;")
             out.append("fail:")
@@ -432,12 +551,17 @@ class _CudaEmitter:
             "    (void)feeds; (void)flowc_rt; (void)flowc_owned;",
             "    if (!flowc_T) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", "
             "\"out of memory\");",
+            ("    flowc_xfer *flowc_x = (flowc_xfer *)calloc(1, sizeof(flowc_xfer));"
+             if self._transfers else "    flowc_xfer *flowc_x = NULL;"),
+            "    flowc_status flowc_xfer_st;      /* the fail path's wait for the copy stream */",
+            ("    if (!flowc_x) { free(flowc_T); return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
+             "\"\", \"\", \"out of memory\"); }" if self._transfers else ""),
             "    FLOWC_CUDA(cudaMallocAsync((void **)&flowc_err, sizeof flowc_flags, flowc_stream));",
             "    FLOWC_CUDA(cudaMemsetAsync(flowc_err, 0, sizeof flowc_flags, flowc_stream));",
         ]
         for i in range(len(parts)):
-            out.append(f"    if (flowc_part{i}(flowc_T, feeds, flowc_rt, flowc_stream, flowc_err, st)) "
-                       "goto fail;")
+            out.append(f"    if (flowc_part{i}(flowc_T, feeds, flowc_rt, flowc_stream, flowc_err, "
+                       "flowc_x, st)) goto fail;")
         out.extend("    " + line for line in self._fetches())
         out += [
             "    flowc_node = \"\"; flowc_loc = \"\";",
@@ -458,26 +582,29 @@ class _CudaEmitter:
             "reported an error\");",
             "        goto fail;",
             "    }",
+            "    if (flowc_xfer_finish(flowc_x, st)) goto fail;   /* the copy stream's sends */",
             "    for (size_t k = 0; k < sizeof flowc_owned / sizeof flowc_owned[0]; k++)",
             "        if (flowc_owned[k] >= 0 && flowc_T[flowc_owned[k]].data) "
             "cudaFreeAsync(flowc_T[flowc_owned[k]].data, flowc_stream);",
             "    cudaFreeAsync(flowc_err, flowc_stream);",
             "    cudaStreamSynchronize(flowc_stream);",
+            "    flowc_xfer_release(flowc_x);",
             "    free(flowc_T);",
             "    return 0;",
             "fail:",
             "    cudaStreamSynchronize(flowc_stream);  /* launched work ends before buffers go */",
+            "    flowc_xfer_finish(flowc_x, &flowc_xfer_st);",
             f"    for (int k = 0; k < {nfetch}; k++) {{ free(fetches[k].data); fetches[k].data = NULL; }}",
             "    for (size_t k = 0; k < sizeof flowc_owned / sizeof flowc_owned[0]; k++)",
             "        if (flowc_owned[k] >= 0 && flowc_T[flowc_owned[k]].data) "
             "cudaFree(flowc_T[flowc_owned[k]].data);",
             "    if (flowc_err) cudaFree(flowc_err);",
+            "    flowc_xfer_release(flowc_x);",
             "    free(flowc_T);",
             "    return st->code ? st->code : FLOWC_ERROR;",
             "}",
             "",
         ]
-        out.append(f"#define FLOWC_GPU_INDEX {_gpu_index(self.graph)}")
         out += _EXPORTS.splitlines()
         return "\n".join(out) + "\n"
 

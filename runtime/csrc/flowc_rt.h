@@ -333,11 +333,16 @@ static inline int64_t flowc_floormod_i64(int64_t a, int64_t b) {
  * into the slot and never blocks; a receive waits for its slot (up to timeout_ms, <= 0: no
  * limit) and takes ownership of the buffer. An abort (a device failed) wakes every receiver.
  * Every module carries this code and exports it, so the runtime can create the table with any
- * module of the step. */
+ * module of the step.
+ *
+ * flowc_rv_put hands over a buffer instead of copying it: a GPU sending to another GPU of the
+ * process puts a device buffer, with the function that frees one (``release``) for a table
+ * destroyed before anyone took it; NULL means free(). */
 typedef struct flowc_rv_slot {
     int32_t full;
     int32_t taken;
     flowc_tensor t;
+    void (*release)(void *);
 } flowc_rv_slot;
 
 typedef struct flowc_rendezvous {
@@ -367,7 +372,10 @@ static inline void flowc_rv_abort(flowc_rendezvous *rv) {
 
 static inline void flowc_rv_destroy(flowc_rendezvous *rv) {
     for (int32_t i = 0; i < rv->nslots; i++)
-        if (rv->slots[i].full && !rv->slots[i].taken) free(rv->slots[i].t.data);
+        if (rv->slots[i].full && !rv->slots[i].taken) {
+            if (rv->slots[i].release) rv->slots[i].release(rv->slots[i].t.data);
+            else free(rv->slots[i].t.data);
+        }
     free(rv->slots);
     rv->slots = NULL;
     pthread_cond_destroy(&rv->cv);
@@ -380,6 +388,27 @@ static inline int64_t flowc_tensor_nbytes(const flowc_tensor *t, size_t itemsize
     return n * (int64_t)itemsize;
 }
 
+/* Hand ``t`` (its buffer included) to ``slot``; on failure the buffer is still the caller's. */
+static inline int flowc_rv_put(void *rendezvous, int32_t slot, const flowc_tensor *t,
+                               void (*release)(void *), const char *node, const char *loc,
+                               flowc_status *st) {
+    flowc_rendezvous *rv = (flowc_rendezvous *)rendezvous;
+    if (!rv || slot < 0 || slot >= rv->nslots)
+        return flowc_fail(st, FLOWC_ERROR, node, loc, "no rendezvous slot %d for this step", (int)slot);
+    pthread_mutex_lock(&rv->mu);
+    flowc_rv_slot *s = &rv->slots[slot];
+    if (s->full) {
+        pthread_mutex_unlock(&rv->mu);
+        return flowc_fail(st, FLOWC_ERROR, node, loc, "rendezvous slot %d was sent twice", (int)slot);
+    }
+    s->t = *t;
+    s->release = release;
+    s->full = 1;
+    pthread_cond_broadcast(&rv->cv);
+    pthread_mutex_unlock(&rv->mu);
+    return 0;
+}
+
 static inline int flowc_rv_send(void *rendezvous, int32_t slot, const flowc_tensor *t,
                                 size_t itemsize, const char *node, const char *loc,
                                 flowc_status *st) {
@@ -390,19 +419,11 @@ static inline int flowc_rv_send(void *rendezvous, int32_t slot, const flowc_tens
     void *copy = flowc_alloc((size_t)nbytes);
     if (!copy) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, node, loc, "out of memory sending %lld bytes", (long long)nbytes);
     if (nbytes) memcpy(copy, t->data, (size_t)nbytes);
-    pthread_mutex_lock(&rv->mu);
-    flowc_rv_slot *s = &rv->slots[slot];
-    if (s->full) {
-        pthread_mutex_unlock(&rv->mu);
-        free(copy);
-        return flowc_fail(st, FLOWC_ERROR, node, loc, "rendezvous slot %d was sent twice", (int)slot);
-    }
-    s->t = *t;
-    s->t.data = copy;
-    s->full = 1;
-    pthread_cond_broadcast(&rv->cv);
-    pthread_mutex_unlock(&rv->mu);
-    return 0;
+    flowc_tensor owned = *t;
+    owned.data = copy;
+    const int rc = flowc_rv_put(rendezvous, slot, &owned, NULL, node, loc, st);
+    if (rc) free(copy);
+    return rc;
 }
 
 static inline int flowc_rv_recv(void *rendezvous, int32_t slot, flowc_tensor *out,

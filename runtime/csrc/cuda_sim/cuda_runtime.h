@@ -20,8 +20,14 @@
  *   past the end is reported on stderr (and appended to the file FLOWC_CUDA_SIMULATOR_FAULTS
  *   names, where set), and every later call of the module fails with
  *   cudaErrorIllegalAddress, as a real GPU's context does after such a fault.
- * - Streams are synchronous; kernels of one module run one at a time, whatever host thread
- *   launches them (the one compute stream); atomics are host atomics.
+ * - The legacy default stream (the one the generated modules compute on) is synchronous;
+ *   kernels of one module run one at a time, whatever host thread launches them (the one
+ *   compute stream); atomics are host atomics. A stream the module creates (the copy stream
+ *   of sends) is a worker thread running its copies, event waits and host functions in
+ *   order, later than they were enqueued: a send that reads a buffer the step has already
+ *   freed or overwritten, or a step that ends before its copies, shows as on a GPU. Pinned
+ *   host memory (cudaMallocHost) is told apart from device memory, so freeing one as the
+ *   other is an error, and freed memory of either kind is filled with 0xFF bytes first.
  */
 #ifndef FLOWC_CUDA_SIMULATOR_H
 #define FLOWC_CUDA_SIMULATOR_H
@@ -35,8 +41,11 @@
 #include <setjmp.h>
 #include <ucontext.h>
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -78,6 +87,8 @@ enum cudaError {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorPeerAccessAlreadyEnabled = 704,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719,
 };
@@ -87,8 +98,12 @@ enum cudaMemcpyKind {
     cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4,
 };
 typedef struct flowc_sim_stream *cudaStream_t;
+typedef struct flowc_sim_event *cudaEvent_t;
+typedef void (*cudaHostFn_t)(void *);
+#define CUDART_CB
 #define cudaStreamNonBlocking 0x01
 #define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaEventDisableTiming 0x02
 
 namespace flowc_sim {
 
@@ -109,14 +124,15 @@ static inline cudaError_t ok(void) {
 }
 
 /* An allocation: a header, the bytes, a guard band. */
-static const uint64_t kMagic = 0x666c6f7763736d31ULL;      /* "flowcsm1" */
+static const uint64_t kMagic = 0x666c6f7763736d31ULL;      /* "flowcsm1": device memory */
+static const uint64_t kMagicPinned = 0x666c6f7763736832ULL;   /* "flowcsh2": pinned host memory */
 static const size_t kHead = 64, kGuard = 64;
 static const unsigned char kGuardByte = 0xA5;
 
-static inline cudaError_t allocate(void **p, size_t n) {
+static inline cudaError_t allocate(void **p, size_t n, uint64_t magic = kMagic) {
     unsigned char *base = (unsigned char *)malloc(kHead + n + kGuard);
     if (!base) return fail(cudaErrorMemoryAllocation, "out of memory");
-    ((uint64_t *)base)[0] = kMagic;
+    ((uint64_t *)base)[0] = magic;
     ((uint64_t *)base)[1] = n;
     memset(base + kHead, 0xFF, n);
     memset(base + kHead + n, kGuardByte, kGuard);
@@ -124,11 +140,13 @@ static inline cudaError_t allocate(void **p, size_t n) {
     return ok();
 }
 
-static inline cudaError_t release(void *p) {
+static inline cudaError_t release(void *p, uint64_t magic = kMagic) {
     if (!p) return ok();
     unsigned char *base = (unsigned char *)p - kHead;
-    if (((uint64_t *)base)[0] != kMagic)
-        return fail(cudaErrorInvalidValue, "cudaFree of a pointer that is not device memory");
+    if (((uint64_t *)base)[0] != magic)
+        return fail(cudaErrorInvalidValue, magic == kMagic
+                    ? "cudaFree of a pointer that is not device memory"
+                    : "cudaFreeHost of a pointer that is not pinned host memory");
     const size_t n = ((uint64_t *)base)[1];
     for (size_t k = 0; k < kGuard; k++) {
         if (base[kHead + n + k] != kGuardByte) {
@@ -145,6 +163,7 @@ static inline cudaError_t release(void *p) {
         }
     }
     ((uint64_t *)base)[0] = 0;
+    memset(base + kHead, 0xFF, n);          /* a late reader of freed memory sees NaNs */
     free(base);
     return ok();
 }
@@ -339,6 +358,61 @@ static inline Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, s
     return Launch<P...>{kernel, grid, block};
 }
 
+/* A stream the module created: a worker thread that runs its work in order. The legacy
+   default stream (and NULL) runs work at once, on the calling thread. */
+struct Worker {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()> > work;
+    bool busy = false;
+    Worker() { std::thread([this] { loop(); }).detach(); }   /* lives as long as the process */
+    void loop() {
+        std::unique_lock<std::mutex> lock(mu);
+        for (;;) {
+            cv.wait(lock, [this] { return !work.empty(); });
+            std::function<void()> next = std::move(work.front());
+            work.pop_front();
+            busy = true;
+            lock.unlock();
+            next();
+            lock.lock();
+            busy = false;
+            cv.notify_all();
+        }
+    }
+    void push(std::function<void()> fn) {
+        std::lock_guard<std::mutex> lock(mu);
+        work.push_back(std::move(fn));
+        cv.notify_all();
+    }
+    void drain() {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [this] { return work.empty() && !busy; });
+    }
+};
+
+static inline Worker *worker_of(cudaStream_t s) {
+    return (s == NULL || s == cudaStreamLegacy) ? NULL : (Worker *)(void *)s;
+}
+
+static inline void enqueue(cudaStream_t s, std::function<void()> fn) {
+    Worker *w = worker_of(s);
+    if (w) w->push(std::move(fn));
+    else fn();
+}
+
+/* An event: the number of records made and the number done; a wait waits for the records
+   made before it. */
+struct Event {
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t recorded = 0, done = 0;
+    void wait_for(uint64_t n) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return done >= n; });
+    }
+};
+
 }  // namespace flowc_sim
 
 #define __syncthreads() flowc_sim::syncthreads()
@@ -368,11 +442,73 @@ static inline cudaError_t cudaSetDevice(int device) {
                : flowc_sim::fail(cudaErrorInvalidDevice, "the CUDA simulator has no such GPU");
 }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
-    *s = (cudaStream_t)malloc(1);
+    *s = (cudaStream_t)(void *)new flowc_sim::Worker();
     return flowc_sim::ok();
 }
-static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return flowc_sim::ok(); }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return flowc_sim::ok(); }
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    flowc_sim::Worker *w = flowc_sim::worker_of(s);
+    if (w) w->drain();          /* the worker thread stays, idle: it is never stopped */
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    flowc_sim::Worker *w = flowc_sim::worker_of(s);
+    if (w) w->drain();
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+    *e = (cudaEvent_t)(void *)new flowc_sim::Event();
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (!e) return flowc_sim::fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy of no event");
+    delete (flowc_sim::Event *)(void *)e;
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    flowc_sim::Event *ev = (flowc_sim::Event *)(void *)e;
+    if (!ev) return flowc_sim::fail(cudaErrorInvalidResourceHandle, "cudaEventRecord of no event");
+    uint64_t n;
+    { std::lock_guard<std::mutex> lock(ev->mu); n = ++ev->recorded; }
+    flowc_sim::enqueue(s, [ev, n] {
+        std::lock_guard<std::mutex> lock(ev->mu);
+        if (ev->done < n) ev->done = n;
+        ev->cv.notify_all();
+    });
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    flowc_sim::Event *ev = (flowc_sim::Event *)(void *)e;
+    uint64_t n;
+    { std::lock_guard<std::mutex> lock(ev->mu); n = ev->recorded; }
+    ev->wait_for(n);
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned = 0) {
+    flowc_sim::Event *ev = (flowc_sim::Event *)(void *)e;
+    if (!ev) return flowc_sim::fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent of no event");
+    uint64_t n;
+    { std::lock_guard<std::mutex> lock(ev->mu); n = ev->recorded; }
+    flowc_sim::enqueue(s, [ev, n] { ev->wait_for(n); });
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *arg) {
+    flowc_sim::enqueue(s, [fn, arg] { fn(arg); });
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaMallocHost(void **p, size_t n) {
+    return flowc_sim::allocate(p, n, flowc_sim::kMagicPinned);
+}
+static inline cudaError_t cudaFreeHost(void *p) { return flowc_sim::release(p, flowc_sim::kMagicPinned); }
+static inline cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer) {
+    const int n = flowc_sim_gpu_count();
+    *can = device != peer && device >= 0 && device < n && peer >= 0 && peer < n;
+    return flowc_sim::ok();
+}
+static inline cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned) {
+    return peer >= 0 && peer < flowc_sim_gpu_count()
+               ? flowc_sim::ok()
+               : flowc_sim::fail(cudaErrorInvalidDevice, "the CUDA simulator has no such GPU");
+}
 static inline cudaError_t cudaMalloc(void **p, size_t n) { return flowc_sim::allocate(p, n); }
 template <class T> static inline cudaError_t cudaMalloc(T **p, size_t n) {
     return flowc_sim::allocate((void **)p, n);
@@ -389,12 +525,20 @@ static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaM
     if (n) memmove(dst, src, n);
     return flowc_sim::ok();
 }
-static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k,
-                                          cudaStream_t) {
-    return cudaMemcpy(dst, src, n, k);
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind,
+                                          cudaStream_t s) {
+    if (n) flowc_sim::enqueue(s, [dst, src, n] { memmove(dst, src, n); });
+    return flowc_sim::ok();
 }
-static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
-    if (n) memset(p, v, n);
+static inline cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src,
+                                              int src_device, size_t n, cudaStream_t s) {
+    const int gpus = flowc_sim_gpu_count();
+    if (dst_device < 0 || dst_device >= gpus || src_device < 0 || src_device >= gpus)
+        return flowc_sim::fail(cudaErrorInvalidDevice, "the CUDA simulator has no such GPU");
+    return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);
+}
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
+    if (n) flowc_sim::enqueue(s, [p, v, n] { memset(p, v, n); });
     return flowc_sim::ok();
 }
 template <class T> static inline cudaError_t cudaGetSymbolAddress(void **p, const T &symbol) {
