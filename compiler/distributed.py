@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from compiler.build_cache import artifact_cache_dir
+from compiler.devices import format_spec, parse_device_spec
 from compiler.errors import CompileError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.parser import parse_graph
@@ -34,6 +35,7 @@ from compiler.ir.printer import print_graph
 from compiler.ops.comm import is_cross_task
 from compiler.passes.manager import PipelineOptions
 from compiler.passes.partition import subgraph
+from compiler.passes.place import variables_without_gpu_kernels
 from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint, write_artifact
 from runtime.artifact import load_artifact
 from runtime.cluster import ClusterSpec, task_device, task_of_device
@@ -132,6 +134,8 @@ def compile_for_cluster(graph: Graph, feeds: Sequence[Output], fetches: Sequence
     devices = tuple(devices or cluster.devices())
     home = task_device(*default_task)
     gpus = [d for d in devices if d.startswith(home.rsplit("/device:", 1)[0] + "/device:GPU:")]
+    if any("/device:GPU:" in d for d in devices):
+        _keep_variables_off_gpus(step.graph, home)
     opts = dataclasses.replace(options or PipelineOptions(), devices=devices,
                                default_device=gpus[0] if gpus else home)
     optimize(step, opts)
@@ -152,6 +156,20 @@ def compile_for_cluster(graph: Graph, feeds: Sequence[Output], fetches: Sequence
         partitions.append(TaskPartition(job, task, ir, ph, [feed_pos[s] for s in ph], rv,
                                         [fetch_pos[s] for s in rv], h.hexdigest()))
     return ClusterStep(feed_specs, fetch_specs, partitions)
+
+
+def _keep_variables_off_gpus(graph: Graph, home: str) -> None:
+    """Before pruning (``graph`` is still the whole graph): a variable whose colocation group
+    has an op without a GPU kernel asks for the CPU of its task (``home``'s where it names
+    none), so no step puts it on a GPU where another step cannot use it (the local session
+    does the same, ``dsl/session_devices.py``)."""
+    for n in variables_without_gpu_kernels(graph):
+        fields = parse_device_spec(home)
+        asked = parse_device_spec(n.device) if n.device else {}
+        if "job" in asked:
+            fields = {k: v for k, v in asked.items() if k != "device"}
+        fields["device"] = "CPU:0"
+        n.device = format_spec(fields)
 
 
 def split_by_task(graph: Graph) -> Dict[Tuple[str, int], Graph]:

@@ -35,7 +35,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from compiler.errors import ExecutionError
-from dsl.context import colocate_with, control_dependencies, get_default_graph, name_scope
+from compiler.devices import format_spec, parse_device_spec
+from dsl.context import (colocate_with, control_dependencies, device, get_default_graph,
+                         name_scope)
 from dsl.control_ops import group
 from dsl.ops import apply_op, placeholder
 from dsl.tensor import Operation, Tensor, as_node
@@ -219,9 +221,11 @@ class Saver:
     keep one checkpoint for good every so many hours. ``keep_best``: "min" or "max" to keep
     the ``best_to_keep`` best checkpoints by the ``metric`` given to ``save``.
 
-    ``sharded``: one ``SaveV2``/``RestoreV2`` per device the variables asked for, colocated
-    with them, each writing (reading) its own shard ``<path>-0000k-of-0000n``. Across tasks
-    every parameter server saves the variables it hosts, in parallel, and no variable's value
+    ``sharded``: one ``SaveV2``/``RestoreV2`` per device the variables asked for, on the first
+    CPU of that device's task (as TensorFlow's ``set_cpu0``: the file ops have CPU kernels
+    only, and a variable on the task's GPU stays there, its reads and assignments with it),
+    each writing (reading) its own shard ``<path>-0000k-of-0000n``. Across tasks every
+    parameter server saves the variables it hosts, in parallel, and no variable's value
     travels to the client; a checkpoint is recorded only once every shard is written.
     """
 
@@ -278,24 +282,36 @@ class Saver:
             assigns = []
             with control_dependencies([r[0].op for r in restores] if self.sharded else None):
                 for named, restored in zip(shards, restores):
-                    with self._on_shard(named):
-                        assigns.extend(apply_op("AssignVariableOp", [v.handle, t],
-                                                {"dtype": v.dtype}, name="Assign")
-                                       for v, t in zip(named.values(), restored))
+                    for v, t in zip(named.values(), restored):
+                        with self._with_variable(v):
+                            assigns.append(apply_op("AssignVariableOp", [v.handle, t],
+                                                    {"dtype": v.dtype}, name="Assign"))
             self._save_op = saves[0] if len(saves) == 1 else group(*saves, name="save_all")
             self._restore_op = group(*assigns, name="restore_all")
 
     def _on_shard(self, named: Dict[str, Variable]):
-        """Ops of a shard run with its variables (a sharded saver's only)."""
+        """A sharded saver's file ops run on the first CPU of the task its variables asked for
+        (the first variable's request; the shards group variables by it)."""
         if not self.sharded:
             return contextlib.nullcontext()
-        return colocate_with(next(iter(named.values())))
+        first = next(iter(named.values()))
+        fields = parse_device_spec(as_node(first.handle).device or "")
+        fields["device"] = "CPU:0"
+        return device(format_spec(fields))
+
+    def _with_variable(self, v: Variable):
+        """A sharded saver's reads and assignments go where their variable is, whatever
+        device block holds the file ops."""
+        return colocate_with(v) if self.sharded else contextlib.nullcontext()
 
     def _shard_ops(self, named: Dict[str, Variable], filename):
         """``SaveV2`` of reads of ``named``, and the ``RestoreV2`` outputs for them."""
         names, variables = list(named), list(named.values())
-        values = [apply_op("ReadVariableOp", [v.handle], {"dtype": v.dtype}, name="read")
-                  for v in variables]
+        values = []
+        for v in variables:
+            with self._with_variable(v):
+                values.append(apply_op("ReadVariableOp", [v.handle], {"dtype": v.dtype},
+                                       name="read"))
         save = apply_op("SaveV2", [filename, values], {"tensor_names": names}, name="SaveV2")
         restored = apply_op("RestoreV2", [filename],
                             {"tensor_names": names, "dtypes": [v.dtype for v in variables],

@@ -82,22 +82,11 @@ def pin_variables(graph: Graph, placed: Dict[str, str],
 
 
 def variables_kept_off_the_gpu(graph: Graph, cpu: str) -> Dict[str, str]:
-    """Variables of the whole ``graph`` that must live on ``cpu``: their colocation group
-    (every op on their handle, every op colocated with them) has an op without a GPU kernel.
-
-    Placement looks at one step at a time, and a step that only initializes a variable would
-    put it on the GPU where a later training step (a sparse update whose segment count is
-    known only at run time, say) cannot use it there. As TensorFlow places the whole graph
-    once, the session decides these variables' device from the whole graph."""
-    from compiler.passes.place import _Groups, kernel_device_types
-    result: Dict[str, str] = {}
-    groups = _Groups(graph)
-    for group in groups.sets(graph):
-        handles = [n for n in group if n.op == "VarHandleOp"]
-        if handles and not all("GPU" in kernel_device_types(n) for n in group):
-            for n in handles:
-                result[variable_key(n)] = cpu
-    return result
+    """Variables of the whole ``graph`` that must live on ``cpu`` (shared name -> ``cpu``):
+    their colocation group has an op without a GPU kernel
+    (``compiler.passes.place.variables_without_gpu_kernels``)."""
+    from compiler.passes.place import variables_without_gpu_kernels
+    return {variable_key(n): cpu for n in variables_without_gpu_kernels(graph)}
 
 
 def variable_devices(graph: Graph) -> Dict[str, str]:

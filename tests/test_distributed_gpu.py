@@ -74,3 +74,53 @@ def test_a_worker_gpu_trains_ps_variables_as_a_local_session(gpu_cluster, graph,
     assert got[-1] < got[0]
     ps = gpu_cluster.wait_ready("ps", 0)
     assert {"w", "b"} <= set(ps["variables"])            # the variables stay on the PS task
+
+
+@pytest.fixture
+def all_gpu_cluster(tmp_path, gpu_target):
+    """Every task hosts a GPU (this machine's, or a simulated one), the parameter servers
+    too."""
+    env = {"FLOWC_CUDA_SIMULATOR": "1" if gpu_target == "simulator" else "0"}
+    c = Cluster(tmp_path, {"ps": 2, "worker": 1},
+                envs={(job, k): env for job, k in (("ps", 0), ("ps", 1), ("worker", 0))})
+    yield c
+    c.stop()
+
+
+def test_ps_tasks_with_gpus_keep_variables_where_every_step_can_use_them(
+        all_gpu_cluster, graph, tmp_path, capsys):
+    """With a GPU on each PS task, a variable goes to its task's GPU, and the steps that touch
+    it with ops that have CPU kernels only still run: a sharded saver's file ops run on the
+    task's CPU beside it (the variables stay on the GPU), and a variable colocated anywhere in
+    the graph with an op that has no GPU kernel (a queue's enqueue) lives on its task's CPU
+    from its first step on, as TensorFlow places the whole graph once."""
+    from runtime.checkpoint import shard_prefix
+    with fl.device("/job:ps/task:0"):
+        w = fl.Variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="w")
+    with fl.device("/job:ps/task:1"):
+        b = fl.Variable(np.full([3], 0.5, np.float32), name="b")
+        q = fl.FIFOQueue(4, [fl.float32], shapes=[[3]], shared_name="q")
+        with fl.colocate_with(b):
+            enqueue = q.enqueue([b.read_value()])
+    saver = fl.train.Saver(sharded=True)
+    with fl.Session(all_gpu_cluster.target(),
+                    config=fl.ConfigProto(log_device_placement=True)) as sess:
+        sess.run([w.initializer, b.initializer])          # a step that would suit a GPU
+        sess.run(enqueue)
+        sess.run(w.assign(w * 2.0))
+        path = saver.save(sess, str(tmp_path / "ckpt" / "model"), global_step=1)
+        shards = [fl.train.list_variables(shard_prefix(path, k, 2)) for k in range(2)]
+        assert shards == [[("w", [2, 3])], [("b", [3])]]
+        sess.run([w.assign(w * 0.0), b.assign(b * 0.0)])
+        saver.restore(sess, path)
+        np.testing.assert_array_equal(sess.run(w), np.arange(6).reshape(2, 3) * 2.0)
+        np.testing.assert_array_equal(sess.run(b), np.full([3], 0.5))
+        np.testing.assert_array_equal(sess.run(q.dequeue()), np.full([3], 0.5))
+    captured = capsys.readouterr()
+    placed = {}
+    for line in (captured.out + captured.err).splitlines():
+        parts = line.split()
+        if line.startswith("  ") and len(parts) >= 2 and parts[0] in ("w", "b"):
+            placed.setdefault(parts[0], set()).add(parts[1])
+    assert placed == {"w": {"/job:ps/replica:0/task:0/device:GPU:0"},
+                      "b": {"/job:ps/replica:0/task:1/device:CPU:0"}}, placed

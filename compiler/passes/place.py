@@ -167,6 +167,23 @@ class _Groups:
                       key=lambda g: order[g[0]])
 
 
+def variables_without_gpu_kernels(graph: Graph) -> List[Node]:
+    """The ``VarHandleOp`` nodes of ``graph`` whose colocation group (every op on their
+    handle, every op colocated with them) has an op without a GPU kernel.
+
+    Placement looks at one step at a time: a step that only initializes such a variable would
+    put it on a GPU, where a later step with the op that has no GPU kernel cannot use it. As
+    TensorFlow places the whole graph once, sessions (local and distributed) run this on the
+    whole graph and keep these variables on a CPU."""
+    groups = _Groups(graph)
+    found: List[Node] = []
+    for group in groups.sets(graph):
+        handles = [n for n in group if n.op == "VarHandleOp"]
+        if handles and not all("GPU" in kernel_device_types(n) for n in group):
+            found.extend(handles)
+    return found
+
+
 def _merged_spec(group: List[Node], groups: _Groups) -> Dict[str, str]:
     fields: Dict[str, str] = {}
     source: Dict[str, Node] = {}

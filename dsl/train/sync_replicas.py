@@ -11,10 +11,10 @@ Each of ``n = total_num_replicas`` replicas builds its own graph over shared var
 
 What the graph holds (shared by name on the parameter servers):
 
-- one ``ConditionalAccumulator`` per variable, colocated with it, that keeps the first ``m``
+- one ``ConditionalAccumulator`` per variable, on its device (its task), that keeps the first ``m``
   fresh gradients of a step (``max_accumulated = m``); a ``SparseConditionalAccumulator``
   where the gradient is ``IndexedSlices`` (an embedding's), so the update stays sparse;
-- one token queue per replica (int64 tokens), colocated with the global step;
+- one token queue per replica (int64 tokens), on the global step's device;
 - per replica, a local step (the step its gradients are computed for), also with the global
   step and named after the optimizer and the replica (``sync_replicas_local_step_0``).
 
@@ -107,7 +107,7 @@ class SyncReplicasOptimizer(Optimizer):
             train_op = self._replica_train_op(pairs, global_step)
             takes = []
             for acc, (_, v) in zip(self._accumulators, pairs):
-                with colocate_with(v):
+                with _placed_with(v):
                     if isinstance(acc, SparseConditionalAccumulator):
                         takes.append(acc.take_indexed_slices_grad(m, name=f"take_{v.op.name}"))
                     else:
@@ -124,6 +124,7 @@ class SyncReplicasOptimizer(Optimizer):
                                      name="sync_op")
             with colocate_with(global_step.handle):
                 step = global_step.read_value()
+            with _placed_with(global_step):
                 self.chief_init_op = group(*[a.set_global_step(step)
                                              for a in self._accumulators], name="chief_init")
             self.local_step_init_op = self._local_step.assign(step, read_value=False,
@@ -190,7 +191,7 @@ class SyncReplicasOptimizer(Optimizer):
         local = self._local_step.value()
         applies = []
         for acc, (g, v) in zip(self._accumulators, pairs):
-            with colocate_with(v):
+            with _placed_with(v):
                 if isinstance(g, IndexedSlices):
                     applies.append(acc.apply_indexed_slices_grad(g, local,
                                                                  name=f"apply_{v.op.name}"))
@@ -216,10 +217,12 @@ class SyncReplicasOptimizer(Optimizer):
 
 @contextlib.contextmanager
 def _placed_with(var: Variable):
-    """Colocated with ``var`` and on its requested device: a step that does not use ``var``
-    (closing the accumulators) still places the resource on the right task, where a
-    colocation tag alone names a node that step does not have."""
-    with colocate_with(var), device(var.device or ""):
+    """On ``var``'s requested device (TensorFlow's ``ops.device(var.device)``), for the
+    accumulators and token queues and the ops on them: on ``var``'s task, also in a step that
+    does not use ``var`` (closing the accumulators). Not colocated with ``var``: those ops have
+    CPU kernels only, and a colocation would take ``var`` off its task's GPU in the steps
+    that run them while the other steps keep it there."""
+    with device(var.device or ""):
         yield
 
 
