@@ -15,7 +15,13 @@ oracle), then timed (median of --repeats steps after warm-up). The cases:
 3. an MLP training step (784-256-256-10, SGD, batch --batch) through ``fl.Session``, which
    puts the step on GPU:0 by itself (PyTorch: the same model and SGD on the same GPU);
 4. the CNN training step of bench_train_cnn.py (two 5x5 convolutions, max pools, two dense
-   layers, SGD, batch --batch) through ``fl.Session`` on the GPU.
+   layers, SGD, batch --batch) through ``fl.Session`` on the GPU;
+5. the launch cost: a chain of 64 dependent elementwise ops on 256 floats, compiled without
+   fusion (64 kernels a step), fetched to the host (PyTorch: the same 64 ops, eager); the row
+   after it divides both times by 64;
+6. transfers between the CPU and the GPU within a step: 16 MiB fed and changed on the CPU,
+   sent to the GPU (pinned staging), scaled there and sent back to the CPU (the copy stream)
+   for a sum (PyTorch: ``.cuda()``, the scale, ``.cpu()``, the sum).
 
 The training cases first check their first losses against the same session on the CPU and
 against PyTorch on the GPU (``bench_gpu_training.py``).
@@ -46,9 +52,9 @@ CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
 
-def compile_for_gpu(g, feeds, fetches, folder):
+def compile_for_gpu(g, feeds, fetches, folder, disable=()):
     step = make_step_graph(g, [f.output for f in feeds], [f.output for f in fetches])
-    optimize(step, PipelineOptions(devices=(CPU0, GPU0), default_device=GPU0))
+    optimize(step, PipelineOptions(devices=(CPU0, GPU0), default_device=GPU0, disable=disable))
     placed = Counter("GPU" if "GPU" in n.assigned_device else "CPU" for n in step.graph)
     return write_artifact(step, folder), dict(placed)
 
@@ -89,6 +95,34 @@ def mlp_graph(batch: int, rng):
         logits = fl.nn.bias_add(fl.matmul(h, weights[4]), weights[5])
         probs = fl.nn.softmax(logits)
     return g, [x], [probs], weights
+
+
+LAUNCHES = 64
+
+
+def launch_chain_graph():
+    """LAUNCHES dependent elementwise ops on 256 floats (one kernel each, without fusion)."""
+    g = fl.Graph("gpu_launches")
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [256], name="x")
+        y = x
+        for k in range(LAUNCHES):
+            y = y * 1.0001 if k % 2 == 0 else y + 0.0001
+    return g, [x], [y]
+
+
+def transfer_graph(n: int):
+    """CPU -> GPU -> CPU within one step: the two _Send/_Recv pairs carry n floats each."""
+    g = fl.Graph("gpu_transfers")
+    with g.as_default():
+        with fl.device("/cpu:0"):
+            x = fl.placeholder(fl.float32, [n], name="x")
+            a = x + 1.0
+        with fl.device("/device:GPU:0"):
+            b = a * 2.0
+        with fl.device("/cpu:0"):
+            total = fl.reduce_sum(b - 1.0)
+    return g, [x], [total]
 
 
 def check(g, feeds, fetches, values, got, name: str) -> None:
@@ -173,6 +207,47 @@ def main() -> int:
             return torch.softmax(h @ tw[4] + tw[5], dim=1).cpu()
         rows.append(("MLP forward 784-256-256-10, batch 1024 (fed from host)", flowc_ms,
                      median_ms(torch_mlp, args.repeats, torch.cuda.synchronize)))
+        g, feeds, fetches = launch_chain_graph()
+        path, placed = compile_for_gpu(g, feeds, fetches, os.path.join(tmp, "launches"),
+                                       disable=("fuse",))
+        print(f"launch chain placed: {placed}")
+        art = load_cuda_artifact(path, context)
+        values = [rng.uniform(0, 1, 256).astype(np.float32)]
+        with context:
+            got = art.executable.run(values)
+            check(g, feeds, fetches, values, got, "launch chain")
+            flowc_ms = median_ms(lambda: art.executable.run(values), args.repeats)
+        xl = torch.from_numpy(values[0]).cuda()
+
+        def torch_launches():
+            y = xl
+            for k in range(LAUNCHES):
+                y = y * 1.0001 if k % 2 == 0 else y + 0.0001
+            return y.cpu()
+        torch_ms = median_ms(torch_launches, args.repeats, torch.cuda.synchronize)
+        rows.append((f"{LAUNCHES} dependent elementwise kernels on 256 f32, unfused", flowc_ms,
+                     torch_ms))
+        rows.append(("  the same, per kernel launch", flowc_ms / LAUNCHES,
+                     torch_ms / LAUNCHES))
+
+        n = 4 * 1024 * 1024
+        g, feeds, fetches = transfer_graph(n)
+        path, placed = compile_for_gpu(g, feeds, fetches, os.path.join(tmp, "transfers"))
+        print(f"transfers placed: {placed}")
+        art = load_cuda_artifact(path, context)
+        values = [rng.uniform(0, 1, n).astype(np.float32)]
+        with context:
+            got = art.executable.run(values)
+            check(g, feeds, fetches, values, got, "CPU-GPU transfers")
+            flowc_ms = median_ms(lambda: art.executable.run(values), args.repeats)
+        xt = torch.from_numpy(values[0])
+
+        def torch_transfers():
+            a = xt + 1.0
+            b = (a.cuda() * 2.0).cpu()
+            return (b - 1.0).sum().item()
+        rows.append(("16 MiB CPU -> GPU -> CPU within a step (two Send/Recv pairs)", flowc_ms,
+                     median_ms(torch_transfers, args.repeats, torch.cuda.synchronize)))
     rows += training_rows(torch, args.batch, args.repeats)
     print(f"\n{'case':66s} {'flowc ms':>10s} {'torch ms':>10s} {'ratio':>7s}")
     for name, f, t in rows:
