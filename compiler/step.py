@@ -158,7 +158,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
         if _is_gpu(device):
             from compiler.codegen.cuda_emitter import emit_cuda
             emitted = emit_cuda(g, feeds, retvals,
-                                check_numerics=instrumentation.check_numerics)
+                                check_numerics=instrumentation.check_numerics,
+                                profile=instrumentation.profile, origins=step.origins)
         else:
             emitted = emit_c(g, feeds, retvals, instrumentation=instrumentation,
                              origins=step.origins, plan_memory=step.plan_memory)
@@ -195,7 +196,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                                   for name, dtype, shape in emitted.variables],
                     "random_streams": list(emitted.streams),
                     "queues": [{"name": n, "components": c, "capacity": cap}
-                               for n, c, cap in emitted.queues]})
+                               for n, c, cap in emitted.queues],
+                    **emitted.instrumentation})
                 devices.append(entry)
                 continue
             with open(os.path.join(tmp, f"{label}.c"), "w") as f:

@@ -177,17 +177,10 @@ def device_executables(executable) -> List[Tuple[str, object]]:
     return [(table.get("device", ""), executable)]
 
 
-def _timed(exe) -> bool:
-    """Whether a device's module can have kernel timers: CPU modules; a GPU module's kernels
-    run asynchronously on the device and are not timed (``docs/profiling.md``)."""
-    from runtime.cuda_module import CudaModule
-    return not isinstance(exe.module, CudaModule)
-
-
 def is_profiled(executable) -> bool:
-    """Whether every CPU module of ``executable`` was compiled with ``--profile``."""
-    return all(exe.kernel_table is not None for _, exe in device_executables(executable)
-               if _timed(exe))
+    """Whether every module of ``executable`` was compiled with ``--profile`` (a GPU module
+    times each node's work with CUDA events, ``docs/profiling.md``)."""
+    return all(exe.kernel_table is not None for _, exe in device_executables(executable))
 
 
 def _require_profiled(executable) -> None:
@@ -200,8 +193,7 @@ def reset(executable) -> None:
     """Zero the kernel counters of every device of ``executable``."""
     _require_profiled(executable)
     for _, exe in device_executables(executable):
-        if _timed(exe):
-            exe.module.lib.flowc_profile_reset()
+        exe.module.lib.flowc_profile_reset()
 
 
 def read(executable, steps: int = 1, wall_ns: int = 0) -> Profile:
@@ -209,8 +201,6 @@ def read(executable, steps: int = 1, wall_ns: int = 0) -> Profile:
     _require_profiled(executable)
     devices = []
     for device, exe in device_executables(executable):
-        if not _timed(exe):
-            continue                    # a GPU's kernels are not timed
         lib = exe.module.lib
         table = exe.kernel_table["kernels"]
         n = int(lib.flowc_profile_size())

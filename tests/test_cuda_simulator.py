@@ -333,9 +333,10 @@ def test_check_numerics_on_the_gpu_names_the_op_as_on_the_cpu(simulator):
     assert gpu == cpu
 
 
-def test_a_traced_run_on_the_gpu_times_the_cpu_kernels_only(simulator):
-    """RunOptions(FULL_TRACE) on a step with a GPU part: the CPU module's kernels are timed,
-    the GPU's are not (they run asynchronously on the device), and the run is not refused."""
+def test_a_traced_run_times_the_gpu_nodes_with_events_beside_the_cpu_kernels(simulator):
+    """RunOptions(FULL_TRACE) on a step with a CPU and a GPU part: the CPU module's kernels
+    are timed with the host clock, the GPU's nodes with CUDA events around their work on the
+    stream (here the simulator's, which reach them as they run), each under its device."""
     g = fl.Graph()
     with g.as_default():
         x = fl.placeholder(fl.float32, [None, 4], name="x")
@@ -344,11 +345,16 @@ def test_a_traced_run_on_the_gpu_times_the_cpu_kernels_only(simulator):
         y = fl.reduce_sum(fl.matmul(xc, fl.ones([4, 2])))
     with fl.Session(graph=g) as s:
         md = fl.RunMetadata()
-        got = s.run(y, {x: np.ones((2, 4), np.float32)},
+        got = s.run(y, {x: np.ones((64, 4), np.float32)},
                     options=fl.RunOptions(trace_level=fl.RunOptions.FULL_TRACE), run_metadata=md)
-    assert got == 16.0
-    timed = {k.node for d in md.step_stats.devices for k in d.kernels}
-    assert "on_cpu" in timed and "MatMul" not in timed
+    assert got == 512.0
+    timed = {(d.device.rsplit("/", 1)[-1], k.node): k for d in md.step_stats.devices
+             for k in d.kernels}
+    assert ("device:CPU:0", "on_cpu") in timed
+    matmul = timed[("device:GPU:0", "MatMul")]
+    assert matmul.calls == 1 and matmul.total_ns > 0
+    assert any(node.endswith("_recv_0") or "_recv" in node for dev, node in timed
+               if dev == "device:GPU:0")                 # the transfer is a timed node too
 
 
 @pytest.mark.parametrize("delta, message", [(0, "Requires delta != 0: 0"),

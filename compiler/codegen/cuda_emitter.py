@@ -23,7 +23,7 @@ up, so a failing step leaves state unchanged.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -31,7 +31,8 @@ from compiler.codegen.cuda_kernels import cuda_kernel, has_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch, CudaModuleState
 from compiler.codegen.cuda_target import BLOCK_SIZE, CUDA, MAX_BLOCKS, CudaTarget
 from compiler.codegen.emitter import EmittedModule
-from compiler.codegen.instrument import checks_outputs, numerics_subject
+from compiler.codegen.instrument import (Instrumentation, Origins, checks_outputs,
+                                         kernel_record, numerics_subject, profile_exports)
 from compiler.codegen.kernel_context import KernelContext, TensorRef, c_string
 from compiler.codegen import templates
 from compiler.errors import CodegenError
@@ -101,23 +102,31 @@ def _receives_late(order: List[Node]) -> List[Node]:
 
 
 def emit_cuda(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
-              target: CudaTarget = CUDA, check_numerics: bool = False) -> EmittedModule:
+              target: CudaTarget = CUDA, check_numerics: bool = False,
+              profile: bool = False, origins: Optional[Origins] = None) -> EmittedModule:
     """The CUDA module of one GPU device's subgraph (``feeds``: its Placeholders in feed
     order; ``retvals``: its ``_Retval`` nodes, ``attrs['index']`` numbering its fetches).
     ``check_numerics``: every floating output (and feed) is scanned on the device after its
     kernel; a NaN or Inf raises an error flag naming the node, as ``--check-numerics`` does
-    on a CPU (``compiler/codegen/instrument.py``)."""
-    return _CudaEmitter(graph, list(feeds), list(retvals), target, check_numerics).emit()
+    on a CPU (``compiler/codegen/instrument.py``). ``profile``: each node's work on the
+    stream is timed by a pair of CUDA events around it, into the same counters and kernel
+    table a profiled CPU module has (``origins``: what Fused nodes replaced)."""
+    return _CudaEmitter(graph, list(feeds), list(retvals), target, check_numerics,
+                        profile, origins).emit()
 
 
 class _CudaEmitter:
     def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CudaTarget,
-                 check_numerics: bool = False):
+                 check_numerics: bool = False, profile: bool = False,
+                 origins: Optional[Origins] = None):
         self.graph = graph
         self.feeds = feeds
         self.retvals = retvals
         self.target = target
         self.check_numerics = check_numerics
+        self.profile = profile
+        self.origins = origins or {}
+        self.kernels: List[dict] = []       # --profile: the kernel table (counter index)
         self.module = CudaModuleState()
         self.refs: Dict[Output, TensorRef] = {}
         self.root: Dict[Output, Output] = {}
@@ -180,7 +189,13 @@ class _CudaEmitter:
         for k, n in enumerate(order):
             if k and k % NODES_PER_PART == 0:
                 self.part_starts.append(len(self.body))
+            timed = self.profile and n.op not in _NO_CODE and n.op != "Const"
+            if timed:
+                self.body.append(f"FLOWC_PROF_MARK({2 * len(self.kernels)});")
             self._emit_node(n)
+            if timed:
+                self.body.append(f"FLOWC_PROF_MARK({2 * len(self.kernels) + 1});")
+                self.kernels.append(kernel_record(n, self.origins))
             if self.check_numerics:
                 self._check_numerics(n)
             for root in frees_after.get(position[n], []):
@@ -188,9 +203,15 @@ class _CudaEmitter:
                 if ref is not None and ref.var in self.owned:
                     self.body.append(f"cudaFreeAsync({ref.var}.data, flowc_stream); "
                                      f"{ref.var}.data = NULL;")
+        instrumentation = {}
+        if self.profile or self.check_numerics:
+            instrumentation = {"instrumentation": Instrumentation(
+                self.profile, self.check_numerics).to_json()}
+        if self.profile:
+            instrumentation["kernels"] = list(self.kernels)
         return EmittedModule(self._assemble(), {"cuda"} | set(self.module.features),
                              list(self.module.variables), list(self.module.streams),
-                             list(self.module.queues))
+                             list(self.module.queues), instrumentation)
 
     def _check_numerics(self, n: Node) -> None:
         """After ``n``'s kernels: one kernel per floating output raising the node's NaN or
@@ -495,6 +516,9 @@ class _CudaEmitter:
                     "static inline int flowc_xfer_finish(flowc_xfer *, flowc_status *) { return 0; }",
                     "static inline void flowc_xfer_release(flowc_xfer *) {}"]
         out.append("")
+        if self.profile:
+            out += [profile_exports(len(self.kernels)),
+                    templates.render("cuda", "profile.cu.j2", n=len(self.kernels)), ""]
         out.extend(self.constants)
         out.extend(self.module.globals)
         out.append("")
@@ -522,8 +546,9 @@ class _CudaEmitter:
             out.append(f"static __attribute__((noinline)) int flowc_part{i}(flowc_tensor *flowc_T, "
                        "const flowc_tensor *feeds, const flowc_runtime *flowc_rt, "
                        "cudaStream_t flowc_stream, int32_t *flowc_err, flowc_xfer *flowc_x, "
-                       "flowc_status *st) {")
-            out.append("    (void)feeds; (void)flowc_rt; (void)flowc_err; (void)flowc_x;")
+                       "cudaEvent_t *flowc_prof_ev, flowc_status *st) {")
+            out.append("    (void)feeds; (void)flowc_rt; (void)flowc_err; (void)flowc_x; "
+                       "(void)flowc_prof_ev;")
             out.extend(("    " + line) if line else "" for line in lines)
             out.append("    return 0;")
             out.append("fail:")
@@ -556,12 +581,16 @@ class _CudaEmitter:
             "    flowc_status flowc_xfer_st;      /* the fail path's wait for the copy stream */",
             ("    if (!flowc_x) { free(flowc_T); return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, "
              "\"\", \"\", \"out of memory\"); }" if self._transfers else ""),
+            ("    cudaEvent_t *flowc_prof_ev = flowc_prof_events();"
+             if self.profile else "    cudaEvent_t *flowc_prof_ev = NULL;"),
+            ("    if (!flowc_prof_ev) { flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, \"\", \"\", "
+             "\"cannot make the CUDA events of --profile\"); goto fail; }" if self.profile else ""),
             "    FLOWC_CUDA(cudaMallocAsync((void **)&flowc_err, sizeof flowc_flags, flowc_stream));",
             "    FLOWC_CUDA(cudaMemsetAsync(flowc_err, 0, sizeof flowc_flags, flowc_stream));",
         ]
         for i in range(len(parts)):
             out.append(f"    if (flowc_part{i}(flowc_T, feeds, flowc_rt, flowc_stream, flowc_err, "
-                       "flowc_x, st)) goto fail;")
+                       "flowc_x, flowc_prof_ev, st)) goto fail;")
         out.extend("    " + line for line in self._fetches())
         out += [
             "    flowc_node = \"\"; flowc_loc = \"\";",
@@ -583,6 +612,7 @@ class _CudaEmitter:
             "        goto fail;",
             "    }",
             "    if (flowc_xfer_finish(flowc_x, st)) goto fail;   /* the copy stream's sends */",
+            ("    flowc_prof_finish(flowc_prof_ev, 1);" if self.profile else ""),
             "    for (size_t k = 0; k < sizeof flowc_owned / sizeof flowc_owned[0]; k++)",
             "        if (flowc_owned[k] >= 0 && flowc_T[flowc_owned[k]].data) "
             "cudaFreeAsync(flowc_T[flowc_owned[k]].data, flowc_stream);",
@@ -600,6 +630,7 @@ class _CudaEmitter:
             "cudaFree(flowc_T[flowc_owned[k]].data);",
             "    if (flowc_err) cudaFree(flowc_err);",
             "    flowc_xfer_release(flowc_x);",
+            ("    flowc_prof_finish(flowc_prof_ev, 0);" if self.profile else ""),
             "    free(flowc_T);",
             "    return st->code ? st->code : FLOWC_ERROR;",
             "}",

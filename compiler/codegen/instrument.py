@@ -125,6 +125,14 @@ void flowc_profile_reset(void) {{
 }}"""
 
 
+def profile_exports(n: int) -> str:
+    """A CUDA module's counters and their exports (C linkage), as a CPU module has them
+    (``flowc_profile_size/ns/calls/reset``, read by ``runtime/profile.py``)."""
+    size = max(n, 1)
+    return (f"static int64_t flowc_prof_ns[{size}], flowc_prof_calls[{size}];\n"
+            f"extern \"C\" {{\n{_counter_exports(n)}\n}}")
+
+
 def _nonfinite_helper(dtype: DType, ctype: str) -> str:
     return f"""\
 /* --check-numerics: 1 if the tensor has a NaN, 2 an Inf, 3 both, else 0. */

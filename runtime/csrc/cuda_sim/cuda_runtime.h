@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <setjmp.h>
 #include <ucontext.h>
@@ -88,6 +89,7 @@ enum cudaError {
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
     cudaErrorPeerAccessAlreadyEnabled = 704,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719,
@@ -407,6 +409,7 @@ struct Event {
     std::mutex mu;
     std::condition_variable cv;
     uint64_t recorded = 0, done = 0;
+    int64_t done_ns = 0;                /* when the last record was reached (host clock) */
     void wait_for(uint64_t n) {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return done >= n; });
@@ -459,6 +462,18 @@ static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
     *e = (cudaEvent_t)(void *)new flowc_sim::Event();
     return flowc_sim::ok();
 }
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+/* The milliseconds between two completed records (the host's clock when each was reached). */
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    flowc_sim::Event *a = (flowc_sim::Event *)(void *)start, *b = (flowc_sim::Event *)(void *)end;
+    if (!a || !b) return flowc_sim::fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime of no event");
+    std::lock_guard<std::mutex> la(a->mu);
+    std::lock_guard<std::mutex> lb(b->mu);
+    if (!a->done || !b->done || a->done < a->recorded || b->done < b->recorded)
+        return flowc_sim::fail(cudaErrorNotReady, "cudaEventElapsedTime of an event not reached");
+    *ms = (float)((double)(b->done_ns - a->done_ns) / 1e6);
+    return flowc_sim::ok();
+}
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
     if (!e) return flowc_sim::fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy of no event");
     delete (flowc_sim::Event *)(void *)e;
@@ -470,8 +485,13 @@ static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     uint64_t n;
     { std::lock_guard<std::mutex> lock(ev->mu); n = ++ev->recorded; }
     flowc_sim::enqueue(s, [ev, n] {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         std::lock_guard<std::mutex> lock(ev->mu);
-        if (ev->done < n) ev->done = n;
+        if (ev->done < n) {
+            ev->done = n;
+            ev->done_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        }
         ev->cv.notify_all();
     });
     return flowc_sim::ok();
