@@ -67,15 +67,17 @@ def build_partition(ir_text: str, feeds: List[str], fetches: List[str]):
             n.attrs["slot"] = slots.setdefault(n.attrs["slot"], len(slots))
     step = StepGraph(graph, feed_nodes, list(feeds), retvals, list(fetches))
     load, arch = load_artifact, None
-    if any("/device:GPU:" in (n.assigned_device or "") for n in graph):
-        # this task's GPU: its module is built for the GPU's architecture and loaded in its
+    gpus = sorted({n.assigned_device for n in graph if "/device:GPU:" in (n.assigned_device or "")})
+    if gpus:
+        # this task's GPUs: each module is built for its GPU's architecture and loaded in its
         # context (the CUDA simulator's, under FLOWC_CUDA_SIMULATOR=1)
-        from runtime.cuda_module import CudaContext, load_cuda_artifact
-        context = CudaContext(0)
-        arch = context.arch
-        load = lambda p: load_cuda_artifact(p, context)      # noqa: E731
+        from runtime.cuda_module import CudaContext, gpu_index, load_cuda_artifact
+        contexts = {d: CudaContext(gpu_index(d)) for d in gpus}
+        arch = {d: c.arch for d, c in contexts.items()}
+        first = contexts[gpus[0]]
+        load = lambda p: load_cuda_artifact(p, first)      # noqa: E731
     h = hashlib.sha256(ir_text.encode())
-    h.update(json.dumps([feeds, fetches, arch]).encode())
+    h.update(json.dumps([feeds, fetches, sorted((arch or {}).items())]).encode())
     h.update(toolchain_fingerprint().encode())
     key = h.hexdigest()
     path = os.path.join(artifact_cache_dir(), key[:2], key)

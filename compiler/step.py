@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 from compiler.codegen.build import (build_shared_object, cc_jobs, compiler_identity,
                                     compiler_command)
@@ -115,7 +115,8 @@ def _is_gpu(device: str) -> bool:
 
 def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                    instrumentation: Instrumentation = Instrumentation(),
-                   cuda_arch: Optional[str] = None, replace: bool = True) -> str:
+                   cuda_arch: Union[None, str, Dict[str, str]] = None,
+                   replace: bool = True) -> str:
     """Emit C for each device of the optimized step graph, build it, and write an artifact.
 
     The artifact is built in a temporary folder beside ``out_dir`` and moved there whole.
@@ -125,10 +126,11 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     One module per device (``cpu_0.c``/``cpu_0.so``, ...); the manifest says which of the
     step's feeds and fetches each device takes, its variables and random streams, and how many
     rendezvous slots the step's ``_Send``/``_Recv`` pairs use. ``instrumentation`` adds
-    kernel timers (CPU modules only) and numerics checks (``compiler/codegen/instrument.py``;
-    on a GPU, ``emit_cuda``'s ``check_numerics``).
-    A GPU device's module is CUDA (``gpu_0.cu`` built by nvcc for ``cuda_arch``, see
-    ``compiler/codegen/cuda_artifact.py``).
+    kernel timers and numerics checks (``compiler/codegen/instrument.py``; on a GPU,
+    ``emit_cuda``'s).
+    A GPU device's module is CUDA (``gpu_0.cu`` built by nvcc for ``cuda_arch``: one
+    architecture for every GPU, or a device name -> architecture map where the GPUs differ;
+    see ``compiler/codegen/cuda_artifact.py``).
     """
     feed_specs = []
     for n, name in zip(step.feeds, step.feed_names):
@@ -250,10 +252,12 @@ def _install(tmp: str, out_dir: str, replace: bool) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _build_module(device: str, emitted, cuda_arch: Optional[str], jobs: int = 1):
+def _build_module(device: str, emitted, cuda_arch: Union[None, str, Dict[str, str]],
+                  jobs: int = 1):
     if _is_gpu(device):
         from compiler.codegen.cuda_build import build_cuda_module
-        return build_cuda_module(emitted.source, cuda_arch, name=device_label(device))
+        arch = cuda_arch.get(device) if isinstance(cuda_arch, dict) else cuda_arch
+        return build_cuda_module(emitted.source, arch, name=device_label(device))
     return build_shared_object(emitted.source, sorted(emitted.features),
                                blobs=getattr(emitted, "blobs", None),
                                layout=getattr(emitted, "layout", None), jobs=jobs)
@@ -283,12 +287,15 @@ def toolchain_fingerprint() -> str:
 
 
 def source_key(step: StepGraph, options: PipelineOptions,
-               instrumentation: Instrumentation = Instrumentation()) -> Optional[str]:
+               instrumentation: Instrumentation = Instrumentation(),
+               gpu_archs: str = "") -> Optional[str]:
     """Content hash of a step graph *before* its passes, with its feed/fetch names, the
     effective pipeline options, the instrumentation and the toolchain: a session that makes a
     step already compiled finds its artifact (``cached_step_key``) without running the passes.
     None when the options ask the passes to show something (IR dumps, pass timings, the
-    placement log), which a start from the cache would skip."""
+    placement log), which a start from the cache would skip. ``gpu_archs``: what the GPU
+    modules are built for (``gpu_archs_tag``), so a build for the CUDA simulator or for
+    another GPU is never taken for this one's."""
     if (options.print_ir_after or options.print_ir_after_all or options.print_ir_before_all
             or options.dump_to or options.time_passes or options.log_device_placement):
         return None
@@ -296,6 +303,8 @@ def source_key(step: StepGraph, options: PipelineOptions,
     h.update(json.dumps([step.feed_names, step.fetch_names, repr(options)]).encode())
     if instrumentation:
         h.update(instrumentation.tag.encode())
+    if gpu_archs:
+        h.update(b"\0gpu\0" + gpu_archs.encode())
     h.update(toolchain_fingerprint().encode())
     return h.hexdigest()
 
@@ -332,12 +341,24 @@ def record_step_key(cache_dir: str, source: Optional[str], key: str) -> None:
         pass
 
 
-def step_key(step: StepGraph, instrumentation: Instrumentation = Instrumentation()) -> str:
+def gpu_archs_tag(cuda_arch: Union[None, str, Dict[str, str]]) -> str:
+    """A stable text of what ``write_artifact``'s ``cuda_arch`` asks for ('' for nothing)."""
+    if not cuda_arch:
+        return ""
+    if isinstance(cuda_arch, str):
+        return cuda_arch
+    return json.dumps(sorted(cuda_arch.items()))
+
+
+def step_key(step: StepGraph, instrumentation: Instrumentation = Instrumentation(),
+             gpu_archs: str = "") -> str:
     """Content hash of an optimized step graph, its feed/fetch names, the instrumentation
-    asked for and the toolchain."""
+    asked for, the GPU architectures its modules are built for and the toolchain."""
     h = hashlib.sha256(print_graph(step.graph).encode())
     h.update(json.dumps([step.feed_names, step.fetch_names, step.plan_memory]).encode())
     if instrumentation:
         h.update(instrumentation.tag.encode())
+    if gpu_archs:
+        h.update(b"\0gpu\0" + gpu_archs.encode())
     h.update(toolchain_fingerprint().encode())
     return h.hexdigest()

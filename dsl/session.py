@@ -25,8 +25,8 @@ from compiler.errors import GraphError
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
 from compiler.passes.manager import PipelineOptions
-from compiler.step import (cached_step_key, make_step_graph, optimize, record_step_key,
-                           source_key, step_key, write_artifact)
+from compiler.step import (cached_step_key, gpu_archs_tag, make_step_graph, optimize,
+                           record_step_key, source_key, step_key, write_artifact)
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
 from dsl.rank_specialized import RankSpecializedStep, has_unknown_rank
@@ -265,6 +265,7 @@ class Session:
         self._variable_devices: Dict[str, str] = {}   # shared name -> device it lives on
         self._off_gpu: Dict[str, str] = {}        # variables the whole graph keeps on a CPU
         self._off_gpu_version = None             # the graph version that was computed at
+        self._gpu_archs: Optional[Dict[str, str]] = None    # GPU device -> its architecture
         self.store = ResourceStore()             # variables and random streams: the state
         self._steps: Dict[Tuple, Executable] = {}
         self._plans: Dict[tuple, _Plan] = {}
@@ -579,18 +580,19 @@ class Session:
         if profiled:
             instrumentation = dataclasses.replace(instrumentation, profile=True)
         cache = artifact_cache_dir()
-        source = source_key(sg, effective, instrumentation)
+        archs = self._cuda_arch()
+        source = source_key(sg, effective, instrumentation, gpu_archs_tag(archs))
         key = cached_step_key(cache, source)      # compiled before: no passes to run
         artifact = self._load_cached(cache, key) if key else None
         if artifact is None:
             optimize(sg, self.options)
-            key = step_key(sg, instrumentation)
+            key = step_key(sg, instrumentation, gpu_archs_tag(archs))
             artifact = self._load_cached(cache, key)
             if artifact is None:
                 path = os.path.join(cache, key[:2], key)
                 # an entry there did not load: replace it; else another session's may appear
                 write_artifact(sg, path, signature=key, instrumentation=instrumentation,
-                               replace=os.path.isdir(path), cuda_arch=self._cuda_arch())
+                               replace=os.path.isdir(path), cuda_arch=archs)
                 artifact = self._load(path)
             record_step_key(cache, source, key)
         self._record_variable_devices(artifact.manifest)
@@ -613,9 +615,19 @@ class Session:
             self._cuda_context = CudaContext(0)
         return self._cuda_context
 
-    def _cuda_arch(self) -> Optional[str]:
-        """The architecture of the session's GPU (None without one: the build's default)."""
-        return self._gpu_context().arch if self.gpus else None
+    def _cuda_arch(self) -> Optional[Dict[str, str]]:
+        """Each of the session's GPUs -> its architecture (``sm_90``; ``sim`` on the CUDA
+        simulator), so a module is built for the GPU it runs on (None without a GPU)."""
+        if not self.gpus:
+            return None
+        if self._gpu_archs is None:
+            from runtime.cuda_module import CudaContext, gpu_index
+            archs = {}
+            for device in self.gpus:
+                k = gpu_index(device)
+                archs[device] = (self._gpu_context() if k == 0 else CudaContext(k)).arch
+            self._gpu_archs = archs
+        return self._gpu_archs
 
     def variable_devices(self) -> Dict[str, str]:
         """Where each variable the session's steps have used lives: shared name -> device."""

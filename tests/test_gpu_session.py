@@ -295,3 +295,38 @@ def test_saver_steps_read_and_assign_gpu_variables_and_compile_with_nvcc(tmp_pat
         assert any(src == GPU0 for src, _, _ in _pairs(parts)) == (name == "save")
         devices = _build(step, tmp_path / name)
         assert devices[GPU0]["kind"] == "cuda"
+
+
+@needs_nvcc
+def test_each_gpu_module_is_built_for_its_own_gpus_architecture(tmp_path):
+    """Two GPUs of different architectures (an H200 and an A100, say): each module is built
+    for its GPU, named so in the manifest."""
+    gpu1 = GPU0.replace("GPU:0", "GPU:1")
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 4], name="x")
+        with fl.device("/device:GPU:0"):
+            h = fl.nn.relu(x)
+        with fl.device("/device:GPU:1"):
+            y = fl.reduce_sum(h * 2.0)
+    step = make_step_graph(g, [x.output], [y.output])
+    from compiler.step import optimize
+    optimize(step, PipelineOptions(devices=(CPU0, GPU0, gpu1)))
+    manifest_path = write_artifact(step, str(tmp_path / "two"),
+                                   cuda_arch={GPU0: "sm_90", gpu1: "sm_80"})
+    with open(os.path.join(manifest_path, "manifest.json")) as f:
+        devices = {d["device"]: d for d in json.load(f)["devices"]}
+    assert devices[GPU0]["arch"] == "sm_90" and devices[gpu1]["arch"] == "sm_80"
+
+
+def test_the_gpu_architectures_are_part_of_a_steps_cache_key():
+    """A build for the CUDA simulator, or for another GPU, is never loaded for this one."""
+    from compiler.step import gpu_archs_tag, source_key, step_key
+    model = mlp_model()
+    step, _ = _session_step(model, [model.loss], [model.train_op], [model.x, model.labels])
+    keys = {step_key(step, gpu_archs=gpu_archs_tag(arch))
+            for arch in (None, "sim", {GPU0: "sim"}, {GPU0: "sm_90"}, {GPU0: "sm_80"})}
+    assert len(keys) == 5
+    options = PipelineOptions(devices=(CPU0, GPU0))
+    assert source_key(step, options, gpu_archs="sim") != source_key(step, options,
+                                                                     gpu_archs="sm_90")
