@@ -22,7 +22,7 @@ import os
 import random
 import threading
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -243,7 +243,8 @@ class Master:
     # --- compiling and registering ----------------------------------------------------
     def devices(self) -> List[str]:
         """The devices of the cluster, as its tasks report them (``Status``: each task's CPU
-        and the GPUs it can host), asked once per task; a task that does not answer counts
+        and the GPUs it can host), asked once per task (and again where a task restarted,
+        ``_devices_changed``); a task that does not answer counts
         as its CPU alone (a step that needs it fails naming it when it runs)."""
         missing = [t for t in self.clients if t not in self._devices]
         futures = [(t, self._client(t).future("Status", {}, timeout=CONTROL_TIMEOUT_S))
@@ -259,8 +260,14 @@ class Master:
 
     def compile(self, graph: Graph, feeds, fetches, targets,
                 options: Optional[PipelineOptions] = None) -> "RemoteStep":
-        step = compile_for_cluster(graph, feeds, fetches, targets, self.cluster, self.target_task,
-                                   options, devices=self.devices())
+        def build() -> ClusterStep:
+            step = compile_for_cluster(graph, feeds, fetches, targets, self.cluster,
+                                       self.target_task, options, devices=self.devices())
+            self._register_all(step)
+            return step
+        return RemoteStep(self, build(), build)
+
+    def _register_all(self, step: ClusterStep) -> None:
         self._check_alive([(p.job, p.task) for p in step.partitions])
         futures = [(p, self._register_future(p)) for p in step.partitions]
         errors = []
@@ -273,7 +280,15 @@ class Master:
                 errors.append(e)
         if errors:
             raise _first_cause(errors)
-        return RemoteStep(self, step)
+
+    def _devices_changed(self, step: ClusterStep) -> bool:
+        """Ask the tasks of ``step`` for their devices again (a task restarted): whether any
+        reports other devices than the step was placed for."""
+        tasks = {(p.job, p.task) for p in step.partitions}
+        with self._lock:
+            before = {t: self._devices.pop(t, None) for t in tasks}
+        self.devices()
+        return any(before[t] is not None and self._devices.get(t) != before[t] for t in tasks)
 
     def _check_alive(self, tasks: List[Tuple[str, int]]) -> None:
         """``Status`` of each task, with a short deadline: registering runs the C compiler and
@@ -308,6 +323,9 @@ class Master:
         except StepNotRegisteredError:
             with self._lock:
                 self.reregistrations += 1
+            if self._devices_changed(step):      # restarted with other GPUs: place again
+                raise DevicesChangedError("a task of the step restarted with other devices "
+                                          "than the step was placed for") from None
             for p in step.partitions:            # a task restarted: register again, once
                 self._register(p)
             return self._run(step, arrays, timeout_ms, scalars)
@@ -382,15 +400,33 @@ def _first_cause(errors: List[FlowcError]) -> FlowcError:
     return errors[0]
 
 
-class RemoteStep:
-    """A compiled step on the cluster, with the interface of a local ``Executable``."""
+class DevicesChangedError(FlowcError):
+    """A task restarted with other devices (a GPU more or less) than a step was placed for:
+    the step must be placed, partitioned and registered again (``RemoteStep`` does so)."""
 
-    def __init__(self, master: Master, step: ClusterStep):
+
+class RemoteStep:
+    """A compiled step on the cluster, with the interface of a local ``Executable``.
+    ``rebuild`` compiles and registers the step again (for the devices the tasks report
+    now): a run that finds a task restarted with other devices runs the rebuilt step."""
+
+    def __init__(self, master: Master, step: ClusterStep,
+                 rebuild: Optional[Callable[[], ClusterStep]] = None):
         self.master = master
         self.step = step
+        self.rebuild = rebuild
         self.feeds = step.feeds
         self.fetches = step.fetches
         self.feed_checks = [FeedCheck(s.name, s.dtype, s.shape) for s in step.feeds]
+
+    def _run(self, arrays, timeout_ms: int, scalars: bool) -> list:
+        try:
+            return self.master.run(self.step, arrays, timeout_ms, scalars)
+        except DevicesChangedError:
+            if self.rebuild is None:
+                raise
+            self.step = self.rebuild()
+            return self.master.run(self.step, arrays, timeout_ms, scalars)
 
     @property
     def tasks(self) -> List[str]:
@@ -400,8 +436,8 @@ class RemoteStep:
         if len(feed_values) != len(self.feeds):
             raise FeedError(f"expected {len(self.feeds)} feeds, got {len(feed_values)}")
         arrays = [check(v) for check, v in zip(self.feed_checks, feed_values)]
-        return self.master.run(self.step, arrays, timeout_ms, scalars=False)
+        return self._run(arrays, timeout_ms, scalars=False)
 
     def call(self, arrays: Sequence[np.ndarray], scalars: bool = True, store=None,
              timeout_ms: int = 0) -> list:
-        return self.master.run(self.step, arrays, timeout_ms, scalars)
+        return self._run(arrays, timeout_ms, scalars)

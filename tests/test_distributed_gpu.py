@@ -124,3 +124,33 @@ def test_ps_tasks_with_gpus_keep_variables_where_every_step_can_use_them(
             placed.setdefault(parts[0], set()).add(parts[1])
     assert placed == {"w": {"/job:ps/replica:0/task:0/device:GPU:0"},
                       "b": {"/job:ps/replica:0/task:1/device:CPU:0"}}, placed
+
+
+def test_a_step_is_placed_again_when_its_task_restarts_without_its_gpu(tmp_path, gpu_target):
+    """The worker hosts a GPU, the step runs on it; the worker restarts without one: the next
+    run finds the task's devices changed, places and registers the step again (on the CPU)
+    and computes the same values."""
+    if gpu_target != "simulator":
+        pytest.skip("restarts the worker with and without the simulator's GPU")
+    no_gpu = {"FLOWC_CUDA_SIMULATOR": "0", "CUDA_VISIBLE_DEVICES": ""}
+    c = Cluster(tmp_path, {"ps": 1, "worker": 1},
+                envs={("worker", 0): {"FLOWC_CUDA_SIMULATOR": "1"}, ("ps", 0): no_gpu})
+    try:
+        x = fl.placeholder(fl.float32, [None, 3], name="x")
+        with fl.device("/job:ps/task:0"):
+            w = fl.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), name="w")
+        with fl.device("/job:worker/task:0"):
+            y = fl.reduce_sum(fl.nn.relu(fl.matmul(x, w)))
+        feed = {x: np.arange(6, dtype=np.float32).reshape(2, 3) / 5}
+        with fl.Session(c.target()) as sess:
+            sess.run(w.initializer)
+            before = sess.run(y, feed)
+            assert WORKER_GPU in c.wait_ready("worker", 0)["devices"]
+            c.kill("worker", 0)
+            c.envs[("worker", 0)] = no_gpu
+            c.start("worker", 0)
+            assert not any("GPU" in d for d in c.wait_ready("worker", 0)["devices"])
+            after = sess.run(y, feed)
+        np.testing.assert_allclose(after, before, rtol=1e-6)
+    finally:
+        c.stop()
