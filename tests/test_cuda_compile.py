@@ -105,6 +105,8 @@ def _other_cases(t):
     for op in ("ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterUpdate"):
         made.append(fl.apply_op(op, [h, rows, fl.zeros_like(x)], {}))
     made.append(fl.apply_op("ResourceScatterUpdate", [h, rows, fl.constant(1.0)], {}))
+    # the fused sparse SGD step (fuse-updates)
+    made.append(fl.apply_op("_ResourceScatterSubScaled", [h, rows, x, fl.constant(0.25)], {}))
     return made
 
 

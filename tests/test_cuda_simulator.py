@@ -193,7 +193,8 @@ def test_bad_partitions_and_stitch_indices_on_the_gpu_name_the_node(simulator, b
 
 def test_a_sharded_embedding_trains_on_the_gpu_as_on_the_cpu(simulator, rng, capsys):
     """Three shards, ids routed by DynamicPartition and stitched back, the sparse gradient
-    applied: every op of the step on the GPU, the losses and tables those of the CPU."""
+    applied (fused with its learning rate): every op of the step on the GPU, the losses and
+    tables those of the CPU."""
     ids_value = rng.integers(0, 30, 16).astype(np.int32)
     target = rng.uniform(-1, 1, (16, 4)).astype(np.float32)
 
@@ -211,11 +212,19 @@ def test_a_sharded_embedding_trains_on_the_gpu_as_on_the_cpu(simulator, rng, cap
         with fl.Session(graph=g, config=config) as s:
             s.run(init)
             losses = [s.run([loss, step], {ids: ids_value, y: target})[0] for _ in range(steps)]
-            return losses, s.run(shards), set(s.variable_devices().values())
+            traced = fl.RunMetadata()          # a traced step: which kernels ran where
+            s.run(step, {ids: ids_value, y: target},
+                  options=fl.RunOptions(trace_level=fl.RunOptions.FULL_TRACE),
+                  run_metadata=traced)
+            ran = {(d.device.rsplit("/", 1)[-1], k.op) for d in traced.step_stats.devices
+                   for k in d.kernels}
+            return losses, s.run(shards), set(s.variable_devices().values()), ran
 
-    cpu_losses, cpu_tables, cpu_homes = train(fl.ConfigProto(device_count={"GPU": 0}))
+    cpu_losses, cpu_tables, cpu_homes, _ = train(fl.ConfigProto(device_count={"GPU": 0}))
     capsys.readouterr()
-    gpu_losses, gpu_tables, gpu_homes = train(fl.ConfigProto(log_device_placement=True))
+    gpu_losses, gpu_tables, gpu_homes, ran = train(fl.ConfigProto(log_device_placement=True))
+    # the sparse SGD step runs fused on the GPU (fuse-updates), scaled as it is subtracted
+    assert ("device:GPU:0", "_ResourceScatterSubScaled") in ran, ran
     captured = capsys.readouterr()
     report = captured.out + captured.err
     on_cpu = [line for line in report.splitlines() if line.startswith("  ") and "/device:CPU:" in line]

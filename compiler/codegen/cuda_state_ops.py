@@ -1,5 +1,5 @@
 """GPU kernels of resource variables: the handle, reads, assignments, in-place updates,
-row gathers and scatters.
+row gathers and scatters (and ``_ResourceScatterSubScaled``, the fused sparse SGD step).
 
 A GPU variable is resident on the device: the runtime's ``flowc_var`` struct stays in host
 memory (dims, initialized flag, lock, name), its ``value.data`` is device memory. So the checks
@@ -129,7 +129,9 @@ def _gather(kc: KernelContext) -> str:
     return launch.launch(body, out.size)
 
 
-def _scatter(mode: str):
+def _scatter(mode: str, scaled: bool = False):
+    """``mode`` = update | add | sub; ``scaled``: ``_ResourceScatterSubScaled``, each update
+    times the scalar ``scale`` (input 3) as it is subtracted (the sparse SGD step)."""
     def emit(kc: KernelContext) -> str:
         ind, upd = kc.inputs[1], kc.inputs[2]
         v = _var_expr(kc)
@@ -157,6 +159,8 @@ def _scatter(mode: str):
             inner = launch.value(_product(upd.dims[ind.rank:]))
         n = launch.value(total)
         src = f"{u}[0]" if upd.rank == 0 else f"{u}[i]"
+        if scaled:
+            src = f"({launch.ptr(kc.inputs[3])}[0] * {src})"
         target = f"{p}[(int64_t){idx}[i / {inner}] * {inner} + i % {inner}]"
         if mode == "update":
             stmt = f"{target} = {src};"
@@ -204,4 +208,7 @@ register_cuda_kernel("ResourceGather", _gather, output_dims=_gather_c_dims)
 register_cuda_kernel("ResourceScatterUpdate", _scatter("update"))
 register_cuda_kernel("ResourceScatterAdd", _scatter("add"), supports=_atomic_dtype)
 register_cuda_kernel("ResourceScatterSub", _scatter("sub"), supports=_atomic_dtype)
+# the fused form the fuse-updates pass makes of GradientDescent's sparse step
+register_cuda_kernel("_ResourceScatterSubScaled", _scatter("sub", scaled=True),
+                     supports=_atomic_dtype)
 register_cuda_kernel("VarIsInitializedOp", _is_initialized)

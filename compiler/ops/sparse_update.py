@@ -5,7 +5,8 @@ Made by the ``fuse-updates`` pass from the sparse gradient-descent step that
 ``ResourceScatterSub(var, indices, Mul(values, lr))``, when the scaled values have no other use:
 each row is read once and scaled as it is subtracted, so the scaled copy of the gradient rows is
 never written out. Repeated ids add up, in order, as in ``ResourceScatterSub``; every index is
-checked before any row changes.
+checked before any row changes. Its GPU kernel is ``ResourceScatterSub``'s with the scale
+(``compiler/codegen/cuda_state_ops.py``).
 """
 from __future__ import annotations
 

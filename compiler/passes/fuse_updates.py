@@ -4,15 +4,16 @@
 ``AssignSubVariableOp(var, MatMul(a, b))`` with scale 1) becomes
 ``_MatMulAssignSub(var, a, b, scale)`` (``compiler/ops/matmul_update.py``) when the product and
 the scaled product are used by nothing else, ``scale`` is a scalar, the dtype is f32 or f64, and
-all of it was placed on one device (a CPU's or a GPU's: both have its kernel). This is what ``GradientDescentOptimizer`` makes for the
-weights of a dense layer: the weight gradient ``MatMul(x, dy, transpose_a=true)`` times the
+all of it was placed on one device (a CPU's or a GPU's: both have its kernel). This is what
+``GradientDescentOptimizer`` makes for the weights of a dense layer: the weight gradient ``MatMul(x, dy, transpose_a=true)`` times the
 learning rate. The fused node keeps the update's name, source location and every control edge
 of the nodes it replaces.
 
 The sparse step is fused the same way: ``ResourceScatterSub(var, indices, Mul(values, scale))``
 (what the optimizer makes for an ``IndexedSlices`` gradient, an embedding's) becomes
 ``_ResourceScatterSubScaled(var, indices, values, scale)`` (``compiler/ops/sparse_update.py``)
-under the same conditions, on a CPU, so the scaled gradient rows are never written out.
+under the same conditions (on a CPU or a GPU), so the scaled gradient rows are never written
+out.
 
 Inside loops, the same pass fuses a loop variable's ``acc + MatMul(a, b)`` (the sum of a weight's
 gradient over a ``while_loop`` gradient's iterations) into one gemm with ``beta = 1``
@@ -68,8 +69,6 @@ def _match(update: Node) -> Optional[Tuple[Node, Optional[Node], Optional[Output
 def _match_sparse(update: Node) -> Optional[Tuple[Node, Output, Output]]:
     """(Mul, values, scale) when ``update`` is a fusable sparse step."""
     if update.op != "ResourceScatterSub" or len(update.inputs) != 3:
-        return None
-    if "GPU" in (update.assigned_device or "").upper():
         return None
     scaled = update.inputs[2]
     mul = scaled.node
