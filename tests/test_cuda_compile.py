@@ -258,3 +258,78 @@ def test_every_op_kernel_compiles_with_nvcc(case_steps, tmp_path, monkeypatch):
         assert kernels and kernels <= ptx_entries
     again = build_cuda_module(modules[0].source, "sm_90", name="cases")
     assert again.cached and again.key == builds[0].key
+
+
+def _fake_cublas(folder, major):
+    (folder / "include").mkdir(parents=True)
+    (folder / "lib").mkdir()
+    (folder / "include" / "cublas_v2.h").write_text('#include "cublas_api.h"\n')
+    (folder / "include" / "cublas_api.h").write_text(f"#define CUBLAS_VER_MAJOR {major}\n")
+    (folder / "lib" / f"libcublas.so.{major}").write_text("")
+    return folder
+
+
+@needs_nvcc
+def test_cublas_is_found_beside_the_toolkit_in_its_home_or_not_at_all(tmp_path, monkeypatch):
+    """FLOWC_CUBLAS_HOME (or the nvidia-cublas wheel) of nvcc's CUDA major version; another
+    major version is not taken; FLOWC_CUDA_CUBLAS=0 turns cuBLAS off."""
+    from compiler.codegen.cuda_build import (_cuda_major, cublas_home, cublas_link_flags,
+                                             require_nvcc)
+    nvcc = require_nvcc()
+    major = _cuda_major(nvcc)
+    if cublas_home(nvcc) == "":
+        pytest.skip("this toolkit has cuBLAS itself")
+    good = _fake_cublas(tmp_path / "good", major)
+    other = _fake_cublas(tmp_path / "other", int(major) + 1)
+    try:
+        for home, env, want in ((good, {}, str(good)), (other, {}, None),
+                                (good, {"FLOWC_CUDA_CUBLAS": "0"}, None)):
+            monkeypatch.setenv("FLOWC_CUBLAS_HOME", str(home))
+            monkeypatch.setenv("FLOWC_CUDA_CUBLAS", env.get("FLOWC_CUDA_CUBLAS", "1"))
+            monkeypatch.setattr("sys.path", [])      # no wheel on the path
+            monkeypatch.setattr("site.getsitepackages", lambda: [])
+            monkeypatch.setattr("site.getusersitepackages", lambda: str(tmp_path / "none"))
+            cublas_home.cache_clear()
+            assert cublas_home(nvcc) == (os.path.realpath(want) if want else None), home
+        monkeypatch.setenv("FLOWC_CUDA_CUBLAS", "1")
+        monkeypatch.setenv("FLOWC_CUBLAS_HOME", str(good))
+        cublas_home.cache_clear()
+        flags = cublas_link_flags(nvcc)
+        assert f"-I{os.path.realpath(good)}/include" in flags
+        assert f"-l:libcublas.so.{major}" in flags
+    finally:
+        cublas_home.cache_clear()
+
+
+@needs_nvcc
+def test_matrix_products_link_against_cublas_where_it_is_found(tmp_path, monkeypatch):
+    """The cuBLAS branch of MatMul and of the fused products compiles against cuBLAS's own
+    header and links against its library: every symbol resolves when the module is loaded
+    (no GPU needed for that). Skipped where no cuBLAS is found (FLOWC_CUBLAS_HOME names
+    one, e.g. the nvidia-cublas wheel's nvidia/cu13)."""
+    import ctypes
+    import subprocess
+    from compiler.codegen.cuda_build import cublas_available, require_nvcc
+    if not cublas_available(require_nvcc()):
+        pytest.skip("no cuBLAS for this nvcc (set FLOWC_CUBLAS_HOME to test the cuBLAS path)")
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 64], name="x")
+        y = fl.placeholder(fl.int32, [None], name="y")
+        xd = fl.placeholder(fl.float64, [8, 8], name="xd")
+        w = fl.Variable(np.full((64, 10), 0.01, np.float32), name="w")
+        b = fl.Variable(np.zeros(10, np.float32), name="b")
+        loss = fl.reduce_mean(fl.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=y, logits=fl.matmul(x, w) + b))
+        train = fl.train.GradientDescentOptimizer(0.1).minimize(loss)
+        d = fl.matmul(xd, xd, transpose_b=True)
+    step = make_step_graph(g, [x.output, y.output, xd.output], [loss.output, d.output],
+                           [getattr(train, "node", train)])
+    optimize(step, PipelineOptions(devices=(CPU0, GPU0), default_device=GPU0))
+    assert {"MatMul", "_MatMulBiasAdd", "_MatMulAssignSub"} <= {n.op for n in step.graph}
+    module = emit_cuda(step.graph, step.feeds, step.retvals)
+    built = build_cuda_module(module.source, "sm_90", name="cublas")
+    needed = subprocess.run(["readelf", "-d", built.path], capture_output=True, text=True).stdout
+    assert "libcublas.so" in needed
+    ctypes.CDLL(built.path, mode=ctypes.RTLD_GLOBAL | os.RTLD_NOW)

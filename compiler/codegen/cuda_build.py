@@ -7,8 +7,10 @@ and the PTX are copied next to it. None of this needs a GPU, so artifacts cross-
 
 The architecture is ``sm_90`` (H100/H200) unless ``FLOWC_CUDA_ARCH`` or the caller says
 otherwise; nvcc is found as ``FLOWC_NVCC``, on ``PATH``, or under ``CUDA_HOME``/``/usr/local/cuda``.
-cuBLAS is used for matrix products where its header is found (``FLOWC_CUDA_CUBLAS=0`` turns it
-off); otherwise the generated tiled kernels run.
+cuBLAS is used for matrix products where it is found (``FLOWC_CUDA_CUBLAS=0`` turns it off):
+with the toolkit, under ``FLOWC_CUBLAS_HOME`` (a folder with ``include/cublas_v2.h`` and
+``lib/libcublas.so*``), or as the ``nvidia-cublas`` wheel of nvcc's CUDA major version (what
+PyTorch installs); otherwise the generated tiled kernels run.
 
 The architecture ``sim`` builds for flowc's CUDA simulator instead (``runtime/csrc/cuda_sim``):
 the system C++ compiler builds the same source into a host object whose kernels run on the
@@ -88,14 +90,73 @@ def nvcc_identity(nvcc: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def cublas_available(nvcc: str) -> bool:
-    """Whether cuBLAS's header sits with this nvcc's toolkit (and nobody turned it off)."""
+def cublas_home(nvcc: str) -> Optional[str]:
+    """A folder with cuBLAS's ``include/cublas_v2.h`` this nvcc builds against ('' for the
+    toolkit's own, which nvcc finds by itself), or None (none found, or FLOWC_CUDA_CUBLAS=0).
+    Looked for in the toolkit, then FLOWC_CUBLAS_HOME, then the ``nvidia-cublas`` wheel
+    (``nvidia/cu<major>`` or, for CUDA 12, ``nvidia/cublas``) of nvcc's major version."""
     if os.environ.get("FLOWC_CUDA_CUBLAS", "1") == "0":
-        return False
+        return None
     root = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
     patterns = [os.path.join(root, "include", "cublas_v2.h"),
                 os.path.join(root, "targets", "*", "include", "cublas_v2.h")]
-    return any(glob.glob(p) for p in patterns)
+    if any(glob.glob(p) for p in patterns):
+        return ""
+    candidates = []
+    explicit = os.environ.get("FLOWC_CUBLAS_HOME")
+    if explicit:
+        candidates.append(explicit)
+    major = _cuda_major(nvcc)
+    if major:
+        import site
+        import sys
+        for base in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
+            candidates += [os.path.join(base, "nvidia", f"cu{major}"),
+                           os.path.join(base, "nvidia", "cublas")]
+    for home in candidates:
+        if (os.path.isfile(os.path.join(home, "include", "cublas_v2.h"))
+                and _cublas_major(home) in (None, major)
+                and glob.glob(os.path.join(home, "lib", "libcublas.so*"))):
+            return os.path.realpath(home)
+    return None
+
+
+def cublas_available(nvcc: str) -> bool:
+    """Whether generated matrix products call cuBLAS (``cublas_home``)."""
+    return cublas_home(nvcc) is not None
+
+
+def _cuda_major(nvcc: str) -> Optional[str]:
+    m = re.search(r"release (\d+)\.", nvcc_identity(nvcc))
+    return m.group(1) if m else None
+
+
+def _cublas_major(home: str) -> Optional[str]:
+    """The CUDA major version a cuBLAS folder is for (its header's CUBLAS_VER_MAJOR)."""
+    for name in ("cublas_api.h", "cublas_v2.h"):
+        try:
+            with open(os.path.join(home, "include", name)) as f:
+                m = re.search(r"#define\s+CUBLAS_VER_MAJOR\s+(\d+)", f.read())
+        except OSError:
+            continue
+        if m:
+            return m.group(1)
+    return None
+
+
+def cublas_link_flags(nvcc: str) -> List[str]:
+    """What building and linking against cuBLAS adds to nvcc's command ([] without it)."""
+    home = cublas_home(nvcc)
+    if home is None:
+        return []
+    if not home:
+        return ["-lcublas"]
+    lib = os.path.join(home, "lib")
+    names = sorted(glob.glob(os.path.join(lib, "libcublas.so*")))
+    # the wheel has libcublas.so.<major> only: the linker takes it by its file name
+    link = (["-lcublas"] if os.path.exists(os.path.join(lib, "libcublas.so"))
+            else [f"-l:{os.path.basename(names[0])}"])
+    return [f"-I{os.path.join(home, 'include')}", f"-L{lib}", "-Xlinker", f"-rpath={lib}"] + link
 
 
 def nvcc_flags(arch: str, cublas: bool) -> List[str]:
@@ -133,7 +194,7 @@ def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "modu
     nvcc = require_nvcc()
     cublas = cublas_available(nvcc)
     flags = nvcc_flags(arch, cublas)
-    link = ["-lcublas"] if cublas else []
+    link = cublas_link_flags(nvcc)
     key = _key(source, [os.path.join(RUNTIME_INCLUDE, "flowc_rt.h")], nvcc_identity(nvcc),
                flags + link)
     files = {kind: os.path.join(cache_root(), "cuda", key[:2], f"{key}.{kind}")
