@@ -252,7 +252,7 @@ def _gather(kc: KernelContext) -> str:
     inner, rows, count = (v(params.dim_product(axis + 1)), v(params.dim(axis)),
                           v(indices.size))
     n = v(out.size)
-    bad = launch.report("an index is out of range of the gathered axis", "FLOWC_OUT_OF_RANGE")
+    bad = launch.report(*_bad_index(indices, v, "j", "ix", rows))
     body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
             f"    const int64_t k = i % {inner}, j = (i / {inner}) % {count}, "
             f"r = i / ({inner} * {count});\n"
@@ -260,6 +260,20 @@ def _gather(kc: KernelContext) -> str:
             f"    if (ix < 0 || ix >= {rows}) {{ {bad} {o}[i] = 0; continue; }}\n"
             f"    {o}[i] = {p}[(r * {rows} + ix) * {inner} + k];\n}}")
     return launch.launch(body, out.size)
+
+
+def _bad_index(indices, value, flat: str, got: str, limit: str):
+    """``report``'s arguments for an index out of range: the C kernel's message
+    (``indices[i,j] = v is not in [0, n)``) with the place of the ``flat``-th index unflattened
+    over the dims of ``indices`` (for indices of rank 4 at most; else without the values)."""
+    if indices.rank > 4:
+        return "an index is out of range of the gathered axis", "FLOWC_OUT_OF_RANGE"
+    dims = [value(indices.dim(k)) for k in range(indices.rank)]
+    place = [flat if indices.rank == 1 else
+             f"(({flat}) / ({' * '.join(dims[k + 1:]) or '1'})) % {dims[k]}"
+             for k in range(indices.rank)]
+    fmt = "indices[" + ",".join("%lld" for _ in place) + "] = %lld is not in [0, %lld)"
+    return fmt, "FLOWC_OUT_OF_RANGE", place + [got, limit]
 
 
 def _gather_supports(node: Node) -> bool:
@@ -294,7 +308,8 @@ def _segment_sum(kc: KernelContext) -> str:
     inner = v(f"(({nrows}) ? ({data.size}) / ({nrows}) : 1)")
     nseg = v(out.dim(0))
     n = v(data.size)
-    bad = launch.report("a segment id is not less than num_segments", "FLOWC_INVALID_ARGUMENT")
+    bad = launch.report("segment_ids[%lld] = %lld is out of range [0, %lld)",
+                        "FLOWC_INVALID_ARGUMENT", [f"i / {inner}", "s", nseg])
     cast = _ATOMIC[out.dtype]
     body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
             f"    const int64_t s = (int64_t){pid}[i / {inner}];\n"

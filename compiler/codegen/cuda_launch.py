@@ -14,7 +14,7 @@ when the step's stream is done and names the first node that failed.
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef
 
@@ -100,13 +100,23 @@ class CudaLaunch:
             self._values[key] = self._param(ctype, name, f"({ctype})({expr})")
         return self._values[key]
 
-    def report(self, message: str, code: str = "FLOWC_INVALID_ARGUMENT") -> str:
-        """A device statement raising the error flag of this node's ``message``."""
+    def report(self, message: str, code: str = "FLOWC_INVALID_ARGUMENT",
+               values: Sequence[str] = ()) -> str:
+        """A device statement raising the error flag of this node's ``message``. With
+        ``values`` (device expressions, at most 6) ``message`` is a printf format taking them
+        as ``long long`` (the C kernel's own message, ``%lld`` for each): the first report
+        of the site keeps its values and the host formats them in."""
         n = self.kc.node
-        site = self.module.error_site(n.name, str(n.location) if n.location else "", message,
+        if len(values) > 6:
+            raise ValueError("a device error carries at most 6 values")
+        fmt = message if values else message.replace("%", "%%")
+        site = self.module.error_site(n.name, str(n.location) if n.location else "", fmt,
                                       code)
         self.uses_errors = True
-        return f"flowc_raise(flowc_err, {self._site_param(site)});"
+        if not values:
+            return f"flowc_raise(flowc_err, {self._site_param(site)});"
+        args = [f"(long long)({v})" for v in values] + ["0LL"] * (6 - len(values))
+        return f"flowc_raise_at(flowc_err, {self._site_param(site)}, {', '.join(args)});"
 
     def _site_param(self, site: int) -> str:
         key = ("site", site)

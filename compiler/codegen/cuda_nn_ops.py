@@ -45,8 +45,9 @@ def _xent(sparse: bool):
         rows_expr, n_expr = _xent_dims(kc)[1]
         launch = CudaLaunch(kc, "sparse_xent" if sparse else "xent")
         v = launch.value
-        report = (launch.report("Received a label value outside the valid range of [0, "
-                                "number of classes)") if sparse else "")
+        report = (launch.report("Received a label value of %lld which is outside the valid "
+                                "range of [0, %lld)", values=["lbl", v(n_expr)])
+                  if sparse else "")
         body = kc.render("softmax.cu.j2", part="xent", sparse=sparse, T=f.ctype,
                          x=launch.ptr(f), lab=launch.ptr(lab),
                          loss=launch.ptr(loss, writable=True), back=launch.ptr(back, writable=True),

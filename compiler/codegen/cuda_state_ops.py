@@ -98,6 +98,13 @@ def _update(op: str):
     return emit
 
 
+def _bad_row(kc: KernelContext) -> str:
+    """The C kernels' message for an index out of the variable's rows (a printf format of
+    the index's place, its value and the rows)."""
+    name = _var_name(kc).replace("%", "%%")
+    return f"indices[%lld] = %lld is not in [0, %lld) (rows of variable '{name}')"
+
+
 def _rows_and_inner(kc: KernelContext, launch: CudaLaunch, inner_dims):
     v = _var_expr(kc)
     _check_initialized(kc)
@@ -119,8 +126,7 @@ def _gather(kc: KernelContext) -> str:
     idx = launch.ptr(ind)
     rows, inner = _rows_and_inner(kc, launch, out.dims[ind.rank:])
     n = launch.value(out.size)
-    bad = launch.report(f"an index is out of range for the rows of variable '{_var_name(kc)}'",
-                        "FLOWC_OUT_OF_RANGE")
+    bad = launch.report(_bad_row(kc), "FLOWC_OUT_OF_RANGE", ["r", "ix", rows])
     body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
             f"    const int64_t r = i / {inner}, k = i % {inner};\n"
             f"    const int64_t ix = (int64_t){idx}[r];\n"
@@ -141,8 +147,7 @@ def _scatter(mode: str, scaled: bool = False):
         idx = check.ptr(ind)
         rows, _ = _rows_and_inner(kc, check, [])
         count = check.value(ind.size)
-        bad = check.report(f"an index is out of range for the rows of variable "
-                           f"'{_var_name(kc)}'", "FLOWC_OUT_OF_RANGE")
+        bad = check.report(_bad_row(kc), "FLOWC_OUT_OF_RANGE", ["i", f"{idx}[i]", rows])
         first = check.launch(f"{kc.target.grid_stride_loop('i', count)}\n"
                              f"    if ((int64_t){idx}[i] < 0 || (int64_t){idx}[i] >= {rows}) {bad}",
                              ind.size)

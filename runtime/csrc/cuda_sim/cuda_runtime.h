@@ -81,6 +81,11 @@ template <class T> static inline T atomicAdd(T *p, T v) {
     return old;
 }
 
+template <class T> static inline T atomicCAS(T *p, T compare, T value) {
+    __atomic_compare_exchange(p, &compare, &value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare;                     /* the old value, as CUDA's atomicCAS returns */
+}
+
 /* ---- the runtime API ---- */
 enum cudaError {
     cudaSuccess = 0,
