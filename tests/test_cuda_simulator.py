@@ -191,68 +191,6 @@ def test_bad_partitions_and_stitch_indices_on_the_gpu_name_the_node(simulator, b
         s.run(list(pieces) + [merged], feed)                   # the session goes on
 
 
-def _bad_value_cases():
-    """(name, graph builder) of ops whose bad data the GPU finds in a kernel: each builder
-    returns (fetch or target, feed with exactly one bad value)."""
-    def gather():
-        x = fl.placeholder(fl.float32, [4, 3], name="x")
-        i = fl.placeholder(fl.int32, [2, 3], name="i")
-        return fl.gather(x, i), {x: np.ones((4, 3), np.float32),
-                                 i: np.array([[0, 1, 2], [3, 7, 0]], np.int32)}
-
-    def labels():
-        f = fl.placeholder(fl.float32, [3, 4], name="f")
-        y = fl.placeholder(fl.int32, [3], name="y")
-        loss = fl.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=f)
-        return loss, {f: np.zeros((3, 4), np.float32), y: np.array([1, 9, 0], np.int32)}
-
-    def segments():
-        d = fl.placeholder(fl.float32, [5, 2], name="d")
-        ids = fl.placeholder(fl.int32, [5], name="ids")
-        total = fl.unsorted_segment_sum(d, ids, 3)
-        return total, {d: np.ones((5, 2), np.float32), ids: np.array([0, 2, 1, 4, 0], np.int32)}
-
-    def rows():
-        v = fl.Variable(np.zeros((4, 2), np.float32), name="table")
-        i = fl.placeholder(fl.int32, [3], name="i")
-        rows = fl.apply_op("ResourceGather", [v.handle, i], {"dtype": DType.f32})
-        return (rows, {i: np.array([1, -2, 0], np.int32)}), v
-
-    def scatter():
-        v = fl.Variable(np.zeros((4, 2), np.float32), name="table")
-        i = fl.placeholder(fl.int32, [3], name="i")
-        op = fl.scatter_add(v, i, np.ones((3, 2), np.float32))
-        return (op, {i: np.array([1, 2, 6], np.int32)}), v
-
-    return [("gather", gather), ("labels", labels), ("segments", segments), ("rows", rows),
-            ("scatter", scatter)]
-
-
-@pytest.mark.parametrize("name, build", _bad_value_cases(), ids=lambda c: c if isinstance(c, str) else "")
-def test_data_errors_found_on_the_gpu_say_what_the_cpu_says(simulator, name, build):
-    """An index out of range, a bad label, a segment id past num_segments: the GPU kernel that
-    finds it reports the index's place, its value and the bound, and the step's error is the
-    C kernel's message word for word (and names the same node)."""
-    messages = []
-    for config in (fl.ConfigProto(device_count={"GPU": 0}), fl.ConfigProto()):
-        g = fl.Graph()
-        with g.as_default():
-            made = build()
-            variable = None
-            if isinstance(made[1], fl.Variable):
-                made, variable = made
-            fetch, feed = made
-        with fl.Session(graph=g, config=config) as s:
-            if variable is not None:
-                s.run(variable.initializer)
-            with pytest.raises(FlowcError) as caught:
-                s.run(fetch, feed)
-            messages.append(str(caught.value))
-    cpu, gpu = messages
-    assert gpu == cpu, (cpu, gpu)
-    assert re.search(r"-2|6|7|9|4", gpu), gpu                   # the offending value is in it
-
-
 def test_a_sharded_embedding_trains_on_the_gpu_as_on_the_cpu(simulator, rng, capsys):
     """Three shards, ids routed by DynamicPartition and stitched back, the sparse gradient
     applied (fused with its learning rate): every op of the step on the GPU, the losses and

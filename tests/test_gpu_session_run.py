@@ -1,13 +1,18 @@
 """Training through ``fl.Session`` on a GPU: the MLP and the CNN reach the CPU's losses, GPU
 variables read back with ``sess.run`` and the store, and a Saver round trip of GPU variables
-(to a GPU session and to a CPU one). These need pycuda, a CUDA GPU and nvcc, and are skipped
-(with the reason) anywhere one is missing."""
+(to a GPU session and to a CPU one), and data errors found by GPU kernels reported with the
+CPU's words. Each runs on a GPU (pycuda, a CUDA GPU and nvcc; skipped with the reason where
+one is missing) and on the CUDA simulator."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
 
 import dsl as fl
+from runtime.dtypes import DType
+from runtime.errors import FlowcError
 from gpu_session_models import cnn_batch, cnn_model, mlp_batch, mlp_model, train_losses
 
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
@@ -84,3 +89,66 @@ def test_variable_load_sets_a_gpu_variable():
         value = np.full(w.shape, 0.25, np.float32)
         w.load(value, sess)
         np.testing.assert_array_equal(sess.run(w), value)
+
+
+def _bad_value_cases():
+    """(name, graph builder) of ops whose bad data the GPU finds in a kernel: each builder
+    returns (fetch or target, feed with exactly one bad value)."""
+    def gather():
+        x = fl.placeholder(fl.float32, [4, 3], name="x")
+        i = fl.placeholder(fl.int32, [2, 3], name="i")
+        return fl.gather(x, i), {x: np.ones((4, 3), np.float32),
+                                 i: np.array([[0, 1, 2], [3, 7, 0]], np.int32)}
+
+    def labels():
+        f = fl.placeholder(fl.float32, [3, 4], name="f")
+        y = fl.placeholder(fl.int32, [3], name="y")
+        loss = fl.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=f)
+        return loss, {f: np.zeros((3, 4), np.float32), y: np.array([1, 9, 0], np.int32)}
+
+    def segments():
+        d = fl.placeholder(fl.float32, [5, 2], name="d")
+        ids = fl.placeholder(fl.int32, [5], name="ids")
+        total = fl.unsorted_segment_sum(d, ids, 3)
+        return total, {d: np.ones((5, 2), np.float32), ids: np.array([0, 2, 1, 4, 0], np.int32)}
+
+    def rows():
+        v = fl.Variable(np.zeros((4, 2), np.float32), name="table")
+        i = fl.placeholder(fl.int32, [3], name="i")
+        rows = fl.apply_op("ResourceGather", [v.handle, i], {"dtype": DType.f32})
+        return (rows, {i: np.array([1, -2, 0], np.int32)}), v
+
+    def scatter():
+        v = fl.Variable(np.zeros((4, 2), np.float32), name="table")
+        i = fl.placeholder(fl.int32, [3], name="i")
+        op = fl.scatter_add(v, i, np.ones((3, 2), np.float32))
+        return (op, {i: np.array([1, 2, 6], np.int32)}), v
+
+    return [("gather", gather), ("labels", labels), ("segments", segments), ("rows", rows),
+            ("scatter", scatter)]
+
+
+@pytest.mark.parametrize("name, build", _bad_value_cases(),
+                         ids=lambda c: c if isinstance(c, str) else "")
+def test_data_errors_found_on_the_gpu_say_what_the_cpu_says(name, build):
+    """An index out of range, a bad label, a segment id past num_segments: the GPU kernel that
+    finds it reports the index's place, its value and the bound, and the step's error is the
+    C kernel's message word for word (and names the same node)."""
+    messages = []
+    for config in (fl.ConfigProto(device_count={"GPU": 0}), fl.ConfigProto()):
+        g = fl.Graph()
+        with g.as_default():
+            made = build()
+            variable = None
+            if isinstance(made[1], fl.Variable):
+                made, variable = made
+            fetch, feed = made
+        with fl.Session(graph=g, config=config) as s:
+            if variable is not None:
+                s.run(variable.initializer)
+            with pytest.raises(FlowcError) as caught:
+                s.run(fetch, feed)
+            messages.append(str(caught.value))
+    cpu, gpu = messages
+    assert gpu == cpu, (cpu, gpu)
+    assert re.search(r"-2|6|7|9|4", gpu), gpu                   # the offending value is in it

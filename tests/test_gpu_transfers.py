@@ -105,10 +105,14 @@ def test_the_transfer_code_compiles_with_nvcc(tmp_path, monkeypatch):
 
 @pytest.fixture
 def two_simulated_gpus(gpu_target, monkeypatch):
-    if gpu_target != "simulator":
-        pytest.skip("the simulator's own check (tests/test_cuda_runtime.py runs on the GPU)")
+    """Two GPUs: the simulator's, or this machine's where it has two (``gpu``)."""
     from dsl.session_devices import _detected_gpus
-    monkeypatch.setenv("FLOWC_CUDA_SIMULATOR", "2")
+    if gpu_target == "gpu":
+        from runtime.cuda_module import gpu_devices
+        if len(gpu_devices()) < 2:
+            pytest.skip("needs two GPUs (peer copies); the simulator runs it with two")
+    else:
+        monkeypatch.setenv("FLOWC_CUDA_SIMULATOR", "2")
     _detected_gpus.cache_clear()
     yield
     _detected_gpus.cache_clear()
