@@ -1,8 +1,9 @@
 """GPU kernels of array ops: fills (ZerosLike, OnesLike, Fill), Shape/Size/Rank (computed on
 the host from the dims, then copied), and data movement as index maps (Transpose, Slice,
 Tile, Pad, StridedSlice, ConcatV2, Pack, Split, SplitV, Unpack, GatherV2, OneHot) plus
-UnsortedSegmentSum (atomic adds; the gradient of a gather) and Range (its bounds read on the
-host, where they are not constants).
+UnsortedSegmentSum (atomic adds, for f32 into a double buffer rounded once at the end, as the
+C kernel sums; the gradient of a gather) and Range (its bounds read on the host, where they
+are not constants).
 
 Every output element is computed by one iteration of a grid-stride loop that recovers its
 coordinates from the flat index. Shape-like inputs (a permutation, slice bounds, an axis)
@@ -310,6 +311,26 @@ def _segment_sum(kc: KernelContext) -> str:
     n = v(data.size)
     bad = launch.report("segment_ids[%lld] = %lld is out of range [0, %lld)",
                         "FLOWC_INVALID_ARGUMENT", [f"i / {inner}", "s", nseg])
+    if out.dtype is DType.f32:
+        # summed in double and rounded once, as the C kernel sums (and the interpreter)
+        acc = launch.raw_ptr("double", "flowc_seg_acc")
+        body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
+                f"    const int64_t s = (int64_t){pid}[i / {inner}];\n"
+                f"    if (s >= {nseg}) {{ {bad} continue; }}\n"
+                f"    if (s < 0) continue;\n"
+                f"    atomicAdd(&{acc}[s * {inner} + i % {inner}], (double){x}[i]);\n}}")
+        nbytes = f"(size_t)({out.size}) * sizeof(double)"
+        round_once = CudaLaunch(kc, "segment_sum_round")
+        ro, racc = round_once.ptr(out, writable=True), round_once.raw_ptr("double", "flowc_seg_acc",
+                                                                          writable=False)
+        rounded = round_once.launch(f"{kc.target.grid_stride_loop('i', round_once.value(out.size))}"
+                                    f"\n    {ro}[i] = (float){racc}[i];", out.size)
+        return "\n".join([
+            "double *flowc_seg_acc = NULL;",
+            f"FLOWC_CUDA(cudaMallocAsync((void **)&flowc_seg_acc, {nbytes} + 8, flowc_stream));",
+            f"FLOWC_CUDA(cudaMemsetAsync(flowc_seg_acc, 0, {nbytes} + 8, flowc_stream));",
+            launch.launch(body, data.size), rounded,
+            "FLOWC_CUDA(cudaFreeAsync(flowc_seg_acc, flowc_stream));"])
     cast = _ATOMIC[out.dtype]
     body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
             f"    const int64_t s = (int64_t){pid}[i / {inner}];\n"
