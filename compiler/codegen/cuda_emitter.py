@@ -41,6 +41,7 @@ from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import node_text
 from compiler.ops.comm import is_cross_task, remote_recv_c, remote_send_c, rendezvous_key
 from compiler.ops.registry import get_op
+from runtime.cuda_module import gpu_index
 from runtime.dtypes import DType
 from runtime.module import ABI_VERSION
 
@@ -62,15 +63,6 @@ def _ident(name: str) -> str:
 
 def _comment(text: str) -> str:
     return text.replace("*/", "* /")
-
-
-def _is_gpu(device: str) -> bool:
-    return "/device:GPU:" in (device or "")
-
-
-def _gpu_of(device: str) -> int:
-    m = re.search(r"/device:GPU:(\d+)$", device or "")
-    return int(m.group(1)) if m else 0
 
 
 def _receives_late(order: List[Node]) -> List[Node]:
@@ -400,7 +392,7 @@ class _CudaEmitter:
             # buffer of this step (held to its end) or a constant may be read so
             raise CodegenError("a GPU send of a tensor whose buffer the step does not own "
                                f"(made by {root.node.op} '{root.node.name}')", kc.node)
-        to_gpu = _is_gpu(kc.node.attrs["recv_device"])
+        to_gpu = "/device:GPU:" in kc.node.attrs["recv_device"]
         lines += [f"flowc_send_op *s = &flowc_x->sends[{k}];",
                   "memset(s, 0, sizeof *s);",
                   f"s->rendezvous = flowc_rt->rendezvous; s->slot = {kc.attr('slot')}; "
@@ -437,10 +429,10 @@ class _CudaEmitter:
         same += [f"h.dims[{d}] == {dim}" for d, dim in enumerate(out.shape) if dim is not None]
         cross = is_cross_task(kc.node.attrs)
         source = kc.node.attrs["send_device"]
-        if not cross and _is_gpu(source):
+        if not cross and "/device:GPU:" in source:
             k = self.npeers
             self.npeers += 1
-            src = _gpu_of(source)
+            src = gpu_index(source)
             return [
                 "flowc_tensor h;",
                 f"if (flowc_rv_recv(flowc_rt->rendezvous, {kc.attr('slot')}, &h, {key}, "
@@ -651,9 +643,8 @@ def _gpu_index(graph: Graph) -> int:
     """The GPU the subgraph was placed on (``/device:GPU:k``; 0 for an unplaced graph): the
     module selects it on every thread that calls in (``cudaSetDevice`` is per thread)."""
     for n in graph:
-        m = re.search(r"/device:GPU:(\d+)$", n.assigned_device or "")
-        if m:
-            return int(m.group(1))
+        if "/device:GPU:" in (n.assigned_device or ""):
+            return gpu_index(n.assigned_device)
     return 0
 
 
