@@ -19,6 +19,18 @@ def graph():
         yield g
 
 
+@pytest.fixture(autouse=True)
+def _cpu_only(request, monkeypatch):
+    """A test marked ``cpu_only`` checks CPU internals (the fetch pool, split compiles, the C
+    kernels' own numerics and error order): its sessions see no GPU, also where the process
+    has one (a GPU, or FLOWC_CUDA_SIMULATOR=1 set for a whole run of the suite)."""
+    if request.node.get_closest_marker("cpu_only") is not None:
+        import dsl.session_devices as session_devices
+        monkeypatch.setattr(session_devices, "_detected_gpus", lambda: ())
+        monkeypatch.delenv("FLOWC_CUDA_SIMULATOR", raising=False)
+    yield
+
+
 @pytest.fixture
 def rng():
     import numpy as np

@@ -3,6 +3,7 @@ import glob
 import os
 
 import numpy as np
+import pytest
 
 import dsl as fl
 from compiler.codegen.build import build_shared_object
@@ -36,7 +37,6 @@ def test_object_cache_hit_and_corrupt_entry_rebuilt(tmp_path, monkeypatch):
 def test_rejected_sources_are_kept_and_named_and_nothing_is_cached(tmp_path, monkeypatch):
     """A source the C compiler (or nvcc, where it is installed) rejects: a BuildError naming
     where the source was kept, the source there as it was, and no cached object left."""
-    import pytest
     from compiler.codegen.cuda_build import build_cuda_module, find_nvcc
     from compiler.errors import BuildError
     monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
@@ -61,6 +61,7 @@ def _graph():
     return g, x, y
 
 
+@pytest.mark.cpu_only
 def test_session_rebuilds_a_tampered_cached_artifact(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
     g, x, y = _graph()

@@ -6,6 +6,7 @@ and 2, dilation, SAME and VALID padding, batch 1, f64 and empty batches."""
 import re
 
 import numpy as np
+import pytest
 
 import dsl as fl
 from compiler.codegen.emitter import emit_c
@@ -50,6 +51,7 @@ def _graph(rng):
     return fetches, feed, feeds + [x64]
 
 
+@pytest.mark.cpu_only
 def test_small_filters_run_direct_and_match_the_interpreter(graph, rng):
     fetches, feed, feeds = _graph(rng)
     step = make_step_graph(graph, [f.output for f in feeds],

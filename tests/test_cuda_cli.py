@@ -19,6 +19,7 @@ GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc (the CUDA compiler) is not installed")
+@pytest.mark.cpu_only
 def test_compile_target_cuda_writes_cu_source_and_nvcc_output(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "mlp"
@@ -83,6 +84,7 @@ def test_an_artifact_built_for_the_cuda_simulator_runs_with_flowc_run(capsys, tm
         np.testing.assert_allclose(values["sim"][k], values["cpu"][k], rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.cpu_only
 def test_compile_target_cuda_without_nvcc_is_one_clear_error(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWC_NVCC", str(tmp_path / "no-such-nvcc"))
     rc, _, err = flowc(capsys, "compile", MLP, "--target", "cuda", "-o", tmp_path / "out")

@@ -3,6 +3,7 @@ for f32 Exp and Sigmoid in elementwise and fused kernels: within 2 ulp of the co
 rounded exp over the whole float range (subnormal results included), and IEEE special values
 (NaN, +-Inf, overflow to +Inf, underflow to 0) exactly."""
 import numpy as np
+import pytest
 
 import dsl as fl
 from oracle import NO_FOLDING, check_against_interpreter
@@ -91,6 +92,7 @@ def test_sigmoid_and_fused_exp_match_the_interpreter_with_special_values(rng):
     assert got["sigmoid"][1] == 1.0 and got["sigmoid"][2] == 0.0
 
 
+@pytest.mark.cpu_only
 def test_sigmoid_is_within_two_ulp_over_the_float_range():
     """f32 Sigmoid has a helper of its own (exp(-|x|), never overflowing): over exp's sweep,
     both signs, every result is within 2 ulp of the correctly rounded sigmoid, tiny results

@@ -51,6 +51,7 @@ def test_results_equal_the_cffi_path_for_every_kind_of_feed_and_fetch(graph, rng
         assert fast["matrix"].shape == (0, 3) and fast["sum"] == slow["sum"] == 0.0
 
 
+@pytest.mark.cpu_only
 def test_a_fetched_array_gives_its_block_back_when_collected(graph):
     x = fl.placeholder(fl.float32, [1000], name="x")
     y = x + 1.0

@@ -14,6 +14,8 @@ from oracle import run_in_threads
 from runtime.buffer_pool import fail_nth_allocation, pool_stats
 from runtime.errors import RuntimeExecutionError
 
+pytestmark = pytest.mark.cpu_only      # CPU internals (conftest.py)
+
 N = 1 << 16                     # 256 KiB of float32: a cached size class
 
 

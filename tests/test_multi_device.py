@@ -94,6 +94,7 @@ def _mlp(devices):
     return x, y, loss, step, params
 
 
+@pytest.mark.cpu_only
 def test_an_mlp_on_four_devices_trains_exactly_as_on_one():
     rng = np.random.default_rng(1)
     xv = rng.normal(size=(32, 8)).astype(np.float32)

@@ -20,6 +20,8 @@ from compiler.codegen.emitter import NODES_PER_PART, emit_c
 from compiler.errors import BuildError
 from compiler.step import make_step_graph, optimize
 
+pytestmark = pytest.mark.cpu_only      # CPU internals (conftest.py)
+
 
 @pytest.fixture
 def logged_cc(tmp_path, monkeypatch):

@@ -106,6 +106,7 @@ def test_default_build_has_no_profiling_code(capsys, model_dir):
         profile.read(artifact.executable)
 
 
+@pytest.mark.cpu_only
 def test_session_full_trace_fills_run_metadata(graph):
     x = fl.placeholder(fl.float32, [None, 4], name="x")
     w = fl.Variable(np.full((4, 2), 0.5, np.float32), name="w")

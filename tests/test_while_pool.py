@@ -51,6 +51,7 @@ def _rnn_step(rng):
     return [loss, logits] + grads, feed
 
 
+@pytest.mark.cpu_only
 def test_a_repeated_loop_step_reuses_pool_blocks_and_gives_them_back(graph, rng):
     fetches, feed = _rnn_step(rng)
     init = fl.global_variables_initializer()

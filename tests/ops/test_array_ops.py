@@ -474,6 +474,7 @@ def test_range(graph):
 
 
 # --- GatherV2 ------------------------------------------------------------------------------------
+@pytest.mark.cpu_only
 def test_gather(graph, rng):
     p = fl.placeholder(fl.float32, [None, 4], name="p")
     p3 = fl.placeholder(fl.int64, [2, 3, None], name="p3")
