@@ -109,3 +109,19 @@ def test_constants_follow_their_consumer_onto_the_gpu_and_keep_shape_inputs_cons
     assert by_op["Transpose"].assigned_device == GPU0
     assert by_op["Sum"].assigned_device == GPU0
     assert all(n.assigned_device == GPU0 for n in step.graph if n.op == "Const")
+
+
+def test_fetches_sinks_and_noops_stay_with_their_inputs_under_a_gpu_default():
+    """A GPU as the default device takes every op that has a GPU kernel, but not a step's
+    fetch, its sink or a NoOp of values computed on the CPU: no GPU module just to pass them
+    on (a _Retval on the GPU made a Send/Recv pair and a GPU launch per fetch)."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [4], name="x")
+        with fl.device("/cpu:0"):
+            y = fl.reduce_sum(fl.exp(x), name="y")
+            done = fl.group(fl.exp(x, name="z"), name="done")
+    step, _ = _placed(g, [x], [y], [done], default_device=GPU0)
+    placed = {n.name: n.assigned_device for n in step.graph}
+    assert placed["_retval0"] == CPU0 and placed["_sink"] == CPU0 and placed["done"] == CPU0
+    assert set(placed.values()) == {CPU0}, placed

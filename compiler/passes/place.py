@@ -45,6 +45,9 @@ from compiler.ops.registry import get_op, has_op
 from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 
+# What computes nothing: with a GPU as the default device these still go with their inputs.
+_FOLLOWERS = {"_Retval", "_Sink", "NoOp"}
+
 # Ops the emitter implements itself on every device type.
 _EVERYWHERE = {"Placeholder", "Const", "NoOp", "_Sink", "_Retval", "_Send", "_Recv", "Identity"}
 
@@ -353,10 +356,13 @@ class Place(Pass):
     def _prefer_gpu(self, pending, gpu: Device, sources, assigned, reason):
         """With a GPU as the default device, an unconstrained group that has GPU kernels goes
         there whatever its inputs' devices (TensorFlow's rule: a GPU kernel wins); constants
-        and feeds still go with their consumers. Returns the groups left."""
+        and feeds still go with their consumers, and a step's fetches, its sink and NoOps
+        with their inputs (no GPU module just to pass a CPU's value on). Returns the groups
+        left."""
         left = []
         for group in pending:
-            if all(n.op in sources for n in group) or not self._feasible(group, gpu):
+            if (all(n.op in sources for n in group) or not self._feasible(group, gpu)
+                    or all(n.op in _FOLLOWERS for n in group)):
                 left.append(group)
                 continue
             for n in group:
