@@ -301,9 +301,8 @@ def _one_hot_supports(node: Node) -> bool:
 def _segment_sum(kc: KernelContext) -> str:
     data, ids = kc.inputs[0], kc.inputs[1]
     out = kc.out
-    zero = _fill_value(kc, kc.literal(0, out.dtype))
     launch = CudaLaunch(kc, "segment_sum")
-    o, x, pid = launch.ptr(out, writable=True), launch.ptr(data), launch.ptr(ids)
+    x, pid = launch.ptr(data), launch.ptr(ids)
     v = launch.value
     nrows = ids.size
     inner = v(f"(({nrows}) ? ({data.size}) / ({nrows}) : 1)")
@@ -331,6 +330,8 @@ def _segment_sum(kc: KernelContext) -> str:
             f"FLOWC_CUDA(cudaMemsetAsync(flowc_seg_acc, 0, {nbytes} + 8, flowc_stream));",
             launch.launch(body, data.size), rounded,
             "FLOWC_CUDA(cudaFreeAsync(flowc_seg_acc, flowc_stream));"])
+    zero = _fill_value(kc, kc.literal(0, out.dtype))
+    o = launch.ptr(out, writable=True)
     cast = _ATOMIC[out.dtype]
     body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
             f"    const int64_t s = (int64_t){pid}[i / {inner}];\n"
