@@ -8,34 +8,17 @@ Subclasses can override ``run_node`` to build analyses on top of it (the torch.f
 from __future__ import annotations
 
 import heapq
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from compiler.errors import ExecutionError, CompileError
 from compiler.ir.construct import run_reference
+from compiler.ir.frames import has_control_flow, static_frames
 from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.reachability import needed_nodes
 from runtime.errors import FeedError, FlowcError
 from runtime.feeds import check_feed
-
-
-def needed_nodes(fetches: Iterable[Output], targets: Iterable[Node], fed: Set[Output]) -> Set[Node]:
-    """Nodes that must run to produce ``fetches`` and run ``targets`` (fed outputs cut the walk)."""
-    need: Set[Node] = set()
-    stack = [f.node for f in fetches if f not in fed] + list(targets)
-    while stack:
-        n = stack.pop()
-        if n in need:
-            continue
-        need.add(n)
-        for i in n.inputs:
-            if i not in fed:
-                stack.append(i.node)
-        stack.extend(n.control_inputs)
-    return need
-
-
-CONTROL_FLOW_OPS = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"})
 
 
 def _missing_feed(node: Node) -> FeedError:
@@ -57,7 +40,7 @@ class Interpreter:
             env[out] = check_feed(out.node.name if out.index == 0 else out.name, value,
                                   out.dtype, out.shape)
         need = needed_nodes(fetches, targets, set(feeds))
-        if any(n.op in CONTROL_FLOW_OPS for n in need):
+        if has_control_flow(need):
             cf = _ControlFlowRun(self, list(self.graph), need, env)
             cf.run()
             return [cf.fetch(f) for f in fetches]
@@ -100,42 +83,7 @@ class _Dead:
 
 DEAD = _Dead()
 
-Frame = Tuple[str, ...]
 Tag = Tuple[Tuple[str, int], ...]
-
-
-def static_frames(nodes: Iterable[Node]) -> Tuple[Dict[Node, Frame], Dict[Node, Frame]]:
-    """For each node, the loop frames it runs in and the frames its outputs live in (they
-    differ for Enter, which opens its ``frame_name``, and Exit, which leaves its frame).
-
-    ``nodes`` must be in graph order. A node reading values of several frames runs in the
-    innermost one; the others must enclose it (a value computed outside a loop may be read in
-    it: it is loop-invariant).
-    """
-    run_in: Dict[Node, Frame] = {}
-    out_in: Dict[Node, Frame] = {}
-    for n in nodes:
-        frame: Frame = ()
-        for src in [i.node for i in n.inputs] + list(n.control_inputs):
-            f = out_in.get(src)
-            if f is None:                      # a back edge (NextIteration): same frame
-                continue
-            if len(f) > len(frame):
-                f, frame = frame, f
-            if frame[:len(f)] != f:
-                raise ExecutionError(f"reads values of two unrelated loop frames "
-                                     f"({'/'.join(f) or 'top level'} and "
-                                     f"{'/'.join(frame) or 'top level'})", n)
-        run_in[n] = frame
-        if n.op == "Enter":
-            out_in[n] = frame + (n.attrs["frame_name"],)
-        elif n.op == "Exit":
-            if not frame:
-                raise ExecutionError("Exit outside of any loop frame", n)
-            out_in[n] = frame[:-1]
-        else:
-            out_in[n] = frame
-    return run_in, out_in
 
 
 class _ControlFlowRun:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from compiler.errors import CompileError
-from compiler.interpreter import needed_nodes
+from compiler.ir.reachability import needed_nodes
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.parser import parse_graph
 from runtime.errors import FlowcError

@@ -6,7 +6,7 @@ know nothing of it.
 from runtime.dtypes import DType
 
 from compiler import ops as _ops  # noqa: F401  (registers the built-in ops)
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from dsl.context import (Graph, colocate_with, control_dependencies, device, get_default_graph,
                          name_scope, reset_default_graph)
 from dsl.tensor import Operation, Tensor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from dsl.math_ops import elu, relu, relu6, sigmoid, softplus, tanh
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor

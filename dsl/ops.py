@@ -12,7 +12,7 @@ from compiler.ir.construct import make_node
 from compiler.ir.graph import Output
 from compiler.ir.location import caller_location
 from compiler.ir.types import TensorType, normalize_shape
-from compiler.ops.registry import get_op, has_op, all_ops, OpDef
+from compiler.ir.op_registry import get_op, has_op, all_ops, OpDef
 from dsl.context import PendingOp, device_for, get_default_graph
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import DType, as_dtype

@@ -5,7 +5,7 @@ from typing import Optional
 
 import numpy as np
 
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from dsl.ops import apply_op, constant, convert_to_tensor
 from dsl.tensor import Tensor
 from runtime.dtypes import DType, as_dtype

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from compiler.interpreter import needed_nodes
+from compiler.ir.reachability import needed_nodes
 from dsl.context import Graph
 from dsl.session import BACKENDS, Session
 from dsl.tensor import Tensor

@@ -368,7 +368,8 @@ for (int64_t i = 0; i < {{ out.size }}; i++) {{ out.data }}[i] = {{ inputs[0].da
 def test_user_ops_whose_kernels_call_python_are_refused(graph, tmp_path):
     import dsl as fl
     from compiler.codegen.c_library import CLibraryError, write_c_library
-    from compiler.ops.registry import c_template, has_op, register_op
+    from compiler.codegen.user_templates import c_template
+    from compiler.ir.op_registry import has_op, register_op
     from compiler.step import make_step_graph, optimize
     if not has_op("CLibTestHostLoggedIdentity"):
         register_op("CLibTestHostLoggedIdentity", inputs=["x: T"], outputs=["y: T"],

@@ -17,7 +17,7 @@ import dsl as fl
 from compiler.codegen.cuda_build import build_cuda_module, find_nvcc
 from compiler.codegen.cuda_emitter import emit_cuda
 from compiler.codegen.cuda_kernels import ops_with_cuda_kernels
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from compiler.passes.manager import PipelineOptions
 from compiler.passes.partition import split_by_device
 from compiler.step import make_step_graph, optimize

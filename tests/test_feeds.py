@@ -8,7 +8,7 @@ import pytest
 
 import dsl as fl
 from compiler.errors import ExecutionError
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.errors import FeedError, RuntimeExecutionError
 
 BACKENDS = ("interpreter", "c")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dsl as fl
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from dsl.gradients import _registry as GRADIENT_REGISTRY
 from dsl.gradients import registered_gradients
 from oracle import check_against_interpreter

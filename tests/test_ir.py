@@ -17,7 +17,7 @@ from compiler.ir.parser import parse_graph, parse_graphs
 from compiler.ir.printer import print_graph
 from compiler.ir.types import TensorType
 from compiler.ir.verifier import verify
-from compiler.ops.registry import all_ops, register_op
+from compiler.ir.op_registry import all_ops, register_op
 from runtime.dtypes import DType
 
 TENSOR_DTYPES = [d for d in DType if d not in (DType.resource, DType.bf16)]

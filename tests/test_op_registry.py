@@ -2,7 +2,7 @@
 import pytest
 
 from compiler.ops import BUILTIN_OPS
-from compiler.ops.registry import all_ops
+from compiler.ir.op_registry import all_ops
 
 # Handled by the code generator itself rather than by a kernel.
 EMITTER_OPS = {"Const", "Placeholder", "NoOp", "_Retval", "_Sink"}

@@ -8,7 +8,8 @@ import ext_ops
 from compiler.errors import CodegenError, ShapeError
 from compiler.ir.parser import parse_graph
 from compiler.ir.printer import print_graph
-from compiler.ops.registry import c_template, get_op, register_op
+from compiler.codegen.user_templates import c_template
+from compiler.ir.op_registry import get_op, register_op
 from oracle import check_against_interpreter
 from runtime.errors import RuntimeExecutionError
 

@@ -11,7 +11,7 @@ import numpy as np
 from compiler.ir.attr_text import INLINE_ELEMENTS
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import Shape, TensorType
-from compiler.ops.registry import get_op, has_op
+from compiler.ir.op_registry import get_op, has_op
 from runtime.dtypes import DType
 
 FORMAT = "flowc-graph"

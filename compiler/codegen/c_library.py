@@ -34,7 +34,7 @@ from compiler.codegen.kernel_context import c_string
 from compiler.devices import parse_device_spec
 from compiler.errors import BuildError, CompileError
 from compiler.ir.graph import Node
-from compiler.ops.registry import all_ops
+from compiler.ir.op_registry import all_ops
 from runtime.artifact import sha256_file
 from runtime.checkpoint import read_checkpoint
 from runtime.dtypes import DType

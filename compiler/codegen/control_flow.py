@@ -22,15 +22,13 @@ from __future__ import annotations
 from typing import Dict, List, Set, Tuple
 
 from compiler.errors import CodegenError, FlowcError
+from compiler.ir.frames import (Guard, cond_guards, is_control_flow,
+                                 is_loop_merge, is_loop_switch, static_frames, union_guards)
 from compiler.ir.graph import Node, Output
 from compiler.codegen.kernel_context import c_string
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from runtime.dtypes import DType
 
-Literal = Tuple[Output, int]
-Guard = Tuple[Literal, ...]
-
-CONTROL_FLOW_OPS = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"})
 
 _COPY_HELPER = """\
 /* Control flow: copy a tensor into a buffer of its own (loop variables, cond results). */
@@ -46,79 +44,10 @@ static int flowc_cf_copy(flowc_tensor *dst, const flowc_tensor *src, size_t item
 }"""
 
 
-def has_control_flow(nodes) -> bool:
-    return any(n.op in CONTROL_FLOW_OPS for n in nodes)
-
-
-def _is_loop_switch(n: Node) -> bool:
-    return n.op == "Switch" and n.inputs[1].node.op == "LoopCond"
-
-
-def _is_loop_merge(n: Node) -> bool:
-    return n.op == "Merge" and any(i.node.op == "NextIteration" for i in n.inputs)
-
-
-def _union(*guards: Guard) -> Guard:
-    out: List[Literal] = []
-    for g in guards:
-        for lit in g:
-            if lit not in out:
-                out.append(lit)
-    return tuple(out)
-
-
-def check_loops_on_one_device(order: List[Node]) -> None:
-    """Raise a CodegenError naming the loop and its devices if a loop frame's nodes are placed
-    on more than one device (frames and dead values on the wire are a later step)."""
-    from compiler.interpreter import static_frames
-    try:
-        run_in, out_in = static_frames(order)
-    except FlowcError as e:
-        raise CodegenError(str(e), getattr(e, "node", None)) from None
-    devices: Dict[Tuple[str, ...], Dict[str, Node]] = {}
-    for n in order:
-        home = out_in[n] if n.op == "Enter" else run_in[n]
-        for k in range(1, len(home) + 1):
-            devices.setdefault(home[:k], {}).setdefault(n.assigned_device, n)
-    for frame, devs in devices.items():
-        if len(devs) > 1:
-            names = sorted(devs)
-            first = devs[names[0]]
-            raise CodegenError(
-                f"control flow across devices is not supported yet: loop frame "
-                f"'{'/'.join(frame)}' has nodes on " + " and ".join(
-                    f"{d} ('{devs[d].name}')" for d in names)
-                + "; place the whole loop on one device", first)
-
-
-def cond_guards(order: List[Node]) -> Tuple[Dict[Node, Guard], Dict[Output, Guard]]:
-    """For each node (and output), the branch conditions under which it is live: the
-    (predicate, branch) literals of the cond Switches above it, minus those a Merge joined.
-    Loop Switches add no literal (the loop structure decides). ``order``: graph order."""
-    guard: Dict[Node, Guard] = {}
-    out_guard: Dict[Output, Guard] = {}
-    for n in order:
-        if n.op == "Merge" and not _is_loop_merge(n):
-            gs = [out_guard[i] for i in n.inputs]
-            g = tuple(l for l in gs[0] if all(l in h for h in gs[1:]))
-        elif n.op == "Merge":
-            g = _union(*[out_guard[i] for i in n.inputs if i.node.op != "NextIteration"])
-        else:
-            g = _union(*[out_guard[i] for i in n.inputs], *[guard[c] for c in n.control_inputs])
-        guard[n] = g
-        for out in n.outputs:
-            if n.op == "Switch" and not _is_loop_switch(n):
-                out_guard[out] = _union(g, ((n.inputs[1], out.index),))
-            else:
-                out_guard[out] = g
-    return guard, out_guard
-
-
 class StructuredEmitter:
     """Emits the body of a step graph with control flow into ``em.body`` (one part)."""
 
     def __init__(self, em, order: List[Node]):
-        from compiler.interpreter import static_frames
         self.em = em
         self.order = order
         self.position = {n: i for i, n in enumerate(order)}
@@ -301,12 +230,12 @@ class StructuredEmitter:
     def _emit_node(self, n: Node) -> None:
         em = self.em
         op = n.op
-        if op not in CONTROL_FLOW_OPS:
+        if not is_control_flow(n):
             em._emit_node(n)
             return
         em.body.append(f"/* {n.op} %{n.name} */")
         if op == "Switch":
-            if not _is_loop_switch(n):
+            if not is_loop_switch(n):
                 pred = em._ref(n.inputs[1])
                 em.body.append(f"{self.flags[n.inputs[1]]} = ({pred.data}[0] != 0);")
             for out in n.outputs:
@@ -346,8 +275,8 @@ class StructuredEmitter:
         members = self._members(frame)
         enters = [n for n in members if n.op == "Enter" and self.home[n] == frame]
         exits = [n for n in members if n.op == "Exit" and self.run_in[n] == frame]
-        merges = [n for n in members if self.home[n] == frame and _is_loop_merge(n)]
-        switches = [n for n in members if self.home[n] == frame and _is_loop_switch(n)]
+        merges = [n for n in members if self.home[n] == frame and is_loop_merge(n)]
+        switches = [n for n in members if self.home[n] == frame and is_loop_switch(n)]
         conds = {s.inputs[1].node for s in switches}
         name = "/".join(frame)
         if len(conds) != 1 or not merges:
@@ -360,7 +289,7 @@ class StructuredEmitter:
                 raise CodegenError("the value_index of a loop Merge cannot be used", m)
             if len(m.inputs) != 2:
                 raise CodegenError("a loop Merge must have two inputs (Enter, NextIteration)", m)
-        guard = _union(*[self.guard[e] for e in enters])
+        guard = union_guards(*[self.guard[e] for e in enters])
         saved = self.saved.get(name)
         em.body.append(f"/* loop frame {name}" + (f": saves {saved[0]} values on stacks, {saved[1]} "
                                                   "bytes per iteration" if saved else "") + " */")
@@ -455,7 +384,7 @@ class StructuredEmitter:
             em.body.append(f"    flowc_tensor cf_old = {v};")
             if (root in em.owned and root not in stolen and self.out_in[root.node] == frame
                     and root not in em.preallocated
-                    and not _is_loop_merge(root.node) and root.node.op != "Exit"):
+                    and not is_loop_merge(root.node) and root.node.op != "Exit"):
                 # the next value's buffer was allocated by this iteration: take it over
                 stolen.add(root)
                 em.body.append(f"    {v} = {em._ref(nxt).var};")
@@ -483,7 +412,7 @@ class StructuredEmitter:
         storage = []
         for n in members:
             op = get_op(n.op, n)
-            if (n.op in CONTROL_FLOW_OPS or n.op in ("Const", "Placeholder", "_Retval")
+            if (is_control_flow(n) or n.op in ("Const", "Placeholder", "_Retval")
                     or (op.c_alias is not None and n not in em.copies_input)
                     or (op.extra.get("c_owns_outputs")
                         and not op.extra.get("c_fills_static_outputs"))):
@@ -512,7 +441,7 @@ class StructuredEmitter:
         """Free the buffers this iteration allocated at this frame's level."""
         em = self.em
         for n in members:
-            if self.out_in[n] != frame or _is_loop_merge(n):
+            if self.out_in[n] != frame or is_loop_merge(n):
                 continue
             for out in n.outputs:
                 if em.root.get(out) == out and out in em.owned and out not in em.preallocated:
@@ -548,7 +477,6 @@ def saved_bytes_per_iteration(nodes) -> List[Tuple[str, int, str]]:
     """Per loop frame that pushes values on stacks (a forward loop being differentiated):
     (frame name, number of pushes, bytes pushed per iteration as a string: a number when the
     shapes are static, else a product with ``?`` for the dims known only at run time)."""
-    from compiler.interpreter import static_frames
     nodes = list(nodes)
     run_in, _ = static_frames(nodes)
     per: dict = {}

@@ -16,7 +16,7 @@ from compiler.codegen.elementwise import input_strides, is_scalar, same_dims
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ops.fused import _c_expr as fused_c_expr, parse_expr
 from compiler.ops.nn import _add_expr, _channel_axis
-from compiler.ops.registry import all_ops
+from compiler.ir.op_registry import all_ops
 
 
 def emit_cuda_elementwise(kc: KernelContext, expr: str, fail_if: Optional[str] = None,
@@ -41,7 +41,7 @@ def emit_cuda_elementwise(kc: KernelContext, expr: str, fail_if: Optional[str] =
 
 def _from_c_expr(kc: KernelContext) -> str:
     op = kc.node.op
-    from compiler.ops.registry import get_op
+    from compiler.ir.op_registry import get_op
     extra = get_op(op).extra
     c_expr = extra["c_expr"]
     expr = c_expr(kc) if callable(c_expr) else c_expr

@@ -40,7 +40,7 @@ from compiler.ir.construct import constant_value
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import node_text
 from compiler.ops.comm import is_cross_task, remote_recv_c, remote_send_c, rendezvous_key
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from runtime.cuda_module import gpu_index
 from runtime.dtypes import DType
 from runtime.module import ABI_VERSION

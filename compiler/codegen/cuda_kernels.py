@@ -1,7 +1,7 @@
 """The CUDA kernels of ops: one ``CudaKernel`` per op name, kept beside the op registry.
 
 An op has a GPU kernel when a ``cuda_*`` family module registers one here; registering also
-sets ``OpDef.cuda_kernel``, which the ``place`` pass reads to know the op may run on a GPU.
+sets ``OpDef.cuda_kernel``, which the ``place`` pass reads (``has_gpu_kernel``) to know the op may run on a GPU.
 ``supports(node)`` narrows that per node: a kernel whose output dims depend on an input's
 *values* (a reshape's shape, a reduction's axes) is offered only where those values are known
 at compile time, since the host code that sizes buffers cannot read device memory.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from compiler.ir.graph import Node
-from compiler.ops.registry import get_op, has_op
+from compiler.ir.op_registry import get_op, has_gpu_kernel, has_op
 
 # The family modules, imported once by ``load_all``.
 FAMILIES = ("cuda_elementwise_ops", "cuda_reduction_ops", "cuda_nn_ops", "cuda_matmul_ops",
@@ -72,10 +72,8 @@ def cuda_kernel(op_name: str) -> Optional[CudaKernel]:
 
 def has_cuda_kernel(node: Node) -> bool:
     """Whether ``node`` can run on a GPU: its op has a CUDA kernel that supports it."""
-    kernel = cuda_kernel(node.op)
-    if kernel is None:
-        return False
-    return kernel.supports is None or bool(kernel.supports(node))
+    load_all()
+    return has_gpu_kernel(node)
 
 
 def ops_with_cuda_kernels() -> List[str]:

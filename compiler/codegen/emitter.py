@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from compiler.codegen.control_flow import StructuredEmitter, has_control_flow
+from compiler.codegen.control_flow import StructuredEmitter
+from compiler.ir.frames import has_control_flow
 from compiler.codegen.instrument import Instrumentation, Instrumenter, Origins
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
 from compiler.codegen.memory_plan import StepMemoryPlan, plan_step_memory
@@ -25,7 +26,7 @@ from compiler.codegen.target import C, CTarget
 from compiler.errors import CodegenError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import node_text
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from runtime.dtypes import DType
 
 from runtime.module import ABI_VERSION

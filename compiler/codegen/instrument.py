@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from compiler.codegen.kernel_context import ModuleState, TensorRef, c_string
 from compiler.codegen.module_layout import SharedVariable
 from compiler.ir.graph import Node
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from runtime.dtypes import DType
 
 # name -> (op, location text) of every node of a step graph before optimization: what a

@@ -26,7 +26,7 @@ from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Set
 import numpy as np
 
 from compiler.ir.graph import Node, Output
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from runtime.dtypes import DType
 
 ALIGNMENT = 64

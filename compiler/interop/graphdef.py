@@ -28,7 +28,7 @@ from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.location import SourceLocation
 from compiler.ir.types import TensorType
 from compiler.ir.verifier import verify_node
-from compiler.ops.registry import coerce_attr, get_op, has_op
+from compiler.ir.op_registry import coerce_attr, get_op, has_op
 from compiler.interop.protos import tf_protos
 from runtime.dtypes import DType
 from runtime.errors import FlowcError

@@ -10,7 +10,7 @@ import numpy as np
 from compiler.errors import OpError, ShapeError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
-from compiler.ops.registry import (REQUIRED, KernelContext, OpDef, ShapeContext, coerce_attr,
+from compiler.ir.op_registry import (REQUIRED, ReferenceContext, OpDef, ShapeContext, coerce_attr,
                                    get_op)
 from runtime.dtypes import DType
 
@@ -179,7 +179,7 @@ def run_reference(node: Node, values: Sequence[np.ndarray], state=None) -> List[
     op = get_op(node.op, node)
     if op.kernel is None:
         raise OpError("op has no reference kernel", node)
-    result = op.kernel(KernelContext(node, node.attrs, node.output_types, state), *values)
+    result = op.kernel(ReferenceContext(node, node.attrs, node.output_types, state), *values)
     if not isinstance(result, (list, tuple)):
         result = [result]
     out = []

@@ -175,7 +175,7 @@ class Node:
 
     @property
     def op_def(self):
-        from compiler.ops.registry import get_op
+        from compiler.ir.op_registry import get_op
         return get_op(self.op, self)
 
     def __repr__(self) -> str:

@@ -20,7 +20,7 @@ from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.location import SourceLocation
 from compiler.ir.types import TensorType
 from compiler.ir.verifier import verify_node
-from compiler.ops.registry import OpDef, coerce_attr, get_op, has_op
+from compiler.ir.op_registry import OpDef, coerce_attr, get_op, has_op
 from runtime.dtypes import DType
 
 _GRAMMAR = os.path.join(os.path.dirname(__file__), "ir.lark")

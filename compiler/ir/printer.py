@@ -6,7 +6,7 @@ from typing import Iterable
 
 from compiler.ir.attr_text import attrs_equal, format_attr, format_device
 from compiler.ir.graph import Graph, Node
-from compiler.ops.registry import has_op, get_op
+from compiler.ir.op_registry import has_op, get_op
 
 
 def _attr_items(node: Node, elide: bool = False):

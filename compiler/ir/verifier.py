@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 
 from compiler.errors import GraphError
 from compiler.ir.graph import BACK_EDGE_OPS, Graph, Node
-from compiler.ops.registry import OpDef, get_op
+from compiler.ir.op_registry import OpDef, get_op
 from runtime.dtypes import DType
 
 __all__ = ["verify", "verify_node", "BACK_EDGE_OPS"]

@@ -1,7 +1,6 @@
 """Op definitions by family. Importing this package registers every built-in op."""
-from compiler.ops import registry
-from compiler.ops.registry import (OpDef, ArgDef, AttrDef, register_op, get_op, has_op, all_ops,
-                                   ShapeContext, KernelContext)
+from compiler.ir.op_registry import (OpDef, ArgDef, AttrDef, register_op, get_op, has_op, all_ops,
+                                   ShapeContext, ReferenceContext)
 from compiler.ops import core  # noqa: F401  (registers ops)
 
 _FAMILIES = ("math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state", "io",

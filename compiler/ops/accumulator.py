@@ -35,7 +35,7 @@ from compiler.errors import ShapeError
 from compiler.ir.types import TensorType, shape_str
 from compiler.ops.handles import resource_source
 from compiler.ops.io import c_bytes_literal
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.accumulators import accumulator
 from runtime.dtypes import DType
 from runtime.errors import RuntimeExecutionError

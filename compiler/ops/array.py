@@ -26,7 +26,7 @@ from compiler.errors import ExecutionError
 from compiler.ir.construct import constant_value
 from compiler.ir.graph import Output
 from compiler.ir.types import merge_shapes, shape_str
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 
 Dim = Optional[int]
 Value = Union[int, str]          # a compile-time int, or a C expression (int64_t) read at run time

@@ -40,7 +40,7 @@ from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType, shape_str
 from compiler.ops.random import BLOCKS_PER_OUTPUT, _u64, _u64_to_double, philox
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
 _libm_exp = np.frompyfunc(math.exp, 1, 1)       # the C library's exp, as the C kernel calls it

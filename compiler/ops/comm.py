@@ -25,7 +25,7 @@ from compiler.codegen.kernel_context import KernelContext, c_string
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType
 from compiler.ops.io import c_bytes_literal
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
 _COMM_ATTRS = ["tensor_name: string", "send_device: string", "recv_device: string",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ir.types import TensorType
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 
 
 def _c_kernel(kc):

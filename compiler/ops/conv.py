@@ -22,7 +22,7 @@ from compiler.ir.construct import constant_value
 from compiler.ir.types import shape_str
 from compiler.ops.nn import GEMM_PARALLEL_MIN_WORK, parallel_gemm
 from compiler.ops.reduction import module_helper
-from compiler.ops.registry import get_op, register_op
+from compiler.ir.op_registry import get_op, register_op
 from runtime.dtypes import DType
 
 _MODES = {"VALID": 0, "SAME": 1, "EXPLICIT": 2}

@@ -30,7 +30,7 @@ import numpy as np
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType, shape_str
 from compiler.ops import conv
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
 _FUSIONS = (["BiasAdd"], ["BiasAdd", "Relu"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ir.types import TensorType, merge_shapes
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 
 
 def _same_dims(kc):

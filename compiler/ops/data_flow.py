@@ -21,7 +21,7 @@ import numpy as np
 
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType, shape_str
-from compiler.ops.registry import KernelContext, register_op
+from compiler.ir.op_registry import register_op
 
 _MAX_PARTITIONS = 4096
 

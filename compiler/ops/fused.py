@@ -22,8 +22,8 @@ from compiler.codegen.elementwise import broadcast_output_dims, emit_elementwise
 from compiler.codegen.kernel_context import KernelContext, TensorRef
 from compiler.errors import ExecutionError, OpError
 from compiler.ir.types import TensorType
-from compiler.ops.registry import KernelContext as RefContext
-from compiler.ops.registry import get_op, register_op
+from compiler.ir.op_registry import ReferenceContext as RefContext
+from compiler.ir.op_registry import get_op, register_op
 
 Expr = Union[int, Tuple[str, list]]        # an input index, or (op name, argument exprs)
 

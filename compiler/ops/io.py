@@ -17,7 +17,7 @@ from typing import List
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.checkpoint import CheckpointError, prefix_from_bytes, read_checkpoint, write_checkpoint
 from runtime.dtypes import DType
 

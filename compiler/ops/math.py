@@ -28,7 +28,7 @@ from compiler.codegen.elementwise import broadcast_output_dims, emit_elementwise
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, merge_shapes
-from compiler.ops.registry import OpDef, register_op
+from compiler.ir.op_registry import OpDef, register_op
 from runtime.dtypes import DType
 
 CExpr = Union[str, Callable[[KernelContext], str]]

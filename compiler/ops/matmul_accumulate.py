@@ -15,7 +15,7 @@ from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
 from compiler.ops.nn import _blas_fits, _matmul_ref, blas_routines
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 
 
 def _product_dims(transpose_a: bool, transpose_b: bool, a, b):

@@ -16,7 +16,7 @@ from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
 from compiler.ops.nn import _blas_fits, _matmul_ref, blas_routines
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from compiler.ops.state import (_check_initialized, _check_value_dims, _value, _var_expr,
                                 _variable, declared_shape)
 

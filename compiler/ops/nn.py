@@ -15,7 +15,7 @@ from compiler.codegen.kernel_context import KernelContext as CKernelContext, pro
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, shape_str
 from compiler.ops.reduction import module_helper
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
 _INT32_MAX = 2**31 - 1

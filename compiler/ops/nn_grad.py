@@ -36,7 +36,7 @@ from compiler.ir.types import broadcast_shapes, merge_shapes, shape_str
 from compiler.ops import conv
 from compiler.ops.array import _check_alloc
 from compiler.ops.math import unsigned_ctype
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
 

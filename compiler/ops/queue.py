@@ -21,7 +21,7 @@ from compiler.codegen.kernel_context import KernelContext, c_string
 from compiler.errors import ExecutionError, ShapeError
 from compiler.ir.types import TensorType, shape_str
 from compiler.ops.handles import resource_source
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
 

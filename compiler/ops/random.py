@@ -43,7 +43,7 @@ from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
 from compiler.ops.array import (_c, _check_alloc, _check_fits, _elements,
                                 _shape_from_dims_input)
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
 _U32 = np.uint32

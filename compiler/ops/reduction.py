@@ -26,7 +26,7 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext as CKernelContext, product
 from compiler.errors import ExecutionError
 from compiler.ir.construct import constant_value
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
 

@@ -16,7 +16,7 @@ from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
 from compiler.ops.nn_grad import _segment_ref
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 
 
 def _shape(ctx) -> list:

@@ -14,7 +14,7 @@ import numpy as np
 
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.types import shape_str
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from compiler.ops.state import (_rows_checks, _scatter_shape, _var_expr, render_sparse_rows,
                                 scatter_operands, scatter_shape_checks, static_row_elements)
 

@@ -18,7 +18,7 @@ import numpy as np
 from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType, shape_str
-from compiler.ops.registry import register_op
+from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
 

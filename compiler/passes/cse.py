@@ -17,7 +17,7 @@ from typing import Any, Dict, Hashable
 import numpy as np
 
 from compiler.ir.graph import Graph, Node
-from compiler.ops.registry import get_op, has_op
+from compiler.ir.op_registry import get_op, has_op
 from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 

@@ -17,7 +17,7 @@ import numpy as np
 from compiler.ir.construct import constant_value, make_node, run_reference
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
-from compiler.ops.registry import get_op, has_op
+from compiler.ir.op_registry import get_op, has_op
 from compiler.passes.infer_shapes import InferShapes
 from compiler.passes.manager import Pass, PassContext, register_pass
 from compiler.passes.prune import erase_if_unused

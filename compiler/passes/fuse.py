@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 from compiler.errors import GraphError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ops.fused import Expr, format_expr
-from compiler.ops.registry import get_op, has_op
+from compiler.ir.op_registry import get_op, has_op
 from compiler.passes.manager import Pass, PassContext, register_pass
 from compiler.passes.prune import erase_if_unused
 from runtime.dtypes import DType

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from compiler.ir.graph import Graph, Node
+from compiler.ir.op_registry import get_op
 from compiler.ir.types import TensorType
 from compiler.passes.fuse import _single_use
 from compiler.passes.take_place import take_place
@@ -40,8 +41,7 @@ def _on_one_device(fused_op: str, *nodes: Node) -> bool:
     if len(devices) != 1:
         return False
     if "GPU" in device:
-        from compiler.codegen.cuda_kernels import cuda_kernel
-        return cuda_kernel(fused_op) is not None
+        return get_op(fused_op).cuda_kernel is not None
     return "CPU" in device
 
 

@@ -20,6 +20,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from compiler.errors import GraphError
+from compiler.ir.frames import check_loops_on_one_device
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
 from compiler.passes.manager import Pass, PassContext, register_pass
@@ -64,7 +65,6 @@ class Partition(Pass):
                              unplaced)
         if len(devices) <= 1:
             return False
-        from compiler.codegen.control_flow import check_loops_on_one_device
         check_loops_on_one_device(list(graph))
         slot = 0
         received: Dict[Tuple[Output, str], Output] = {}

@@ -36,12 +36,11 @@ from typing import Dict, List, Optional, Set
 
 from networkx.utils import UnionFind
 
-from compiler.codegen.cuda_kernels import has_cuda_kernel
 from compiler.devices import Device, default_device, device_list, format_spec, local_devices, parse_device_spec
 from compiler.errors import FlowcError, GraphError
-from compiler.interpreter import CONTROL_FLOW_OPS
+from compiler.ir.frames import cond_guards, has_control_flow, is_loop_merge, static_frames
 from compiler.ir.graph import Graph, Node
-from compiler.ops.registry import get_op, has_op
+from compiler.ir.op_registry import get_op, has_gpu_kernel, has_op
 from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 
@@ -66,7 +65,7 @@ def kernel_device_types(node: Node) -> Set[str]:
     types = set()
     if op.c_kernel is not None or op.c_alias is not None:
         types.add("CPU")
-    if has_cuda_kernel(node):
+    if has_gpu_kernel(node):
         types.add("GPU")
     return types
 
@@ -126,7 +125,7 @@ class _Groups:
                     other = graph.get(entry[5:])
                     if other is not None:
                         self._join(n, other, f"'{n.name}' is colocated with '{other.name}'")
-        if any(n.op in CONTROL_FLOW_OPS for n in graph):
+        if has_control_flow(graph):
             self._join_control_flow(list(graph))
 
     def _join_control_flow(self, order: List[Node]) -> None:
@@ -134,8 +133,6 @@ class _Groups:
         generated code keeps a loop's frames and a cond's dead branches on one device): every
         node of an outermost loop frame joins one group, and every node a cond guards joins
         the Switch or guarded node it reads, as a cond's Merge joins its branches."""
-        from compiler.codegen.control_flow import _is_loop_merge, cond_guards
-        from compiler.interpreter import static_frames
         try:
             run_in, out_in = static_frames(order)
         except FlowcError:
@@ -149,7 +146,7 @@ class _Groups:
                     self._join(n, first, f"the nodes of loop '{home[0]}' run on one device")
         guard, out_guard = cond_guards(order)
         for n in order:
-            merges = n.op == "Merge" and not _is_loop_merge(n)
+            merges = n.op == "Merge" and not is_loop_merge(n)
             if not (guard[n] or merges):
                 continue
             for i in n.inputs:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from compiler.interpreter import needed_nodes
+from compiler.ir.reachability import needed_nodes
 from compiler.ir.graph import Graph, Node
-from compiler.ops.registry import get_op, has_op
+from compiler.ir.op_registry import get_op, has_op
 from compiler.passes.manager import Pass, PassContext, register_pass
 
 ROOT_OPS = ("_Retval", "_Sink")

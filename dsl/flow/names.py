@@ -6,7 +6,7 @@ from __future__ import annotations
 import types
 from typing import Any, List, Optional, Sequence
 
-from compiler.ops.registry import all_ops, has_op
+from compiler.ir.op_registry import all_ops, has_op
 from runtime.dtypes import DType
 
 _NAMESPACES = ("nn", "init")

@@ -6,7 +6,7 @@ from typing import List, Optional
 import numpy as np
 
 from compiler.ir.construct import run_reference
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from dsl.grad._util import need_rank, need_value, reshape_like, shape_of
 from dsl.gradients import (GradientShapeError, MissingGradientError, NotDifferentiable,
                            RegisterGradient, fill_zeros)

@@ -67,7 +67,7 @@ class _Loop:
     """The structure fl.while_loop built, found from one of its Exit nodes."""
 
     def __init__(self, exit_node):
-        from compiler.interpreter import static_frames
+        from compiler.ir.frames import static_frames
         sw = exit_node.inputs[0].node
         if sw.op != "Switch" or sw.inputs[1].node.op != "LoopCond":
             raise MissingGradientError(f"Exit '{exit_node.name}' is not the exit of a loop built "
@@ -187,7 +187,7 @@ def _live(loop, t):
 
     With the conds' literals (p1, k1) .. (pm, km) above ``t``: Merge(t, Z1, .., Zm), where Zj
     is live iff p1..p(j-1) held and pj did not (a zeros Const gated by a Switch chain)."""
-    from compiler.codegen.control_flow import cond_guards
+    from compiler.ir.frames import cond_guards
     from dsl.array_ops import identity
     from dsl.context import control_dependencies
     from dsl.ops import constant

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from dsl.grad._util import shape_tuple, unbroadcast
 from dsl.gradients import NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from dsl.grad._util import need_rank, reduce_sum, shape_tuple, unbroadcast
 from dsl.gradients import NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op
@@ -115,7 +115,7 @@ def _sparse_xent_grad(op: Operation, g_loss: Optional[Tensor],
 
 def _attrs_for(op: Operation, grad_op: str) -> dict:
     """The attrs of ``op`` that ``grad_op`` also takes (strides, padding, ...)."""
-    from compiler.ops.registry import get_op
+    from compiler.ir.op_registry import get_op
     wanted = get_op(grad_op).attrs
     return {k: v for k, v in op.node.attrs.items() if k in wanted and k != "T"}
 

@@ -10,7 +10,7 @@ import numpy as np
 from compiler.errors import CompileError
 from compiler.ir.construct import constant_value, run_reference
 from compiler.ir.graph import Node, Output
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from runtime.errors import FlowcError
 
 _NOT_FOLDABLE = {"Placeholder", "PlaceholderWithDefault"}

@@ -14,7 +14,8 @@ import numpy as np
 
 import dsl as fl
 from compiler.ir.types import merge_shapes
-from compiler.ops.registry import c_template, register_op
+from compiler.codegen.user_templates import c_template
+from compiler.ir.op_registry import register_op
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 

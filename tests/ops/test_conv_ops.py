@@ -12,7 +12,7 @@ import pytest
 
 import dsl as fl
 from compiler.errors import CodegenError, ExecutionError, ShapeError
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from oracle import NO_FOLDING, check_against_interpreter
 from runtime.errors import RuntimeExecutionError
 

@@ -9,7 +9,7 @@ import pytest
 
 import dsl as fl
 from compiler.errors import ExecutionError, ShapeError
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from oracle import check_against_interpreter, random_array
 from runtime.errors import RuntimeExecutionError
 

@@ -8,7 +8,7 @@ import pytest
 import dsl as fl
 from compiler.errors import ExecutionError, ShapeError
 from compiler.ops.random import philox
-from compiler.ops.registry import get_op
+from compiler.ir.op_registry import get_op
 from oracle import NO_FOLDING
 from runtime.errors import RuntimeExecutionError
 

@@ -36,8 +36,8 @@ if ROOT not in sys.path:
 from compiler.flags import parse_flags  # noqa: E402
 from compiler.ir.parser import parse_graph  # noqa: E402
 from compiler.ir.printer import print_graph  # noqa: E402
-from compiler.ops import registry  # noqa: E402
-from compiler.ops.registry import has_op, register_op  # noqa: E402
+from compiler.ir import op_registry as registry  # noqa: E402
+from compiler.ir.op_registry import has_op, register_op  # noqa: E402
 from compiler.passes.manager import PassManager  # noqa: E402
 from runtime.errors import FlowcError  # noqa: E402
 

@@ -8,7 +8,7 @@ from compiler.errors import ExecutionError
 from compiler.interpreter import Interpreter
 from compiler.ir.construct import make_node
 from compiler.ir.graph import Graph, Output
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from compiler.passes.manager import DEFAULT_PIPELINE, PassManager, PipelineOptions
 from compiler.step import make_step_graph
 from runtime.dtypes import DType

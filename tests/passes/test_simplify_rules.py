@@ -5,7 +5,7 @@ import pytest
 from compiler.ir.construct import make_node
 from compiler.ir.graph import Graph
 from compiler.ir.types import TensorType
-from compiler.ops.registry import has_op
+from compiler.ir.op_registry import has_op
 from compiler.passes.manager import run_passes
 from compiler.passes.simplify import Replace, broadcast_keeps_shape, find_rewrite
 from runtime.dtypes import DType

@@ -9,8 +9,14 @@ An op is declared once with TensorFlow-style signature strings::
                 shape=matmul_shape, kernel=matmul_kernel, c_kernel=emit_matmul)
 
 ``shape`` computes output types from partially known input types (a ``ShapeContext``),
-``kernel`` is the numpy reference implementation (the oracle), ``c_kernel`` renders the C code
-of the op for the code generator (a ``KernelContext`` from ``compiler.codegen``).
+``kernel`` is the numpy reference implementation (the oracle, handed a ``ReferenceContext``).
+
+The registry sits on the IR floor; target code sits above it. A target's lowering of an op
+(``c_kernel``/``c_output_dims`` for C, ``cuda_kernel`` for CUDA) is attached from the codegen
+floor (``compiler/codegen/c_ops/``, ``compiler/codegen/cuda_kernels.py``) with ``set_c_kernel``
+and ``register_cuda_kernel``; the passes read those slots (does this op have a GPU kernel?)
+without importing codegen. A user package above every floor may pass ``c_kernel=`` to
+``register_op`` directly (see ``compiler.codegen.user_templates.c_template``).
 """
 from __future__ import annotations
 
@@ -83,6 +89,7 @@ class OpDef:
     c_output_dims: Optional[Callable] = None
     c_alias: Optional[int] = None           # output 0 is a view of input i (no copy)
     gradient: Optional[Callable] = None
+    cuda_kernel: Optional[Any] = None        # a ``CudaKernel``, set by ``register_cuda_kernel``
     group: str = "other"                    # elementwise | reduce | movement | matmul | source | other
     stateful: bool = False
     commutative: bool = False
@@ -122,6 +129,15 @@ def has_op(name: str) -> bool:
 
 def all_ops() -> Dict[str, OpDef]:
     return dict(_REGISTRY)
+
+
+def has_gpu_kernel(node) -> bool:
+    """Whether ``node`` can run on a GPU: its op has a CUDA kernel that supports this node
+    (the kernel's ``supports(node)``; a reshape's GPU kernel wants its shape constant)."""
+    if not has_op(node.op):
+        return False
+    kernel = _REGISTRY[node.op].cuda_kernel
+    return kernel is not None and (kernel.supports is None or bool(kernel.supports(node)))
 
 
 # --- signature strings ------------------------------------------------------------------
@@ -220,7 +236,7 @@ def register_op(name: str, *, inputs: Sequence[str] = (), outputs: Sequence[str]
     in_args = [_list_typed(_parse_arg(s), attr_defs) for s in inputs]
     out_args = [_list_typed(_parse_arg(s), attr_defs) for s in outputs]
     op = OpDef(name, in_args, out_args, attr_defs,
-               shape, kernel, c_kernel, c_output_dims, c_alias, None, group, stateful, commutative,
+               shape, kernel, c_kernel, c_output_dims, c_alias, None, None, group, stateful, commutative,
                is_control_flow, is_communication, doc, dict(extra))
     for arg in op.inputs + op.outputs:
         for ref in (arg.type_attr, arg.number_attr, arg.type_list_attr):
@@ -236,20 +252,18 @@ def register_op(name: str, *, inputs: Sequence[str] = (), outputs: Sequence[str]
     return op
 
 
-def c_template(source: Optional[str] = None, *, path: Optional[str] = None,
-               variables: Optional[Callable] = None) -> Callable:
-    """A ``c_kernel`` rendering a jinja2 C template a user package owns: ``source`` text, or a
-    ``path`` whose folder is the include root (see ``compiler.codegen.user_templates``)."""
-    from compiler.codegen.user_templates import c_template as make
-    return make(source, path=path, variables=variables)
-
-
-def set_c_kernel(name: str, c_kernel: Callable, c_output_dims: Optional[Callable] = None) -> None:
-    """Attach (or replace) the C emitter of an already registered op."""
+def set_c_kernel(name: str, c_kernel: Optional[Callable], c_output_dims: Optional[Callable] = None,
+                 **c_facts) -> OpDef:
+    """Attach (or replace) the C lowering of an already registered op: its emitter, the C
+    expressions of its dynamic output dims, and facts the C code generator reads from
+    ``OpDef.extra`` (``c_expr``, ``c_owns_outputs``, ``c_in_place``, ``c_release``, ...).
+    Called from the codegen floor (``compiler/codegen/c_ops/``) and by user packages."""
     op = get_op(name)
     op.c_kernel = c_kernel
     if c_output_dims is not None:
         op.c_output_dims = c_output_dims
+    op.extra.update(c_facts)
+    return op
 
 
 # --- attribute checking ----------------------------------------------------------------
@@ -398,7 +412,7 @@ class ShapeContext:
         return ShapeError(message, self.node)
 
 
-class KernelContext:
+class ReferenceContext:
     """What a numpy reference kernel sees: attrs, the node, and output types."""
 
     def __init__(self, node, attrs: Dict[str, Any], output_types: Sequence[TensorType], state=None):
