@@ -1,5 +1,6 @@
 """flowc's compiler: IR, op registry, reference interpreter, passes, codegen, CLI."""
 from compiler import ops  # noqa: F401  (registers built-in ops: their definitions)
+from compiler.passes import manager as _pass_manager  # noqa: F401  (checks pass names in flags)
 from compiler.codegen import c_ops  # noqa: F401  (attaches each op's C lowering)
 from compiler.codegen import cuda_kernels as _cuda_kernels
 

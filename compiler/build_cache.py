@@ -8,10 +8,11 @@ import os
 import shutil
 
 from runtime.artifact import sha256_file
+from compiler.options import setting
 
 
 def cache_root() -> str:
-    d = os.environ.get("FLOWC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "flowc")
+    d = setting("FLOWC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "flowc")
     os.makedirs(d, exist_ok=True)
     return d
 

@@ -33,7 +33,7 @@ from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.parser import parse_graph
 from compiler.ir.printer import print_graph
 from compiler.ops.comm import is_cross_task
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.passes.partition import subgraph
 from compiler.passes.place import variables_without_gpu_kernels
 from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint, write_artifact

@@ -26,7 +26,8 @@ from compiler.errors import CompileError, ShapeError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import print_graph
 from compiler.ir.types import TensorType
-from compiler.passes.manager import PassManager, PipelineOptions
+from compiler.passes.manager import PassManager
+from compiler.options import PipelineOptions, code_tag
 from compiler.passes.partition import device_label, split_by_device
 from runtime.artifact import FORMAT, FORMAT_VERSION, sha256_file, write_manifest
 from runtime.dtypes import DType
@@ -290,7 +291,8 @@ def source_key(step: StepGraph, options: PipelineOptions,
                instrumentation: Instrumentation = Instrumentation(),
                gpu_archs: str = "") -> Optional[str]:
     """Content hash of a step graph *before* its passes, with its feed/fetch names, the
-    effective pipeline options, the instrumentation and the toolchain: a session that makes a
+    effective pipeline options, the instrumentation, the ``FLOWC_*`` settings that change generated
+    code (``compiler.options.code_tag``) and the toolchain: a session that makes a
     step already compiled finds its artifact (``cached_step_key``) without running the passes.
     None when the options ask the passes to show something (IR dumps, pass timings, the
     placement log), which a start from the cache would skip. ``gpu_archs``: what the GPU
@@ -305,6 +307,9 @@ def source_key(step: StepGraph, options: PipelineOptions,
         h.update(instrumentation.tag.encode())
     if gpu_archs:
         h.update(b"\0gpu\0" + gpu_archs.encode())
+    environment = code_tag()
+    if environment:                  # FLOWC_* settings that change the generated code
+        h.update(b"\0env\0" + environment.encode())
     h.update(toolchain_fingerprint().encode())
     return h.hexdigest()
 
@@ -353,12 +358,16 @@ def gpu_archs_tag(cuda_arch: Union[None, str, Dict[str, str]]) -> str:
 def step_key(step: StepGraph, instrumentation: Instrumentation = Instrumentation(),
              gpu_archs: str = "") -> str:
     """Content hash of an optimized step graph, its feed/fetch names, the instrumentation
-    asked for, the GPU architectures its modules are built for and the toolchain."""
+    asked for, the GPU architectures its modules are built for, the ``FLOWC_*`` settings that
+    change generated code and the toolchain."""
     h = hashlib.sha256(print_graph(step.graph).encode())
     h.update(json.dumps([step.feed_names, step.fetch_names, step.plan_memory]).encode())
     if instrumentation:
         h.update(instrumentation.tag.encode())
     if gpu_archs:
         h.update(b"\0gpu\0" + gpu_archs.encode())
+    environment = code_tag()
+    if environment:                  # FLOWC_* settings that change the generated code
+        h.update(b"\0env\0" + environment.encode())
     h.update(toolchain_fingerprint().encode())
     return h.hexdigest()

@@ -8,13 +8,13 @@ live on the tasks, so they outlive the session: a second session sees the same v
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from compiler.distributed import DEFAULT_STEP_TIMEOUT_S, Master
 from dsl.session import Session
 from runtime.transport import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYTES
 from runtime.errors import FeedError
+from compiler.options import setting
 
 
 class DistributedSession(Session):
@@ -35,7 +35,7 @@ class DistributedSession(Session):
         timeout = step_timeout_s
         if timeout is None and getattr(config, "operation_timeout_in_ms", 0):
             timeout = config.operation_timeout_in_ms / 1000.0
-        self.master = Master(target, token if token is not None else os.environ.get("FLOWC_TOKEN"),
+        self.master = Master(target, token if token is not None else (setting("FLOWC_TOKEN") or None),
                              timeout or DEFAULT_STEP_TIMEOUT_S, max_message_bytes,
                              max_tensor_bytes)
 

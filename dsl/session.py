@@ -20,11 +20,11 @@ import numpy as np
 
 from compiler.build_cache import artifact_cache_dir
 from compiler.codegen.instrument import Instrumentation
-from compiler.flags import resolve_options
+from compiler.options import resolve_options
 from compiler.errors import GraphError
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.step import (cached_step_key, gpu_archs_tag, make_step_graph, optimize,
                            record_step_key, source_key, step_key, write_artifact)
 from dsl.context import Graph, get_default_graph

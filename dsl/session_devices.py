@@ -19,9 +19,9 @@ import functools
 from typing import Dict, List, Optional, Sequence
 
 from compiler.devices import local_devices
-from compiler.flags import resolve_options
+from compiler.options import resolve_options
 from compiler.ir.graph import Graph
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.ops.state import variable_key
 
 

@@ -12,7 +12,7 @@ from typing import Callable, Dict, Iterable, Sequence
 import numpy as np
 
 import dsl as fl
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 
 # The compiled side must run every kernel in C: constant folding would evaluate constant
 # subgraphs with the numpy kernels at compile time and hide the C kernel from the test.

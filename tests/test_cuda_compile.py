@@ -18,7 +18,7 @@ from compiler.codegen.cuda_build import build_cuda_module, find_nvcc
 from compiler.codegen.cuda_emitter import emit_cuda
 from compiler.codegen.cuda_kernels import ops_with_cuda_kernels
 from compiler.ir.op_registry import get_op
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.passes.partition import split_by_device
 from compiler.step import make_step_graph, optimize
 from runtime.dtypes import DType

@@ -7,7 +7,8 @@ import pytest
 
 import dsl as fl
 from compiler.codegen.cuda_kernels import has_cuda_kernel
-from compiler.passes.manager import PassContext, PassManager, PipelineOptions
+from compiler.passes.manager import PassContext, PassManager
+from compiler.options import PipelineOptions
 from compiler.passes.partition import split_by_device
 from compiler.passes.place import PlacementError
 from compiler.step import make_step_graph, optimize

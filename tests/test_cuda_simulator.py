@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dsl as fl
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from oracle import assert_same
 from runtime.dtypes import DType
 from runtime.errors import FlowcError

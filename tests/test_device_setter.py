@@ -4,7 +4,7 @@ updates and slots on its ps task."""
 import numpy as np
 
 import dsl as fl
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize
 
 PS0, PS1 = "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dsl as fl
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize
 
 UNFUSED = PipelineOptions(disable=("fuse-updates",))

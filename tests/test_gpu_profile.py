@@ -12,7 +12,7 @@ import pytest
 import dsl as fl
 from compiler.codegen.cuda_build import build_cuda_module, find_nvcc
 from compiler.codegen.cuda_emitter import emit_cuda
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"

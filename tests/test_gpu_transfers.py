@@ -12,7 +12,7 @@ import pytest
 import dsl as fl
 from compiler.codegen.cuda_build import build_cuda_module, find_nvcc
 from compiler.codegen.cuda_emitter import _receives_late, emit_cuda
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.passes.partition import split_by_device
 from compiler.step import make_step_graph, optimize
 from runtime.errors import FlowcError

@@ -8,7 +8,7 @@ import pytest
 
 import dsl as fl
 from compiler.codegen.emitter import INLINE_MAX_ELEMENTS, emit_c
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize
 from oracle import check_against_interpreter
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import dsl as fl
 from cli_runner import flowc
 from compiler.codegen.memory_plan import ALIGNMENT, LiveBuffer, aligned, plan_offsets
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize, write_artifact
 from runtime.artifact import load_artifact
 

@@ -8,7 +8,7 @@ import pytest
 
 import dsl as fl
 from compiler.ir.printer import print_graph
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.passes.partition import split_by_device
 from compiler.step import make_step_graph, optimize
 from runtime.errors import DeadlineExceededError, FeedError, RuntimeExecutionError

@@ -33,7 +33,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 import dsl as fl  # noqa: E402
-from compiler.passes.manager import PipelineOptions  # noqa: E402
+from compiler.options import PipelineOptions  # noqa: E402
 from dsl.onnx import NotConstantError, UnsupportedOpsError, check_supported, import_graph  # noqa: E402
 from onnx_node_cases import NodeCase, node_cases  # noqa: E402
 

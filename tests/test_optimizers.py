@@ -178,7 +178,8 @@ def test_slots_are_named_typed_and_placed_like_tensorflow(graph):
 
 
 def test_slots_and_updates_are_placed_with_their_variable(graph):
-    from compiler.passes.manager import PassContext, PipelineOptions, get_pass
+    from compiler.passes.manager import PassContext, get_pass
+    from compiler.options import PipelineOptions
     from compiler.step import make_step_graph
     with fl.device("/cpu:2"):
         w = fl.Variable(np.ones((2, 2)), name="w")

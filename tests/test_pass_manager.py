@@ -8,13 +8,12 @@ import sys
 
 import pytest
 
-from compiler.flags import (ENV_VAR, FlagError, add_pipeline_arguments, format_flags,
-                            options_from_args, parse_flags, pipeline_flags_given,
-                            resolve_options)
+from compiler.flags import add_pipeline_arguments, options_from_args, pipeline_flags_given
+from compiler.options import ENV_VAR, FlagError, format_flags, parse_flags, resolve_options
 from compiler.ir.parser import parse_graph
 from compiler.ir.printer import print_graph
-from compiler.passes.manager import (DEFAULT_PIPELINE, Pass, PassFailure, PassManager,
-                                     PipelineOptions, UnknownPassError, known_passes,
+from compiler.options import DEFAULT_PIPELINE, PipelineOptions
+from compiler.passes.manager import (Pass, PassFailure, PassManager, UnknownPassError, known_passes,
                                      register_pass, unregister_pass)
 
 STEP = """graph @step {

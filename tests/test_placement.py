@@ -4,7 +4,8 @@ import pytest
 
 import dsl as fl
 from compiler.devices import Device, local_devices, merge_device_specs, parse_device_spec
-from compiler.passes.manager import PassContext, PipelineOptions, get_pass
+from compiler.passes.manager import PassContext, get_pass
+from compiler.options import PipelineOptions
 from compiler.passes.place import PlacementError
 from compiler.step import make_step_graph, optimize
 from compiler.errors import GraphError

@@ -9,7 +9,7 @@ import pytest
 
 import dsl as fl
 from compiler.step import make_step_graph, optimize
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from runtime.errors import OutOfRangeError
 
 ROWS = 50

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dsl as fl
-from compiler.passes.manager import PipelineOptions
+from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize
 from runtime.errors import RuntimeExecutionError
 

@@ -13,11 +13,13 @@ from compiler.cli.graph_dot import graph_to_dot, render_dot, render_format
 from compiler.cli.graph_json import graph_to_json
 from compiler.codegen.control_flow import saved_bytes_per_iteration
 from compiler.codegen.instrument import Instrumentation
-from compiler.flags import options_from_args, pipeline_flags_given, resolve_options
+from compiler.flags import options_from_args, pipeline_flags_given
+from compiler.options import resolve_options
 from compiler.ir.graph import Graph
 from compiler.ir.printer import print_graph
 from compiler.model_loader import Model, ModelError, load_model, read_ir_file, select
-from compiler.passes.manager import PassManager, PipelineError, PipelineOptions, get_pass
+from compiler.passes.manager import PassManager, get_pass
+from compiler.options import PipelineError, PipelineOptions
 from compiler.passes.partition import split_by_device
 from compiler.codegen.cuda_target_options import cuda_target_options
 from compiler.step import StepGraph, make_step_graph, optimize, step_key, write_artifact

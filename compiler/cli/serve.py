@@ -18,6 +18,7 @@ import signal
 import sys
 
 from runtime.errors import FlowcError
+from compiler.options import setting
 
 
 def add_serve_command(sub) -> None:
@@ -64,7 +65,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from runtime.transport import TaskClient
 
     cluster = ClusterSpec.load(args.cluster)
-    token = args.token if args.token is not None else os.environ.get("FLOWC_TOKEN") or None
+    token = args.token if args.token is not None else setting("FLOWC_TOKEN") or None
     procs = {}
 
     def stop_all() -> None:
@@ -138,7 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not job:
         raise ClusterSpecError("which job is this task? pass --job (or set TF_CONFIG's task)")
     task = 0 if task is None else task
-    token = args.token if args.token is not None else os.environ.get("FLOWC_TOKEN") or None
+    token = args.token if args.token is not None else setting("FLOWC_TOKEN") or None
     server = TaskServer(cluster, job, task, build=build_partition, host=args.bind, token=token,
                         max_message_bytes=args.max_message_mb * 1024 * 1024,
                         max_tensor_bytes=args.max_tensor_mb * 1024 * 1024).start()

@@ -17,6 +17,7 @@ from compiler.build_cache import cache_root, is_cached, keep_failed_source, publ
 from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
 from compiler.codegen.unit_build import compile_units
 from compiler.errors import BuildError
+from compiler.options import setting
 
 RUNTIME_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(runtime.__file__)), "csrc")
 # -fno-math-errno and -fno-trapping-math change no result (generated code never reads errno
@@ -80,7 +81,7 @@ def feature_flags(features: Sequence[str]) -> List[str]:
 def cc_jobs() -> int:
     """How many compiler processes may build one module at once: ``FLOWC_CC_JOBS`` (1 builds
     every module as one translation unit), else one per core."""
-    text = os.environ.get("FLOWC_CC_JOBS", "").strip()
+    text = setting("FLOWC_CC_JOBS").strip()
     if not text:
         return max(1, os.cpu_count() or 1)
     try:
@@ -96,7 +97,7 @@ def min_unit_cost() -> float:
     """The least estimated compile cost worth a translation unit of its own
     (``FLOWC_CC_MIN_UNIT_COST``, default ``module_layout.MIN_UNIT_COST``; 0 splits every module
     of two or more functions, which tests use to build small modules as several units)."""
-    text = os.environ.get("FLOWC_CC_MIN_UNIT_COST", "").strip()
+    text = setting("FLOWC_CC_MIN_UNIT_COST").strip()
     if not text:
         return MIN_UNIT_COST
     try:

@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence
 from compiler.build_cache import cache_root, is_cached, keep_failed_source, publish
 from compiler.codegen.build import RUNTIME_INCLUDE, compiler_identity
 from compiler.errors import BuildError
+from compiler.options import setting
 
 DEFAULT_ARCH = "sm_90"
 SIMULATED_ARCH = "sim"                   # flowc's CUDA simulator: the kernels run on the host
@@ -49,7 +50,7 @@ def cuda_arch(arch: Optional[str] = None) -> str:
     """The target architecture, checked: ``sm_90`` unless given or set in FLOWC_CUDA_ARCH
     (``sim`` where FLOWC_CUDA_SIMULATOR=1 makes the simulator the process's GPU)."""
     from runtime.cuda_module import simulated
-    arch = (arch or os.environ.get("FLOWC_CUDA_ARCH")
+    arch = (arch or setting("FLOWC_CUDA_ARCH")
             or (SIMULATED_ARCH if simulated() else DEFAULT_ARCH))
     if arch != SIMULATED_ARCH and not _ARCH.match(arch):
         raise BuildError(f"CUDA architecture '{arch}' is not of the form sm_NN (e.g. sm_90), "
@@ -59,7 +60,7 @@ def cuda_arch(arch: Optional[str] = None) -> str:
 
 def find_nvcc() -> Optional[str]:
     """The nvcc executable, or None."""
-    explicit = os.environ.get("FLOWC_NVCC")
+    explicit = setting("FLOWC_NVCC")
     if explicit:
         return explicit if os.path.isfile(explicit) else None
     found = shutil.which("nvcc")
@@ -95,7 +96,7 @@ def cublas_home(nvcc: str) -> Optional[str]:
     toolkit's own, which nvcc finds by itself), or None (none found, or FLOWC_CUDA_CUBLAS=0).
     Looked for in the toolkit, then FLOWC_CUBLAS_HOME, then the ``nvidia-cublas`` wheel
     (``nvidia/cu<major>`` or, for CUDA 12, ``nvidia/cublas``) of nvcc's major version."""
-    if os.environ.get("FLOWC_CUDA_CUBLAS", "1") == "0":
+    if setting("FLOWC_CUDA_CUBLAS") == "0":
         return None
     root = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
     patterns = [os.path.join(root, "include", "cublas_v2.h"),
@@ -103,7 +104,7 @@ def cublas_home(nvcc: str) -> Optional[str]:
     if any(glob.glob(p) for p in patterns):
         return ""
     candidates = []
-    explicit = os.environ.get("FLOWC_CUBLAS_HOME")
+    explicit = setting("FLOWC_CUBLAS_HOME")
     if explicit:
         candidates.append(explicit)
     major = _cuda_major(nvcc)

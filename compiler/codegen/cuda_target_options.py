@@ -10,8 +10,8 @@ from typing import Optional
 
 from compiler.codegen.cuda_build import SIMULATED_ARCH, cuda_arch, require_nvcc
 from compiler.devices import local_devices
-from compiler.passes.manager import PipelineOptions
-from compiler.flags import resolve_options
+from compiler.options import PipelineOptions
+from compiler.options import resolve_options
 
 
 def cuda_target_options(options: PipelineOptions, arch: Optional[str] = None) -> PipelineOptions:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import functools
 import glob
-import os
 import re
 from typing import List, Optional
 
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
+from compiler.options import setting
 
 
 def broadcast_dim(kc: KernelContext, exprs: List[str], what: str, check: bool = True) -> str:
@@ -104,7 +104,7 @@ def streams_output(out: TensorRef, nested: bool, fail_if: Optional[str]) -> bool
     ``FLOWC_STREAM_MIN_BYTES`` sets another threshold (read when a step compiles)."""
     if nested or fail_if or not out.size.isdigit():
         return False
-    text = os.environ.get("FLOWC_STREAM_MIN_BYTES", "")
+    text = setting("FLOWC_STREAM_MIN_BYTES")
     threshold = int(text) if text.isdigit() else last_level_cache_bytes()
     return int(out.size) * out.dtype.itemsize >= threshold
 

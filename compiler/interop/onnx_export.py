@@ -328,7 +328,8 @@ EXPORT_PASSES = ("prune", "infer-shapes", "fold-constants")
 def export_model_onnx(model, path: str) -> int:
     """Export a loaded model's step graph (see the module docstring) to ``path``; node count."""
     import os
-    from compiler.passes.manager import PassManager, PipelineOptions
+    from compiler.passes.manager import PassManager
+    from compiler.options import PipelineOptions
     from compiler.step import make_step_graph
     step = make_step_graph(model.graph, model.feed_outputs(), model.fetches, model.targets)
     PassManager(PipelineOptions(passes=EXPORT_PASSES)).run(step.graph)

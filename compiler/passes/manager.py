@@ -3,7 +3,7 @@ after every pass that changed the graph, and instruments around passes (print IR
 folder, timing, a reproducer on failure), in the manner of MLIR's pass manager and XLA's
 HloPassPipeline.
 
-Options come from a frozen ``PipelineOptions``; ``compiler.flags`` parses flag strings and the
+Options come from a frozen ``PipelineOptions``; ``compiler.options`` parses flag strings and the
 ``FLOWC_FLAGS`` environment variable into one. The environment is read when a pipeline starts
 (``PassManager.run``), never at import time, and explicit options win over it.
 """
@@ -21,11 +21,9 @@ from compiler.errors import CompileError
 from compiler.ir.graph import Graph
 from compiler.ir.printer import print_graph
 from compiler.ir.verifier import verify
+from compiler.options import (PipelineError, PipelineOptions, format_flags, resolve_options,
+                              set_pass_name_check)
 from runtime.errors import FlowcError
-
-
-class PipelineError(FlowcError):
-    """A pipeline that cannot run as asked: unknown pass names, bad flags or flag values."""
 
 
 class UnknownPassError(PipelineError):
@@ -104,11 +102,7 @@ def check_pass_names(names: Sequence[str], where: str = "") -> None:
             raise unknown_pass_error(n, where)
 
 
-DEFAULT_PIPELINE = ("prune", "infer-shapes", "fold-constants", "cse", "simplify", "place",
-                    "fuse-updates", "fuse", "partition", "plan-memory")
-
-# Constant folding does not materialize results with more elements than this.
-DEFAULT_FOLD_MAX_ELEMENTS = 1 << 20
+set_pass_name_check(check_pass_names)
 
 
 def _load_builtin_passes() -> None:
@@ -120,41 +114,6 @@ def _load_builtin_passes() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"compiler.passes.{mod}":
                 raise
-
-
-@dataclass(frozen=True)
-class PipelineOptions:
-    """Parsed pipeline flags (``compiler.flags``; mirrored by the FLOWC_FLAGS environment variable)."""
-    passes: Optional[tuple] = None                 # None: the default pipeline
-    disable: tuple = ()
-    print_ir_after: tuple = ()
-    print_ir_after_all: bool = False
-    print_ir_before_all: bool = False
-    dump_to: Optional[str] = None
-    verify_each: bool = True
-    time_passes: bool = False
-    keep_going: bool = False
-    fold_max_elements: int = DEFAULT_FOLD_MAX_ELEMENTS
-    log_device_placement: bool = False
-    cpu_devices: int = 1                           # the process's devices: CPU:0..N-1
-    allow_soft_placement: bool = False             # an unsatisfiable request: any device
-    devices: tuple = ()                            # or explicit full device names
-    default_device: str = ""                       # unconstrained ops (default: the first CPU)
-    profile: bool = False                          # codegen: per-kernel timers (instrument.py)
-    check_numerics: bool = False                   # codegen: stop at the first NaN/Inf output
-
-    def pipeline(self) -> List[str]:
-        """The pass names that run, in order: the chosen (or default) passes minus disabled ones."""
-        names = list(self.passes) if self.passes is not None else list(DEFAULT_PIPELINE)
-        # --check-numerics names the exact op that made a NaN: every op keeps its own kernel.
-        off = set(self.disable) | ({"fuse"} if self.check_numerics else set())
-        return [n for n in names if n not in off]
-
-    def validate(self) -> None:
-        """Raise UnknownPassError if any option names a pass that does not exist."""
-        check_pass_names(self.passes or (), " in --passes")
-        check_pass_names(self.disable, " in --disable-passes")
-        check_pass_names(self.print_ir_after, " in --print-ir-after")
 
 
 @dataclass
@@ -189,7 +148,6 @@ class PassManager:
     def run(self, graph: Graph, ctx: Optional[PassContext] = None) -> Graph:
         opts = self.options
         if self.read_environment:
-            from compiler.flags import resolve_options
             opts = resolve_options(opts)
         opts.validate()
         self.effective_options = opts
@@ -306,7 +264,6 @@ class PassManager:
     def _write_reproducer(opts: PipelineOptions, names: Sequence[str], index: int, err: Exception,
                           text_before: str) -> str:
         """IR before the failing pass, headed by a RUN line with the rest of the pipeline."""
-        from compiler.flags import format_flags
         rest = replace(PipelineOptions(), passes=tuple(names[index - 1:]),
                        verify_each=opts.verify_each, fold_max_elements=opts.fold_max_elements)
         path = os.path.join(opts.dump_to, REPRODUCER)

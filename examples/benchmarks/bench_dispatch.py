@@ -23,7 +23,7 @@ from bench_common import (FLOWC, Frameworks, Result, Row, add_threads_argument, 
                           environment_line, median_seconds, optional_import, print_table)
 
 import dsl as fl  # noqa: E402
-from compiler.passes.manager import PipelineOptions  # noqa: E402
+from compiler.options import PipelineOptions  # noqa: E402
 from compiler.step import make_step_graph, optimize, write_artifact  # noqa: E402
 from runtime import load_artifact  # noqa: E402
 

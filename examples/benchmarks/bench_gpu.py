@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import dsl as fl  # noqa: E402
-from compiler.passes.manager import PipelineOptions  # noqa: E402
+from compiler.options import PipelineOptions  # noqa: E402
 from compiler.step import make_step_graph, optimize, write_artifact  # noqa: E402
 from runtime.cuda_module import CudaContext, cuda_status, load_cuda_artifact  # noqa: E402
 

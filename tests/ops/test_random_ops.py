@@ -208,7 +208,8 @@ def test_numbers_match_tensorflow(graph):
 
 def test_optimizer_keeps_every_random_op(graph):
     """Stateful: identical random ops are not merged by CSE nor evaluated by folding."""
-    from compiler.passes.manager import PassManager, PipelineOptions
+    from compiler.passes.manager import PassManager
+    from compiler.options import PipelineOptions
     from compiler.step import make_step_graph
     attrs = {"dtype": fl.float32, "seed": 1, "seed2": 2}
     a = fl.apply_op("RandomUniform", [fl.constant([3])], attrs)

@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from compiler.flags import parse_flags  # noqa: E402
+from compiler.options import parse_flags  # noqa: E402
 from compiler.ir.parser import parse_graph  # noqa: E402
 from compiler.ir.printer import print_graph  # noqa: E402
 from compiler.ir import op_registry as registry  # noqa: E402

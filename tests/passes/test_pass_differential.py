@@ -9,7 +9,8 @@ from compiler.interpreter import Interpreter
 from compiler.ir.construct import make_node
 from compiler.ir.graph import Graph, Output
 from compiler.ir.op_registry import has_op
-from compiler.passes.manager import DEFAULT_PIPELINE, PassManager, PipelineOptions
+from compiler.passes.manager import PassManager
+from compiler.options import DEFAULT_PIPELINE, PipelineOptions
 from compiler.step import make_step_graph
 from runtime.dtypes import DType
 
