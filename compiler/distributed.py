@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import random
 import threading
 from dataclasses import dataclass
@@ -26,17 +25,17 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from compiler.build_cache import artifact_cache_dir
 from compiler.devices import format_spec, parse_device_spec
 from compiler.errors import CompileError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.parser import parse_graph
 from compiler.ir.printer import print_graph
+from compiler.master import load_or_write
 from compiler.ops.comm import is_cross_task
 from compiler.options import PipelineOptions
 from compiler.passes.partition import subgraph
 from compiler.passes.place import variables_without_gpu_kernels
-from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint, write_artifact
+from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint
 from runtime.artifact import load_artifact
 from runtime.cluster import ClusterSpec, task_device, task_of_device
 from runtime.errors import AbortedError, FeedError, FlowcError, PeerUnavailableError
@@ -79,17 +78,7 @@ def build_partition(ir_text: str, feeds: List[str], fetches: List[str]):
     h = hashlib.sha256(ir_text.encode())
     h.update(json.dumps([feeds, fetches, sorted((arch or {}).items())]).encode())
     h.update(toolchain_fingerprint().encode())
-    key = h.hexdigest()
-    path = os.path.join(artifact_cache_dir(), key[:2], key)
-    artifact = None
-    if os.path.isdir(path):
-        try:
-            artifact = load(path)
-        except Exception:                        # noqa: BLE001  (stale or corrupt: rebuild)
-            artifact = None
-    if artifact is None:
-        write_artifact(step, path, signature=key, replace=os.path.isdir(path), cuda_arch=arch)
-        artifact = load(path)
+    artifact = load_or_write(step, h.hexdigest(), load, cuda_arch=arch)
     return artifact.executable
 
 

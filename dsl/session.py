@@ -11,22 +11,19 @@ feed checks). A repeated ``run`` only checks the fed values and calls the compil
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from compiler.build_cache import artifact_cache_dir
 from compiler.codegen.instrument import Instrumentation
-from compiler.options import resolve_options
 from compiler.errors import GraphError
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
-from compiler.options import PipelineOptions
-from compiler.step import (cached_step_key, gpu_archs_tag, make_step_graph, optimize,
-                           record_step_key, source_key, step_key, write_artifact)
+from compiler.options import PipelineOptions, resolve_options
+from compiler.master import compile_step
+from compiler.step import make_step_graph
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
 from dsl.rank_specialized import RankSpecializedStep, has_unknown_rank
@@ -575,26 +572,10 @@ class Session:
         sg = make_step_graph(self.graph, feeds, fetches, targets, feed_shapes)
         # A variable stays where it lives (and off the GPU where the graph needs it elsewhere).
         pin_variables(sg.graph, self._variable_devices, self._off_gpu)
-        effective = resolve_options(self.options)
-        instrumentation = Instrumentation.from_options(effective)
+        instrumentation = Instrumentation.from_options(resolve_options(self.options))
         if profiled:
             instrumentation = dataclasses.replace(instrumentation, profile=True)
-        cache = artifact_cache_dir()
-        archs = self._cuda_arch()
-        source = source_key(sg, effective, instrumentation, gpu_archs_tag(archs))
-        key = cached_step_key(cache, source)      # compiled before: no passes to run
-        artifact = self._load_cached(cache, key) if key else None
-        if artifact is None:
-            optimize(sg, self.options)
-            key = step_key(sg, instrumentation, gpu_archs_tag(archs))
-            artifact = self._load_cached(cache, key)
-            if artifact is None:
-                path = os.path.join(cache, key[:2], key)
-                # an entry there did not load: replace it; else another session's may appear
-                write_artifact(sg, path, signature=key, instrumentation=instrumentation,
-                               replace=os.path.isdir(path), cuda_arch=archs)
-                artifact = self._load(path)
-            record_step_key(cache, source, key)
+        artifact = compile_step(sg, self.options, instrumentation, self._cuda_arch(), self._load)
         self._record_variable_devices(artifact.manifest)
         self.compile_count += 1
         return artifact.executable
@@ -637,10 +618,3 @@ class Session:
         for d in manifest.get("devices") or ():
             for v in d.get("variables") or ():
                 self._variable_devices.setdefault(v["name"], d["device"])
-
-    def _load_cached(self, cache: str, key: str):
-        path = os.path.join(cache, key[:2], key)
-        try:
-            return self._load(path) if os.path.isdir(path) else None
-        except Exception:
-            return None                           # stale or corrupt: rebuild

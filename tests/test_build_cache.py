@@ -62,7 +62,7 @@ def _graph():
 
 
 @pytest.mark.cpu_only
-def test_session_rebuilds_a_tampered_cached_artifact(tmp_path, monkeypatch):
+def test_session_rebuilds_a_tampered_cached_artifact(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
     g, x, y = _graph()
     value = np.arange(4, dtype=np.float32)
@@ -75,17 +75,21 @@ def test_session_rebuilds_a_tampered_cached_artifact(tmp_path, monkeypatch):
     with fl.Session(graph=g) as s:
         np.testing.assert_array_equal(s.run(y, {x: value}), want)
         assert s.compile_count == 1
+    # the master says which entry it rebuilt and why, instead of swallowing the failure
+    reports = [r.getMessage() for r in caplog.records if "does not load" in r.getMessage()]
+    assert reports and "does not match its manifest hash" in reports[0], reports
+    assert os.path.dirname(modules[0]) in reports[0]
 
 
 def _counting_optimize(monkeypatch):
-    import dsl.session
+    import compiler.master
     runs = []
-    real = dsl.session.optimize
+    real = compiler.master.optimize
 
     def counted(step, options=None):
         runs.append(step)
         return real(step, options)
-    monkeypatch.setattr(dsl.session, "optimize", counted)
+    monkeypatch.setattr(compiler.master, "optimize", counted)
     return runs
 
 

@@ -1,0 +1,84 @@
+"""The master's compile path: a step graph to a loaded executable, through the on-disk artifact
+cache. ``fl.Session`` (``compile_step``), a distributed task building the partition its master
+registered (``compiler.distributed.build_partition``, which ``flowc serve`` hands its server) and
+anything else that compiles steps go through here, so the cache behaves one way everywhere.
+
+The cache (``FLOWC_CACHE_DIR``/artifacts) holds artifacts named by ``step_key``: the content
+hash of the optimized step, its instrumentation, GPU architectures, code-changing settings and
+toolchain. A ``by-source`` index maps the hash of a step *before* its passes to that key, so a
+step compiled before loads without running the passes. An entry that does not load (damaged,
+or written by a process that died) is reported and rebuilt in place, never served.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Dict, Optional, Union
+
+from compiler.build_cache import artifact_cache_dir
+from compiler.codegen.instrument import Instrumentation
+from compiler.options import PipelineOptions, resolve_options
+from compiler.step import (StepGraph, cached_step_key, gpu_archs_tag, optimize, record_step_key,
+                           source_key, step_key, write_artifact)
+from runtime.artifact import Artifact, load_artifact
+from runtime.errors import FlowcError
+
+log = logging.getLogger("flowc")
+
+Loader = Callable[[str], Artifact]
+CudaArch = Union[None, str, Dict[str, str]]
+
+
+def artifact_path(key: str) -> str:
+    """Where the artifact of ``key`` lives in the cache."""
+    return os.path.join(artifact_cache_dir(), key[:2], key)
+
+
+def load_cached(path: str, load: Loader = load_artifact) -> Optional[Artifact]:
+    """The artifact at ``path``, or None where there is none or it does not load; a failed
+    load is logged with its reason (the caller rebuilds the entry)."""
+    if not os.path.isdir(path):
+        return None
+    try:
+        return load(path)
+    except (FlowcError, OSError, ValueError, KeyError, TypeError) as e:
+        log.warning("flowc: the cached artifact %s does not load (%s: %s); rebuilding it",
+                    path, type(e).__name__, e)
+        return None
+
+
+def load_or_write(step: StepGraph, key: str, load: Loader = load_artifact, *,
+                  instrumentation: Instrumentation = Instrumentation(),
+                  cuda_arch: CudaArch = None) -> Artifact:
+    """The artifact of the optimized ``step`` (named ``key``) from the cache, written there
+    first where it is missing or does not load."""
+    path = artifact_path(key)
+    artifact = load_cached(path, load)
+    if artifact is None:
+        write_artifact(step, path, signature=key, instrumentation=instrumentation,
+                       replace=os.path.isdir(path), cuda_arch=cuda_arch)
+        artifact = load(path)
+    return artifact
+
+
+def compile_step(step: StepGraph, options: PipelineOptions,
+                 instrumentation: Optional[Instrumentation] = None,
+                 cuda_arch: CudaArch = None, load: Loader = load_artifact) -> Artifact:
+    """Compile ``step`` (not yet optimized) with ``options`` (``FLOWC_FLAGS`` merged under
+    them) to a loaded artifact: from the cache when the same step was compiled before, with
+    no passes run; else run the passes, build, and remember the step for next time."""
+    effective = resolve_options(options)
+    if instrumentation is None:
+        instrumentation = Instrumentation.from_options(effective)
+    archs = gpu_archs_tag(cuda_arch)
+    cache = artifact_cache_dir()
+    source = source_key(step, effective, instrumentation, archs)
+    key = cached_step_key(cache, source)
+    artifact = load_cached(artifact_path(key), load) if key else None
+    if artifact is None:
+        optimize(step, options)
+        key = step_key(step, instrumentation, archs)
+        artifact = load_or_write(step, key, load, instrumentation=instrumentation,
+                                 cuda_arch=cuda_arch)
+        record_step_key(cache, source, key)
+    return artifact
