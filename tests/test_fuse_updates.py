@@ -8,7 +8,8 @@ import dsl as fl
 from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize
 
-UNFUSED = PipelineOptions(disable=("fuse-updates",))
+UNFUSED = PipelineOptions(disable=("fuse-updates", "fuse-accumulate", "fuse-conv",
+                                   "fuse-matmul-bias"))
 
 
 def _optimized(targets, feeds, fetches=(), **options):

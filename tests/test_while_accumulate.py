@@ -11,7 +11,8 @@ from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize
 from runtime.errors import RuntimeExecutionError
 
-UNFUSED = PipelineOptions(disable=("fuse-updates",))
+UNFUSED = PipelineOptions(disable=("fuse-updates", "fuse-accumulate", "fuse-conv",
+                                   "fuse-matmul-bias"))
 
 
 def _optimized(fetches, feeds):

@@ -18,14 +18,13 @@ second bound, a chain of such steps doubles its expression at each step.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
-from compiler.errors import GraphError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ops.fused import Expr, format_expr
 from compiler.ir.op_registry import get_op, has_op
 from compiler.passes.manager import Pass, PassContext, register_pass
-from compiler.passes.prune import erase_if_unused
+from compiler.passes.rewrite import single_use, take_place
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
@@ -64,19 +63,6 @@ def fusable(node: Node) -> bool:
     if t.dtype not in _FLOATS or any(i.dtype is not t.dtype for i in node.inputs):
         return False
     return True
-
-
-def _single_use(out: Output) -> Optional[Node]:
-    """The one node that reads ``out`` once, as data (None if there are more or fewer)."""
-    users = [u for u in out.node.users if any(i == out for i in u.inputs)]
-    if len(users) != 1 or any(c is out.node for c in users[0].control_inputs):
-        return None
-    user = users[0]
-    if sum(1 for i in user.inputs if i == out) != 1:
-        return None
-    if any(out.node in u.control_inputs for u in out.node.users):
-        return None
-    return user
 
 
 def _op_count(node: Node) -> int:
@@ -132,7 +118,7 @@ class Fuse(Pass):
             for node in list(graph):
                 if node not in graph or not fusable(node):
                     continue
-                user = _single_use(node.output(0))
+                user = single_use(node.output(0))
                 if user is None or not fusable(user) or user.op == "_Retval":
                     continue
                 if user.assigned_device != node.assigned_device:
@@ -174,19 +160,4 @@ class Fuse(Pass):
                  "T": t.dtype},
                 name=f"{consumer.name}/fused", output_types=[t], location=consumer.location,
                 device=consumer.device)
-        fused.assigned_device = consumer.assigned_device
-        graph.replace_all_uses_with(consumer.output(0), fused.output(0))
-        for c in list(consumer.control_inputs):
-            fused.add_control_input(c)
-        for u in list(consumer.users):                 # control uses move too
-            if consumer in u.control_inputs:
-                u.remove_control_input(consumer)
-                u.add_control_input(fused)
-        name = consumer.name
-        erase_if_unused(graph, [consumer])
-        erase_if_unused(graph, [producer])
-        if consumer in graph or producer in graph:
-            raise GraphError(f"fuse: '{consumer.name}' or '{producer.name}' is still used after "
-                             "fusing them", consumer)
-        if graph.get(name) is None:
-            graph.rename(fused, name)                # the chain keeps its last node's name
+        take_place(graph, consumer, fused, (producer,))   # the chain keeps its last node's name

@@ -20,8 +20,8 @@ from typing import Optional, Tuple
 
 from compiler.ir.construct import constant_value
 from compiler.ir.graph import Graph, Node, Output
-from compiler.passes.fuse import _single_use
-from compiler.passes.take_place import take_place
+from compiler.passes.rewrite import single_use, take_place
+from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
@@ -46,7 +46,7 @@ def _loop_variable_read(x: Output, nxt: Node) -> bool:
         return False
     if any(u.op != "Exit" for u in sw.output_users(0)):
         return False
-    return _single_use(x) is not None and len(ident.users) == 1
+    return single_use(x) is not None and len(ident.users) == 1
 
 
 def _static(out: Output) -> bool:
@@ -73,12 +73,12 @@ def match_accumulation(add: Node) -> Optional[Tuple[Output, Node]]:
     if "CPU" not in (add.assigned_device or "").upper():
         return None
     users = list(add.users)
-    if len(users) != 1 or users[0].op != "NextIteration" or _single_use(add.output(0)) is None:
+    if len(users) != 1 or users[0].op != "NextIteration" or single_use(add.output(0)) is None:
         return None
     nxt = users[0]
     for x, p in (add.inputs, add.inputs[::-1]):
         term = p.node
-        if p.type.dtype not in _FLOATS or _single_use(p) is not add:
+        if p.type.dtype not in _FLOATS or single_use(p) is not add:
             continue
         if not (_static(x) and _static(p) and x.type.shape == p.type.shape == add.output(0).type.shape):
             continue
@@ -115,3 +115,11 @@ def fuse_loop_accumulations(graph: Graph) -> bool:
         take_place(graph, add, fused, (term,))
         changed = True
     return changed
+
+
+@register_pass("fuse-accumulate")
+class FuseAccumulate(Pass):
+    """A loop variable's ``acc + MatMul(a, b)`` as one gemm into the accumulator."""
+
+    def run(self, graph: Graph, ctx: PassContext) -> bool:
+        return fuse_loop_accumulations(graph)

@@ -26,8 +26,8 @@ from typing import List, Optional, Tuple
 from compiler.ir.graph import Graph, Node
 from compiler.ir.op_registry import get_op
 from compiler.ir.types import TensorType
-from compiler.passes.fuse import _single_use
-from compiler.passes.take_place import take_place
+from compiler.passes.rewrite import single_use, take_place
+from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
@@ -53,7 +53,7 @@ def _absorbed_by(node: Node, op: str, index: int) -> Optional[Node]:
     """The producer of ``node``'s input ``index`` when it is an ``op`` used only there."""
     value = node.inputs[index]
     producer = value.node
-    if producer.op != op or value.type.dtype not in _FLOATS or _single_use(value) is not node:
+    if producer.op != op or value.type.dtype not in _FLOATS or single_use(value) is not node:
         return None
     return producer
 
@@ -205,3 +205,11 @@ def fuse_conv(graph: Graph) -> bool:
     if resort:
         graph.topo_sort()
     return changed
+
+
+@register_pass("fuse-conv")
+class FuseConv(Pass):
+    """A convolution with its bias and ReLU, and the pooling-gradient fusions, as one kernel each."""
+
+    def run(self, graph: Graph, ctx: PassContext) -> bool:
+        return fuse_conv(graph)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from compiler.ir.graph import Graph, Node, Output
-from compiler.passes.fuse import _single_use
-from compiler.passes.take_place import take_place
+from compiler.passes.rewrite import single_use, take_place
+from compiler.passes.manager import Pass, PassContext, register_pass
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
@@ -35,7 +35,7 @@ def match_bias_add(add: Node) -> Optional[Tuple[Node, Output]]:
         return None
     for p, bias in pairs:
         matmul = p.node
-        if matmul.op != "MatMul" or p.type.dtype not in _FLOATS or _single_use(p) is not add:
+        if matmul.op != "MatMul" or p.type.dtype not in _FLOATS or single_use(p) is not add:
             continue
         shape, bshape = p.type.shape, bias.type.shape
         if shape is None or bshape is None or len(shape) != 2 or len(bshape) != 1:
@@ -67,3 +67,11 @@ def fuse_matmul_bias(graph: Graph) -> bool:
         take_place(graph, add, fused, (matmul,))
         changed = True
     return changed
+
+
+@register_pass("fuse-matmul-bias")
+class FuseMatMulBias(Pass):
+    """A column bias added to a matrix product as the gemm's start value."""
+
+    def run(self, graph: Graph, ctx: PassContext) -> bool:
+        return fuse_matmul_bias(graph)

@@ -15,12 +15,11 @@ The sparse step is fused the same way: ``ResourceScatterSub(var, indices, Mul(va
 under the same conditions (on a CPU or a GPU), so the scaled gradient rows are never written
 out.
 
-Inside loops, the same pass fuses a loop variable's ``acc + MatMul(a, b)`` (the sum of a weight's
-gradient over a ``while_loop`` gradient's iterations) into one gemm with ``beta = 1``
-(``compiler/passes/fuse_accumulate.py``), a column bias added to a matrix product becomes
-the gemm's start value (``compiler/passes/fuse_matmul_bias.py``), and a convolution's bias and
-ReLU, and a ReLU's mask on a max pooling gradient, join the kernel next to them
-(``compiler/passes/fuse_conv.py``).
+The fusions that run after it are passes of their own: ``fuse-accumulate`` (a loop variable's
+``acc + MatMul(a, b)`` as one gemm with ``beta = 1``, ``compiler/passes/fuse_accumulate.py``),
+``fuse-conv`` (a convolution's bias and ReLU, a ReLU's mask on a max pooling gradient,
+``compiler/passes/fuse_conv.py``) and ``fuse-matmul-bias`` (a column bias as the gemm's start
+value, ``compiler/passes/fuse_matmul_bias.py``).
 """
 from __future__ import annotations
 
@@ -30,12 +29,8 @@ import numpy as np
 
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
-from compiler.passes.fuse import _single_use
-from compiler.passes.fuse_accumulate import fuse_loop_accumulations
-from compiler.passes.fuse_conv import fuse_conv
-from compiler.passes.fuse_matmul_bias import fuse_matmul_bias
 from compiler.passes.manager import Pass, PassContext, register_pass
-from compiler.passes.take_place import take_place
+from compiler.passes.rewrite import single_use, take_place
 from runtime.dtypes import DType
 
 _FLOATS = (DType.f32, DType.f64)
@@ -49,7 +44,7 @@ def _match(update: Node) -> Optional[Tuple[Node, Optional[Node], Optional[Output
     mul, scale, product = None, None, value
     if value.node.op == "Mul":
         mul = value.node
-        if _single_use(value) is not update:
+        if single_use(value) is not update:
             return None
         x, y = mul.inputs
         product, scale = (x, y) if x.node.op == "MatMul" else (y, x)
@@ -58,7 +53,7 @@ def _match(update: Node) -> Optional[Tuple[Node, Optional[Node], Optional[Output
     matmul = product.node
     if matmul.op != "MatMul" or product.type.dtype not in _FLOATS:
         return None
-    if _single_use(product) is not (mul or update):
+    if single_use(product) is not (mul or update):
         return None
     devices = {n.assigned_device for n in (update, mul, matmul) if n is not None}
     if len(devices) != 1:
@@ -72,7 +67,7 @@ def _match_sparse(update: Node) -> Optional[Tuple[Node, Output, Output]]:
         return None
     scaled = update.inputs[2]
     mul = scaled.node
-    if mul.op != "Mul" or scaled.type.dtype not in _FLOATS or _single_use(scaled) is not update:
+    if mul.op != "Mul" or scaled.type.dtype not in _FLOATS or single_use(scaled) is not update:
         return None
     x, y = mul.inputs
     values, scale = (x, y) if y.type.shape == () else (y, x)
@@ -99,9 +94,7 @@ class FuseUpdates(Pass):
             if sparse is not None:
                 self._fuse_sparse(graph, update, *sparse)
                 changed = True
-        changed = fuse_loop_accumulations(graph) or changed
-        changed = fuse_conv(graph) or changed
-        return fuse_matmul_bias(graph) or changed
+        return changed
 
     @staticmethod
     def _fuse_sparse(graph: Graph, update: Node, mul: Node, values: Output,
