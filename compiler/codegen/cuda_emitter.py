@@ -31,6 +31,7 @@ from compiler.codegen.cuda_kernels import cuda_kernel, has_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch, CudaModuleState
 from compiler.codegen.cuda_target import BLOCK_SIZE, CUDA, MAX_BLOCKS, CudaTarget
 from compiler.codegen.emitter import EmittedModule
+from compiler.codegen.emitter_base import EmitterBase
 from compiler.codegen.instrument import (Instrumentation, Origins, checks_outputs,
                                          kernel_record, numerics_subject, profile_exports)
 from compiler.codegen.kernel_context import KernelContext, TensorRef, c_string
@@ -38,7 +39,6 @@ from compiler.codegen import templates
 from compiler.errors import CodegenError
 from compiler.ir.construct import constant_value
 from compiler.ir.graph import Graph, Node, Output
-from compiler.ir.printer import node_text
 from compiler.ops.comm import is_cross_task, remote_recv_c, remote_send_c, rendezvous_key
 from compiler.ir.op_registry import get_op
 from runtime.cuda_module import gpu_index
@@ -54,15 +54,6 @@ NODES_PER_PART = 32
 # Largest shape-like input (elements) copied to the host to compute output dims.
 _MIRROR_MAX = 16
 _SIMPLE_DIM = re.compile(r"^t_\w+\.dims\[\d+\]$")
-
-
-def _ident(name: str) -> str:
-    s = re.sub(r"\W", "_", name)
-    return s if s and not s[0].isdigit() else "_" + s
-
-
-def _comment(text: str) -> str:
-    return text.replace("*/", "* /")
 
 
 def _receives_late(order: List[Node]) -> List[Node]:
@@ -107,44 +98,21 @@ def emit_cuda(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
                         profile, origins).emit()
 
 
-class _CudaEmitter:
+class _CudaEmitter(EmitterBase):
     def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CudaTarget,
                  check_numerics: bool = False, profile: bool = False,
                  origins: Optional[Origins] = None):
-        self.graph = graph
-        self.feeds = feeds
-        self.retvals = retvals
-        self.target = target
+        super().__init__(graph, feeds, retvals, target)
         self.check_numerics = check_numerics
         self.profile = profile
         self.origins = origins or {}
         self.kernels: List[dict] = []       # --profile: the kernel table (counter index)
         self.module = CudaModuleState()
-        self.refs: Dict[Output, TensorRef] = {}
-        self.root: Dict[Output, Output] = {}
-        self.decls: List[str] = []
-        self.slot: Dict[str, int] = {}
         self.owned: List[str] = []          # tensors whose device buffers this step allocated
-        self.body: List[str] = []
-        self.part_starts: List[int] = [0]     # the host code is split into functions
         self.constants: List[str] = []
-        self._names: set = set()
         self.nsends = 0                     # sends on the copy stream (transfer.cu.j2)
         self.npeers = 0                     # receives from another GPU of the task
         self.has_host_receives = False      # receives staged through pinned memory
-
-    # --- naming ------------------------------------------------------------------------
-    def _ref(self, out: Output) -> TensorRef:
-        if out not in self.refs:
-            base = "t_" + _ident(out.node.name) + (f"_{out.index}" if out.index else "")
-            name, k = base, 1
-            while name in self._names:
-                name, k = f"{base}_{k}", k + 1
-            self._names.add(name)
-            self.refs[out] = TensorRef(name, out.type, self.target, out.node)
-            self.slot[name] = len(self.decls)
-            self.decls.append(f"#define {name} (flowc_T[{len(self.decls)}])")
-        return self.refs[out]
 
     # --- emission ----------------------------------------------------------------------
     def emit(self) -> EmittedModule:
@@ -154,19 +122,9 @@ class _CudaEmitter:
             if get_op(n.op, n).is_control_flow:
                 raise CodegenError("control flow (Switch/Merge/loops) has no CUDA code; it runs "
                                    "on a CPU device", n)
-        for r in self.retvals:
-            if r.inputs[0].dtype is DType.resource:
-                raise CodegenError("a resource handle cannot be fetched; fetch a read of it",
-                                   r.inputs[0].node)
-        for n in order:
-            op = get_op(n.op, n)
-            for out in n.outputs:
-                alias = op.c_alias is not None and out.index == 0 and n.inputs
-                self.root[out] = self.root[n.inputs[op.c_alias]] if alias else out
-        last_use: Dict[Output, int] = {}
-        for n in order:
-            for i in n.inputs:
-                last_use[self.root[i]] = position[n]
+        self._check_fetchable()
+        self._find_roots(order)
+        last_use = self._last_uses(order, position)
         fetched = {self.root[r.inputs[0]] for r in self.retvals}
         # a tensor sent on the copy stream is read there after the compute stream has gone
         # on: its buffer lives until the step ends
@@ -231,10 +189,9 @@ class _CudaEmitter:
         self._close(lines)
 
     def _open(self, n: Node) -> None:
-        lhs, rhs, trailer = node_text(n, elide_constants=True)
         loc = str(n.location) if n.location else ""
         self.body.append("")
-        self.body.append(f"/* {_comment(lhs + ' = ' + rhs + trailer)} */")
+        self.body.append(self._node_comment(n))
         self.body.append(f"{{ const char *flowc_node = {c_string(n.name)}; "
                          f"const char *flowc_loc = {c_string(loc)}; (void)flowc_node; (void)flowc_loc;")
 
@@ -337,9 +294,7 @@ class _CudaEmitter:
             f"{name}.data = {name}_buf;"]
 
     def _feed(self, n: Node) -> List[str]:
-        k = self.feeds.index(n) if n in self.feeds else None
-        if k is None:
-            raise CodegenError("placeholder is not fed", n)
+        k = self._feed_index(n)
         ref = self._ref(n.output(0))
         kc = KernelContext(n, [], [ref], self.target, self.module)
         nbytes = f"(size_t){ref.size} * sizeof({ref.ctype})"

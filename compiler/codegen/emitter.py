@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from compiler.codegen.control_flow import StructuredEmitter
+from compiler.codegen.emitter_base import EmitterBase, ident
 from compiler.ir.frames import has_control_flow
 from compiler.codegen.instrument import Instrumentation, Instrumenter, Origins
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
@@ -25,7 +26,6 @@ from compiler.codegen.module_layout import Kernel, ModuleLayout, Part, SharedVar
 from compiler.codegen.target import C, CTarget
 from compiler.errors import CodegenError
 from compiler.ir.graph import Graph, Node, Output
-from compiler.ir.printer import node_text
 from compiler.ir.op_registry import get_op
 from runtime.dtypes import DType
 
@@ -66,18 +66,6 @@ class EmittedModule:
     blobs: Dict[str, bytes] = field(default_factory=dict)
     # The module's pieces, to build it as several translation units in parallel (None: one).
     layout: Optional[ModuleLayout] = None
-
-
-def _ident(name: str) -> str:
-    out = []
-    for ch in name:
-        out.append(ch if ch.isalnum() else "_")
-    s = "".join(out)
-    return s if s and not s[0].isdigit() else "_" + s
-
-
-def _comment(text: str) -> str:
-    return text.replace("*/", "* /")
 
 
 def _in_place_copies(order: List[Node], root: Dict[Output, Output]) -> set:
@@ -123,11 +111,11 @@ def emit_c(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
                     plan_memory).emit()
 
 
-class _Emitter:
+class _Emitter(EmitterBase):
     def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CTarget,
                  instrumentation: Instrumentation = Instrumentation(), origins: Origins = None,
                  plan_memory: bool = True):
-        self.graph = graph
+        super().__init__(graph, feeds, retvals, target)
         self.plan_memory = plan_memory
         self.memory: Optional[StepMemoryPlan] = None     # the arena plan, when there is one
         self.in_place: set = set()                        # nodes writing over a dying input
@@ -137,18 +125,8 @@ class _Emitter:
         # Their kernels read and write one buffer through two pointers: no ``restrict``.
         self.aliasing_target = copy.copy(target)
         self.aliasing_target.restrict = ""
-        self.feeds = feeds
-        self.retvals = retvals
-        self.target = target
         self.module = ModuleState()
-        self.refs: Dict[Output, TensorRef] = {}
-        self.root: Dict[Output, Output] = {}       # storage root of each value
         self.owned: List[Output] = []              # roots allocated by this function
-        self.decls: List[str] = []
-        self.slot: Dict[str, int] = {}
-        self.ref_of: Dict[str, Output] = {}
-        self.body: List[str] = []                  # per-node code, split into parts
-        self.part_starts: List[int] = [0]
         self.tail: List[str] = []                  # handing fetches to the caller
         # (part, text): constants and slot tables live in the unit of the part that reads them
         self.constants: List[Tuple[int, str]] = []
@@ -167,51 +145,25 @@ class _Emitter:
         self.use_pool = False
         self.structured = None
         self.pooled: set = set()
-        self._names: set = set()
         self.instrument = (Instrumenter(instrumentation, self.module, origins)
                            if instrumentation else None)
-
-    # --- naming ------------------------------------------------------------------------
-    def _var(self, out: Output) -> str:
-        base = "t_" + _ident(out.node.name) + (f"_{out.index}" if out.index else "")
-        name, k = base, 1
-        while name in self._names:
-            name = f"{base}_{k}"
-            k += 1
-        self._names.add(name)
-        return name
-
-    def _ref(self, out: Output) -> TensorRef:
-        if out not in self.refs:
-            var = self._var(out)
-            self.refs[out] = TensorRef(var, out.type, self.target, out.node)
-            self.slot[var] = len(self.decls)
-            self.ref_of[var] = out
-            self.decls.append(f"#define {var} (flowc_T[{len(self.decls)}])")
-        return self.refs[out]
 
     # --- emission ----------------------------------------------------------------------
     def emit(self) -> EmittedModule:
         order = [n for n in self.graph]
         position = {n: i for i, n in enumerate(order)}
-        for r in self.retvals:
-            if r.inputs[0].dtype is DType.resource:
-                raise CodegenError("a resource handle cannot be fetched; fetch a read of it",
-                                   r.inputs[0].node)
+        self._check_fetchable()
         # storage roots
         self._find_roots(order)
         self.copies_input = _in_place_copies(order, self.root)
         if self.copies_input:
-            self._find_roots(order)
+            self._find_roots(order, self.copies_input)
         structured = StructuredEmitter(self, order) if has_control_flow(order) else None
         if structured is not None:
             structured.fix_roots()
         self.use_pool = structured is None
         self.structured = structured
-        last_use: Dict[Output, int] = {}
-        for n in order:
-            for i in n.inputs:
-                last_use[self.root[i]] = position[n]
+        last_use = self._last_uses(order, position)
         # which roots are handed to the caller
         transferred = self.transferred
         self.fetch_plan = []
@@ -305,22 +257,10 @@ class _Emitter:
                 ref = self._ref(self.root[src])
                 self.tail.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
 
-    def _find_roots(self, order: List[Node]) -> None:
-        """The storage root of every value: views (``c_alias``) share their input's."""
-        for n in order:
-            op = get_op(n.op, n)
-            for out in n.outputs:
-                if (op.c_alias is not None and out.index == 0 and n.inputs
-                        and n not in self.copies_input):
-                    self.root[out] = self.root[n.inputs[op.c_alias]]
-                else:
-                    self.root[out] = out
-
     def _emit_node(self, n: Node) -> None:
         op = get_op(n.op, n)
-        lhs, rhs, trailer = node_text(n, elide_constants=True)
         self.body.append("")
-        self.body.append(f"/* {_comment(lhs + ' = ' + rhs + trailer)} */")
+        self.body.append(self._node_comment(n))
         if n.op in _NO_CODE or n.op == "_Retval":
             return
         if n.op == "Placeholder":
@@ -452,19 +392,18 @@ class _Emitter:
             lambda m: f"(*T{index[m.group(1)]})" if m.group(1) in index else m.group(0), code)
         fn = self.kernel_names.get(canonical)
         if fn is None:
-            fn = f"k{len(self.kernel_names)}_{_ident(n.op)}"
+            fn = f"k{len(self.kernel_names)}_{ident(n.op)}"
             self.kernel_names[canonical] = fn
-            lhs, rhs, trailer = node_text(n, elide_constants=True)
             refs = [f"flowc_tensor *const T{i} = &flowc_T[flowc_s[{i}]];"
                     f"  /* %{self.ref_of[v].node.name}{':' + str(self.ref_of[v].index) if self.ref_of[v].index else ''} */"
                     for i, v in enumerate(names)]
             body = "\n".join(("    " + line) if line else ""
                              for line in refs + canonical.strip("\n").splitlines())
             self.kernels.append(Kernel(
-                fn, f"/* first used by {_comment(lhs + ' = ' + rhs + trailer)} */",
+                fn, f"/* first used by {self._node_line(n)} */",
                 f"{{\n    (void)flowc_rt;\n{body}\n    return 0;\nfail:\n"
                 f"    return st->code ? st->code : FLOWC_ERROR;\n}}\n"))
-        slots = "s_" + _ident(n.name)
+        slots = "s_" + ident(n.name)
         while slots in self._names:
             slots += "_"
         self._names.add(slots)
@@ -499,9 +438,7 @@ class _Emitter:
                 f"{body}\n    }}")
 
     def _emit_feed(self, n: Node) -> None:
-        k = self.feeds.index(n) if n in self.feeds else None
-        if k is None:
-            raise CodegenError("placeholder is not fed", n)
+        k = self._feed_index(n)
         ref = self._ref(n.output(0))
         kc = KernelContext(n, [], [ref], self.target, self.module)
         loc = str(n.location) if n.location else ""
