@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import List
 
+from compiler.codegen.c_ops.data_flow import partition_counts_c, stitch_rows_c
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext, TensorRef
-from compiler.ops.data_flow import partition_counts_c, stitch_rows_c
 
 
 class _HostBuffers:

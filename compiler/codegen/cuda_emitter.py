@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from compiler.codegen.c_ops.comm import remote_recv_c, remote_send_c
 from compiler.codegen.cuda_kernels import cuda_kernel, has_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch, CudaModuleState
 from compiler.codegen.cuda_target import BLOCK_SIZE, CUDA, MAX_BLOCKS, CudaTarget
@@ -39,7 +40,7 @@ from compiler.codegen import templates
 from compiler.errors import CodegenError
 from compiler.ir.construct import constant_value
 from compiler.ir.graph import Graph, Node, Output
-from compiler.ops.comm import is_cross_task, remote_recv_c, remote_send_c, rendezvous_key
+from compiler.ops.comm import is_cross_task, rendezvous_key
 from compiler.ir.op_registry import get_op
 from runtime.cuda_module import gpu_index
 from runtime.dtypes import DType

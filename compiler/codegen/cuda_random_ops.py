@@ -7,10 +7,11 @@ outputs from Philox blocks ``base + g`` (see ``codegen_templates/cuda/philox.cu.
 """
 from __future__ import annotations
 
+from compiler.codegen.c_ops.random import _out_dims, _u64
 from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
-from compiler.ops.random import BLOCKS_PER_OUTPUT, _out_dims, _u64
+from compiler.ops.random import BLOCKS_PER_OUTPUT
 from runtime.dtypes import DType
 
 

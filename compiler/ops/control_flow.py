@@ -16,14 +16,6 @@ from compiler.ir.types import TensorType
 from compiler.ir.op_registry import register_op
 
 
-def _c_kernel(kc):
-    """The C emitter turns control-flow nodes into C blocks (compiler/codegen/control_flow.py);
-    a node reaching the per-node path is outside the structures it recovers."""
-    from compiler.errors import CodegenError
-    raise CodegenError(f"{kc.node.op} outside the control-flow structure the C emitter "
-                       "recovers (build it with fl.cond / fl.while_loop)", kc.node)
-
-
 def _same(ctx):
     return [ctx.input_type(0)]
 
@@ -62,29 +54,29 @@ def _merge_kernel(ctx, *values):
 
 
 register_op("Switch", inputs=["data: T", "pred: bool"], outputs=["output_false: T", "output_true: T"],
-            attrs=["T: type"], shape=_switch_shape, kernel=_switch_kernel, is_control_flow=True, c_kernel=_c_kernel,
+            attrs=["T: type"], shape=_switch_shape, kernel=_switch_kernel, is_control_flow=True,
             doc="Forwards data to output_true if pred else output_false; the other output is dead.")
 
 register_op("Merge", inputs=["inputs: N * T"], outputs=["output: T", "value_index: i32"],
             attrs=["T: type", "N: int >= 1"], shape=_merge_shape, kernel=_merge_kernel,
-            is_control_flow=True, c_kernel=_c_kernel,
+            is_control_flow=True,
             doc="Forwards its one live input and that input's index; dead if all inputs are.")
 
 register_op("Enter", inputs=["data: T"], outputs=["output: T"],
             attrs=["T: type", "frame_name: string", "is_constant: bool = false",
                    "parallel_iterations: int >= 1 = 10"],
-            shape=_same, kernel=lambda ctx, x: x, is_control_flow=True, c_kernel=_c_kernel,
+            shape=_same, kernel=lambda ctx, x: x, is_control_flow=True,
             doc="Makes data available in the child frame frame_name (every iteration if "
                 "is_constant, else iteration 0).")
 
 register_op("Exit", inputs=["data: T"], outputs=["output: T"], attrs=["T: type"],
-            shape=_same, kernel=lambda ctx, x: x, is_control_flow=True, c_kernel=_c_kernel,
+            shape=_same, kernel=lambda ctx, x: x, is_control_flow=True,
             doc="Makes a value of a loop frame available in its parent frame.")
 
 register_op("NextIteration", inputs=["data: T"], outputs=["output: T"], attrs=["T: type"],
-            shape=_same, kernel=lambda ctx, x: x, is_control_flow=True, c_kernel=_c_kernel,
+            shape=_same, kernel=lambda ctx, x: x, is_control_flow=True,
             doc="Makes a value available to the next iteration of its frame (the loop's back edge).")
 
 register_op("LoopCond", inputs=["input: bool"], outputs=["output: bool"],
-            shape=_loop_cond_shape, kernel=lambda ctx, x: x, is_control_flow=True, c_kernel=_c_kernel,
+            shape=_loop_cond_shape, kernel=lambda ctx, x: x, is_control_flow=True,
             doc="The condition of a loop: its Switches forward into the body while it is true.")

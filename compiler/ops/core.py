@@ -8,10 +8,6 @@ from compiler.ir.types import TensorType, merge_shapes
 from compiler.ir.op_registry import register_op
 
 
-def _same_dims(kc):
-    return [kc.inputs[0].dims]
-
-
 def _const_shape(ctx):
     v = ctx.attr("value")
     return [TensorType(ctx.attr("dtype"), v.shape)]
@@ -36,13 +32,13 @@ def _pwd_shape(ctx):
 
 register_op("PlaceholderWithDefault", inputs=["input: dtype"], outputs=["output: dtype"],
             attrs=["dtype: type", "shape: shape"], shape=_pwd_shape,
-            kernel=lambda ctx, x: x, c_alias=0, c_output_dims=_same_dims, group="movement",
+            kernel=lambda ctx, x: x, c_alias=0, group="movement",
             doc="Its input unless fed.")
 
 for _name in ("Identity", "StopGradient", "Snapshot"):
     register_op(_name, inputs=["input: T"], outputs=["output: T"], attrs=["T: type"],
                 shape=lambda ctx: [ctx.input_shape(0)], kernel=lambda ctx, x: x,
-                c_alias=0, c_output_dims=_same_dims, group="movement")
+                c_alias=0, group="movement")
 
 register_op("NoOp", group="other", shape=lambda ctx: [], kernel=lambda ctx: [],
             doc="Does nothing; useful as a target that groups control dependencies.")
@@ -61,22 +57,16 @@ def _shape_shape(ctx):
     return [(None,) if s is None else (len(s),)]
 
 
-def _shape_kernel(kc):
-    x = kc.inputs[0]
-    return "\n".join(f"{kc.out.data}[{k}] = ({kc.out.ctype}){x.dim(k)};" for k in range(x.rank))
-
-
 register_op("Shape", inputs=["input: T"], outputs=["output: out_type"],
             attrs=["T: type", "out_type: {i32, i64} = i32"], shape=_shape_shape,
             kernel=lambda ctx, x: np.array(x.shape, dtype=ctx.attrs["out_type"].np),
-            c_kernel=_shape_kernel, group="other")
+            group="other")
 
 register_op("Size", inputs=["input: T"], outputs=["output: out_type"],
             attrs=["T: type", "out_type: {i32, i64} = i32"], shape=lambda ctx: [()],
             kernel=lambda ctx, x: np.array(x.size, dtype=ctx.attrs["out_type"].np),
-            c_kernel=lambda kc: f"{kc.out.data}[0] = ({kc.out.ctype}){kc.inputs[0].size};",
             group="other")
 
 register_op("Rank", inputs=["input: T"], outputs=["output: i32"], attrs=["T: type"],
             shape=lambda ctx: [()], kernel=lambda ctx, x: np.array(x.ndim, dtype=np.int32),
-            c_kernel=lambda kc: f"{kc.out.data}[0] = {kc.inputs[0].rank};", group="other")
+            group="other")

@@ -11,10 +11,8 @@ its outputs to variables changes all of them or none.
 """
 from __future__ import annotations
 
-import json
 from typing import List
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType
 from compiler.ir.op_registry import register_op
@@ -94,55 +92,17 @@ def _restore_kernel(ctx, prefix):
         raise CheckpointExecutionError(str(e), ctx.node) from None
 
 
-# --- C -------------------------------------------------------------------------------------
-def c_bytes_literal(text: str) -> str:
-    """A C string literal of ``text``'s UTF-8 bytes (octal escapes for anything unusual)."""
-    out = []
-    for b in text.encode("utf-8"):
-        ch = chr(b)
-        if ch in '"\\?':
-            out.append("\\" + ch)
-        elif 0x20 <= b < 0x7f:
-            out.append(ch)
-        else:
-            out.append(f"\\{b:03o}")
-    return '"' + "".join(out) + '"'
-
-
-def _attrs_literal(kc: KernelContext, restore: bool) -> str:
-    attrs = {"tensor_names": list(kc.attrs["tensor_names"])}
-    if restore:
-        attrs["dtypes"] = [d.ir_name for d in kc.attrs["dtypes"]]
-        attrs["shapes"] = [None if s is None else list(s) for s in kc.attrs["shapes"]]
-    return c_bytes_literal(json.dumps(attrs, separators=(",", ":")))
-
-
-def _save_c(kc: KernelContext) -> str:
-    return kc.render("io.c.j2", op="SaveV2", attrs_json=_attrs_literal(kc, False))
-
-
-def _restore_c(kc: KernelContext) -> str:
-    return kc.render("io.c.j2", op="RestoreV2", attrs_json=_attrs_literal(kc, True))
-
-
-def _restore_c_dims(kc: KernelContext) -> List[List[str]]:
-    """Static dims as literals; a dim the file decides is 0 here (the runtime allocates the
-    output and sets its dims)."""
-    return [[str(d) if d is not None else "0" for d in o.shape] for o in kc.outputs]
-
-
 # --- registrations ---------------------------------------------------------------------------
 register_op("SaveV2", inputs=["prefix: u8", "tensors: dtypes"],
             attrs=["tensor_names: list(string)", "dtypes: list(type)"],
-            shape=_save_shape, kernel=_save_kernel, c_kernel=_save_c, stateful=True,
+            shape=_save_shape, kernel=_save_kernel, stateful=True,
             doc="Write ``tensors`` as checkpoint ``prefix`` (UTF-8 bytes), named "
                 "``tensor_names``; atomic: the previous checkpoint stays valid until the new "
                 "one is complete.")
 
 register_op("RestoreV2", inputs=["prefix: u8"], outputs=["tensors: dtypes"],
             attrs=["tensor_names: list(string)", "dtypes: list(type)", "shapes: list(shape)"],
-            shape=_restore_shape, kernel=_restore_kernel, c_kernel=_restore_c,
-            c_output_dims=_restore_c_dims, stateful=True,
+            shape=_restore_shape, kernel=_restore_kernel, stateful=True,
             doc="The tensors ``tensor_names`` of checkpoint ``prefix``; refuses (naming every "
                 "tensor that does not match) a missing, truncated or corrupt checkpoint or one "
                 "whose tensors differ from ``dtypes``/``shapes``, before returning any.")

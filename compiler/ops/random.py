@@ -1,8 +1,9 @@
 """Random ops on TensorFlow's counter-based Philox-4x32-10 generator: RandomUniform,
 RandomStandardNormal, TruncatedNormal and RandomUniformInt.
 
-The numpy reference (vectorized Philox) and the generated C (``philox.c.j2``) produce
-bit-identical numbers. The algorithms are TensorFlow's CPU ones:
+The numpy reference (vectorized Philox) and the generated C (``philox.c.j2``, from
+``compiler/codegen/c_ops/random.py``) produce bit-identical numbers. The algorithms are
+TensorFlow's CPU ones:
 - key = (seed low 32 bits, seed high 32 bits), counter = (0, 0, seed2 low, seed2 high);
   output group ``g`` comes from the Philox block at counter + g (TruncatedNormal: the group's
   stream starts at counter + g * 256 * group / 4 and draws 32-bit words one by one).
@@ -38,11 +39,9 @@ from typing import Callable, List, Tuple
 
 import numpy as np
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
-from compiler.ops.array import (_c, _check_alloc, _check_fits, _elements,
-                                _shape_from_dims_input)
+from compiler.ops.array import _check_fits, _shape_from_dims_input
 from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
@@ -255,54 +254,21 @@ def _uniform_int_kernel(ctx, shape, minval, maxval) -> np.ndarray:
     return uniform_int_values(n, dtype, lo, hi, *_seeds(ctx, n)).reshape(dims)
 
 
-# --- C ---------------------------------------------------------------------------------------
-def _out_dims(kc: KernelContext, checks: bool) -> List[str]:
-    dims = _elements(kc, 0, kc.out.rank)
-    if checks:
-        for d in dims:
-            if isinstance(d, str):
-                kc.check(f"{d} >= 0", "Dimension %lld must be >= 0", f"(long long){d}")
-        _check_alloc(kc, dims, kc.out.dtype.itemsize)
-    return [_c(d) for d in dims]
-
-
-def _u64(value: int) -> str:
-    return f"UINT64_C({value & (2**64 - 1)})"
-
-
-def _random_c(kc: KernelContext, kind: str) -> str:
-    _out_dims(kc, checks=True)
-    kc.module.add_global(kc.render("philox.c.j2", part="helpers"))
-    dtype = kc.out.dtype
-    fail = ""
-    if kind == "int":
-        fail = kc.fail("Need minval < maxval: %lld >= %lld", "(long long)lo", "(long long)hi")
-    stream = kc.module.stream_index(kc.node.name)
-    return kc.render("philox.c.j2", part="kernel", kind=kind, f32=dtype is DType.f32,
-                     stream=stream, blocks_per_output=BLOCKS_PER_OUTPUT,
-                     wide=dtype in (DType.f64, DType.i64), seed=_u64(kc.attr("seed")),
-                     seed2=_u64(kc.attr("seed2")), fail=fail)
-
-
 _SEED_ATTRS = ["seed: int = 0", "seed2: int = 0"]
-_FLOAT_OPS = (("RandomUniform", uniform_values, "uniform",
+_FLOAT_OPS = (("RandomUniform", uniform_values,
                "Uniform floats in [0, 1) from Philox (TF's algorithm)."),
-              ("RandomStandardNormal", normal_values, "normal",
+              ("RandomStandardNormal", normal_values,
                "Standard normal floats from Philox and Box-Muller."),
-              ("TruncatedNormal", truncated_normal_values, "truncated",
+              ("TruncatedNormal", truncated_normal_values,
                "Standard normal floats with |x| < 2, by rejection."))
 
-for _name, _fn, _kind, _doc in _FLOAT_OPS:
+for _name, _fn, _doc in _FLOAT_OPS:
     register_op(_name, inputs=["shape: T"], outputs=["output: dtype"],
                 attrs=_SEED_ATTRS + ["dtype: {f32, f64}", "T: {i32, i64}"],
-                shape=_shape_fn, kernel=_float_kernel(_fn),
-                c_kernel=lambda kc, kind=_kind: _random_c(kc, kind),
-                c_output_dims=lambda kc: [_out_dims(kc, checks=False)], group="source",
+                shape=_shape_fn, kernel=_float_kernel(_fn), group="source",
                 stateful=True, doc=_doc)
 
 register_op("RandomUniformInt", inputs=["shape: T", "minval: Tout", "maxval: Tout"],
             outputs=["output: Tout"], attrs=_SEED_ATTRS + ["Tout: {i32, i64}", "T: {i32, i64}"],
-            shape=_shape_fn, kernel=_uniform_int_kernel,
-            c_kernel=lambda kc: _random_c(kc, "int"),
-            c_output_dims=lambda kc: [_out_dims(kc, checks=False)], group="source",
+            shape=_shape_fn, kernel=_uniform_int_kernel, group="source",
             stateful=True, doc="Uniform integers in [minval, maxval) from Philox.")

@@ -5,9 +5,8 @@ values its forward loop saved, one per iteration, in reverse order.
 ``StackPushV2`` copies a tensor onto it and forwards the tensor; ``StackPopV2`` takes the
 top element off (an ``OutOfRangeError``-like error if it is empty); ``StackCloseV2`` drops
 what is left. Elements may have different shapes (a loop whose batch size is only known at
-run time). The C stack (``codegen_templates/c/stack.c.j2``) keeps the elements' bytes in
-one buffer that grows by doubling, so N pushes cost O(N) copying, not the O(N^2) of a
-concatenated accumulator.
+run time); the C stack keeps them in one buffer that grows by doubling
+(``compiler/codegen/c_ops/stack.py``).
 """
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from typing import List
 
 import numpy as np
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType, shape_str
 from compiler.ir.op_registry import register_op
@@ -88,104 +86,22 @@ def _close_kernel(ctx, handle):
     return []
 
 
-# --- C ---------------------------------------------------------------------------------------
-def _helpers(kc: KernelContext) -> None:
-    kc.module.add_global(kc.render("stack.c.j2"))
-
-
-def _s(kc: KernelContext) -> str:
-    return f"((flowc_stack *){kc.inputs[0].var}.data)"
-
-
-def _stack_c(kc: KernelContext) -> str:
-    _helpers(kc)
-    o = kc.out
-    return "\n".join([
-        "flowc_stack *s = (flowc_stack *)calloc(1, sizeof(flowc_stack));",
-        "if (!s) " + kc.fail("out of memory", code="FLOWC_RESOURCE_EXHAUSTED"),
-        f"s->max_size = (int64_t){kc.inputs[0].data}[0];",
-        f"{o.var}.rank = 0; {o.var}.dtype = {o.dtype.code}; {o.var}.data = s;"])
-
-
-def _push_c(kc: KernelContext) -> str:
-    _helpers(kc)
-    e = kc.inputs[1]
-    return "\n".join([
-        f"int rc = flowc_stack_push({_s(kc)}, &{e.var}, sizeof({e.ctype}));",
-        "if (rc == 1) " + kc.fail("the stack is full (max_size %lld)",
-                                   f"(long long){_s(kc)}->max_size"),
-        "if (rc == 2) " + kc.fail("out of memory", code="FLOWC_RESOURCE_EXHAUSTED")])
-
-
-def _push_dims(kc: KernelContext):
-    return [kc.inputs[1].dims]
-
-
-def _pop_c(kc: KernelContext) -> str:
-    _helpers(kc)
-    o = kc.out
-    if o.static:
-        return _pop_static_c(kc) + "\n} else {\n" + _pop_allocating_c(kc) + "\n}"
-    return _pop_allocating_c(kc)
-
-
-def _pop_static_c(kc: KernelContext) -> str:
-    """A pop of a static shape whose buffer is already there (a loop allocated it at its
-    entry): copy the element into it, no allocation."""
-    o = kc.out
-    dims = ", ".join(str(d) for d in o.shape) or "0"
-    shape = "[" + ",".join(str(d) for d in o.shape) + "]"
-    return "\n".join([
-        f"if ({o.var}.data) {{",
-        f"static const int64_t want[] = {{{dims}}};",
-        f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};",
-        *[f"{o.var}.dims[{d}] = {dim};" for d, dim in enumerate(o.shape)],
-        f"int rc = flowc_stack_pop_into({_s(kc)}, &{o.var}, sizeof({o.ctype}), want, {o.rank});",
-        "if (rc == 1) " + kc.fail("pop from an empty stack"),
-        "if (rc == 3) " + kc.fail(f"the top element's shape is not the {shape} the pop expects")])
-
-
-def _pop_allocating_c(kc: KernelContext) -> str:
-    o = kc.out
-    lines = [f"if (flowc_stack_top_rank({_s(kc)}) != -1 && flowc_stack_top_rank({_s(kc)}) != "
-             f"{o.rank}) " + kc.fail(f"the top element has rank %d; the pop expects {o.rank}",
-                                     f"(int)flowc_stack_top_rank({_s(kc)})"),
-             f"int rc = flowc_stack_pop({_s(kc)}, &{o.var}, sizeof({o.ctype}), {o.dtype.code});",
-             "if (rc == 1) " + kc.fail("pop from an empty stack"),
-             "if (rc == 2) " + kc.fail("out of memory", code="FLOWC_RESOURCE_EXHAUSTED")]
-    for d, dim in enumerate(o.shape):
-        if dim is not None:
-            lines.append(f"if ({o.var}.dims[{d}] != {dim}) {{ free({o.var}.data); "
-                         f"{o.var}.data = NULL; "
-                         + kc.fail(f"popped an element with dim {d} = %lld; the pop expects {dim}",
-                                   f"(long long){o.var}.dims[{d}]") + " }")
-    return "\n".join(lines)
-
-
-def _close_c(kc: KernelContext) -> str:
-    _helpers(kc)
-    return f"flowc_stack_release({_s(kc)});"
-
-
 # --- registrations ---------------------------------------------------------------------------
 register_op("StackV2", inputs=["max_size: i32"], outputs=["handle: resource"],
             attrs=["elem_type: type", 'stack_name: string = ""'],
-            shape=_stack_shape, kernel=_stack_kernel, c_kernel=_stack_c, stateful=True,
-            c_owns_outputs=True, c_release="flowc_stack_destroy", group="source",
+            shape=_stack_shape, kernel=_stack_kernel, stateful=True, group="source",
             doc="A new, empty stack of elem_type tensors (max_size <= 0: no limit), for this step.")
 
 register_op("StackPushV2", inputs=["handle: resource", "elem: T"], outputs=["output: T"],
             attrs=["T: type", "swap_memory: bool = false"],
-            shape=_push_shape, kernel=_push_kernel, c_kernel=_push_c, c_output_dims=_push_dims,
-            c_alias=1, stateful=True,
+            shape=_push_shape, kernel=_push_kernel, c_alias=1, stateful=True,
             doc="Copies elem onto the stack and forwards it.")
 
 register_op("StackPopV2", inputs=["handle: resource"], outputs=["elem: elem_type"],
             attrs=["elem_type: type", "elem_shape: shape = [*]"],
-            shape=_pop_shape, kernel=_pop_kernel, c_kernel=_pop_c, stateful=True,
-            c_owns_outputs=True, c_fills_static_outputs=True,
+            shape=_pop_shape, kernel=_pop_kernel, stateful=True,
             doc="Takes the top element off the stack (elem_shape: what is known of its shape).")
 
 register_op("StackCloseV2", inputs=["handle: resource"], outputs=[],
-            shape=lambda ctx: [], kernel=_close_kernel, c_kernel=_close_c, stateful=True,
+            shape=lambda ctx: [], kernel=_close_kernel, stateful=True,
             doc="Drops the stack's elements.")
