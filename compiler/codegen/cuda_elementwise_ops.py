@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from compiler.codegen.c_ops.fused import _c_expr as fused_c_expr
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.elementwise import input_strides, is_scalar, same_dims
 from compiler.codegen.kernel_context import KernelContext
-from compiler.ops.fused import _c_expr as fused_c_expr, parse_expr
+from compiler.ops.fused import parse_expr
 from compiler.ops.nn import _add_expr, _channel_axis
 from compiler.ir.op_registry import all_ops
 
@@ -46,7 +47,8 @@ def _from_c_expr(kc: KernelContext) -> str:
     c_expr = extra["c_expr"]
     expr = c_expr(kc) if callable(c_expr) else c_expr
     error = extra.get("data_error")
-    cond = error.c_cond(kc) if error is not None else None
+    c_cond = extra.get("c_data_error")
+    cond = c_cond(kc) if c_cond is not None else None
     if cond is None:
         return emit_cuda_elementwise(kc, expr)
     return emit_cuda_elementwise(kc, expr, fail_if=cond, fail_message=error.message)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from compiler.codegen.c_ops.math import unsigned_ctype
+from compiler.codegen.c_ops.reduction import (_arg_output_dims, _reduce_output_dims, c_reducer,
+                                              collapse_groups, constant_axes)
 from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch, device_loop
 from compiler.codegen.kernel_context import KernelContext, product
-from compiler.ops.math import unsigned_ctype
 from compiler.ops.nn import _channel_axis
-from compiler.ops.reduction import (_arg_output_dims, _reduce_output_dims, c_reducer,
-                                    collapse_groups, constant_axes)
 
 
 def _blocks(nout: str) -> str:

@@ -6,20 +6,16 @@ names; the IR keeps the last one's source location). Elementwise ops commute wit
 broadcasting, so the fused kernel evaluates the whole expression once per output element,
 reading every input broadcast to the output's shape: one loop, no intermediate buffers.
 
-The numpy reference runs each op's own reference kernel; the C kernel substitutes each op's
-scalar C expression (``op.extra["c_expr"]``) into its consumer's and emits one elementwise
-loop (``codegen/elementwise.py``).
+The numpy reference runs each op's own reference kernel; the C kernel is
+``compiler/codegen/c_ops/fused.py``'s.
 """
 from __future__ import annotations
 
-import itertools
 import re
-from typing import Iterator, List, Optional, Tuple, Union
+from typing import List, Tuple, Union
 
 import numpy as np
 
-from compiler.codegen.elementwise import broadcast_output_dims, emit_elementwise
-from compiler.codegen.kernel_context import KernelContext, TensorRef
 from compiler.errors import ExecutionError, OpError
 from compiler.ir.types import TensorType
 from compiler.ir.op_registry import ReferenceContext as RefContext
@@ -111,49 +107,8 @@ def _kernel(ctx, *xs):
         T.np, copy=True)]
 
 
-# --- C -----------------------------------------------------------------------------------------
-_ARG = re.compile(r"\ba(\d+)\b")
-
-
-def _c_expr(kc: KernelContext, expr: Expr, names: Optional[Iterator[int]] = None) -> str:
-    """The scalar C expression of ``expr`` over the kernel's inputs ``a0``, ``a1``, ...
-    (``names`` numbers the locals it binds, unique within the expression)."""
-    names = itertools.count() if names is None else names
-    if isinstance(expr, int):
-        return f"a{expr}"
-    op_name, args = expr
-    op = get_op(op_name, kc.node)
-    c_expr = op.extra.get("c_expr")
-    if c_expr is None:
-        raise kc.error(f"op {op_name} in a fused expression has no scalar C expression")
-    parts = [_c_expr(kc, a, names) for a in args]
-    if callable(c_expr):
-        T = kc.out.dtype
-        scalar = TensorType(T, ())
-        sub = KernelContext(kc.node, [TensorRef(f"a{i}", scalar, kc.target) for i in range(len(args))],
-                            [TensorRef("o", scalar, kc.target)], kc.target, kc.module)
-        c_expr = c_expr(sub)
-    # An operand the op's expression reads more than once (Square is ``a0 * a0``) is bound
-    # to a local first (a GNU statement expression), so the text of a long chain stays
-    # linear in its length instead of doubling at each such op.
-    uses = [m.group(1) for m in _ARG.finditer(c_expr)]
-    binds = []
-    for i, part in enumerate(parts):
-        if uses.count(str(i)) > 1 and not _ARG.fullmatch(part):
-            name = f"fx{next(names)}"
-            binds.append(f"const {kc.out.ctype} {name} = {part};")
-            parts[i] = name
-    text = "(" + _ARG.sub(lambda m: f"({parts[int(m.group(1))]})", c_expr) + ")"
-    return f"({{ {' '.join(binds)} {text}; }})" if binds else text
-
-
-def _c_kernel(kc: KernelContext) -> str:
-    return emit_elementwise(kc, _c_expr(kc, parse_expr(kc.attr("expr"))))
-
-
 register_op("Fused", inputs=["inputs: N * T"], outputs=["output: T"],
             attrs=["expr: string", "fused_from: list(string) = []", "N: int >= 1",
                    "T: {f32, f64}"],
-            shape=_shape, kernel=_kernel, c_kernel=_c_kernel, c_output_dims=broadcast_output_dims,
-            group="fused",
+            shape=_shape, kernel=_kernel, group="fused",
             doc="A chain of elementwise ops evaluated in one loop (made by the fuse pass).")

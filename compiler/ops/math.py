@@ -1,13 +1,11 @@
 """Elementwise math: unary and binary ops with numpy broadcasting, Cast, SelectV2, AddN.
 
-Each op is one registration: signature, shape function, numpy reference kernel and the C
-scalar expression rendered into the shared elementwise kernel (``codegen/elementwise.py``).
-C expressions read their inputs as ``a0``, ``a1``, ... and are stored in ``op.extra["c_expr"]``
-(with ``op.extra["data_error"]``) so fused kernels can reuse them.
+Each op is one registration: signature, shape function and numpy reference kernel; a data
+error an op can raise is stored in ``op.extra["data_error"]`` (a ``DataError``). Their C scalar
+expressions are ``compiler/codegen/c_ops/math.py``'s.
 
 Semantics follow TensorFlow, with every result defined on every input:
-- Integer Add/Sub/Mul/Neg/Abs/Square/SquaredDifference/AddN/Pow wrap (two's complement); C
-  computes them in unsigned arithmetic so nothing overflows a signed type.
+- Integer Add/Sub/Mul/Neg/Abs/Square/SquaredDifference/AddN/Pow wrap (two's complement).
 - Integer FloorDiv/FloorMod by zero (and Reciprocal of 0) fail with "Integer division by
   zero"; integer Pow with a negative exponent fails with "Integers to negative integer powers
   are not allowed". ``MIN // -1`` wraps to ``MIN`` and ``MIN % -1`` is 0.
@@ -20,18 +18,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Union
+from typing import Callable, Optional
 
 import numpy as np
 
-from compiler.codegen.elementwise import broadcast_output_dims, emit_elementwise
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, merge_shapes
 from compiler.ir.op_registry import OpDef, register_op
 from runtime.dtypes import DType
-
-CExpr = Union[str, Callable[[KernelContext], str]]
 
 INT_DIV_ZERO = "Integer division by zero"
 NEGATIVE_POWER = "Integers to negative integer powers are not allowed"
@@ -39,13 +33,12 @@ NEGATIVE_POWER = "Integers to negative integer powers are not allowed"
 
 @dataclass(frozen=True)
 class DataError:
-    """A data-dependent run-time error of an elementwise op, as one condition in C and numpy.
+    """A data-dependent run-time error of an elementwise op, as one condition in numpy.
 
-    ``c_cond(kc)`` is a C condition over ``a0``, ``a1``, ... (None: impossible for these
-    dtypes); ``np_cond(*arrays)`` is the same condition in numpy (None likewise).
+    ``np_cond(*arrays)`` is the condition (None: impossible for these dtypes); each target's
+    lowering states it in its own language (C: ``op.extra["c_data_error"]``).
     """
     message: str
-    c_cond: Callable[[KernelContext], Optional[str]]
     np_cond: Callable[..., Optional[np.ndarray]]
 
 
@@ -59,17 +52,14 @@ def _signed_int(x: np.ndarray) -> bool:
 
 INT_DIVISOR_ZERO = DataError(
     INT_DIV_ZERO,
-    c_cond=lambda kc: "a1 == 0" if kc.inputs[1].dtype.is_integer else None,
     np_cond=lambda x, y: (y == 0) if _is_int(y) else None)
 
 INT_NEGATIVE_EXPONENT = DataError(
     NEGATIVE_POWER,
-    c_cond=lambda kc: "a1 < 0" if kc.inputs[1].dtype.is_integer else None,
     np_cond=lambda x, y: (y < 0) if _is_int(y) else None)
 
 INT_RECIPROCAL_ZERO = DataError(
     INT_DIV_ZERO,
-    c_cond=lambda kc: "a0 == 0" if kc.inputs[0].dtype.is_integer else None,
     np_cond=lambda x: (x == 0) if _is_int(x) else None)
 
 
@@ -78,58 +68,8 @@ def _same_shape(ctx):
     return [ctx.input_shape(0)]
 
 
-def _same_dims(kc: KernelContext) -> List[List[str]]:
-    return [kc.inputs[0].dims]
-
-
 def _broadcast_shape(ctx):
     return [broadcast_shapes([t.shape for t in ctx.input_types])]
-
-
-# --- building blocks for C expressions -----------------------------------------------------
-def unsigned_ctype(dtype: DType) -> str:
-    """The unsigned C type integer arithmetic on ``dtype`` wraps in (no int promotion traps)."""
-    return "uint64_t" if dtype.itemsize == 8 else "uint32_t"
-
-
-def _in_dtype(kc: KernelContext, i: int = 0) -> DType:
-    return kc.inputs[i].dtype
-
-
-def _wrapping_binary(op: str) -> Callable[[KernelContext], str]:
-    """``a0 op a1``; for integers computed in unsigned arithmetic so it wraps without UB."""
-    def expr(kc: KernelContext) -> str:
-        dt = _in_dtype(kc)
-        if dt.is_integer:
-            u = unsigned_ctype(dt)
-            return f"({kc.out.ctype})(({u})a0 {op} ({u})a1)"
-        return f"a0 {op} a1"
-    return expr
-
-
-def _libm(fn: str, fmt: str = "{f}(a0)") -> Callable[[KernelContext], str]:
-    """A libm call in the input's precision (``expf`` for f32)."""
-    return lambda kc: fmt.format(f=kc.math(fn, _in_dtype(kc)))
-
-
-def _helper(kc: KernelContext, fn: str, dtype: DType) -> str:
-    """Define the scalar helper ``fn`` for ``dtype`` once per module; returns its C name."""
-    name = f"flowc_math_{fn}_{dtype.ir_name}"
-    fmod = kc.math("fmod", dtype) if dtype.is_floating else ""
-    code = kc.render("math_helpers.c.j2", fn=fn, name=name, T=kc.target.c_type(dtype),
-                     U=unsigned_ctype(dtype), is_signed=dtype.is_signed, fmod=fmod)
-    kc.module.add_global(code)
-    return name
-
-
-def _c_kernel(c_expr: CExpr, error: Optional[DataError] = None) -> Callable[[KernelContext], str]:
-    def emit(kc: KernelContext) -> str:
-        expr = c_expr(kc) if callable(c_expr) else c_expr
-        cond = error.c_cond(kc) if error is not None else None
-        if cond is None:
-            return emit_elementwise(kc, expr)
-        return emit_elementwise(kc, expr, fail_if=cond, fail_message=error.message)
-    return emit
 
 
 def _reference(np_fn: Callable, error: Optional[DataError] = None) -> Callable:
@@ -143,26 +83,24 @@ def _reference(np_fn: Callable, error: Optional[DataError] = None) -> Callable:
     return kernel
 
 
-def unary(name: str, np_fn: Callable, c_expr: CExpr, types: str = "numeric",
+def unary(name: str, np_fn: Callable, types: str = "numeric",
           out: Optional[str] = None, doc: str = "", arg: str = "x", result: str = "y",
           error: Optional[DataError] = None) -> OpDef:
-    """Register an elementwise unary op. ``c_expr(kc)`` returns the C expression over ``a0``."""
+    """Register an elementwise unary op."""
     return register_op(
         name, inputs=[f"{arg}: T"], outputs=[f"{result}: {out or 'T'}"],
         attrs=[f"T: {{{types}}}"], shape=_same_shape, kernel=_reference(np_fn, error),
-        c_kernel=_c_kernel(c_expr, error), c_output_dims=_same_dims, group="elementwise",
-        doc=doc, c_expr=c_expr, data_error=error)
+        group="elementwise", doc=doc, data_error=error)
 
 
-def binary(name: str, np_fn: Callable, c_expr: CExpr, types: str = "numeric",
+def binary(name: str, np_fn: Callable, types: str = "numeric",
            out: Optional[str] = None, commutative: bool = False, doc: str = "",
            error: Optional[DataError] = None) -> OpDef:
-    """Register an elementwise binary op with broadcasting. C expression over ``a0``, ``a1``."""
+    """Register an elementwise binary op with broadcasting."""
     return register_op(
         name, inputs=["x: T", "y: T"], outputs=[f"z: {out or 'T'}"], attrs=[f"T: {{{types}}}"],
         shape=_broadcast_shape, kernel=_reference(np_fn, error),
-        c_kernel=_c_kernel(c_expr, error), c_output_dims=broadcast_output_dims,
-        group="elementwise", commutative=commutative, doc=doc, c_expr=c_expr, data_error=error)
+        group="elementwise", commutative=commutative, doc=doc, data_error=error)
 
 
 # --- unary: numpy references ---------------------------------------------------------------
@@ -186,95 +124,31 @@ def _np_round(x: np.ndarray) -> np.ndarray:
     return np.rint(x) if x.dtype.kind == "f" else x.copy()
 
 
-# --- unary: C expressions ------------------------------------------------------------------
-def _c_neg(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    if dt.is_integer:
-        u = unsigned_ctype(dt)
-        return f"({kc.out.ctype})(({u})0 - ({u})a0)"
-    return "-a0"
-
-
-def _c_abs(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    if dt.is_integer:
-        return f"a0 < 0 ? {_c_neg(kc)} : a0"
-    return f"{kc.math('fabs', dt)}(a0)"
-
-
-def _c_sign(kc: KernelContext) -> str:
-    sign = f"({kc.out.ctype})((a0 > 0) - (a0 < 0))"
-    return f"isnan(a0) ? a0 : {sign}" if _in_dtype(kc).is_floating else sign
-
-
-def _c_square(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    if dt.is_integer:
-        u = unsigned_ctype(dt)
-        return f"({kc.out.ctype})(({u})a0 * ({u})a0)"
-    return "a0 * a0"
-
-
-def _c_reciprocal(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    if dt.is_integer:
-        return "(a0 == 1 || a0 == -1) ? a0 : 0"
-    return f"{kc.literal(1, dt)} / a0"
-
-
-def _c_rsqrt(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    return f"{kc.literal(1, dt)} / {kc.math('sqrt', dt)}(a0)"
-
-
-def _c_sigmoid(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    if dt is DType.f32:             # the target's helper (vectorizable on the CPU)
-        return f"{_helper(kc, 'sigmoid', dt)}(a0)"
-    one = kc.literal(1, dt)
-    return f"{one} / ({one} + {kc.math('exp', dt)}(-a0))"
-
-
-def _c_softplus(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    t = _softplus_threshold(dt.np)
-    exp = kc.math("exp", dt)
-    return (f"a0 > {kc.literal(-t, dt)} ? a0 : (a0 < {kc.literal(t, dt)} ? {exp}(a0) : "
-            f"{kc.math('log1p', dt)}({exp}(a0)))")
-
-
-def _c_round(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    return f"{kc.math('rint', dt)}(a0)" if dt.is_floating else "a0"
-
-
-unary("Neg", np.negative, _c_neg, types="signed", doc="-x; integers wrap (-MIN == MIN).")
-unary("Abs", np.abs, _c_abs, types="signed", doc="|x|; integers wrap (|MIN| == MIN).")
-unary("Sign", np.sign, _c_sign, types="signed", doc="-1, 0 or 1; NaN stays NaN.")
-unary("Exp", np.exp, _libm("exp"), types="float")
-unary("Log", np.log, _libm("log"), types="float")
-unary("Log1p", np.log1p, _libm("log1p"), types="float")
-unary("Sqrt", np.sqrt, _libm("sqrt"), types="float")
-unary("Rsqrt", lambda x: 1 / np.sqrt(x), _c_rsqrt, types="float")
-unary("Square", np.square, _c_square, types="numeric", doc="x * x; integers wrap.")
-unary("Reciprocal", _np_reciprocal, _c_reciprocal, types="signed", error=INT_RECIPROCAL_ZERO,
+unary("Neg", np.negative, types="signed", doc="-x; integers wrap (-MIN == MIN).")
+unary("Abs", np.abs, types="signed", doc="|x|; integers wrap (|MIN| == MIN).")
+unary("Sign", np.sign, types="signed", doc="-1, 0 or 1; NaN stays NaN.")
+unary("Exp", np.exp, types="float")
+unary("Log", np.log, types="float")
+unary("Log1p", np.log1p, types="float")
+unary("Sqrt", np.sqrt, types="float")
+unary("Rsqrt", lambda x: 1 / np.sqrt(x), types="float")
+unary("Square", np.square, types="numeric", doc="x * x; integers wrap.")
+unary("Reciprocal", _np_reciprocal, types="signed", error=INT_RECIPROCAL_ZERO,
       doc="1 / x; for integers 1 / 0 is an error and |x| > 1 gives 0.")
-unary("Tanh", np.tanh, _libm("tanh"), types="float")
-unary("Sigmoid", lambda x: 1 / (1 + np.exp(-x)), _c_sigmoid, types="float")
-unary("Relu", lambda x: np.where(x < 0, 0, x), "a0 < 0 ? 0 : a0", types="numeric",
+unary("Tanh", np.tanh, types="float")
+unary("Sigmoid", lambda x: 1 / (1 + np.exp(-x)), types="float")
+unary("Relu", lambda x: np.where(x < 0, 0, x), types="numeric",
       arg="features", result="activations", doc="max(features, 0); NaN stays NaN.")
-unary("Relu6", lambda x: np.where(x < 0, 0, np.where(x > 6, 6, x)),
-      "a0 < 0 ? 0 : (a0 > 6 ? 6 : a0)", types="numeric", arg="features", result="activations",
-      doc="min(max(features, 0), 6); NaN stays NaN.")
-unary("Elu", lambda x: np.where(x < 0, np.expm1(x), x),
-      _libm("expm1", "a0 < 0 ? {f}(a0) : a0"), types="float", arg="features",
+unary("Relu6", lambda x: np.where(x < 0, 0, np.where(x > 6, 6, x)), types="numeric",
+      arg="features", result="activations", doc="min(max(features, 0), 6); NaN stays NaN.")
+unary("Elu", lambda x: np.where(x < 0, np.expm1(x), x), types="float", arg="features",
       result="activations")
-unary("Softplus", _np_softplus, _c_softplus, types="float", arg="features", result="activations",
+unary("Softplus", _np_softplus, types="float", arg="features", result="activations",
       doc="log(1 + exp(features)), with TF's cut-overs to features and exp(features).")
-unary("Floor", np.floor, _libm("floor"), types="float")
-unary("Ceil", np.ceil, _libm("ceil"), types="float")
-unary("Round", _np_round, _c_round, types="signed", doc="Round half to even; integers unchanged.")
-unary("LogicalNot", np.logical_not, "!a0", types="bool")
+unary("Floor", np.floor, types="float")
+unary("Ceil", np.ceil, types="float")
+unary("Round", _np_round, types="signed", doc="Round half to even; integers unchanged.")
+unary("LogicalNot", np.logical_not, types="bool")
 
 
 # --- Cast ----------------------------------------------------------------------------------
@@ -308,26 +182,9 @@ def _cast_kernel(ctx, x: np.ndarray) -> np.ndarray:
     return x.astype(dst.np)
 
 
-def _cast_expr(kc: KernelContext) -> str:
-    src, dst = kc.attr("SrcT"), kc.attr("DstT")
-    a = "a0"
-    if kc.attr("Truncate") and src is DType.f64 and dst is DType.f32:
-        a = f"{_helper(kc, 'truncate_f64_mantissa', DType.f64)}(a0)"
-    if dst is DType.bool:
-        return f"{a} != 0"
-    if src.is_floating and dst.is_integer:
-        info = np.iinfo(dst.np)
-        lo = kc.literal(float(info.min), DType.f64)
-        hi = kc.literal(float(info.max + 1), DType.f64)
-        return (f"isnan(a0) ? 0 : (a0 <= {lo} ? {kc.target.min_value(dst)} : "
-                f"(a0 >= {hi} ? {kc.target.max_value(dst)} : ({kc.out.ctype})a0))")
-    return f"({kc.out.ctype}){a}"
-
-
 register_op("Cast", inputs=["x: SrcT"], outputs=["y: DstT"],
             attrs=["SrcT: {all}", "DstT: {all}", "Truncate: bool = false"],
-            shape=_same_shape, kernel=_cast_kernel, c_kernel=_c_kernel(_cast_expr),
-            c_output_dims=_same_dims, group="elementwise", c_expr=_cast_expr, data_error=None,
+            shape=_same_shape, kernel=_cast_kernel, group="elementwise", data_error=None,
             doc="Convert to DstT. Float to integer truncates toward zero, NaN gives 0 and "
                 "out-of-range values saturate; anything to bool is x != 0.")
 
@@ -370,70 +227,28 @@ def _np_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return result.astype(_unsigned_np(x.dtype)).view(x.dtype)
 
 
-# --- binary: C expressions -----------------------------------------------------------------
-def _c_extremum(op: str) -> Callable[[KernelContext], str]:
-    """Maximum (``>``) or Minimum (``<``); a NaN on either side gives NaN."""
-    def expr(kc: KernelContext) -> str:
-        if _in_dtype(kc).is_floating:
-            return f"(a0 {op} a1 || isnan(a0)) ? a0 : a1"
-        return f"a0 {op} a1 ? a0 : a1"
-    return expr
-
-
-def _c_pow(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    if dt.is_floating:
-        return f"{kc.math('pow', dt)}(a0, a1)"
-    return f"{_helper(kc, 'pow', dt)}(a0, a1)"
-
-
-def _c_floordiv(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    if dt.is_floating:
-        return f"{kc.math('floor', dt)}(a0 / a1)"
-    return f"{_helper(kc, 'floordiv', dt)}(a0, a1)"
-
-
-def _c_floormod(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    fn = "fmod_floor" if dt.is_floating else "floormod"
-    return f"{_helper(kc, fn, dt)}(a0, a1)"
-
-
-def _c_squared_difference(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    if dt.is_integer:
-        u = unsigned_ctype(dt)
-        d = f"(({u})a0 - ({u})a1)"
-        return f"({kc.out.ctype})({d} * {d})"
-    return "(a0 - a1) * (a0 - a1)"
-
-
 for _name in ("Add", "AddV2"):
-    binary(_name, np.add, _wrapping_binary("+"), commutative=True, doc="x + y; integers wrap.")
-binary("Sub", np.subtract, _wrapping_binary("-"), doc="x - y; integers wrap.")
-binary("Mul", np.multiply, _wrapping_binary("*"), commutative=True, doc="x * y; integers wrap.")
-binary("RealDiv", np.divide, "a0 / a1", types="float")
-binary("Maximum", np.maximum, _c_extremum(">"), commutative=True,
-       doc="NaN on either side gives NaN.")
-binary("Minimum", np.minimum, _c_extremum("<"), commutative=True,
-       doc="NaN on either side gives NaN.")
-binary("Pow", _np_pow, _c_pow, types="signed", error=INT_NEGATIVE_EXPONENT,
+    binary(_name, np.add, commutative=True, doc="x + y; integers wrap.")
+binary("Sub", np.subtract, doc="x - y; integers wrap.")
+binary("Mul", np.multiply, commutative=True, doc="x * y; integers wrap.")
+binary("RealDiv", np.divide, types="float")
+binary("Maximum", np.maximum, commutative=True, doc="NaN on either side gives NaN.")
+binary("Minimum", np.minimum, commutative=True, doc="NaN on either side gives NaN.")
+binary("Pow", _np_pow, types="signed", error=INT_NEGATIVE_EXPONENT,
        doc="x ** y; integers by squaring (wrapping), negative integer exponents are an error.")
-binary("FloorDiv", _np_floordiv, _c_floordiv, error=INT_DIVISOR_ZERO,
+binary("FloorDiv", _np_floordiv, error=INT_DIVISOR_ZERO,
        doc="floor(x / y); integer division by zero is an error, MIN // -1 wraps to MIN.")
-binary("FloorMod", _np_floormod, _c_floormod, error=INT_DIVISOR_ZERO,
+binary("FloorMod", _np_floormod, error=INT_DIVISOR_ZERO,
        doc="x - floor(x / y) * y, with the sign of y; integer division by zero is an error.")
-binary("SquaredDifference", lambda x, y: np.square(x - y), _c_squared_difference,
-       types="float, i32, i64", commutative=True, doc="(x - y) ** 2; integers wrap.")
+binary("SquaredDifference", lambda x, y: np.square(x - y), types="float, i32, i64",
+       commutative=True, doc="(x - y) ** 2; integers wrap.")
 
-for _name, _np_fn, _c_op in (("Less", np.less, "<"), ("LessEqual", np.less_equal, "<="),
-                             ("Greater", np.greater, ">"),
-                             ("GreaterEqual", np.greater_equal, ">=")):
-    binary(_name, _np_fn, f"a0 {_c_op} a1", types="numeric", out="bool")
+for _name, _np_fn in (("Less", np.less), ("LessEqual", np.less_equal),
+                      ("Greater", np.greater), ("GreaterEqual", np.greater_equal)):
+    binary(_name, _np_fn, types="numeric", out="bool")
 
-binary("LogicalAnd", np.logical_and, "a0 && a1", types="bool", commutative=True)
-binary("LogicalOr", np.logical_or, "a0 || a1", types="bool", commutative=True)
+binary("LogicalAnd", np.logical_and, types="bool", commutative=True)
+binary("LogicalOr", np.logical_or, types="bool", commutative=True)
 
 
 # --- Equal / NotEqual (attr incompatible_shape_error) ---------------------------------------
@@ -460,30 +275,12 @@ def _equality_kernel(np_fn: Callable, mismatch: bool) -> Callable:
     return kernel
 
 
-def _statically_incompatible(kc: KernelContext) -> bool:
-    try:
-        broadcast_shapes([x.shape for x in kc.inputs])
-    except ValueError:
-        return True
-    return False
-
-
-def _equality_c_kernel(c_op: str, mismatch: bool) -> Callable[[KernelContext], str]:
-    def emit(kc: KernelContext) -> str:
-        if not kc.attr("incompatible_shape_error") and _statically_incompatible(kc):
-            return f"{kc.out.data}[0] = {kc.literal(mismatch, DType.bool)};"
-        return emit_elementwise(kc, f"a0 {c_op} a1")
-    return emit
-
-
-for _name, _np_fn, _c_op, _mismatch in (("Equal", np.equal, "==", False),
-                                        ("NotEqual", np.not_equal, "!=", True)):
+for _name, _np_fn, _mismatch in (("Equal", np.equal, False),
+                                 ("NotEqual", np.not_equal, True)):
     register_op(_name, inputs=["x: T", "y: T"], outputs=["z: bool"],
                 attrs=["T: {all}", "incompatible_shape_error: bool = true"],
                 shape=_equality_shape, kernel=_equality_kernel(_np_fn, _mismatch),
-                c_kernel=_equality_c_kernel(_c_op, _mismatch),
-                c_output_dims=broadcast_output_dims, group="elementwise", commutative=True,
-                c_expr=f"a0 {_c_op} a1", data_error=None,
+                group="elementwise", commutative=True, data_error=None,
                 doc="Elementwise comparison with broadcasting; with incompatible_shape_error="
                     "false, shapes that cannot broadcast give a scalar "
                     f"{str(_mismatch).lower()}.")
@@ -493,8 +290,7 @@ for _name, _np_fn, _c_op, _mismatch in (("Equal", np.equal, "==", False),
 register_op("SelectV2", inputs=["condition: bool", "t: T", "e: T"], outputs=["output: T"],
             attrs=["T: {all}"], shape=_broadcast_shape,
             kernel=lambda ctx, c, t, e: np.where(c, t, e),
-            c_kernel=_c_kernel("a0 ? a1 : a2"), c_output_dims=broadcast_output_dims,
-            group="elementwise", c_expr="a0 ? a1 : a2", data_error=None,
+            group="elementwise", data_error=None,
             doc="t where condition else e, broadcasting all three.")
 
 
@@ -517,28 +313,7 @@ def _addn_kernel(ctx, *xs: np.ndarray) -> np.ndarray:
     return functools.reduce(np.add, xs[1:], xs[0].copy())
 
 
-def _addn_expr(kc: KernelContext) -> str:
-    dt = _in_dtype(kc)
-    names = [f"a{j}" for j in range(len(kc.inputs))]
-    if dt.is_integer:
-        u = unsigned_ctype(dt)
-        return f"({kc.out.ctype})(" + " + ".join(f"({u}){a}" for a in names) + ")"
-    return " + ".join(names)
-
-
-def _addn_output_dims(kc: KernelContext) -> List[List[str]]:
-    """The shared dims, with run-time checks that dynamic dims agree (shapes were merged)."""
-    first = kc.inputs[0]
-    for j, x in enumerate(kc.inputs[1:], start=1):
-        for k in range(first.rank):
-            kc.check_dims_equal(x.dim(k), first.dim(k),
-                                f"AddN input {j} dim {k} differs from input 0")
-    return [[kc.out.dim(k) if kc.out.shape[k] is not None else first.dim(k)
-             for k in range(first.rank)]]
-
-
 register_op("AddN", inputs=["inputs: N * T"], outputs=["sum: T"],
             attrs=["N: int >= 1", "T: {numeric}"], shape=_addn_shape, kernel=_addn_kernel,
-            c_kernel=_c_kernel(_addn_expr), c_output_dims=_addn_output_dims, group="elementwise",
-            commutative=True, c_expr=_addn_expr, data_error=None,
+            group="elementwise", commutative=True, data_error=None,
             doc="The sum of N tensors of one shape; integers wrap.")
