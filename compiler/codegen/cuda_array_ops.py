@@ -14,14 +14,18 @@ from __future__ import annotations
 
 from typing import Callable, List
 
+from compiler.codegen.c_ops.array.common import (_add, _c, _constant_axis, _contiguous_strides,
+                                                 _dim, _mul, _values)
+from compiler.codegen.c_ops.array.concat_split import (_split_v_plan, check_even_split,
+                                                       concat_checks, pack_checks)
+from compiler.codegen.c_ops.array.fill_range import range_checks, range_operands
+from compiler.codegen.c_ops.array.slicing import _slice_plan, _strided_slice_plan, _used_step
+from compiler.codegen.c_ops.array.tile_pad import _pad_plan
 from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 from compiler.ir.graph import Node
-from compiler.ops.array import (_add, _c, _constant_axis, _contiguous_strides, _dim, _mul,
-                                _normalize_axis, _pad_plan, _slice_plan, _split_v_plan,
-                                _strided_slice_plan, _used_step, _values, check_even_split,
-                                concat_checks, pack_checks, range_checks, range_operands)
+from compiler.ops.array.common import _normalize_axis
 from runtime.dtypes import DType
 
 # Atomic adds exist for these (UnsortedSegmentSum).
