@@ -41,7 +41,8 @@ import numpy as np
 
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
-from compiler.ops.array import _check_fits, _shape_from_dims_input
+from compiler.ops.array.common import _check_fits
+from compiler.ops.array.fill_range import _shape_from_dims_input
 from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 

@@ -13,7 +13,7 @@ from typing import List
 
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.op_registry import set_c_kernel
-from compiler.ops.array import _c, _check_alloc, _elements
+from compiler.codegen.c_ops.array.common import _c, _check_alloc, _elements
 from compiler.ops.random import BLOCKS_PER_OUTPUT
 from runtime.dtypes import DType
 
