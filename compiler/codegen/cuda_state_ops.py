@@ -10,13 +10,13 @@ a scatter checks every index (one kernel) before it changes any row (a second on
 """
 from __future__ import annotations
 
+from compiler.codegen.c_ops.state import (_check_initialized, _check_value_dims, _gather_c_dims,
+                                          _handle_c, _read_c_dims, _var_expr, assign_shape_checks,
+                                          gather_shape_checks, scatter_shape_checks)
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
-from compiler.ops.state import (_check_initialized, _check_value_dims, _gather_c_dims,
-                                _handle_c, _read_c_dims, _var_expr, assign_shape_checks,
-                                gather_shape_checks, scatter_shape_checks,
-                                handle_source, variable_key)
+from compiler.ops.state import handle_source, variable_key
 from runtime.dtypes import DType
 
 # Dtypes CUDA has atomicAdd for (scatter-add and -sub with repeated indices add up).

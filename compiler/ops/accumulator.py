@@ -15,9 +15,9 @@ its shared name, the node name when empty; ``runtime/accumulators.py`` holds the
   (dropped and stale since creation) and ``AccumulatorClose`` (end of input: waiting takes
   fail, later applies fail with ``AbortedError``).
 
-The reference kernels call the runtime's accumulator directly; the C kernels reach the same
-object through the runtime's host-call hook (``codegen_templates/c/accumulator.c.j2``), as the
-checkpoint ops do, so the interpreter and compiled steps share one accumulator per store.
+The reference kernels call the runtime's accumulator directly; the C kernels
+(``compiler/codegen/c_ops/accumulator.py``) reach the same object, so the interpreter and
+compiled steps share one accumulator per store.
 ``SparseConditionalAccumulator`` holds sparse gradients (rows and their slices, as
 ``IndexedSlices``) under the same rules: ``SparseAccumulatorApplyGradient`` and
 ``SparseAccumulatorTakeGradient`` (each touched row once, with its mean); the other ops take
@@ -25,16 +25,11 @@ either kind of handle.
 """
 from __future__ import annotations
 
-import json
-from typing import List
-
 import numpy as np
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ShapeError
 from compiler.ir.types import TensorType, shape_str
 from compiler.ops.handles import resource_source
-from compiler.ops.io import c_bytes_literal
 from compiler.ir.op_registry import register_op
 from runtime.accumulators import accumulator
 from runtime.dtypes import DType
@@ -248,49 +243,18 @@ def _close_kernel(ctx, handle):
     return []
 
 
-# --- C: host calls into the runtime's accumulator ------------------------------------------
-def _attrs_literal(kc: KernelContext) -> str:
-    src = _source_of(kc.node)
-    shape = _declared_shape(src)
-    attrs = {"name": accumulator_key(src), "dtype": src.attrs["dtype"].ir_name,
-             "shape": None if shape is None else [d for d in shape],
-             "max_accumulated": int(src.attrs.get("max_accumulated", 0)),
-             "sparse": _is_sparse(src)}
-    return c_bytes_literal(json.dumps(attrs, separators=(",", ":")))
-
-
-def _host_c(op: str, with_timeout: bool = False):
-    def emit(kc: KernelContext) -> str:
-        return kc.render("accumulator.c.j2", op=op, attrs_json=_attrs_literal(kc),
-                         host_inputs=kc.inputs[1:], with_timeout=with_timeout,
-                         i64_code=DType.i64.code)
-    return emit
-
-
-def _accumulator_c(kc: KernelContext) -> str:
-    return f"{kc.out.var}.data = NULL;   /* the accumulator lives in the runtime */"
-
-
-def _take_c_dims(kc: KernelContext) -> List[List[str]]:
-    """Static dims as literals; a dim the gradients decide is 0 here (the runtime allocates
-    the output and sets its dims)."""
-    return [[str(d) if d is not None else "0" for d in o.shape] for o in kc.outputs]
-
-
 # --- registrations ---------------------------------------------------------------------------
 register_op("ConditionalAccumulator", outputs=["handle: resource"],
             attrs=[f"dtype: {_GRAD_TYPES}", "shape: shape", "container: string = ''",
                    "shared_name: string = ''", "max_accumulated: int = 0"],
-            shape=_accumulator_shape, kernel=_accumulator_kernel, c_kernel=_accumulator_c,
-            stateful=True, group="source",
+            shape=_accumulator_shape, kernel=_accumulator_kernel, stateful=True, group="source",
             doc="A handle to the gradient accumulator ``shared_name`` (the node's name); "
                 "``max_accumulated`` > 0 keeps only the first that many fresh gradients a step.")
 
 register_op("SparseConditionalAccumulator", outputs=["handle: resource"],
             attrs=[f"dtype: {_GRAD_TYPES}", "shape: shape", "container: string = ''",
                    "shared_name: string = ''", "max_accumulated: int = 0"],
-            shape=_accumulator_shape, kernel=_accumulator_kernel, c_kernel=_accumulator_c,
-            stateful=True, group="source",
+            shape=_accumulator_shape, kernel=_accumulator_kernel, stateful=True, group="source",
             doc="A handle to the sparse gradient accumulator ``shared_name`` (rows of a tensor "
                 "of ``shape``); the other Accumulator* ops work on it too.")
 
@@ -298,17 +262,14 @@ register_op("SparseAccumulatorApplyGradient",
             inputs=["handle: resource", "local_step: i64", "gradient_indices: i64",
                     "gradient_values: dtype"],
             attrs=[f"dtype: {_GRAD_TYPES}"], shape=_sparse_apply_shape,
-            kernel=_sparse_apply_kernel, c_kernel=_host_c("SparseAccumulatorApplyGradient"),
-            stateful=True,
+            kernel=_sparse_apply_kernel, stateful=True,
             doc="Add the rows ``gradient_indices`` with slices ``gradient_values`` under the "
                 "rules of AccumulatorApplyGradient.")
 
 register_op("SparseAccumulatorTakeGradient", inputs=["handle: resource", "num_required: i32"],
             outputs=["indices: i64", "values: dtype", "shape: i64"],
             attrs=[f"dtype: {_GRAD_TYPES}"], shape=_sparse_take_shape,
-            kernel=_sparse_take_kernel,
-            c_kernel=_host_c("SparseAccumulatorTakeGradient", with_timeout=True),
-            c_output_dims=_take_c_dims, stateful=True,
+            kernel=_sparse_take_kernel, stateful=True,
             doc="Wait for ``num_required`` gradients; return each touched row once (increasing) "
                 "with its summed slices divided by the number of gradients taken, and the "
                 "dense shape.")
@@ -316,34 +277,32 @@ register_op("SparseAccumulatorTakeGradient", inputs=["handle: resource", "num_re
 register_op("AccumulatorApplyGradient",
             inputs=["handle: resource", "local_step: i64", "gradient: dtype"],
             attrs=[f"dtype: {_GRAD_TYPES}"], shape=_apply_shape, kernel=_apply_kernel,
-            c_kernel=_host_c("AccumulatorApplyGradient"), stateful=True,
+            stateful=True,
             doc="Add ``gradient`` unless it is stale (``local_step`` below the accumulator's "
                 "global step) or beyond ``max_accumulated``; either drop is counted.")
 
 register_op("AccumulatorTakeGradient", inputs=["handle: resource", "num_required: i32"],
             outputs=["average: dtype"], attrs=[f"dtype: {_GRAD_TYPES}"], shape=_take_shape,
-            kernel=_take_kernel, c_kernel=_host_c("AccumulatorTakeGradient", with_timeout=True),
-            c_output_dims=_take_c_dims, stateful=True,
+            kernel=_take_kernel, stateful=True,
             doc="Wait (within the step's deadline) for ``num_required`` gradients; return their "
                 "mean, empty the accumulator and advance its global step.")
 
 register_op("AccumulatorNumAccumulated", inputs=["handle: resource"],
             outputs=["num_accumulated: i32"], shape=_handle_only_shape([DType.i32]),
-            kernel=_num_accumulated_kernel, c_kernel=_host_c("AccumulatorNumAccumulated"),
+            kernel=_num_accumulated_kernel,
             stateful=True, doc="How many gradients the accumulator holds for this step.")
 
 register_op("AccumulatorSetGlobalStep", inputs=["handle: resource", "new_global_step: i64"],
-            shape=_set_step_shape, kernel=_set_step_kernel,
-            c_kernel=_host_c("AccumulatorSetGlobalStep"), stateful=True,
+            shape=_set_step_shape, kernel=_set_step_kernel, stateful=True,
             doc="Set the accumulator's global step (gradients of earlier steps become stale).")
 
 register_op("AccumulatorDropCounts", inputs=["handle: resource"],
             outputs=["dropped: i64", "stale: i64"],
             shape=_handle_only_shape([DType.i64, DType.i64]), kernel=_counts_kernel,
-            c_kernel=_host_c("AccumulatorDropCounts"), stateful=True,
+            stateful=True,
             doc="Gradients dropped since creation: beyond ``max_accumulated``, and stale.")
 
 register_op("AccumulatorClose", inputs=["handle: resource"], shape=_handle_only_shape([]),
-            kernel=_close_kernel, c_kernel=_host_c("AccumulatorClose"), stateful=True,
+            kernel=_close_kernel, stateful=True,
             doc="Close the accumulator: a waiting or later take fails with OutOfRangeError, a "
                 "later apply with AbortedError (the end-of-input signal).")

@@ -11,10 +11,9 @@ as written; results agree to rounding.
 """
 from __future__ import annotations
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
-from compiler.ops.nn import _blas_fits, _matmul_ref, blas_routines
+from compiler.ops.nn import _matmul_ref
 from compiler.ir.op_registry import register_op
 
 
@@ -63,35 +62,9 @@ def _kernel(ctx, acc, a, b):
     return (acc + product).astype(acc.dtype)
 
 
-def _checked_product(kc: KernelContext, a, b):
-    """(m, n, k) of op(a) @ op(b), the inner dimensions checked at run time."""
-    m, k_a, k_b, n = _product_dims(kc.attr("transpose_a"), kc.attr("transpose_b"), a.dims,
-                                   b.dims)
-    kc.check_dims_equal(k_a, k_b, "matrix size-incompatible: inner dimensions differ")
-    return m, n, k_a
-
-
-def _gemm(kc: KernelContext, part: str, a, b, m: str, n: str, k: str) -> str:
-    """matmul.c.j2's ``part``: one BLAS call with beta = 1 into what the output holds."""
-    kc.require("blas")
-    _blas_fits(kc, [m, n, k, a.dim(-1), b.dim(-1)])
-    return kc.render("matmul.c.j2", part=part, ta=kc.attr("transpose_a"),
-                     tb=kc.attr("transpose_b"),
-                     **blas_routines(kc, a.dtype), m=m, n=n, k=k, lda=a.dim(-1), ldb=b.dim(-1))
-
-
-def _emit(kc: KernelContext) -> str:
-    acc, a, b = kc.inputs
-    m, n, k = _checked_product(kc, a, b)
-    kc.check_dims_equal(acc.dim(0), m, "the accumulator's rows differ from the product's")
-    kc.check_dims_equal(acc.dim(1), n, "the accumulator's columns differ from the product's")
-    return _gemm(kc, "accumulate", a, b, m, n, k)
-
-
 register_op("_MatMulAccumulate", inputs=["acc: T", "a: T", "b: T"], outputs=["sum: T"],
             attrs=["transpose_a: bool = false", "transpose_b: bool = false", "T: {f32, f64}"],
-            shape=_shape, kernel=_kernel, c_kernel=_emit,
-            c_output_dims=lambda kc: [kc.inputs[0].dims], c_alias=0, c_in_place=True, group="other",
+            shape=_shape, kernel=_kernel, c_alias=0, group="other",
             doc="acc + op(a) @ op(b), written into acc's buffer (one gemm with beta = 1).")
 
 
@@ -117,22 +90,8 @@ def _bias_kernel(ctx, a, b, bias):
     return (product + bias).astype(product.dtype)
 
 
-def _bias_dims(kc: KernelContext):
-    a, b, _ = kc.inputs
-    m, _, _, n = _product_dims(kc.attr("transpose_a"), kc.attr("transpose_b"), a.dims, b.dims)
-    return [[m, n]]
-
-
-def _bias_emit(kc: KernelContext) -> str:
-    a, b, bias = kc.inputs
-    m, n, k = _checked_product(kc, a, b)
-    kc.check_dims_equal(bias.dim(0), n, "bias size differs from the product's columns")
-    return _gemm(kc, "bias", a, b, m, n, k)
-
-
 register_op("_MatMulBiasAdd", inputs=["a: T", "b: T", "bias: T"], outputs=["product: T"],
             attrs=["transpose_a: bool = false", "transpose_b: bool = false", "T: {f32, f64}"],
-            shape=_bias_shape, kernel=_bias_kernel, c_kernel=_bias_emit,
-            c_output_dims=_bias_dims, group="matmul",
+            shape=_bias_shape, kernel=_bias_kernel, group="matmul",
             doc="op(a) @ op(b) + bias (a vector over the columns): the bias is written into "
                 "the output and one gemm adds the product to it (beta = 1).")

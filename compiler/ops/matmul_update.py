@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
-from compiler.ops.nn import _blas_fits, _matmul_ref, blas_routines
+from compiler.ops.nn import _matmul_ref
 from compiler.ir.op_registry import register_op
-from compiler.ops.state import (_check_initialized, _check_value_dims, _value, _var_expr,
-                                _variable, declared_shape)
+from compiler.ops.state import _value, _variable, declared_shape
 
 
 def _shape(ctx) -> list:
@@ -53,23 +51,7 @@ def _kernel(ctx, handle, a, b, scale):
     return []
 
 
-def _emit(kc: KernelContext) -> str:
-    _, a, b, _ = kc.inputs
-    ta, tb = kc.attr("transpose_a"), kc.attr("transpose_b")
-    m = a.dim(-1) if ta else a.dim(-2)
-    k_a = a.dim(-2) if ta else a.dim(-1)
-    k_b = b.dim(-1) if tb else b.dim(-2)
-    n = b.dim(-2) if tb else b.dim(-1)
-    kc.check_dims_equal(k_a, k_b, "matrix size-incompatible: inner dimensions differ")
-    _check_initialized(kc)
-    _check_value_dims(kc, 2, [m, n], "the update")
-    kc.require("blas")
-    _blas_fits(kc, [m, n, k_a, a.dim(-1), b.dim(-1)])
-    return kc.render("matmul.c.j2", part="assign_sub", v=_var_expr(kc), ta=ta, tb=tb,
-                     **blas_routines(kc, a.dtype), m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
-
-
 register_op("_MatMulAssignSub", inputs=["resource: resource", "a: T", "b: T", "scale: T"],
             attrs=["transpose_a: bool = false", "transpose_b: bool = false", "T: {f32, f64}"],
-            shape=_shape, kernel=_kernel, c_kernel=_emit, stateful=True,
+            shape=_shape, kernel=_kernel, stateful=True,
             doc="variable -= scale * op(a) @ op(b), in place (one gemm with beta = 1).")

@@ -12,7 +12,6 @@ double and rounded once, as ``UnsortedSegmentSum`` computes it).
 """
 from __future__ import annotations
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
 from compiler.ops.nn_grad import _segment_ref
@@ -42,22 +41,8 @@ def _kernel(ctx, acc, data, ids):
     return (acc + sums).astype(acc.dtype)
 
 
-def _emit(kc: KernelContext) -> str:
-    acc, data, ids = kc.inputs
-    for k in range(ids.rank):
-        kc.check_dims_equal(ids.dim(k), data.dim(k), f"segment_ids dim {k} differs from data")
-    for k in range(1, acc.rank):
-        kc.check_dims_equal(acc.dim(k), data.dim(ids.rank + k - 1),
-                            f"data dim {ids.rank + k - 1} differs from the accumulator's dim {k}")
-    fail = kc.fail("segment_ids[%lld] = %lld is out of range [0, %lld)", "(long long)r",
-                   "(long long)s", "(long long)nseg")
-    return kc.render("segment_sum_accumulate.c.j2", n=acc.dim(0), nrows=ids.size,
-                     inner=data.dim_product(ids.rank), fail=fail)
-
-
 register_op("_SegmentSumAccumulate", inputs=["acc: T", "data: T", "segment_ids: Tindices"],
             outputs=["sum: T"], attrs=["T: {f32, f64}", "Tindices: {i32, i64}"],
-            shape=_shape, kernel=_kernel, c_kernel=_emit,
-            c_output_dims=lambda kc: [kc.inputs[0].dims], c_alias=0, c_in_place=True, group="other",
+            shape=_shape, kernel=_kernel, c_alias=0, group="other",
             doc="acc + UnsortedSegmentSum(data, segment_ids, rows of acc), written into acc's "
                 "buffer.")

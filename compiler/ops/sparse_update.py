@@ -5,18 +5,17 @@ Made by the ``fuse-updates`` pass from the sparse gradient-descent step that
 ``ResourceScatterSub(var, indices, Mul(values, lr))``, when the scaled values have no other use:
 each row is read once and scaled as it is subtracted, so the scaled copy of the gradient rows is
 never written out. Repeated ids add up, in order, as in ``ResourceScatterSub``; every index is
-checked before any row changes. Its GPU kernel is ``ResourceScatterSub``'s with the scale
+checked before any row changes. Its C kernel is ``ResourceScatterSub``'s with the scale
+(``compiler/codegen/c_ops/sparse_update.py``), and so is its GPU kernel
 (``compiler/codegen/cuda_state_ops.py``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.types import shape_str
 from compiler.ir.op_registry import register_op
-from compiler.ops.state import (_rows_checks, _scatter_shape, _var_expr, render_sparse_rows,
-                                scatter_operands, scatter_shape_checks, static_row_elements)
+from compiler.ops.state import _scatter_shape, scatter_operands
 
 
 def _shape(ctx) -> list:
@@ -34,18 +33,9 @@ def _kernel(ctx, handle, indices, updates, scale):
     return []
 
 
-def _emit(kc: KernelContext) -> str:
-    ind, upd, scale = kc.inputs[1], kc.inputs[2], kc.inputs[3]
-    bad = _rows_checks(kc)
-    scatter_shape_checks(kc, _var_expr(kc))
-    inner = static_row_elements(upd.shape, ind.rank) if upd.rank else None
-    return render_sparse_rows(kc, "scatter", indices=ind, updates=upd, mode="sub", scale=scale,
-                              bad_index=bad, inner=inner)
-
-
 register_op("_ResourceScatterSubScaled",
             inputs=["resource: resource", "indices: Tindices", "updates: dtype", "scale: dtype"],
             attrs=["dtype: {f32, f64}", "Tindices: {i32, i64}"],
-            shape=_shape, kernel=_kernel, c_kernel=_emit, stateful=True,
+            shape=_shape, kernel=_kernel, stateful=True,
             doc="Rows ``indices`` of the variable -= scale * ``updates``, touching only those "
                 "rows; every index is checked before any row changes.")

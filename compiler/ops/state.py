@@ -13,11 +13,10 @@ checked before the first row is touched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType, shape_str
 from compiler.ops.handles import resource_source
@@ -225,204 +224,37 @@ def _is_initialized_kernel(ctx, handle):
     return [np.array(var.initialized)]
 
 
-# --- C ---------------------------------------------------------------------------------------
-def _var_expr(kc: KernelContext) -> str:
-    return f"FLOWC_VAR({kc.inputs[0].var})"
-
-
-def _render(kc: KernelContext, part: str, **extra) -> str:
-    return kc.render("variables.c.j2", part=part, v=_var_expr(kc), **extra)
-
-
-def _check_initialized(kc: KernelContext) -> None:
-    v = _var_expr(kc)
-    kc.checks.append(f"if (!{v}->initialized) "
-                     + kc.fail("variable '%s' is not initialized (run its initializer or restore "
-                               "it from a checkpoint)", f"{v}->name",
-                               code="FLOWC_FAILED_PRECONDITION"))
-
-
-def _check_value_dims(kc: KernelContext, rank: int, dims: List[str], what: str) -> None:
-    """The variable's current value must have rank ``rank`` and these dims."""
-    v = _var_expr(kc)
-    kc.check(f"{v}->value.rank == {rank}",
-             f"variable '%s' has rank %d; {what} has rank {rank}", f"{v}->name",
-             f"(int){v}->value.rank")
-    for d, e in enumerate(dims):
-        kc.check(f"{v}->value.dims[{d}] == {e}",
-                 f"variable '%s' has dim {d} = %lld; {what} has %lld", f"{v}->name",
-                 f"(long long){v}->value.dims[{d}]", f"(long long)({e})")
-
-
-def _handle_c(kc: KernelContext) -> str:
-    node = kc.node
-    index = kc.module.variable_index(variable_key(node), node.attrs["dtype"],
-                                     node.attrs.get("shape"))
-    return f"{kc.out.var}.data = (void *)flowc_rt->vars[{index}];"
-
-
-def _read_c_dims(kc: KernelContext) -> List[List[str]]:
-    v = _var_expr(kc)
-    return [[str(d) if d is not None else f"{v}->value.dims[{k}]"
-             for k, d in enumerate(kc.out.shape)]]
-
-
-def _read_c(kc: KernelContext) -> str:
-    _check_initialized(kc)
-    out = kc.out
-    _check_value_dims(kc, out.rank, [str(d) for d in out.shape if d is not None]
-                      if all(d is not None for d in out.shape) else [], "the read")
-    return _render(kc, "read")
-
-
-def assign_shape_checks(kc: KernelContext, v: str) -> None:
-    """Run-time checks that an assigned value's dims unknown at compile time match the
-    variable's declared shape (``v``: a ``flowc_var *`` expression; the C and CUDA kernels)."""
-    value = kc.inputs[1]
-    declared = declared_shape(kc.node.inputs[0])
-    if declared is None:
-        return
-    for d, want in enumerate(declared):
-        if want is not None and value.shape[d] is None:
-            kc.check(f"{value.dim(d)} == {want}",
-                     f"variable '%s' is declared with dim {d} = {want}; the value has %lld",
-                     f"{v}->name", f"(long long){value.dim(d)}")
-
-
-def _assign_c(kc: KernelContext) -> str:
-    assign_shape_checks(kc, _var_expr(kc))
-    return _render(kc, "assign", value=kc.inputs[1])
-
-
-def _update_c(op: str):
-    def emit(kc: KernelContext) -> str:
-        _check_initialized(kc)
-        value = kc.inputs[1]
-        _check_value_dims(kc, value.rank, value.dims, "the update")
-        return _render(kc, "update", value=value, op=op)
-    return emit
-
-
-def _rows_checks(kc: KernelContext) -> str:
-    """Checks that the variable has rows; returns the statement reporting a bad index."""
-    v = _var_expr(kc)
-    _check_initialized(kc)
-    kc.check(f"{v}->value.rank >= 1", "variable '%s' is a scalar", f"{v}->name")
-    return kc.fail("indices[%lld] = %lld is not in [0, %lld) (rows of variable '%s')",
-                   "(long long)i", "(long long)ix", "(long long)rows", f"{v}->name",
-                   code="FLOWC_OUT_OF_RANGE")
-
-
-def _gather_c_dims(kc: KernelContext) -> List[List[str]]:
-    v = _var_expr(kc)
-    ind = kc.inputs[1]
-    out = kc.out
-    dims = list(ind.dims)
-    for k in range(ind.rank, out.rank):
-        d = out.shape[k]
-        dims.append(str(d) if d is not None else f"{v}->value.dims[{k - ind.rank + 1}]")
-    return [dims]
-
-
-def gather_shape_checks(kc: KernelContext, v: str) -> None:
-    """Run-time checks that variable ``v`` has the rank and known dims the gather's output
-    implies (shared by the C and CUDA kernels)."""
-    ind, out = kc.inputs[1], kc.out
-    kc.check(f"{v}->value.rank == {out.rank - ind.rank + 1}",
-             f"variable '%s' has rank %d; the gather expects {out.rank - ind.rank + 1}",
-             f"{v}->name", f"(int){v}->value.rank")
-    for k in range(ind.rank, out.rank):
-        if out.shape[k] is not None:
-            kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {out.shape[k]}",
-                     f"variable '%s' has dim {k - ind.rank + 1} = %lld, expected {out.shape[k]}",
-                     f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]")
-
-
-def static_row_elements(shape: Optional[tuple], lead: int) -> Optional[int]:
-    """Elements of one row (the dims after the first ``lead``) when they are all known."""
-    if shape is None or any(d is None for d in shape[lead:]):
-        return None
-    return int(np.prod(shape[lead:], dtype=np.int64))
-
-
-def render_sparse_rows(kc: KernelContext, part: str, **extra) -> str:
-    """C of a row gather or scatter (codegen_templates/c/sparse_rows.c.j2)."""
-    extra.setdefault("scale", None)
-    return kc.render("sparse_rows.c.j2", part=part, v=_var_expr(kc), **extra)
-
-
-def _gather_c(kc: KernelContext) -> str:
-    ind = kc.inputs[1]
-    bad = _rows_checks(kc)
-    gather_shape_checks(kc, _var_expr(kc))
-    return render_sparse_rows(kc, "gather", indices=ind, bad_index=bad,
-                              inner=static_row_elements(kc.out.shape, ind.rank))
-
-
-def scatter_shape_checks(kc: KernelContext, v: str) -> None:
-    """Run-time checks that variable ``v`` (a ``flowc_var *`` expression) has the rank and
-    trailing dims its scatter's updates need (shared by the C and CUDA kernels)."""
-    ind, upd = kc.inputs[1], kc.inputs[2]
-    if upd.rank == 0:
-        return
-    kc.check(f"{v}->value.rank == {upd.rank - ind.rank + 1}",
-             f"variable '%s' has rank %d; the updates need {upd.rank - ind.rank + 1}",
-             f"{v}->name", f"(int){v}->value.rank")
-    for k in range(ind.rank, upd.rank):
-        kc.check(f"{v}->value.dims[{k - ind.rank + 1}] == {upd.dim(k)}",
-                 f"variable '%s' has dim {k - ind.rank + 1} = %lld; the updates have %lld",
-                 f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]",
-                 f"(long long)({upd.dim(k)})")
-
-
-def _scatter_c(mode: str):
-    def emit(kc: KernelContext) -> str:
-        ind, upd = kc.inputs[1], kc.inputs[2]
-        bad = _rows_checks(kc)
-        v = _var_expr(kc)
-        scatter_shape_checks(kc, v)
-        inner = static_row_elements(upd.shape, ind.rank) if upd.rank else None
-        return render_sparse_rows(kc, "scatter", indices=ind, updates=upd, mode=mode,
-                                  bad_index=bad, inner=inner)
-    return emit
-
-
-def _is_initialized_c(kc: KernelContext) -> str:
-    return f"{kc.out.data}[0] = {_var_expr(kc)}->initialized != 0;"
-
-
 # --- registrations ---------------------------------------------------------------------------
 _VALUE_TYPES = "{f32, f64, i8, i16, i32, i64, u8, bool}"
 
 register_op("VarHandleOp", outputs=["resource: resource"],
             attrs=["container: string = ''", "shared_name: string = ''", f"dtype: {_VALUE_TYPES}",
                    "shape: shape"],
-            shape=_handle_shape, kernel=_handle_kernel, c_kernel=_handle_c, group="source",
+            shape=_handle_shape, kernel=_handle_kernel, group="source",
             stateful=True,
             doc="A handle to the variable ``shared_name`` (the node's name when empty).")
 
 register_op("ReadVariableOp", inputs=["resource: resource"], outputs=["value: dtype"],
             attrs=[f"dtype: {_VALUE_TYPES}"],
-            shape=_read_shape, kernel=_read_kernel, c_kernel=_read_c, c_output_dims=_read_c_dims,
+            shape=_read_shape, kernel=_read_kernel,
             stateful=True, doc="A copy of the variable's current value.")
 
 register_op("AssignVariableOp", inputs=["resource: resource", "value: dtype"],
             attrs=[f"dtype: {_VALUE_TYPES}", "validate_shape: bool = false"],
-            shape=_assign_shape, kernel=_assign_kernel, c_kernel=_assign_c, stateful=True,
+            shape=_assign_shape, kernel=_assign_kernel, stateful=True,
             doc="Set the variable to ``value`` (initializes it).")
 
 for _name, _sign, _c_op in (("AssignAddVariableOp", 1, "+="), ("AssignSubVariableOp", -1, "-=")):
     register_op(_name, inputs=["resource: resource", "value: dtype"],
                 attrs=["dtype: {f32, f64, i8, i16, i32, i64, u8}"],
-                shape=_assign_shape, kernel=_update_kernel(_sign), c_kernel=_update_c(_c_op),
+                shape=_assign_shape, kernel=_update_kernel(_sign),
                 stateful=True, doc=f"variable {_c_op} value, in place.")
 
 register_op("ResourceGather", inputs=["resource: resource", "indices: Tindices"],
             outputs=["output: dtype"],
             attrs=["batch_dims: int = 0", "validate_indices: bool = true",
                    f"dtype: {_VALUE_TYPES}", "Tindices: {i32, i64}"],
-            shape=_gather_shape, kernel=_gather_kernel, c_kernel=_gather_c,
-            c_output_dims=_gather_c_dims, stateful=True,
+            shape=_gather_shape, kernel=_gather_kernel, stateful=True,
             doc="Rows ``indices`` of the variable (out of range: an error).")
 
 for _name, _mode in (("ResourceScatterAdd", "add"), ("ResourceScatterSub", "sub"),
@@ -430,12 +262,11 @@ for _name, _mode in (("ResourceScatterAdd", "add"), ("ResourceScatterSub", "sub"
     register_op(_name, inputs=["resource: resource", "indices: Tindices", "updates: dtype"],
                 attrs=[("dtype: {f32, f64, i8, i16, i32, i64, u8}" if _mode != "update"
                         else f"dtype: {_VALUE_TYPES}"), "Tindices: {i32, i64}"],
-                shape=_scatter_shape, kernel=_scatter_kernel(_mode), c_kernel=_scatter_c(_mode),
-                stateful=True,
+                shape=_scatter_shape, kernel=_scatter_kernel(_mode), stateful=True,
                 doc=f"Rows ``indices`` of the variable {_mode} ``updates``, touching only those "
                     "rows; every index is checked before any row changes.")
 
 register_op("VarIsInitializedOp", inputs=["resource: resource"], outputs=["is_initialized: bool"],
             shape=lambda ctx: [TensorType(DType.bool, ())], kernel=_is_initialized_kernel,
-            c_kernel=_is_initialized_c, stateful=True,
+            stateful=True,
             doc="Whether the variable has a value.")
