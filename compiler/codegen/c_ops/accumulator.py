@@ -14,7 +14,7 @@ from typing import List
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.op_registry import set_c_kernel
 from compiler.ops.accumulator import _declared_shape, _is_sparse, _source_of, accumulator_key
-from compiler.ops.io import c_bytes_literal
+from compiler.codegen.c_ops.io import c_bytes_literal
 from runtime.dtypes import DType
 
 
