@@ -2,7 +2,7 @@
 MaxPoolGradGrad, and the fused ``_FusedConv2D`` (bias and ReLU applied as each output is
 written) and ``_MaxPoolReluGrad`` (the gradient routed only where the ReLU passed) (NHWC).
 
-The geometry and every shape check are the C target's (``compiler/ops/conv.py``): sizes,
+The geometry and every shape check are the C target's (``compiler/codegen/c_ops/conv.py``): sizes,
 output sizes and padding are host expressions passed to the kernels. The kernels are direct
 loops, one thread per output element (no im2col, no cuDNN): honest and simple rather than
 fast. Shape-like inputs (``input_sizes``, ``filter_sizes``, ``orig_input_shape``) that are
@@ -10,12 +10,12 @@ not constants are copied to the host before the launch; NCHW stays on the CPU.
 """
 from __future__ import annotations
 
+from compiler.codegen.c_ops.conv import _c_geometry, _out_dims
+from compiler.codegen.c_ops.nn_grad import max_pool_grad_grad_dims, max_pool_grad_grad_geometry
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.graph import Node
-from compiler.ops.conv import _c_geometry, _out_dims
-from compiler.ops.nn_grad import max_pool_grad_grad_dims, max_pool_grad_grad_geometry
 
 _PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
           "Conv2DBackpropInput": ("bwd_input", {"f": 1, "dy": 2}),

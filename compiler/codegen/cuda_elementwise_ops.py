@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import List, Optional
 
 from compiler.codegen.c_ops.fused import _c_expr as fused_c_expr
+from compiler.codegen.c_ops.nn import _add_expr
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.elementwise import input_strides, is_scalar, same_dims
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ops.fused import parse_expr
-from compiler.ops.nn import _add_expr, _channel_axis
+from compiler.ops.nn import _channel_axis
 from compiler.ir.op_registry import all_ops
 
 

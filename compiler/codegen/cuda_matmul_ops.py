@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from compiler.codegen.c_ops.matmul_accumulate import _checked_product
+from compiler.codegen.c_ops.nn import _batch_dims, _batch_strides, _transposes
 from compiler.codegen.c_ops.state import _check_initialized, _check_value_dims, _var_expr
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
-from compiler.ops.nn import _batch_dims, _batch_strides, _transposes
 from runtime.dtypes import DType
 
 _UNSIGNED = {DType.i32: "uint32_t", DType.i64: "uint64_t"}

@@ -3,11 +3,11 @@ backprop in one kernel): one block per row, the row's max and exp-sum as block r
 (the sum in double, as on the CPU)."""
 from __future__ import annotations
 
+from compiler.codegen.c_ops.nn_grad import _xent_dims
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.elementwise import input_strides
 from compiler.codegen.kernel_context import KernelContext
-from compiler.ops.nn_grad import _xent_dims
 
 
 def _blocks(rows: str) -> str:

@@ -3,9 +3,7 @@
 
 - ``_FusedConv2D(input, filter, bias)``: ``Relu(BiasAdd(Conv2D(input, filter), bias))``
   (``fused_ops = ["BiasAdd", "Relu"]``, TensorFlow's name and attr for its own fusion) or
-  ``BiasAdd(Conv2D(...))`` (``["BiasAdd"]``). The C kernel adds the bias and applies the ReLU
-  to each chunk of output rows right after its gemm, while it is in cache, instead of a
-  separate pass over the whole output.
+  ``BiasAdd(Conv2D(...))`` (``["BiasAdd"]``), without a separate pass over the whole output.
 - ``_Conv2DBackpropFilterBias(input, filter_sizes, out_backprop)``: the outputs of
   ``Conv2DBackpropFilter(input, filter_sizes, dy)`` and ``BiasAddGrad(dy)`` of the same ``dy``
   (a convolution layer's two parameter gradients): the bias gradient is summed from each chunk
@@ -19,9 +17,10 @@
   ``_MaxPoolReluGrad`` form, masked where ``orig_output`` is not positive), the pooling
   gradient routed by those places: it does not read ``orig_input`` again (only its shape).
 
-The reference kernels compose the reference kernels of the ops they replace
-(``_MaxPoolGradArgmax``'s finds the places again in ``orig_input``: ``argmax`` must be
-``_MaxPoolArgmax``'s of it, as the pass makes them).
+The C lowering is ``compiler/codegen/c_ops/conv_fused.py``. The reference kernels compose
+the reference kernels of the ops they replace (``_MaxPoolGradArgmax``'s finds the places
+again in ``orig_input``: ``argmax`` must be ``_MaxPoolArgmax``'s of it, as the pass makes
+them).
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Training ops: the losses (softmax cross-entropy, sparse and dense; L2Loss), the elementwise
 gradient ops of the activations and unary math, BiasAddGrad, UnsortedSegmentSum,
-BroadcastGradientArgs and MaxPoolGradGrad.
+BroadcastGradientArgs and MaxPoolGradGrad. Their C lowering is
+``compiler/codegen/c_ops/nn_grad.py``.
 
 Semantics follow TensorFlow's CPU kernels:
 - The elementwise gradient ops take two tensors of one shape (no broadcasting), with TF's
@@ -28,16 +29,10 @@ from typing import Callable, List
 
 import numpy as np
 
-from compiler.codegen.elementwise import (broadcast_dim, emit_elementwise, input_strides,
-                                          use_vector_expf)
-from compiler.codegen.kernel_context import KernelContext
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, merge_shapes, shape_str
 from compiler.ops import conv
-from compiler.ops.array import _check_alloc
-from compiler.ops.math import unsigned_ctype
 from compiler.ir.op_registry import register_op
-from runtime.dtypes import DType
 
 
 # --- elementwise gradient ops ----------------------------------------------------------------
@@ -49,13 +44,6 @@ def _same_shape2(ctx) -> list:
                         f"and {shape_str(ctx.input_shape(1))}") from None
 
 
-def _same_dims2(kc: KernelContext) -> List[List[str]]:
-    a, b = kc.inputs
-    for k in range(a.rank):
-        kc.check_dims_equal(a.dim(k), b.dim(k), f"inputs must have the same shape: dim {k}")
-    return [[a.dim(k) if a.shape[k] is not None else b.dim(k) for k in range(a.rank)]]
-
-
 def _grad_ref(np_fn: Callable) -> Callable:
     def kernel(ctx, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.shape != b.shape:
@@ -65,19 +53,13 @@ def _grad_ref(np_fn: Callable) -> Callable:
     return kernel
 
 
-def _lit(kc: KernelContext, value: float) -> str:
-    return kc.literal(value, kc.out.dtype)
-
-
-def _grad_op(name: str, args: List[str], np_fn: Callable, c_expr: Callable[[KernelContext], str],
-             types: str = "float", doc: str = "") -> None:
-    """Register an elementwise two-input gradient op (inputs of one shape, read as a0, a1)."""
+def _grad_op(name: str, args: List[str], np_fn: Callable, types: str = "float",
+             doc: str = "") -> None:
+    """Register an elementwise two-input gradient op (inputs of one shape)."""
     register_op(name, inputs=[f"{a}: T" for a in args], outputs=[
                     "backprops: T" if args[0] == "gradients" else "z: T"],
                 attrs=[f"T: {{{types}}}"], shape=_same_shape2, kernel=_grad_ref(np_fn),
-                c_kernel=lambda kc: emit_elementwise(kc, c_expr(kc)),
-                c_output_dims=_same_dims2, group="elementwise", doc=doc, c_expr=c_expr,
-                data_error=None)
+                group="elementwise", doc=doc, data_error=None)
 
 
 def _np_softplus_grad(g, f):
@@ -86,28 +68,24 @@ def _np_softplus_grad(g, f):
 
 
 _grad_op("ReluGrad", ["gradients", "features"], lambda g, f: np.where(f > 0, g, 0),
-         lambda kc: f"a1 > 0 ? a0 : {_lit(kc, 0)}", types="numeric",
-         doc="gradients where features > 0, else 0.")
+         types="numeric", doc="gradients where features > 0, else 0.")
 _grad_op("Relu6Grad", ["gradients", "features"], lambda g, f: np.where((f > 0) & (f < 6), g, 0),
-         lambda kc: f"(a1 > 0 && a1 < 6) ? a0 : {_lit(kc, 0)}", types="numeric",
-         doc="gradients where 0 < features < 6, else 0.")
+         types="numeric", doc="gradients where 0 < features < 6, else 0.")
 _grad_op("EluGrad", ["gradients", "outputs"],
          lambda g, y: np.where(y < 0, g * (y + y.dtype.type(1)), g),
-         lambda kc: f"a1 < 0 ? a0 * (a1 + {_lit(kc, 1)}) : a0",
          doc="gradients * (outputs + 1) where outputs < 0, else gradients.")
 _grad_op("SoftplusGrad", ["gradients", "features"], _np_softplus_grad,
-         lambda kc: f"a0 / ({kc.math('exp', kc.out.dtype)}(-a1) + {_lit(kc, 1)})",
          doc="gradients / (1 + exp(-features)).")
 _grad_op("SigmoidGrad", ["y", "dy"], lambda y, dy: dy * y * (y.dtype.type(1) - y),
-         lambda kc: f"a1 * a0 * ({_lit(kc, 1)} - a0)", doc="dy * y * (1 - y).")
+         doc="dy * y * (1 - y).")
 _grad_op("TanhGrad", ["y", "dy"], lambda y, dy: dy * (y.dtype.type(1) - y * y),
-         lambda kc: f"a1 * ({_lit(kc, 1)} - a0 * a0)", doc="dy * (1 - y * y).")
+         doc="dy * (1 - y * y).")
 _grad_op("RsqrtGrad", ["y", "dy"], lambda y, dy: y.dtype.type(-0.5) * (dy * y) * (y * y),
-         lambda kc: f"{_lit(kc, -0.5)} * (a1 * a0) * (a0 * a0)", doc="-0.5 * dy * y ** 3.")
+         doc="-0.5 * dy * y ** 3.")
 _grad_op("SqrtGrad", ["y", "dy"], lambda y, dy: y.dtype.type(0.5) * dy / y,
-         lambda kc: f"{_lit(kc, 0.5)} * a1 / a0", doc="0.5 * dy / y.")
+         doc="0.5 * dy / y.")
 _grad_op("ReciprocalGrad", ["y", "dy"], lambda y, dy: -dy * y * y,
-         lambda kc: "-a1 * a0 * a0", doc="-dy * y * y.")
+         doc="-dy * y * y.")
 
 
 # --- L2Loss ----------------------------------------------------------------------------------
@@ -115,16 +93,8 @@ def _l2_loss_ref(ctx, t: np.ndarray) -> np.ndarray:
     return np.asarray(np.sum(np.square(t.astype(np.float64))) * 0.5).astype(t.dtype)
 
 
-def _l2_loss_c(kc: KernelContext) -> str:
-    t = kc.inputs[0]
-    return (f"double acc = 0;\nconst {t.ctype} *x = {t.data};\n"
-            f"for (int64_t i = 0; i < {t.size}; i++) acc += (double)x[i] * (double)x[i];\n"
-            f"{kc.out.data}[0] = ({kc.out.ctype})(acc * 0.5);")
-
-
 register_op("L2Loss", inputs=["t: T"], outputs=["output: T"], attrs=["T: {f32, f64}"],
-            shape=lambda ctx: [()], kernel=_l2_loss_ref, c_kernel=_l2_loss_c,
-            c_output_dims=lambda kc: [[]], group="reduce",
+            shape=lambda ctx: [()], kernel=_l2_loss_ref, group="reduce",
             doc="sum(t * t) / 2, accumulated in double.")
 
 
@@ -202,45 +172,14 @@ def _sparse_xent_ref(ctx, features: np.ndarray, labels: np.ndarray):
     return loss.astype(features.dtype), back
 
 
-def _xent_c(kc: KernelContext, sparse: bool) -> str:
-    f, lab = kc.inputs
-    back = kc.outputs[1]
-    if sparse:
-        kc.check_dims_equal(f.dim(0), lab.dim(0), "features and labels differ in batch size")
-        strides = [[f.dim(1), "1"], ["0", "0"]]
-    else:
-        strides = [input_strides(back, f), input_strides(back, lab)]
-    fail = kc.fail("Received a label value of %lld which is outside the valid range of "
-                   "[0, %lld)", "(long long)lbl", "(long long)n")
-    rows, n = _xent_dims(kc)[1]
-    # (the exp loop vectorizes with flowc's float exp; libm's expf keeps it scalar)
-    exp = use_vector_expf(kc, kc.math("exp", f.dtype) + "(")[:-1]
-    return kc.render("xent.c.j2", sparse=sparse, rows=rows, n=n, strides=strides,
-                     exp=exp, fail=fail)
-
-
-def _xent_dims(kc: KernelContext) -> List[List[str]]:
-    """[rows], [rows, classes]: the broadcast of the inputs' dims (checked at run time)."""
-    f, lab = kc.inputs
-    if kc.node.op == "SparseSoftmaxCrossEntropyWithLogits":
-        return [[f.dim(0)], [f.dim(0), f.dim(1)]]
-    dims = []
-    for k in range(2):
-        exprs = [t.dim(k - (2 - t.rank)) for t in (f, lab) if k - (2 - t.rank) >= 0]
-        dims.append(broadcast_dim(kc, exprs, f"dim {k}"))
-    return [[dims[0]], dims]
-
-
 register_op("SoftmaxCrossEntropyWithLogits", inputs=["features: T", "labels: T"],
             outputs=["loss: T", "backprop: T"], attrs=["T: {f32, f64}"],
-            shape=lambda ctx: _xent_shape(ctx, False), kernel=_xent_ref,
-            c_kernel=lambda kc: _xent_c(kc, False), c_output_dims=_xent_dims, group="other",
+            shape=lambda ctx: _xent_shape(ctx, False), kernel=_xent_ref, group="other",
             doc="Per-row cross-entropy of softmax(features) against label distributions.")
 register_op("SparseSoftmaxCrossEntropyWithLogits", inputs=["features: T", "labels: Tlabels"],
             outputs=["loss: T", "backprop: T"],
             attrs=["T: {f32, f64}", "Tlabels: {i32, i64} = i64"],
-            shape=lambda ctx: _xent_shape(ctx, True), kernel=_sparse_xent_ref,
-            c_kernel=lambda kc: _xent_c(kc, True), c_output_dims=_xent_dims, group="other",
+            shape=lambda ctx: _xent_shape(ctx, True), kernel=_sparse_xent_ref, group="other",
             doc="Per-row cross-entropy of softmax(features) against class indices.")
 
 
@@ -270,20 +209,9 @@ def _bias_add_grad_ref(ctx, g: np.ndarray) -> np.ndarray:
     return np.sum(g, axis=axes, dtype=acc).astype(g.dtype)
 
 
-def _bias_add_grad_c(kc: KernelContext) -> str:
-    g = kc.inputs[0]
-    axis = _channel_axis(kc.attr("data_format"), g.rank)
-    floating = g.dtype.is_floating
-    acc = "double" if floating else unsigned_ctype(g.dtype)
-    return kc.render("bias_add_grad.c.j2", outer=g.dim_product(0, axis), channels=g.dim(axis),
-                     inner=g.dim_product(axis + 1), acc=acc)
-
-
 register_op("BiasAddGrad", inputs=["out_backprop: T"], outputs=["output: T"],
             attrs=["T: {float, i32, i64}", 'data_format: string = "NHWC"'],
-            shape=_bias_add_grad_shape, kernel=_bias_add_grad_ref, c_kernel=_bias_add_grad_c,
-            c_output_dims=lambda kc: [[kc.inputs[0].dim(
-                _channel_axis(kc.attr("data_format"), kc.inputs[0].rank))]],
+            shape=_bias_add_grad_shape, kernel=_bias_add_grad_ref,
             group="reduce", doc="Sum of out_backprop over every dim but the channel dim.")
 
 
@@ -331,44 +259,12 @@ def _segment_ref(ctx, data: np.ndarray, ids: np.ndarray, num) -> np.ndarray:
     return out.astype(data.dtype)
 
 
-def _num_segments(kc: KernelContext) -> str:
-    v = kc.input_value(2)
-    if v is not None:
-        return str(int(v))
-    return f"((int64_t){kc.inputs[2].data}[0])"
-
-
-def _segment_dims(kc: KernelContext) -> List[List[str]]:
-    data, ids = kc.inputs[0], kc.inputs[1]
-    return [[_num_segments(kc)] + data.dims[ids.rank:]]
-
-
-def _segment_c(kc: KernelContext) -> str:
-    data, ids = kc.inputs[0], kc.inputs[1]
-    n = _num_segments(kc)
-    if not n.isdigit():
-        kc.check(f"{n} >= 0", "num_segments must be >= 0, got %lld", f"(long long){n}")
-    for k in range(ids.rank):
-        kc.check_dims_equal(ids.dim(k), data.dim(k), f"segment_ids dim {k} differs from data")
-    _check_alloc(kc, [int(d) if d.isdigit() else d for d in [n] + data.dims[ids.rank:]],
-                 data.dtype.itemsize)
-    fail = kc.fail("segment_ids[%lld] = %lld is out of range [0, %lld)", "(long long)r",
-                   "(long long)s", "(long long)nseg")
-    floating = data.dtype.is_floating
-    acc = "double" if data.dtype is DType.f32 else (data.ctype if floating
-                                                     else unsigned_ctype(data.dtype))
-    return kc.render("segment_sum.c.j2", n=n, nrows=ids.size,
-                     inner=data.dim_product(ids.rank), acc=acc,
-                     acc_f32=data.dtype is DType.f32, fail=fail)
-
-
 register_op("UnsortedSegmentSum", inputs=["data: T", "segment_ids: Tindices",
                                           "num_segments: Tnumsegments"],
             outputs=["output: T"],
             attrs=["T: {float, i32, i64}", "Tindices: {i32, i64}",
                    "Tnumsegments: {i32, i64} = i32"],
-            shape=_segment_shape, kernel=_segment_ref, c_kernel=_segment_c,
-            c_output_dims=_segment_dims, group="other",
+            shape=_segment_shape, kernel=_segment_ref, group="other",
             doc="Sums of data rows per segment id; negative ids are dropped, ids >= "
                 "num_segments are an error.")
 
@@ -408,33 +304,8 @@ def _bga_ref(ctx, s0: np.ndarray, s1: np.ndarray):
     return np.array(r0, s0.dtype), np.array(r1, s0.dtype)
 
 
-def _bga_helper(kc: KernelContext) -> str:
-    t = kc.inputs[0]
-    name = f"flowc_bga_{t.dtype.ir_name}"
-    kc.module.add_global(kc.render("broadcast_grad_args.c.j2", name=name, T=t.ctype))
-    return name
-
-
-def _bga_args(kc: KernelContext) -> str:
-    a, b = kc.inputs
-    return f"{a.data}, {a.dim(0)}, {b.data}, {b.dim(0)}"
-
-
-def _bga_dims(kc: KernelContext) -> List[List[str]]:
-    fn, args = _bga_helper(kc), _bga_args(kc)
-    return [[f"{fn}({args}, 0, NULL)"], [f"{fn}({args}, 1, NULL)"]]
-
-
-def _bga_c(kc: KernelContext) -> str:
-    fn, args = _bga_helper(kc), _bga_args(kc)
-    kc.check(f"{fn}({args}, 0, NULL) >= 0", "Incompatible shapes in BroadcastGradientArgs")
-    return (f"{fn}({args}, 0, {kc.outputs[0].data});\n"
-            f"{fn}({args}, 1, {kc.outputs[1].data});")
-
-
 register_op("BroadcastGradientArgs", inputs=["s0: T", "s1: T"], outputs=["r0: T", "r1: T"],
-            attrs=["T: {i32, i64} = i32"], shape=_bga_shape, kernel=_bga_ref, c_kernel=_bga_c,
-            c_output_dims=_bga_dims, group="other",
+            attrs=["T: {i32, i64} = i32"], shape=_bga_shape, kernel=_bga_ref, group="other",
             doc="The axes to sum each input's gradient over for a broadcast of shapes s0, s1.")
 
 
@@ -463,46 +334,8 @@ def _max_pool_grad_grad_ref(ctx, x: np.ndarray, y: np.ndarray, gx: np.ndarray) -
     return picked.reshape(best.shape)
 
 
-def max_pool_grad_grad_geometry(kc: KernelContext, c_kernel: bool = True) -> "conv.CGeometry":
-    """The window geometry in C; the first call adds the run-time checks of the input shapes
-    (and, with ``c_kernel``, the C kernel's function to the module: not for the GPU's)."""
-    cached = getattr(kc, "_pool_grad_grad_geometry", None)
-    if cached is not None:
-        return cached
-    g = conv._geometry(kc.attrs, kc.error, ksize=True)
-    x, y, gx = kc.inputs
-    sfx = conv._helpers(kc, kc.out.dtype)          # the window and pooling helpers first
-    if c_kernel:
-        kc.module.add_global(kc.render("pool_grad_grad.c.j2", sfx=sfx, T=kc.out.ctype))
-    k = kc.attr("ksize")
-    geo = conv.CGeometry(x.dims, str(k[1]), str(k[2]), x.dim(3), g)
-    conv.check_output_sizes(kc, geo)
-    want = geo.out_dims()
-    for d in range(4):
-        kc.check_dims_equal(gx.dim(d), x.dim(d), f"grad dim {d} differs from orig_input")
-        kc.check_dims_equal(y.dim(d), want[d],
-                            f"orig_output dim {d} differs from the window output")
-    kc._pool_grad_grad_geometry = geo
-    return geo
-
-
-def max_pool_grad_grad_dims(kc: KernelContext, c_kernel: bool = True) -> List[List[str]]:
-    dims = max_pool_grad_grad_geometry(kc, c_kernel).out_dims()
-    kc.check(f"flowc_conv_dims_ok({', '.join(dims)}, {kc.out.dtype.itemsize})",
-             "the output shape is too large (its byte size overflows int64)")
-    return [dims]
-
-
-def _max_pool_grad_grad_c(kc: KernelContext) -> str:
-    geo = max_pool_grad_grad_geometry(kc)
-    x, _, gx = kc.inputs
-    return (f"flowc_max_pool_grad_grad_{kc.out.dtype.ir_name}({x.data}, {gx.data}, "
-            f"{kc.out.data}, {geo.call_args()});")
-
-
 conv._register("MaxPoolGradGrad", ["orig_input: T", "orig_output: T", "grad: T"],
                _max_pool_grad_grad_shape, _max_pool_grad_grad_ref, outputs=["output: T"],
-               attrs=conv._POOL_ATTRS, c_kernel=_max_pool_grad_grad_c,
-               c_output_dims=max_pool_grad_grad_dims, group="other",
+               attrs=conv._POOL_ATTRS, group="other",
                doc="Per MaxPool output element, grad at the first maximum of its window in "
                    "orig_input (the gradient of MaxPoolGrad w.r.t. grad).")

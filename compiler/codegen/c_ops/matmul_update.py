@@ -8,7 +8,7 @@ from __future__ import annotations
 from compiler.codegen.c_ops.state import _check_initialized, _check_value_dims, _var_expr
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.op_registry import set_c_kernel
-from compiler.ops.nn import _blas_fits, blas_routines
+from compiler.codegen.c_ops.nn import _blas_fits, blas_routines
 
 
 def _emit(kc: KernelContext) -> str:

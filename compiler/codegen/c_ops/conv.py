@@ -1,0 +1,273 @@
+"""The C lowering of convolution and pooling (``compiler/ops/conv.py``): Conv2D and its two
+backprops, MaxPool, AvgPool and their gradients, each one call of a module helper; also the C
+geometry (``CGeometry``, ``_c_geometry``) that the fused forms (``c_ops/conv_fused.py``),
+MaxPoolGradGrad (``c_ops/nn_grad.py``) and the CUDA kernels (``cuda_conv_ops.py``) share.
+
+Convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over chunks of rows
+of the column matrix sized to stay in a core's L2 cache; pooling is direct loops over all
+channels of a window at once. NCHW is a compile-time error here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from compiler.codegen.c_ops.nn import GEMM_PARALLEL_MIN_WORK, parallel_gemm
+from compiler.codegen.kernel_context import KernelContext as CKernelContext
+from compiler.ir.construct import constant_value
+from compiler.ir.op_registry import get_op, set_c_kernel
+from compiler.ops.conv import _MODES, Geometry, _geometry, window
+from compiler.codegen.c_ops.reduction import module_helper
+from runtime.dtypes import DType
+
+
+def _helpers(kc: CKernelContext, dtype: DType) -> str:
+    """Add the module helpers for ``dtype``; returns the name suffix of its functions."""
+    sfx = dtype.ir_name
+    module_helper(kc, "flowc_conv_window", kc.render("conv.c.j2", part="window"))
+    if base_op(kc.node.op).startswith("Conv"):
+        kc.require("blas")
+        if kc.target.name == "cuda":            # the CUDA twin of conv.c.j2 names no gemm
+            gemm = "scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm"
+        else:
+            gemm = parallel_gemm(kc, dtype)      # shares flowc's threads (nn.py)
+        module_helper(kc, f"flowc_conv_{sfx}", kc.render("conv.c.j2", part="conv", sfx=sfx,
+                                                         T=kc.target.c_type(dtype), gemm=gemm,
+                                                         min_work=GEMM_PARALLEL_MIN_WORK))
+    else:
+        index = "int32_t" if dtype.itemsize == 4 else "int64_t"
+        module_helper(kc, f"flowc_pool_{sfx}", kc.render("pool.c.j2", sfx=sfx,
+                                                         T=kc.target.c_type(dtype), I=index,
+                                                         I_MAX=index.upper()[:-2] + "_MAX"))
+    return sfx
+
+
+def _sizes_c(kc: CKernelContext, i: int) -> List[str]:
+    """The 4 values of shape-like input ``i`` as C (literals when constant), checked >= 0."""
+    v = constant_value(kc.node.inputs[i])
+    if v is not None:
+        return [str(int(a)) for a in np.reshape(v, -1)]
+    ref, name = kc.inputs[i], get_op(kc.node.op).inputs[i].name
+    kc.check_dims_equal(ref.size, "4", f"{name} must have 4 elements")
+    vals = [f"(int64_t){ref.data}[{k}]" for k in range(4)]
+    for k, e in enumerate(vals):
+        kc.check(f"{e} >= 0", f"{name}[{k}] must be non-negative, got %lld", f"(long long)({e})")
+    return vals
+
+
+def check_output_sizes(kc: CKernelContext, geo: "CGeometry") -> None:
+    """The window's output height and width must not be negative: checked now when they are
+    known, at run time otherwise."""
+    for axis in (0, 1):
+        out = geo.out(axis)
+        if out.lstrip("-").isdigit():
+            if int(out) < 0:
+                raise kc.error("computed output size would be negative")
+        else:
+            kc.check(f"{out} >= 0", "computed output size would be negative (or is too large)")
+
+
+@dataclass
+class CGeometry:
+    """C expressions of one convolution/pooling problem (NHWC input x, KHxKWxCxO filter)."""
+    x: List[str]
+    kh: str
+    kw: str
+    o: str
+    g: Geometry
+
+    def window_args(self, axis: int) -> str:
+        k = (self.kh, self.kw)[axis]
+        pads = self.g.pads[axis]
+        return (f"{self.x[1 + axis]}, {k}, {self.g.strides[axis]}, {self.g.dilations[axis]}, "
+                f"{_MODES[self.g.padding]}, {pads[0]}, {pads[1]}")
+
+    def _static(self, axis: int) -> Optional[Tuple[int, int]]:
+        size, k = self.x[1 + axis], (self.kh, self.kw)[axis]
+        if not (size.isdigit() and k.isdigit()):
+            return None
+        return window(int(size), int(k), self.g.strides[axis], self.g.dilations[axis],
+                      self.g.padding, self.g.pads[axis])
+
+    def out(self, axis: int) -> str:
+        """Output size along ``axis`` (0: height, 1: width): a literal when static."""
+        known = self._static(axis)
+        return str(known[0]) if known else f"flowc_conv_out({self.window_args(axis)})"
+
+    def pad(self, axis: int) -> str:
+        known = self._static(axis)
+        return str(known[1]) if known else f"flowc_conv_pad({self.window_args(axis)})"
+
+    def out_dims(self) -> List[str]:
+        return [self.x[0], self.out(0), self.out(1), self.o]
+
+    def call_args(self) -> str:
+        """Arguments N, H, W, C, KH, KW, O, OH, OW, sh, sw, dh, dw, pt, pl of the helpers."""
+        oh, ow = self.out_dims()[1:3]
+        return ", ".join(self.x + [self.kh, self.kw, self.o, oh, ow,
+                                   *map(str, self.g.strides + self.g.dilations),
+                                   self.pad(0), self.pad(1)])
+
+
+def _c_geometry(kc: CKernelContext) -> CGeometry:
+    """Geometry of the node in C; the first call adds run-time checks of all the shapes."""
+    cached = getattr(kc, "_conv_geometry", None)
+    if cached is not None:
+        return cached
+    kc._conv_geometry = geo = _new_c_geometry(kc)
+    return geo
+
+
+def _new_c_geometry(kc: CKernelContext) -> CGeometry:
+    op = base_op(kc.node.op)
+    pool = "Pool" in op
+    g = _geometry(kc.attrs, kc.error, ksize=pool)
+    ins = kc.inputs
+    _helpers(kc, kc.out.dtype)
+    if op == "Conv2D":
+        x, f = ins[0].dims, ins[1].dims
+        kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
+        if kc.node.op == "_FusedConv2D":
+            kc.check_dims_equal(ins[2].dim(0), f[3], "bias size differs from filter out-channels")
+        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), False
+    elif op == "Conv2DBackpropInput":
+        x, f = _sizes_c(kc, 0), ins[1].dims
+        kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
+        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), True
+    elif op == "Conv2DBackpropFilter":
+        x, f = ins[0].dims, _sizes_c(kc, 1)
+        kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
+        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), True
+    else:
+        k = kc.attr("ksize")
+        x = _sizes_c(kc, 0) if op == "AvgPoolGrad" else ins[0].dims
+        geo = CGeometry(x, str(k[1]), str(k[2]), x[3], g)
+        has_grad = op.endswith("Grad")
+    check_output_sizes(kc, geo)
+    want = geo.out_dims()
+    checked = (([len(ins) - 1] if has_grad else []) + ([1] if op == "MaxPoolGrad" else [])
+               + ([2] if kc.node.op == "_MaxPoolGradArgmax" else []))
+    for i in checked:
+        name = get_op(kc.node.op).inputs[i].name
+        for d in range(4):
+            kc.check_dims_equal(ins[i].dim(d), want[d], f"{name} dim {d} differs from the window output")
+    return geo
+
+
+def _out_dims(kc: CKernelContext) -> List[List[str]]:
+    geo = _c_geometry(kc)
+    op = base_op(kc.node.op)
+    if op in ("Conv2D", "MaxPool", "AvgPool"):
+        dims = geo.out_dims()
+    elif op == "Conv2DBackpropFilter":
+        dims = [geo.kh, geo.kw, geo.x[3], geo.o]
+    else:
+        dims = geo.x
+    kc.check(f"flowc_conv_dims_ok({', '.join(dims)}, {kc.out.dtype.itemsize})",
+             "the output shape is too large (its byte size overflows int64)")
+    if kc.node.op == "_Conv2DBackpropFilterBias":
+        return [dims, [geo.o]]
+    if kc.node.op == "_MaxPoolArgmax":
+        return [dims, dims]
+    return [dims]
+
+
+# Fused ops made by the fuse-updates pass (compiler/ops/conv_fused.py) that run the helper of
+# the op they extend, with its epilogue switched on.
+_BASE_OPS = {"_FusedConv2D": "Conv2D", "_MaxPoolReluGrad": "MaxPoolGrad",
+             "_Conv2DBackpropFilterBias": "Conv2DBackpropFilter", "_MaxPoolArgmax": "MaxPool",
+             "_MaxPoolGradArgmax": "MaxPoolGrad"}
+
+
+def base_op(op: str) -> str:
+    """The op of this family whose window arithmetic and C helper ``op`` uses."""
+    return _BASE_OPS.get(op, op)
+
+
+def _epilogue_args(kc: CKernelContext) -> List[str]:
+    """Extra C arguments after the inputs: Conv2D's bias and ReLU flag, MaxPoolGrad's ReLU
+    flag (off for the plain ops)."""
+    op = kc.node.op
+    if op == "Conv2D":
+        return ["NULL", "0"]
+    if op == "_FusedConv2D":
+        fused = list(kc.attr("fused_ops"))
+        return [kc.inputs[2].data, "1" if "Relu" in fused else "0"]
+    if op in ("MaxPoolGrad", "_MaxPoolReluGrad"):
+        return ["1" if op == "_MaxPoolReluGrad" else "0"]
+    if op == "_MaxPoolGradArgmax":
+        return ["1" if kc.attr("relu") else "0"]
+    if op == "_MaxPoolArgmax":
+        return [kc.out.data, kc.outputs[1].data]
+    if op == "Conv2DBackpropFilter":
+        return ["NULL"]
+    if op == "_Conv2DBackpropFilterBias":
+        return [kc.outputs[1].data]
+    return []
+
+
+_CALLS = {
+    "Conv2D": ("flowc_conv2d", (0, 1)),
+    "Conv2DBackpropInput": ("flowc_conv2d_bwd_input", (2, 1)),
+    "Conv2DBackpropFilter": ("flowc_conv2d_bwd_filter", (0, 2)),
+    "MaxPool": ("flowc_max_pool", (0,)),
+    "AvgPool": ("flowc_avg_pool", (0,)),
+    "MaxPoolGrad": ("flowc_max_pool_grad", (0, 2)),
+    "_MaxPoolArgmax": ("flowc_max_pool_argmax", (0,)),
+    "_MaxPoolGradArgmax": ("flowc_max_pool_grad_argmax", (1, 2, 3)),
+    "AvgPoolGrad": ("flowc_avg_pool_grad", (1,)),
+}
+
+
+# A convolution whose filter has at most this many taps (KH * KW * C), and whose output
+# channels fill whole 32-byte vectors, at most 4 of them, is computed directly
+# (conv_direct.c.j2) instead of by im2col + gemm.
+DIRECT_MAX_TAPS = 32
+DIRECT_VECTOR_BYTES = 32
+DIRECT_MAX_VECTORS = 4
+
+
+def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
+    """The name of the direct-convolution helper for this convolution or filter gradient,
+    added to the module, when its filter dims are static and small; else None."""
+    op = base_op(kc.node.op)
+    if op not in ("Conv2D", "Conv2DBackpropFilter"):
+        return None
+    dims = [geo.kh, geo.kw, geo.x[3], geo.o]
+    if not all(d.isdigit() for d in dims):
+        return None
+    kh, kw, c, o = map(int, dims)
+    dtype = kc.out.dtype
+    out_bytes = o * dtype.itemsize
+    if not (0 < kh * kw * c <= DIRECT_MAX_TAPS and out_bytes % DIRECT_VECTOR_BYTES == 0
+            and 0 < out_bytes <= DIRECT_MAX_VECTORS * DIRECT_VECTOR_BYTES):
+        return None
+    name = f"flowc_conv2d_direct_{dtype.ir_name}_{kh}x{kw}x{c}x{o}"
+    module_helper(kc, name, kc.render("conv_direct.c.j2", name=name, T=kc.target.c_type(dtype),
+                                      KH=kh, KW=kw, C=c, O=o, sfx=dtype.ir_name))
+    return name if op == "Conv2D" else f"{name}_bwd_filter"
+
+
+def emit_conv(kc: CKernelContext) -> str:
+    """C for every op of this family: one call of its module helper, failing on its status."""
+    geo = _c_geometry(kc)
+    fn, args = _CALLS.get(kc.node.op) or _CALLS[base_op(kc.node.op)]
+    direct = _direct_conv(kc, geo)
+    if direct is not None:
+        fn = direct
+    outs = [] if kc.node.op == "_MaxPoolArgmax" else [kc.out.data]
+    ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + outs)
+    rc = kc.tmp("rc")
+    oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
+    if direct is None:
+        fn = f"{fn}_{kc.out.dtype.ir_name}"
+    return (f"int {rc} = {fn}({ptrs}, {geo.call_args()});\n"
+            f"if ({rc} == 1) {oom}\n"
+            f"if ({rc} != 0) {kc.fail('sizes too large for 32-bit indices (of BLAS or a pooling window)')}\n")
+
+
+for _name in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "AvgPool",
+              "MaxPoolGrad", "AvgPoolGrad"):
+    set_c_kernel(_name, emit_conv, _out_dims)
