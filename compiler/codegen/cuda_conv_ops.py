@@ -25,7 +25,7 @@ _PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
           "MaxPoolGrad": ("max_pool_grad", {"x": 0, "dy": 2}),
           "AvgPoolGrad": ("avg_pool_grad", {"dy": 1}),
           "MaxPoolGradGrad": ("max_pool_grad_grad", {"x": 0, "dy": 2}),
-          # the fused forms the fuse-updates pass makes (compiler/ops/conv_fused.py)
+          # the fused forms the fuse-conv pass makes (compiler/ops/conv_fused.py)
           "_FusedConv2D": ("conv2d", {"x": 0, "f": 1}),
           "_MaxPoolReluGrad": ("max_pool_grad", {"x": 0, "dy": 2})}
 

@@ -1,5 +1,5 @@
-"""GPU kernels of MatMul and BatchMatMulV2, and of the fused matrix products the ``fuse-updates``
-pass makes on a GPU (``_MatMulBiasAdd``, ``_MatMulAssignSub``; a loop's ``_MatMulAccumulate``
+"""GPU kernels of MatMul and BatchMatMulV2, and of the fused matrix products the fusion passes
+make on a GPU (``_MatMulBiasAdd``, ``_MatMulAssignSub``; a loop's ``_MatMulAccumulate``
 stays on a CPU with its loop).
 
 Float matrices use cuBLAS gemm where the module is built with cuBLAS (``FLOWC_CUBLAS``, see

@@ -70,9 +70,9 @@ class EmittedModule:
 
 def _in_place_copies(order: List[Node], root: Dict[Output, Output]) -> set:
     """Nodes of ops that write their ``c_alias`` input's buffer (``c_in_place``: an
-    accumulation made by fuse-updates) that must write a copy instead: the buffer is a
+    accumulation made by fuse-accumulate) that must write a copy instead: the buffer is a
     constant's (read-only memory), a feed's (the caller's array) or read by another node
-    (views aside). fuse-updates only makes them where none of this holds; a graph written
+    (views aside). fuse-accumulate only makes them where none of this holds; a graph written
     with raw ops may not."""
     readers: Dict[Output, int] = {}
     for n in order:

@@ -1,5 +1,5 @@
 """Convolution and pooling ops fused with the elementwise op around them, made by the
-``fuse-updates`` pass (``compiler/passes/fuse_conv.py``) on CPU, NHWC only:
+``fuse-conv`` pass (``compiler/passes/fuse_conv.py``) on CPU, NHWC only:
 
 - ``_FusedConv2D(input, filter, bias)``: ``Relu(BiasAdd(Conv2D(input, filter), bias))``
   (``fused_ops = ["BiasAdd", "Relu"]``, TensorFlow's name and attr for its own fusion) or

@@ -1,6 +1,6 @@
 """``_MatMulAccumulate``: ``acc + op(a) @ op(b)`` as one BLAS gemm into ``acc``'s buffer.
 
-Made by the ``fuse-updates`` pass (``compiler/passes/fuse_accumulate.py``) inside a loop, where
+Made by the ``fuse-accumulate`` pass (``compiler/passes/fuse_accumulate.py``) inside a loop, where
 the gradient of a weight that every iteration reads is summed: the backward loop's variable
 ``acc`` takes ``AddV2(acc, MatMul(a, b))`` each iteration. The gemm adds into the variable's
 own buffer (``beta = 1``): the iteration's weight gradient is never written out and never read

@@ -1,7 +1,7 @@
 """``_SegmentSumAccumulate``: ``acc + UnsortedSegmentSum(data, ids, rows of acc)`` added into
 ``acc``'s own buffer.
 
-Made by the ``fuse-updates`` pass (``compiler/passes/fuse_accumulate.py``) inside a loop: the
+Made by the ``fuse-accumulate`` pass (``compiler/passes/fuse_accumulate.py``) inside a loop: the
 gradient of ``gather(params, t)`` in a ``while_loop`` body, summed over the backward loop's
 iterations, is a loop variable taking ``acc + UnsortedSegmentSum(g, [t], n)`` each iteration.
 Unfused, every iteration zeroes a dense [n, ...] tensor, writes one row of it and adds all of

@@ -1,4 +1,4 @@
-"""The loop form of fuse-updates: a sum ``acc + MatMul(a, b)`` carried by a loop variable
+"""fuse-accumulate, the loop form of fuse-updates: a sum ``acc + MatMul(a, b)`` carried by a loop variable
 becomes one gemm into the variable's buffer (``_MatMulAccumulate``,
 ``compiler/ops/matmul_accumulate.py``), and ``acc + UnsortedSegmentSum(data, ids, n)`` adds
 the rows into it (``_SegmentSumAccumulate``, ``compiler/ops/segment_sum_accumulate.py``).

@@ -16,7 +16,7 @@ value used by nothing else):
   pass records where each maximum is (a byte per output), so the gradient reads those bytes
   instead of searching ``x`` again (windows of at most 255 pixels).
 
-Ops in ``compiler/ops/conv_fused.py``; run by the ``fuse-updates`` pass. The fused node keeps
+Ops in ``compiler/ops/conv_fused.py``; run by the ``fuse-conv`` pass. The fused node keeps
 the last replaced node's name and source location and the control edges of all of them.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ the product has no other use, the dtype is f32 or f64, and both nodes sit on one
 CPU, or a GPU: ``compiler/codegen/cuda_matmul_ops.py``).
 BLAS writes its output once whether it starts from zeros or from the bias, so the add's pass
 over the product (for the LSTM benchmark's [1280, 10000] logits, 51 MB read and 51 MB
-written) disappears. Run by the ``fuse-updates`` pass; the fused node keeps the add's name,
+written) disappears. Run by the ``fuse-matmul-bias`` pass; the fused node keeps the add's name,
 source location and the control edges of both nodes.
 """
 from __future__ import annotations

@@ -174,7 +174,7 @@ def _out_dims(kc: CKernelContext) -> List[List[str]]:
     return [dims]
 
 
-# Fused ops made by the fuse-updates pass (compiler/ops/conv_fused.py) that run the helper of
+# Fused ops made by the fuse-conv pass (compiler/ops/conv_fused.py) that run the helper of
 # the op they extend, with its epilogue switched on.
 _BASE_OPS = {"_FusedConv2D": "Conv2D", "_MaxPoolReluGrad": "MaxPoolGrad",
              "_Conv2DBackpropFilterBias": "Conv2DBackpropFilter", "_MaxPoolArgmax": "MaxPool",
