@@ -6,7 +6,7 @@ work in one C call. It is compiled once per Python version and source text with 
 compiler against this Python's and numpy's headers, and cached beside the compiled modules
 (``FLOWC_CACHE_DIR``, default ``~/.cache/flowc``). Where it cannot be built (no compiler, no
 Python headers) or ``FLOWC_FASTCALL=0`` is set, ``load()`` returns None and the cffi path is
-used: both give the same results (tests/test_fastcall.py).
+used: both give the same results (tests/runtime/test_fastcall.py).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ TensorFlow's CPU ones:
   ``minval < maxval`` is required unless the output is empty.
 
 With the same (seed, seed2) the numbers are TensorFlow's CPU numbers bit for bit (checked
-against TF 2.21 in tests/ops/test_random_ops.py); the float32 Box-Muller uses the C library's
+against TF 2.21 in tests/compiler/ops/test_random_ops.py); the float32 Box-Muller uses the C library's
 logf/sinf/cosf in both backends (numpy calls them through ctypes), as TF does, so float32
 normals match TF's exactly where TF runs on the same C library (else to within an ulp or so).
 

@@ -9,8 +9,8 @@ import pytest
 
 from compiler.cli import main
 from cli_runner import flowc
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODEL = textwrap.dedent("""
     import dsl as fl

@@ -2,7 +2,7 @@
 request without a GPU (soft placement, or an error naming the node), the session's placement
 of the MLP and CNN training steps on a CPU and a GPU with their _Send/_Recv pairs, variables
 kept on the device they live on, and the generated CUDA of those steps built by nvcc (skipped
-where nvcc is missing). Runs on a GPU are in tests/test_gpu_session_run.py."""
+where nvcc is missing). Runs on a GPU are in tests/dsl/test_gpu_session_run.py."""
 from __future__ import annotations
 
 import json

@@ -10,6 +10,7 @@ import pytest
 import dsl as fl
 from compiler.errors import CodegenError
 from runtime.errors import AbortedError, DeadlineExceededError, OutOfRangeError
+from repo_paths import ROOT
 
 BACKENDS = ("interpreter", "c")
 SHORT = fl.RunOptions(timeout_in_ms=100)
@@ -152,7 +153,7 @@ def test_the_prefetch_pipeline_example_trains_and_shuts_down():
     import os
     import subprocess
     import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT
     out = subprocess.run([sys.executable, os.path.join(root, "examples", "prefetch_pipeline.py"),
                           "--steps", "150"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -1,7 +1,7 @@
 """``--profile`` on a GPU: each node's work on the stream is timed by a pair of CUDA events,
 into the same counters and kernel table a CPU module has (``codegen_templates/cuda/
 profile.cu.j2``). The profiled module compiles with nvcc; on the CUDA simulator its counters
-fill as the profile report reads them (a traced run: tests/test_cuda_simulator.py)."""
+fill as the profile report reads them (a traced run: tests/compiler/codegen/test_cuda_simulator.py)."""
 from __future__ import annotations
 
 import re

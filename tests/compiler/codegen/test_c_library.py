@@ -17,8 +17,8 @@ import pytest
 
 from cli_runner import flowc
 from compiler.cli import main
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "examples", "digits_mlp.flow")
 HOST = os.path.join(ROOT, "examples", "c_host")
 CC = os.environ.get("CC", "cc")

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from dsl.flow.lalr_driver import Rejected
 from dsl.flow.parser import _parser, fast_parser
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLOW_FILES = sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.flow"), recursive=True)
                     + glob.glob(os.path.join(ROOT, "tests", "**", "*.flow"), recursive=True))
 

@@ -4,8 +4,8 @@ never an error."""
 import os
 import subprocess
 import sys
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOAD = ("from compiler.codegen import templates; "
         "env = templates.environment('c'); "
         "[env.get_template(t) for t in ('elementwise.c.j2', 'matmul.c.j2', 'parallel.c.j2')]")

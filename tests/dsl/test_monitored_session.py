@@ -9,6 +9,7 @@ import pytest
 
 import dsl as fl
 from cluster_fixture import Cluster
+from repo_paths import ROOT
 
 FEED_X = np.arange(6, dtype=np.float32).reshape(2, 3) / 5
 
@@ -262,5 +263,5 @@ def test_a_receive_from_a_lost_task_is_a_preemption():
     assert issubclass(PeerUnavailableError, PREEMPTION_ERRORS)
     assert issubclass(PeerUnavailableError, RuntimeExecutionError)
     assert "FLOWC_UNAVAILABLE = 10" in open(
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        os.path.join(ROOT,
                      "runtime", "csrc", "flowc_rt.h")).read()

@@ -15,7 +15,7 @@ Instead of ``// EXPECT:`` a file may end with ``// EXPECT-ERROR: text``: the pip
 fail with an error whose message contains ``text``. Other ``//`` lines are comments. Files
 may use the test-only stateful op ``_LitStateful(x)`` (see ``lit_ops``).
 
-An empty ``// RUN:`` runs the default pipeline. ``python3 tests/passes/lit_runner.py --update
+An empty ``// RUN:`` runs the default pipeline. ``python3 tests/compiler/passes/lit_runner.py --update
 FILE...`` rewrites the expected part of each file from what the passes produce now (read the
 diff before committing it).
 """
@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 from typing import List, Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
@@ -154,7 +154,7 @@ def update(path: str) -> None:
 if __name__ == "__main__":
     args = sys.argv[1:]
     if not args or args[0] != "--update":
-        sys.exit("usage: python3 tests/passes/lit_runner.py --update FILE.ir...")
+        sys.exit("usage: python3 tests/compiler/passes/lit_runner.py --update FILE.ir...")
     with lit_ops():
         for p in args[1:]:
             update(p)

@@ -1,4 +1,4 @@
-"""Runs every lit-style pass test under tests/passes/lit (format: see lit_runner.py)."""
+"""Runs every lit-style pass test under tests/compiler/passes/lit (format: see lit_runner.py)."""
 import os
 
 import pytest

@@ -12,11 +12,10 @@ from compiler.cli.graph_dot import graph_to_dot
 from compiler.ir.graph import Graph
 from compiler.ir.types import TensorType
 from cli_runner import flowc
+from repo_paths import ROOT, TESTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 MLP = os.path.join(ROOT, "examples", "mlp.flow")
-ERRORS = os.path.join(HERE, "flow_errors")
+ERRORS = os.path.join(TESTS, "flow_errors")
 
 SMALL = textwrap.dedent("""\
     input x: f32[2, 3]

@@ -15,8 +15,8 @@ from compiler.codegen.emitter import emit_c
 from compiler.step import make_step_graph, optimize
 from dsl.flow import load_flow
 from dsl.trainer import spec_from_flow, train
+from repo_paths import EXAMPLES
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples")
 MODEL = os.path.join(EXAMPLES, "rnn_while.flow")
 
 

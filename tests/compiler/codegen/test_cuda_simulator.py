@@ -1,11 +1,11 @@
 """Every op with a GPU kernel, run on flowc's CUDA simulator against the numpy interpreter.
 
-The cases are those of tests/test_cuda_compile.py (a case or several per op, every op with a
+The cases are those of tests/compiler/codegen/test_cuda_compile.py (a case or several per op, every op with a
 GPU kernel, all placed on GPU:0). Here they run: the generated CUDA is built by the C++
 compiler against runtime/csrc/cuda_sim and its kernels run on the host, block by block, the
 threads of a block as fibers switched at __syncthreads(). This checks the kernels' indexing,
 barriers, error flags and the host code that sequences them on every machine; what only a
-real GPU shows (tests/test_cuda_runtime.py on one) it does not.
+real GPU shows (tests/runtime/test_cuda_runtime.py on one) it does not.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ AS_WRITTEN = PipelineOptions(disable=("fold-constants", "simplify"))
 @pytest.fixture
 def simulator(gpu_target):
     if gpu_target != "simulator":
-        pytest.skip("the simulator's own checks (tests/test_cuda_runtime.py runs on the GPU)")
+        pytest.skip("the simulator's own checks (tests/runtime/test_cuda_runtime.py runs on the GPU)")
 
 
 def _feed_values(feeds, rng, batch=6):

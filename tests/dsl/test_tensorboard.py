@@ -15,8 +15,8 @@ import dsl as fl  # noqa: E402
 from compiler.cli import main as flowc_main  # noqa: E402
 from compiler.errors import ShapeError  # noqa: E402
 from compiler.interop.protos import tf_protos  # noqa: E402
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PB = tf_protos()
 
 

@@ -2,7 +2,7 @@
 
 One graph holds a case (or several) per op, so the whole module is one nvcc run. The test
 fails when an op gains a CUDA kernel without a case here. Skipped only where nvcc is absent;
-it needs no GPU (running the kernels is the job of tests/test_cuda_runtime.py).
+it needs no GPU (running the kernels is the job of tests/runtime/test_cuda_runtime.py).
 """
 from __future__ import annotations
 

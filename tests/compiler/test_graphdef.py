@@ -21,8 +21,8 @@ from compiler.interop.protos import tf_protos  # noqa: E402
 from compiler.ir.printer import print_graph  # noqa: E402
 from compiler.model_loader import load_model  # noqa: E402
 from dsl.tensor import Tensor  # noqa: E402
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PB = tf_protos()
 DT_FLOAT, DT_INT32, DT_INT64 = 1, 3, 9
 

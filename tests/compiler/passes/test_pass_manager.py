@@ -15,6 +15,7 @@ from compiler.ir.printer import print_graph
 from compiler.options import DEFAULT_PIPELINE, PipelineOptions
 from compiler.passes.manager import (Pass, PassFailure, PassManager, UnknownPassError, known_passes,
                                      register_pass, unregister_pass)
+from repo_paths import ROOT
 
 STEP = """graph @step {
   %x   = Placeholder() {dtype=f32, shape=[?,3]} : f32[?,3]
@@ -257,7 +258,7 @@ def test_explicit_options_win_over_env(monkeypatch):
 
 def test_env_is_read_at_run_time_not_import_time(monkeypatch):
     monkeypatch.setenv(ENV_VAR, "--no-such-flag")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = ROOT
     imported = subprocess.run([sys.executable, "-c", "import compiler.flags, compiler.step, dsl"],
                               cwd=root, capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr

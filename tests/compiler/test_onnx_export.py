@@ -15,8 +15,8 @@ from compiler.cli import main as flowc_main  # noqa: E402
 from compiler.interop.onnx_export import OnnxExportError, export_onnx  # noqa: E402
 from compiler.model_loader import load_model  # noqa: E402
 from dsl.tensor import Tensor  # noqa: E402
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def flowc_outputs(model, x):

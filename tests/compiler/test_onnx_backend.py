@@ -17,7 +17,7 @@ C) and its outputs compared with the test's expected outputs at ONNX's backend t
 
 To keep the C compiles few, the models are compiled in batches of ``BATCH`` per module (each
 model under its own name scope); a batch that fails to build or run is rerun one model per
-module so the failure is pinned on its test. ``python3 tests/test_onnx_backend.py`` rewrites
+module so the failure is pinned on its test. ``python3 tests/compiler/test_onnx_backend.py`` rewrites
 both lists from a fresh run.
 """
 from __future__ import annotations
@@ -31,15 +31,18 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
+# run as a script (python3 tests/compiler/test_onnx_backend.py): the helpers in tests/
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import dsl as fl  # noqa: E402
 from compiler.options import PipelineOptions  # noqa: E402
 from dsl.onnx import NotConstantError, UnsupportedOpsError, check_supported, import_graph  # noqa: E402
 from onnx_node_cases import NodeCase, node_cases  # noqa: E402
+from repo_paths import TESTS  # noqa: E402
 
 RTOL, ATOL = 1e-3, 1e-7                   # onnx.backend.test.runner's defaults for node tests
 BATCH = 48
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+DATA = os.path.join(TESTS, "data")
 SKIPS_FILE = os.path.join(DATA, "onnx_backend_skips.tsv")
 XFAILS_FILE = os.path.join(DATA, "onnx_backend_xfails.tsv")
 NO_FOLDING = PipelineOptions(disable=("fold-constants",))
@@ -242,7 +245,7 @@ def write_lists() -> None:
     skips = {c.name: skip_reason(c) for c in CASES}
     skips = {n: r for n, r in skips.items() if r is not None}
     results = run_all([c for c in CASES if c.name not in skips])
-    header = "# test name<TAB>reason; written by python3 tests/test_onnx_backend.py (onnx {})\n"
+    header = "# test name<TAB>reason; written by python3 tests/compiler/test_onnx_backend.py (onnx {})\n"
     with open(SKIPS_FILE, "w", encoding="utf-8") as f:
         f.write(header.format(onnx.__version__))
         f.writelines(f"{n}\t{r}\n" for n, r in sorted(skips.items()))

@@ -18,9 +18,8 @@ from compiler.ir.printer import print_graph
 from dsl.flow import load_flow
 from dsl.trainer import TrainError, load_spec, train
 from cli_runner import flowc
+from repo_paths import ROOT, TESTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 EXAMPLES = os.path.join(ROOT, "examples")
 MLP = os.path.join(EXAMPLES, "digits_mlp.flow")
 MLP_PY = os.path.join(EXAMPLES, "digits_mlp.py")
@@ -294,7 +293,7 @@ def test_user_errors(capsys, tmp_path):
     assert rc == 1 and "--resume needs --checkpoint-dir" in err
     rc, _, err = flowc(capsys, "train", tmp_path / "missing.flow")
     assert rc == 1 and "no such file" in err
-    bad = os.path.join(HERE, "flow_errors", "unknown_optimizer.flow")
+    bad = os.path.join(TESTS, "flow_errors", "unknown_optimizer.flow")
     rc, _, err = flowc(capsys, "train", bad)
     assert rc == 1 and f"{bad}:5:13: unknown optimizer 'adma'; did you mean 'adam'?" in err
 

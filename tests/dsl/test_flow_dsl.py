@@ -16,12 +16,11 @@ from compiler.cli import main
 from compiler.ir.printer import print_graph
 from dsl.flow import FlowError, build_flow, load_flow
 from dsl.flow import initializers as init
+from repo_paths import ROOT, TESTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 EXAMPLES = os.path.join(ROOT, "examples")
 MLP = os.path.join(EXAMPLES, "mlp.flow")
-ERRORS = os.path.join(HERE, "flow_errors")
+ERRORS = os.path.join(TESTS, "flow_errors")
 ERROR_CASES = sorted(f for f in os.listdir(ERRORS) if f.endswith(".flow"))
 
 

@@ -14,8 +14,8 @@ import dsl as fl
 from compiler.step import make_step_graph, optimize, write_artifact
 from runtime import ArtifactError, load_artifact
 from runtime.artifact import MANIFEST, write_manifest
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 
 from cli_runner import flowc
 from compiler.codegen.cuda_build import find_nvcc
+from repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MLP = os.path.join(ROOT, "examples", "digits_mlp.flow")
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
