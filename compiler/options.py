@@ -285,6 +285,11 @@ ENVIRONMENT: Tuple[EnvVar, ...] = (
            "compiler/codegen/cuda_build.py", changes_code=True),
     EnvVar("FLOWC_CUDA_SIMULATOR", "1: the CUDA simulator is this process's GPU (GPU code runs on "
            "the CPU)", "runtime/cuda_module.py", changes_code=True),
+    EnvVar("FLOWC_NUM_THREADS", "threads of the generated code's parallel loops, gemms and "
+           "convolutions (default 1), read at each run", "codegen_templates/c/parallel.c.j2 (the "
+           "generated code)"),
+    EnvVar("FLOWC_CUDA_SIMULATOR_FAULTS", "a file the CUDA simulator appends each out-of-bounds "
+           "access it finds to (besides stderr)", "runtime/csrc/cuda_sim/cuda_runtime.h"),
     EnvVar("FLOWC_FASTCALL", "0: call compiled steps through cffi instead of the C fast path",
            "runtime/fastcall.py"),
     EnvVar("FLOWC_TOKEN", "the shared token a task requires and a client sends",
