@@ -81,7 +81,7 @@ def test_missing_placeholder_names_it_and_where_it_was_defined(model, backend):
     msg = str(info.value)
     assert "you must feed a value for placeholder 'x'" in msg and "f32[?,3]" in msg
     assert f"test_feeds.py:{x_line}:" in msg
-    assert os.path.join("tests", "test_feeds.py") in msg
+    assert os.path.join("tests", "dsl", "test_feeds.py") in msg
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
