@@ -117,7 +117,7 @@ def _is_gpu(device: str) -> bool:
 def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                    instrumentation: Instrumentation = Instrumentation(),
                    cuda_arch: Union[None, str, Dict[str, str]] = None,
-                   replace: bool = True) -> str:
+                   replace: bool = True, sign_key: Union[None, bytes, str] = None) -> str:
     """Emit C for each device of the optimized step graph, build it, and write an artifact.
 
     The artifact is built in a temporary folder beside ``out_dir`` and moved there whole.
@@ -132,6 +132,9 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     A GPU device's module is CUDA (``gpu_0.cu`` built by nvcc for ``cuda_arch``: one
     architecture for every GPU, or a device name -> architecture map where the GPUs differ;
     see ``compiler/codegen/cuda_artifact.py``).
+    Every file written is listed with its SHA-256 in the manifest (the big constants' ``.bin``
+    blobs too); ``sign_key`` (bytes or a key file) adds an HMAC-SHA256 signature of the
+    manifest (``runtime/signing.py``), which ``load_artifact(path, verify_key=...)`` checks.
     """
     feed_specs = []
     for n, name in zip(step.feeds, step.feed_names):
@@ -205,11 +208,12 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                 continue
             with open(os.path.join(tmp, f"{label}.c"), "w") as f:
                 f.write(emitted.source)
-            for fname, data in getattr(emitted, "blobs", {}).items():   # what .incbin reads
+            blobs = sorted(getattr(emitted, "blobs", {}).items())
+            for fname, data in blobs:                                   # what .incbin reads
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(data)
             shutil.copyfile(built.path, os.path.join(tmp, f"{label}.so"))
-            for fname in (f"{label}.c", f"{label}.so"):
+            for fname in [f"{label}.c", f"{label}.so"] + [name for name, _ in blobs]:
                 files[fname] = sha256_file(os.path.join(tmp, fname))
             devices.append({
                 "device": device, "kind": "cpu", "module": f"{label}.so", "source": f"{label}.c",
@@ -231,7 +235,7 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
             "ir": "graph.ir", "files": files,
             "compiler": compiler_identity(compiler_command()).splitlines()[0],
         }
-        write_manifest(tmp, manifest)
+        write_manifest(tmp, manifest, sign_key=sign_key)
         _install(tmp, out_dir, replace)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,7 +1,12 @@
 """Compiled artifacts on disk: ``manifest.json`` + per-device modules + the IR they came from.
 
-The loader checks the format version and every file's hash, and refuses a tampered or
-mismatched artifact with an error that names the file.
+The loader checks the manifest (``runtime/manifest.py``: strict JSON, every entry's type and
+range, file names confined to the folder), its checksum and, given a key, its signature
+(``runtime/signing.py``), and every file's hash; it loads modules only through
+``runtime/artifact_files.py``, which reads nothing the manifest does not hash and nothing
+outside the folder, and checks a module is one before ``dlopen``. A tampered, malformed or
+mismatched artifact is refused with an ArtifactError that names the artifact and the entry or
+file.
 """
 from __future__ import annotations
 
@@ -9,15 +14,19 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
+from runtime.artifact_files import ArtifactFolder
 from runtime.errors import ArtifactError, FeedError
 from runtime.executor import DevicePart, MultiDeviceExecutable
+from runtime.manifest import (CHECKSUM_FIELD, FORMAT, FORMAT_VERSION, MANIFEST,  # noqa: F401
+                              SIGNATURE_FIELD, canonical_json, check_entries, manifest_checksum,
+                              read_manifest)
 from runtime.module import CModule, Executable, TensorSpec
+from runtime.signing import Key, check_signature, load_key, manifest_signature
 
-FORMAT = "flowc-artifact"
-FORMAT_VERSION = 2
-MANIFEST = "manifest.json"
+# (the artifact's folder, the device's index in the manifest, its manifest entry) -> its module
+ModuleLoader = Callable[[ArtifactFolder, int, dict], CModule]
 
 
 def sha256_file(path: str) -> str:
@@ -99,56 +108,30 @@ class Artifact:
         return self.executable.run(values, store=store)
 
 
-def _read_manifest(path: str) -> dict:
+def verify_artifact(path: str, verify_key: Optional[Key] = None) -> dict:
+    """Check the manifest (strict JSON, every entry, its own checksum, and with
+    ``verify_key`` its signature) and the hash of every file it lists; return the manifest.
+    Raises an ArtifactError naming the artifact and what is wrong."""
+    manifest = read_manifest(path)
     mpath = os.path.join(path, MANIFEST)
-    if not os.path.isfile(mpath):
-        raise ArtifactError(f"{path} is not a flowc artifact: no {MANIFEST}")
-    try:
-        with open(mpath) as f:
-            manifest = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ArtifactError(f"{mpath} is not valid JSON: {e}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ArtifactError(f"{mpath} is not a flowc artifact manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise ArtifactError(f"{mpath} has format version {manifest.get('format_version')}; "
-                            f"this runtime reads version {FORMAT_VERSION}")
-    return manifest
-
-
-def verify_artifact(path: str) -> dict:
-    """Check the manifest and the hash of every file it lists; return the manifest."""
-    manifest = _read_manifest(path)
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not files:
-        raise ArtifactError(f"{os.path.join(path, MANIFEST)} lists no files")
-    expected_self = manifest.get("manifest_sha256")
-    body = dict(manifest)
-    body.pop("manifest_sha256", None)
-    if expected_self != hashlib.sha256(canonical_json(body).encode()).hexdigest():
-        raise ArtifactError(f"{os.path.join(path, MANIFEST)} was modified after it was written "
+    if manifest.get(CHECKSUM_FIELD) != manifest_checksum(manifest):
+        raise ArtifactError(f"{mpath} was modified after it was written "
                             "(its own checksum does not match)")
-    for name, digest in files.items():
-        fpath = os.path.join(path, name)
-        if os.path.basename(name) != name:
-            raise ArtifactError(f"manifest names a file outside the artifact: {name}")
-        if not os.path.isfile(fpath):
-            raise ArtifactError(f"artifact file missing: {fpath}")
-        actual = sha256_file(fpath)
-        if actual != digest:
-            raise ArtifactError(f"artifact file {fpath} does not match its manifest hash "
-                                f"(expected {digest[:12]}…, found {actual[:12]}…): it was modified or corrupted")
+    if verify_key is not None:
+        check_signature(manifest, load_key(verify_key, "verify_key"), mpath)
+    check_entries(manifest, path)
+    ArtifactFolder(path, manifest).verify_all()
     return manifest
 
 
-def canonical_json(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-
-
-def write_manifest(path: str, manifest: dict) -> None:
-    body = dict(manifest)
-    body.pop("manifest_sha256", None)
-    body["manifest_sha256"] = hashlib.sha256(canonical_json(body).encode()).hexdigest()
+def write_manifest(path: str, manifest: dict, sign_key: Optional[Key] = None) -> None:
+    """Write ``manifest`` into the folder ``path`` with its checksum and, with ``sign_key``
+    (bytes or a key file), its signature (docs: what each protects). Atomic: written to a
+    temporary file, synced, renamed."""
+    body = {k: v for k, v in manifest.items() if k not in (CHECKSUM_FIELD, SIGNATURE_FIELD)}
+    if sign_key is not None:
+        body[SIGNATURE_FIELD] = manifest_signature(body, load_key(sign_key, "sign_key"))
+    body[CHECKSUM_FIELD] = manifest_checksum(body)
     tmp = os.path.join(path, MANIFEST + ".tmp")
     with open(tmp, "w") as f:
         json.dump(body, f, indent=2, sort_keys=True)
@@ -158,34 +141,37 @@ def write_manifest(path: str, manifest: dict) -> None:
     os.replace(tmp, os.path.join(path, MANIFEST))
 
 
-def _cpu_module(path: str, d: dict) -> CModule:
-    if d.get("kind") != "cpu":
-        raise ArtifactError(f"{path}: device {d.get('device')} is of kind {d.get('kind')!r}; "
+def _cpu_module(folder: ArtifactFolder, index: int, d: dict) -> CModule:
+    if d["kind"] != "cpu":
+        raise ArtifactError(f"{folder.path}: device {d['device']} is of kind {d['kind']!r}; "
                             "this runtime runs CPU modules")
-    return CModule(os.path.join(path, d["module"]))
+    with folder.open_module(d["module"], f"devices[{index}].module") as path:
+        return CModule(path)
 
 
-def load_artifact(path: str, load_module: Callable[[str, dict], CModule] = _cpu_module) -> Artifact:
+def load_artifact(path: str, load_module: ModuleLoader = _cpu_module, *,
+                  verify_key: Optional[Key] = None) -> Artifact:
     """Load an artifact: one ``Executable`` per device (run together when there are several).
-    ``load_module(path, device_entry)`` loads each device's module (CPU modules by default;
-    ``runtime.cuda_module`` passes one that also loads GPU modules)."""
-    manifest = verify_artifact(path)
-    devices = manifest.get("devices") or []
-    if not devices:
-        raise ArtifactError(f"{path}: the manifest lists no devices")
+
+    ``verify_key`` (bytes, or the path of a key file): refuse the artifact unless its manifest
+    is signed with that key (``flowc compile --sign-key``). Without it, the hashes still catch
+    accidental damage, but not an edit (docs: README, "Artifacts").
+    ``load_module(folder, index, device_entry)`` loads each device's module from the
+    ``ArtifactFolder`` (CPU modules by default; ``runtime.cuda_module`` passes one that also
+    loads GPU modules). Nothing is loaded before the whole artifact is checked, and nothing
+    from outside its folder."""
+    manifest = verify_artifact(path, verify_key)
+    folder = ArtifactFolder(path, manifest)
+    devices = manifest["devices"]
     feeds = [TensorSpec.from_json(f) for f in manifest["feeds"]]
     fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]
     parts = []
-    for d in devices:
-        module = load_module(path, d)
-        try:
-            exe = Executable(module, [feeds[i] for i in d["feeds"]],
-                             [fetches[i] for i in d["fetches"]],
-                             [TensorSpec.from_json(v) for v in d.get("variables", [])],
-                             list(d.get("random_streams", [])), list(d.get("queues", [])))
-        except (IndexError, KeyError) as e:
-            raise ArtifactError(f"{path}: the manifest entry of {d.get('device')} is malformed "
-                                f"({e})") from None
+    for index, d in enumerate(devices):
+        module = load_module(folder, index, d)
+        exe = Executable(module, [feeds[i] for i in d["feeds"]],
+                         [fetches[i] for i in d["fetches"]],
+                         [TensorSpec.from_json(v) for v in d.get("variables", [])],
+                         list(d.get("random_streams", [])), list(d.get("queues", [])))
         if "kernels" in d:                        # a --profile build: its kernel table
             exe.kernel_table = {"device": d["device"], "kernels": list(d["kernels"])}
         parts.append(DevicePart(d["device"], exe, d["feeds"], d["fetches"]))

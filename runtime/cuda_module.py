@@ -39,8 +39,10 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from runtime.artifact import Artifact, load_artifact
+from runtime.artifact_files import ArtifactFolder
 from runtime.errors import ArtifactError, FlowcError
 from runtime.module import CModule, ffi
+from runtime.signing import Key
 
 _CUDA_CDEF = """
 int flowc_cuda_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
@@ -157,7 +159,10 @@ class CudaModule(CModule):
     (the C module ABI, plus ``flowc_cuda_entry`` and ``flowc_cuda_var_release``)."""
 
     def __init__(self, path: str, fatbin: Optional[str], arch: str,
-                 context: Optional[CudaContext]):
+                 context: Optional[CudaContext], *, fatbin_image: Optional[bytes] = None):
+        """``fatbin``: the device code's file (named in messages); ``fatbin_image``: its bytes
+        where the caller has read and checked them already (the artifact loader), else they
+        are read from ``fatbin``."""
         if arch == SIMULATED_ARCH:         # host code only: no device code, no GPU needed
             _declare_cuda_abi()
             super().__init__(path)
@@ -167,9 +172,14 @@ class CudaModule(CModule):
             raise ArtifactError(f"{path}: a module built for {arch} needs a GPU; the CUDA "
                                 f"simulator runs modules built for '{SIMULATED_ARCH}' "
                                 "(--cuda-arch sim)")
+        if fatbin_image is None and fatbin is None:
+            raise ArtifactError(f"{path}: a module built for {arch} needs its device code "
+                                "(fatbin), and none is given")
         with context:
-            with open(fatbin, "rb") as f:
-                image = f.read()
+            image = fatbin_image
+            if image is None:
+                with open(fatbin, "rb") as f:
+                    image = f.read()
             import pycuda.driver as cuda
             try:
                 self.device_module = cuda.module_from_buffer(image)
@@ -181,29 +191,37 @@ class CudaModule(CModule):
         self.context = context
 
 
-def load_cuda_artifact(path: str, context: Optional[CudaContext] = None) -> Artifact:
+def load_cuda_artifact(path: str, context: Optional[CudaContext] = None, *,
+                       verify_key: Optional[Key] = None) -> Artifact:
     """Load an artifact whose devices may include GPUs (``kind: cuda``); CPU devices load as
-    ``runtime.artifact.load_artifact`` loads them. Each GPU module's device code is checked
-    in its own GPU's context (``context`` for the GPU it is of; the GPUs' primary contexts,
-    which the CUDA runtime in the modules uses too). Runs with pycuda calls of their own must
-    happen with ``context`` entered."""
+    ``runtime.artifact.load_artifact`` loads them, and the artifact is checked as it checks
+    it (``verify_key`` too) before any module is loaded or any GPU is touched. Each GPU
+    module's device code is checked in its own GPU's context (``context`` for the GPU it is
+    of; the GPUs' primary contexts, which the CUDA runtime in the modules uses too). Runs with
+    pycuda calls of their own must happen with ``context`` entered."""
     contexts = {context.index: context} if context is not None else {}
 
-    def load_module(path: str, d: dict) -> CModule:
-        kind = d.get("kind")
+    def load_module(folder: ArtifactFolder, index: int, d: dict) -> CModule:
+        kind = d["kind"]
+        entry = f"devices[{index}].module"
         if kind == "cuda":
             arch = d.get("arch", "?")
             ctx = None
+            fatbin = image = None
             if arch != SIMULATED_ARCH:
-                index = gpu_index(d.get("device", ""))
-                ctx = contexts.get(index) or contexts.setdefault(index, CudaContext(index))
-            fatbin = os.path.join(path, d["fatbin"]) if d.get("fatbin") else None
-            return CudaModule(os.path.join(path, d["module"]), fatbin, arch, ctx)
+                gpu = gpu_index(d["device"])
+                ctx = contexts.get(gpu) or contexts.setdefault(gpu, CudaContext(gpu))
+                if d.get("fatbin"):
+                    fatbin = os.path.join(folder.path, d["fatbin"])
+                    image = folder.read(d["fatbin"])
+            with folder.open_module(d["module"], entry) as module:
+                return CudaModule(module, fatbin, arch, ctx, fatbin_image=image)
         if kind == "cpu":
-            return CModule(os.path.join(path, d["module"]))
-        raise ArtifactError(f"{path}: device {d.get('device')} is of unknown kind {kind!r}")
+            with folder.open_module(d["module"], entry) as module:
+                return CModule(module)
+        raise ArtifactError(f"{folder.path}: device {d['device']} is of unknown kind {kind!r}")
 
-    return load_artifact(path, load_module)
+    return load_artifact(path, load_module, verify_key=verify_key)
 
 
 def gpu_index(device: str) -> int:

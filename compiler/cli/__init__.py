@@ -70,6 +70,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--cuda-arch", metavar="SM", default=None,
                    help="GPU architecture for --target cuda (default sm_90, or FLOWC_CUDA_ARCH)")
     _add_selection(p)
+    p.add_argument("--sign-key", metavar="FILE",
+                   help="sign the artifact's manifest with the key in FILE (HMAC-SHA256; at "
+                        "least 16 bytes, e.g. `head -c 32 /dev/urandom > FILE`), so that `flowc "
+                        "run --verify-key FILE` refuses it if anyone without the key changes it")
     p.add_argument("--memory-report", action="store_true",
                    help="print each device module's memory plan: peak bytes (the arena size), "
                    "buffers, how many share memory, and the largest buffers")
@@ -151,6 +155,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="STEPS", nargs="?", type=int, const=1,
                    help="run STEPS steps (default 1) of an artifact compiled with --profile "
                    "and print the time of each kernel (docs/profiling.md)")
+    p.add_argument("--verify-key", metavar="FILE",
+                   help="refuse the artifact unless its manifest is signed with the key in FILE "
+                        "(`flowc compile --sign-key FILE`); without it, hashes catch damage but "
+                        "not edits")
     p.set_defaults(handler="run")
     from compiler.cli.serve import add_serve_command
     add_serve_command(sub)

@@ -25,6 +25,7 @@ from compiler.codegen.cuda_target_options import cuda_target_options
 from compiler.step import StepGraph, make_step_graph, optimize, step_key, write_artifact
 from runtime.artifact import MANIFEST
 from runtime.errors import FlowcError
+from runtime.signing import load_key
 
 
 def _spec_text(name: str, out) -> str:
@@ -55,7 +56,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """Compile a model file into an artifact folder."""
     options = options_from_args(args)
     if getattr(args, "emit", "artifact") == "c-library":
+        if getattr(args, "sign_key", None):
+            raise ModelError("--sign-key signs an artifact's manifest for `flowc run "
+                             "--verify-key`; a C library (--emit c-library) is linked by your "
+                             "program, not loaded by flowc")
         return _compile_c_library(args, options)
+    # the key is read first: a missing or short key is refused before anything is compiled
+    sign_key = load_key(args.sign_key, "--sign-key") if getattr(args, "sign_key", None) else None
     if getattr(args, "checkpoint", None) or getattr(args, "name", None):
         raise ModelError("--checkpoint and --name apply to --emit c-library; an artifact "
                          "takes its checkpoint at run time (flowc run --checkpoint)")
@@ -69,7 +76,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     optimize(step, options)
     instrumentation = Instrumentation.from_options(resolve_options(options))  # --profile ...
     write_artifact(step, args.output, step_key(step, instrumentation), instrumentation,
-                   cuda_arch=arch)
+                   cuda_arch=arch, sign_key=sign_key)
     feeds = ", ".join(_spec_text(n, p.output(0)) for n, p in zip(step.feed_names, step.feeds))
     fetches = ", ".join(_spec_text(n, r.inputs[0]) for n, r in zip(step.fetch_names, step.retvals))
     print(f"wrote {args.output}")

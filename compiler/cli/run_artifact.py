@@ -8,13 +8,14 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from runtime import profile
 from runtime.artifact import Artifact, load_artifact, verify_artifact
 from runtime.errors import FeedError, FlowcError
+from runtime.signing import load_key
 
 
 class CommandLineError(FlowcError):
@@ -103,24 +104,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run one step of an artifact and print (or save) the fetched values."""
     if not os.path.isdir(args.artifact):
         raise CommandLineError(f"{args.artifact}: no such artifact folder")
-    artifact, context = load_any_artifact(args.artifact)
+    key = load_key(args.verify_key, "--verify-key") if getattr(args, "verify_key", None) \
+        else None
+    artifact, context = load_any_artifact(args.artifact, key)
     with context:
         return _run(args, artifact)
 
 
-def load_any_artifact(path: str):
+def load_any_artifact(path: str, verify_key: Optional[bytes] = None):
     """(the artifact, the context its runs need): CPU artifacts load with the runtime alone;
     one with GPU modules through ``runtime.cuda_module`` (its GPU's context entered around
-    runs; none for modules built for the CUDA simulator)."""
-    devices = verify_artifact(path).get("devices") or ()
-    gpu = [d for d in devices if d.get("kind") == "cuda"]
+    runs; none for modules built for the CUDA simulator). ``verify_key``: refuse it unless
+    it is signed with that key. The artifact is checked whole before any GPU is touched."""
+    devices = verify_artifact(path, verify_key)["devices"]
+    gpu = [d for d in devices if d["kind"] == "cuda"]
     if not gpu:
-        return load_artifact(path), contextlib.nullcontext()
+        return load_artifact(path, verify_key=verify_key), contextlib.nullcontext()
     from runtime.cuda_module import SIMULATED_ARCH, CudaContext, load_cuda_artifact
     context = None
     if any(d.get("arch") != SIMULATED_ARCH for d in gpu):
         context = CudaContext(0)
-    return load_cuda_artifact(path, context), context or contextlib.nullcontext()
+    return (load_cuda_artifact(path, context, verify_key=verify_key),
+            context or contextlib.nullcontext())
 
 
 def _run(args: argparse.Namespace, artifact: Artifact) -> int:
