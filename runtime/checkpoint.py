@@ -22,9 +22,11 @@ new one complete, never a mix. A temporary file is named ``.<name>.<12 hex digit
 and its writer holds an exclusive ``flock`` on it until it is renamed; a process killed
 mid-write leaves it behind, unlocked, and the next write of the same name removes it
 (``_remove_stale_temps``: only names of that exact form and only files no live writer holds,
-so a concurrent save of the same prefix keeps its own; never any other file). Reading verifies the index, the data's size and hash, and the
-requested names, dtypes and shapes before returning anything, and refuses a checkpoint that
-does not match with one ``CheckpointError`` listing every tensor that does not.
+so a concurrent save of the same prefix keeps its own; never any other file).
+
+Reading verifies the index, the data's size and hash, and the requested names, dtypes and
+shapes before returning anything, and refuses a checkpoint that does not match with one
+``CheckpointError`` listing every tensor that does not.
 
 ``SaveV2``/``RestoreV2`` kernels of both backends come here: the reference kernels directly,
 generated C through the host-call hook (registered below), so both write and read the same
