@@ -49,12 +49,15 @@ def test_the_next_save_removes_what_a_killed_save_left(tmp_path, stop):
     child = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, prefix, str(stop)], cwd=ROOT,
                              env={**os.environ, "PYTHONPATH": ROOT}, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = threading.Timer(120, child.kill)         # bounded, whatever the child does
+    deadline.start()
     try:
         line = child.stdout.readline()                 # EOF if the child failed
         assert line == "writing\n", child.stderr.read()
         left = _temps(tmp_path)
         assert len(left) == 1                          # the killed save's, half done
     finally:
+        deadline.cancel()
         child.send_signal(signal.SIGKILL)
         child.communicate(timeout=60)
     assert ckpt.read_checkpoint(prefix, ["v"], [DType.f64], [None])[0].tolist() == [0] * 3
