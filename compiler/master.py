@@ -4,9 +4,10 @@ registered (``compiler.distributed.build_partition``, which ``flowc serve`` hand
 anything else that compiles steps go through here, so the cache behaves one way everywhere.
 
 The cache (``FLOWC_CACHE_DIR``/artifacts) holds artifacts named by ``step_key``: the content
-hash of the optimized step, its instrumentation, GPU architectures, code-changing settings and
-toolchain. A ``by-source`` index maps the hash of a step *before* its passes to that key, so a
-step compiled before loads without running the passes. An entry that does not load (damaged,
+hash of the optimized step, every feed's and fetch's spec (name, dtype, shape: also of a fed
+placeholder the step does not use), its instrumentation, GPU architectures, code-changing
+settings and toolchain. A ``by-source`` index maps the hash of a step *before* its passes to
+that key, so a step compiled before loads without running the passes. An entry that does not load (damaged,
 or written by a process that died) is reported and rebuilt in place, never served.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from compiler.codegen.build import (build_shared_object, cc_jobs, compiler_identity,
                                     compiler_command)
@@ -93,6 +93,24 @@ def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Out
                      [tensor_name(f) for f in fetches])
 
 
+def step_specs(step: StepGraph) -> Tuple[List[TensorSpec], List[TensorSpec]]:
+    """The step's feeds and fetches as the manifest records them (name, dtype, shape), in
+    feed and fetch order. A feed the pruned step does not use keeps the spec of its
+    placeholder, which is no longer in the graph: the cache keys hash these specs, since the
+    runtime checks fed values against them."""
+    feeds = [TensorSpec(name, n.output_types[0].dtype, n.output_types[0].shape)
+             for n, name in zip(step.feeds, step.feed_names)]
+    fetches = [TensorSpec(name, r.inputs[0].type.dtype, r.inputs[0].type.shape)
+               for r, name in zip(step.retvals, step.fetch_names)]
+    return feeds, fetches
+
+
+def _specs_text(step: StepGraph) -> str:
+    """``step_specs`` as stable text for a cache key."""
+    feeds, fetches = step_specs(step)
+    return json.dumps([[s.to_json() for s in feeds], [s.to_json() for s in fetches]])
+
+
 def optimize(step: StepGraph, options: Optional[PipelineOptions] = None) -> PassManager:
     pm = PassManager(options or PipelineOptions())
     step.origins = origins_of(step.graph)       # what Fused kernels replaced, for profiles
@@ -136,14 +154,7 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     blobs too); ``sign_key`` (bytes or a key file) adds an HMAC-SHA256 signature of the
     manifest (``runtime/signing.py``), which ``load_artifact(path, verify_key=...)`` checks.
     """
-    feed_specs = []
-    for n, name in zip(step.feeds, step.feed_names):
-        t = n.output_types[0]
-        feed_specs.append(TensorSpec(name, t.dtype, t.shape))
-    fetch_specs = []
-    for r, name in zip(step.retvals, step.fetch_names):
-        t = r.inputs[0].type
-        fetch_specs.append(TensorSpec(name, t.dtype, t.shape))
+    feed_specs, fetch_specs = step_specs(step)
     if not any(n.assigned_device for n in step.graph):
         for n in step.graph:                      # not placed (a custom pipeline): one CPU
             n.assigned_device = CPU0
@@ -294,10 +305,11 @@ def toolchain_fingerprint() -> str:
 def source_key(step: StepGraph, options: PipelineOptions,
                instrumentation: Instrumentation = Instrumentation(),
                gpu_archs: str = "") -> Optional[str]:
-    """Content hash of a step graph *before* its passes, with its feed/fetch names, the
-    effective pipeline options, the instrumentation, the ``FLOWC_*`` settings that change generated
-    code (``compiler.options.code_tag``) and the toolchain: a session that makes a
-    step already compiled finds its artifact (``cached_step_key``) without running the passes.
+    """Content hash of a step graph *before* its passes, with its feed/fetch names and specs
+    (``step_specs``), the effective pipeline options, the instrumentation, the ``FLOWC_*``
+    settings that change generated code (``compiler.options.code_tag``) and the toolchain: a
+    session that makes a step already compiled finds its artifact (``cached_step_key``)
+    without running the passes.
     None when the options ask the passes to show something (IR dumps, pass timings, the
     placement log), which a start from the cache would skip. ``gpu_archs``: what the GPU
     modules are built for (``gpu_archs_tag``), so a build for the CUDA simulator or for
@@ -307,6 +319,7 @@ def source_key(step: StepGraph, options: PipelineOptions,
         return None
     h = hashlib.sha256(b"before passes\0" + print_graph(step.graph).encode())
     h.update(json.dumps([step.feed_names, step.fetch_names, repr(options)]).encode())
+    h.update(b"\0specs\0" + _specs_text(step).encode())
     if instrumentation:
         h.update(instrumentation.tag.encode())
     if gpu_archs:
@@ -361,11 +374,13 @@ def gpu_archs_tag(cuda_arch: Union[None, str, Dict[str, str]]) -> str:
 
 def step_key(step: StepGraph, instrumentation: Instrumentation = Instrumentation(),
              gpu_archs: str = "") -> str:
-    """Content hash of an optimized step graph, its feed/fetch names, the instrumentation
-    asked for, the GPU architectures its modules are built for, the ``FLOWC_*`` settings that
-    change generated code and the toolchain."""
+    """Content hash of an optimized step graph, its feed/fetch names and specs (``step_specs``:
+    also of a fed placeholder the passes pruned, whose spec the manifest keeps and the runtime
+    checks feeds against), the instrumentation asked for, the GPU architectures its modules
+    are built for, the ``FLOWC_*`` settings that change generated code and the toolchain."""
     h = hashlib.sha256(print_graph(step.graph).encode())
     h.update(json.dumps([step.feed_names, step.fetch_names, step.plan_memory]).encode())
+    h.update(b"\0specs\0" + _specs_text(step).encode())
     if instrumentation:
         h.update(instrumentation.tag.encode())
     if gpu_archs:

@@ -18,9 +18,15 @@ Writing is crash-safe: the data goes to a temporary file in the same folder, is 
 renamed; then the index is written the same way, last; then the folder is fsync'd. A
 checkpoint exists (``checkpoint_exists``) only once its index does, and the index names the
 exact bytes of its data, so a crash at any point leaves either the previous checkpoint or the
-new one complete, never a mix. Reading verifies the index, the data's size and hash, and the
-requested names, dtypes and shapes before returning anything, and refuses a checkpoint that
-does not match with one ``CheckpointError`` listing every tensor that does not.
+new one complete, never a mix. A temporary file is named ``.<name>.<12 hex digits>.tmp``
+and its writer holds an exclusive ``flock`` on it until it is renamed; a process killed
+mid-write leaves it behind, unlocked, and the next write of the same name removes it
+(``_remove_stale_temps``: only names of that exact form and only files no live writer holds,
+so a concurrent save of the same prefix keeps its own; never any other file).
+
+Reading verifies the index, the data's size and hash, and the requested names, dtypes and
+shapes before returning anything, and refuses a checkpoint that does not match with one
+``CheckpointError`` listing every tensor that does not.
 
 ``SaveV2``/``RestoreV2`` kernels of both backends come here: the reference kernels directly,
 generated C through the host-call hook (registered below), so both write and read the same
@@ -33,6 +39,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import warnings
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -40,6 +47,11 @@ import numpy as np
 
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
+
+try:
+    import fcntl
+except ImportError:                                  # no flock (Windows): temps are not swept
+    fcntl = None
 
 FORMAT = "flowc-checkpoint"
 FORMAT_VERSION = 1
@@ -115,17 +127,75 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _temp_name_pattern(base: str) -> "re.Pattern":
+    """flowc's temporary names for a file named ``base``: ``.<base>.<12 hex digits>.tmp``."""
+    return re.compile(r"\." + re.escape(base) + r"\.[0-9a-f]{12}\.tmp$")
+
+
 def _temp_in(folder: str, base: str):
-    """A new temporary file next to where ``base`` goes: (fd, path). Its mode follows the
-    umask, like any file the user creates (``mkstemp`` would make it private)."""
+    """A new temporary file next to where ``base`` goes: (fd, path), held with an exclusive
+    ``flock`` for as long as ``fd`` is open, so ``_remove_stale_temps`` leaves it alone. Its
+    mode follows the umask, like any file the user creates (``mkstemp`` would make it
+    private)."""
     for _ in range(100):
         path = os.path.join(folder, f".{base}.{secrets.token_hex(6)}.tmp")
         try:
-            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                           0o666), path
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o666)
         except FileExistsError:
             continue
+        if _hold(fd, path):
+            return fd, path
+        os.close(fd)            # swept as stale before it was held: take another name
     raise FileExistsError(f"cannot create a temporary file in '{folder or '.'}'")
+
+
+def _hold(fd: int, path: str) -> bool:
+    """Lock the new temporary file ``fd`` (blocking only while a sweeper looks at it); False
+    when a sweeper removed it between its creation and the lock."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:                                   # a filesystem without locks: nothing
+        return True                                   # is swept there either
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(fd))
+    except FileNotFoundError:
+        return False
+
+
+def _remove_stale_temps(folder: str, base: str) -> None:
+    """Remove what earlier writes of ``base`` in ``folder`` left when they were killed: files
+    with flowc's temporary names for it (``_temp_name_pattern``) that no writer holds.
+    A file a live writer holds (its ``flock``), a file of any other name, and anything that
+    is not a regular file are left alone; a failure to remove one is not an error."""
+    if fcntl is None:
+        return
+    pattern = _temp_name_pattern(base)
+    try:
+        names = [n for n in os.listdir(folder or ".") if pattern.match(n)]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | _CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)     # held by a live writer: raises
+            if os.path.samestat(os.stat(path), os.fstat(fd)):
+                os.unlink(path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _unlink_quietly(path: Optional[str]) -> None:
@@ -148,17 +218,20 @@ def _write_error(what: str, path: str, e: OSError) -> CheckpointError:
 
 def write_file_atomically(path: str, data: bytes, what: str = "file") -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, never a
-    part: temporary file in the same folder, flush, fsync, rename, fsync the folder."""
+    part: temporary file in the same folder, flush, fsync, rename (while the temporary file
+    is still held), fsync the folder. Temporary files of earlier writes of ``path`` that
+    were killed are removed first (``_remove_stale_temps``)."""
     folder = os.path.dirname(path)
     tmp = None
     try:
+        _remove_stale_temps(folder, os.path.basename(path))
         fd, tmp = _temp_in(folder, os.path.basename(path))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
+            os.replace(tmp, path)
+            tmp = None
         _fsync_dir(folder)
     except OSError as e:
         raise _write_error(what, path, e) from None
@@ -203,15 +276,16 @@ def write_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray]) -> str:
         data = save(arrays, metadata={"format": f"{FORMAT}/{FORMAT_VERSION}"})
         digest = hashlib.sha256(data).hexdigest()
         size = len(data)
+        data_name = f"{base}.data-{digest[:16]}.safetensors"
+        _remove_stale_temps(folder, base)            # what saves killed mid-write left
         fd, tmp = _temp_in(folder, base)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        del data
-        data_name = f"{base}.data-{digest[:16]}.safetensors"
-        os.replace(tmp, os.path.join(folder, data_name))
-        tmp = None
+            del data
+            os.replace(tmp, os.path.join(folder, data_name))    # still held: not swept
+            tmp = None
         _fsync_dir(folder)
     except OSError as e:
         raise _write_error("checkpoint", prefix, e) from None

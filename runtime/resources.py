@@ -18,9 +18,14 @@ and frees through that module's exports (``flowc_cuda_var_to_host`` ...), never 
 A variable lives on one kind of device: a CPU module given a GPU-resident variable is refused
 (the session keeps a variable on the device its first step placed it on).
 
-Updates from generated code are not locked, like TensorFlow's ``use_locking=False`` default;
-steps that race on one variable see each other's partial updates (the paper's asynchronous
-training), never freed memory, as a variable's buffer is only replaced when its size changes.
+Every read and update of a variable is atomic per variable, as with TensorFlow's resource
+variables (whose mutex each kernel holds): generated code holds the ``flowc_var``'s own lock
+(``flowc_var_lock`` in ``runtime/csrc/flowc_rt.h``) while it reads or updates the value, and
+the interpreter's kernels and this module hold the ``Variable``'s ``lock`` (a
+``threading.Lock``) for ``read``, ``assign`` and a whole read-modify-write ``update``, so
+concurrent ``AssignAdd``s add up exactly in both backends. The two locks are distinct: a
+session runs its steps with one backend, and the store's host-side ``read``/``assign`` are
+not locked against generated code running at the same time.
 """
 from __future__ import annotations
 
@@ -83,6 +88,8 @@ class Variable:
     def __init__(self, info: VariableInfo):
         self.info = info
         self.gpu = None
+        # Held by ``read``, ``assign`` and ``update``: the interpreter's updates are atomic.
+        self.lock = threading.Lock()
         self.c = ffi.new("flowc_var *")
         self.c.dtype = info.dtype.code
         encoded = info.name.encode()[:127]
@@ -112,21 +119,43 @@ class Variable:
     def move_to_gpu(self, lib) -> None:
         """Make the variable GPU-resident in ``lib``'s device memory (a GPU module's library);
         a value already in host memory is copied there."""
-        if self.gpu is not None:
-            return
-        c = self.c
-        value = self.read() if c.initialized else None
-        if c.value.data != ffi.NULL:
-            _free(c.value.data)
-            c.value.data = ffi.NULL
-            c.capacity = 0
-        self._gpu_release = lib.flowc_cuda_var_release      # for __del__: no lookup there
-        self.gpu = lib
-        if value is not None:
-            self.assign(value)
+        with self.lock:
+            if self.gpu is not None:
+                return
+            c = self.c
+            value = self._read() if c.initialized else None
+            if c.value.data != ffi.NULL:
+                _free(c.value.data)
+                c.value.data = ffi.NULL
+                c.capacity = 0
+            self._gpu_release = lib.flowc_cuda_var_release      # for __del__: no lookup there
+            self.gpu = lib
+            if value is not None:
+                self._assign(value)
 
     def read(self) -> np.ndarray:
-        """A copy of the current value (from the GPU for a GPU-resident variable)."""
+        """A copy of the current value (from the GPU for a GPU-resident variable), taken
+        under the variable's lock (never half of an update)."""
+        with self.lock:
+            return self._read()
+
+    def assign(self, value) -> None:
+        """Set the value (a copy of ``value``) under the variable's lock; checks dtype and the
+        declared shape. Not locked against generated code running at the same time (use an
+        assign op for that)."""
+        with self.lock:
+            self._assign(value)
+
+    def update(self, compute: Callable[[np.ndarray], Optional[np.ndarray]]) -> None:
+        """Replace the value with ``compute(current value)``, atomically: the lock is held from
+        the read to the write, so concurrent updates (``AssignAdd`` from several threads) all
+        land. ``compute`` raising, or returning None, leaves the variable unchanged."""
+        with self.lock:
+            new = compute(self._read())
+            if new is not None:
+                self._assign(new)
+
+    def _read(self) -> np.ndarray:
         c = self.c
         if not c.initialized:
             raise ResourceError(f"variable '{self.info.name}' is not initialized (run its "
@@ -145,9 +174,7 @@ class Variable:
             return out
         return np.frombuffer(ffi.buffer(c.value.data, n), dtype).reshape(shape).copy()
 
-    def assign(self, value) -> None:
-        """Set the value (a copy of ``value``); checks dtype and the declared shape. Not
-        locked against steps running at the same time (use an assign op for that)."""
+    def _assign(self, value) -> None:
         info = self.info
         arr = np.asarray(value, order="C")
         if arr.dtype != info.dtype.np:

@@ -34,14 +34,16 @@ def assert_same(expected: np.ndarray, actual: np.ndarray, what: str = "") -> Non
         np.testing.assert_array_equal(actual, expected, err_msg=what)
 
 
-def check_against_interpreter(graph, fetches, feed_dict: Dict = None, *, rtol=None, atol=None):
-    """Run ``fetches`` (a dict name -> tensor, or a list) both ways and compare; returns C results."""
+def check_against_interpreter(graph, fetches, feed_dict: Dict = None, *, rtol=None, atol=None,
+                              options: PipelineOptions = NO_FOLDING):
+    """Run ``fetches`` (a dict name -> tensor, or a list) both ways and compare; returns C results.
+    ``options``: the compiled side's pipeline (default: every pass but constant folding)."""
     feed_dict = feed_dict or {}
     names = list(fetches) if isinstance(fetches, dict) else [str(i) for i in range(len(fetches))]
     tensors = list(fetches.values()) if isinstance(fetches, dict) else list(fetches)
     with fl.Session(graph=graph, backend="interpreter") as s:
         want = s.run(tensors, feed_dict)
-    with fl.Session(graph=graph, backend="c", options=NO_FOLDING) as s:
+    with fl.Session(graph=graph, backend="c", options=options) as s:
         got = s.run(tensors, feed_dict)
     for name, w, g in zip(names, want, got):
         w, g = np.asarray(w), np.asarray(g)

@@ -4,7 +4,8 @@ output element with a shared-memory tree inside the block), and
 ArgMax/ArgMin (one thread per output, scanning the axis).
 
 Accumulators, identities and finishing steps are the C backend's (``c_reducer``): floats sum
-in double, integers wrap in unsigned arithmetic, Max/Min propagate NaN.
+in double, integers wrap in unsigned arithmetic, Max/Min propagate NaN, a floating Prod keeps
+a mantissa and an unbounded exponent (``prod_acc.c.j2``: an overflowing product is inf).
 """
 from __future__ import annotations
 
@@ -144,7 +145,7 @@ def _reduction(op: str):
         red = c_reducer(op, kc)
         groups = collapse_groups(x.dims, constant_axes(kc))
         return block_reduce(kc, groups, red.acc, red.init, red.combine, red.final,
-                            load=lambda e: f"({red.acc}){e}", hint=op.lower())
+                            load=red.load, hint=op.lower())
     return emit
 
 

@@ -16,7 +16,7 @@ from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
 from compiler.ops.nn import _matmul_ref
 from compiler.ir.op_registry import register_op
-from compiler.ops.state import _value, _variable, declared_shape
+from compiler.ops.state import _variable, declared_shape, update_value
 
 
 def _shape(ctx) -> list:
@@ -42,12 +42,15 @@ def _shape(ctx) -> list:
 
 def _kernel(ctx, handle, a, b, scale):
     var = _variable(ctx, handle)
-    cur = _value(ctx, var)
-    product = _matmul_ref(ctx, a, b)
-    if cur.shape != product.shape:
-        raise ExecutionError(f"the update's shape {list(product.shape)} does not match variable "
-                             f"'{var.info.name}' of shape {list(cur.shape)}", ctx.node)
-    var.assign((cur - product * scale).astype(cur.dtype))
+    product = _matmul_ref(ctx, a, b)          # outside the variable's lock
+
+    def compute(cur):
+        if cur.shape != product.shape:
+            raise ExecutionError(f"the update's shape {list(product.shape)} does not match "
+                                 f"variable '{var.info.name}' of shape {list(cur.shape)}",
+                                 ctx.node)
+        return (cur - product * scale).astype(cur.dtype)
+    update_value(ctx, var, compute)           # atomic per variable
     return []
 
 

@@ -8,6 +8,11 @@ Semantics follow TensorFlow's CPU kernels:
 * Integer Sum and Prod wrap around in the input type (two's complement). Integer Mean sums
   8/16/32-bit integers in 64 bits and divides with truncation, as TensorFlow does.
 * float32 Sum and Mean accumulate in float64 (rounded once at the end).
+* A floating Prod is the exact product rounded once at the end (a float64 mantissa product
+  with an unbounded exponent, ``_float_prod``): one whose exact value overflows is inf with
+  its sign, as TensorFlow gives for a float32 product that overflows, whatever order the
+  factors come in (a running product that underflowed to 0 first does not make it 0, nor
+  an overflow in one part and an underflow in another NaN).
 * Max and Min propagate NaN (as numpy does).
 * ArgMax / ArgMin return the first index of the extreme value; a NaN counts as the extreme
   (first NaN wins, as in numpy); an empty reduced dimension is a run-time error.
@@ -109,7 +114,39 @@ def _min_ref(x, axes, keep):
     return np.min(x, axis=axes, keepdims=keep, initial=_extreme(x.dtype, True))
 
 
+# Mantissas multiplied at once by ``_float_prod``: each is in [0.5, 1), so a block's product
+# stays above 2**-PROD_BLOCK, far from double's underflow (2**-1022).
+PROD_BLOCK = 512
+
+
+def _float_prod(x: np.ndarray, axes, keep: bool) -> np.ndarray:
+    """The product of floats as if the exponent had no bounds, rounded to ``x``'s dtype at
+    the end: each element is split into a mantissa in [0.5, 1) and a binary exponent
+    (``frexp``); mantissas multiply in float64, a block at a time, renormalized after each
+    block; exponents add up as integers; ``ldexp`` puts them together. An exact product that
+    overflows is inf with its sign, one that underflows 0, however the running product
+    would have gone; NaN, and inf times 0, give NaN. The C and CUDA kernels
+    (``flowc_prod_acc``) compute the same."""
+    kept = [k for k in range(x.ndim) if k not in axes]
+    rows = int(np.prod([x.shape[k] for k in kept], dtype=np.int64))
+    n = int(np.prod([x.shape[k] for k in axes], dtype=np.int64))
+    moved = np.transpose(x, kept + list(axes)).reshape(rows, n).astype(np.float64)
+    mant, exp = np.frexp(moved)
+    acc = np.ones(rows)
+    total = np.zeros(rows, np.int64)
+    for j in range(0, n, PROD_BLOCK):
+        block = np.multiply.reduce(mant[:, j:j + PROD_BLOCK], axis=1)
+        acc, k = np.frexp(acc * block)
+        total += k + exp[:, j:j + PROD_BLOCK].sum(axis=1, dtype=np.int64)
+    limit = 1 << 20                       # beyond any float's range, within ldexp's int
+    with np.errstate(over="ignore", under="ignore"):
+        out = np.ldexp(acc, np.clip(total, -limit, limit).astype(np.int32)).astype(x.dtype)
+    return out.reshape(reduced_shape(x.shape, axes, keep))
+
+
 def _prod_ref(x, axes, keep):
+    if x.dtype.kind == "f":
+        return _float_prod(x, axes, keep)
     return np.prod(x, axis=axes, dtype=x.dtype, keepdims=keep)
 
 

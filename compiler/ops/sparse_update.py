@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.ir.types import shape_str
 from compiler.ir.op_registry import register_op
-from compiler.ops.state import _scatter_shape, scatter_operands
+from compiler.ops.state import _scatter_shape, update_rows
 
 
 def _shape(ctx) -> list:
@@ -26,10 +26,9 @@ def _shape(ctx) -> list:
 
 
 def _kernel(ctx, handle, indices, updates, scale):
-    var, cur, flat, upd = scatter_operands(ctx, handle, indices, updates)
-    new = cur.copy()
-    np.subtract.at(new, flat, (scale * upd).astype(cur.dtype))
-    var.assign(new)
+    def apply(new, flat, upd):
+        np.subtract.at(new, flat, (scale * upd).astype(new.dtype))
+    update_rows(ctx, handle, indices, updates, apply)      # atomic per variable
     return []
 
 

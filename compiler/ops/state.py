@@ -4,6 +4,8 @@ A variable lives in the runtime's ``ResourceStore`` (outside any step), keyed by
 name (the ``VarHandleOp``'s ``shared_name``, or its node name when that is empty). A handle is
 a ``resource`` tensor: in generated C its data points at the variable's ``flowc_var`` (from
 ``rt->vars``), in the interpreter it is a ``VarHandle``. Updates happen in place; reads copy.
+Every read and every read-modify-write update is atomic per variable (``update_value``), in
+the interpreter as in generated C, so concurrent steps' ``AssignAdd``s add up exactly.
 
 Every op here is stateful, so no pass folds, merges or drops it. Reading an uninitialized
 variable, a value of the wrong shape, or an index out of range is an error naming the node
@@ -23,6 +25,7 @@ from compiler.ops.handles import resource_source
 from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
+from runtime.resources import ResourceError
 
 
 @dataclass(frozen=True)
@@ -151,14 +154,31 @@ def _assign_kernel(ctx, handle, value):
     return []
 
 
+def update_value(ctx, var, compute) -> None:
+    """Set ``var`` to ``compute(its current value)`` atomically: the variable's lock is held
+    from the read to the write (``Variable.update``), so updates from concurrent steps all
+    land, as in TensorFlow and in generated C (``flowc_var_lock``). ``compute`` raising leaves
+    the variable unchanged; an uninitialized variable is an error naming the node."""
+    if not var.initialized:              # never reset once set: checking first is safe
+        raise ExecutionError(f"variable '{var.info.name}' is not initialized (run its "
+                             "initializer or restore it from a checkpoint)", ctx.node)
+    try:
+        var.update(compute)
+    except ResourceError as e:
+        raise ExecutionError(str(e), ctx.node) from None
+
+
 def _update_kernel(sign: int):
     def kernel(ctx, handle, value):
         var = _variable(ctx, handle)
-        cur = _value(ctx, var)
-        if cur.shape != value.shape:
-            raise ExecutionError(f"the value's shape {list(value.shape)} does not match variable "
-                                 f"'{var.info.name}' of shape {list(cur.shape)}", ctx.node)
-        var.assign((cur + value if sign > 0 else cur - value).astype(cur.dtype))
+
+        def compute(cur):
+            if cur.shape != value.shape:
+                raise ExecutionError(f"the value's shape {list(value.shape)} does not match "
+                                     f"variable '{var.info.name}' of shape {list(cur.shape)}",
+                                     ctx.node)
+            return (cur + value if sign > 0 else cur - value).astype(cur.dtype)
+        update_value(ctx, var, compute)
         return []
     return kernel
 
@@ -183,33 +203,39 @@ def _gather_kernel(ctx, handle, indices):
     return [cur[flat].reshape(indices.shape + cur.shape[1:])]
 
 
-def scatter_operands(ctx, handle, indices, updates):
-    """A row scatter's variable, its value, the rows it writes (checked against the table)
-    and the updates as one row per index (a scalar update broadcast)."""
+def update_rows(ctx, handle, indices, updates, apply) -> None:
+    """A row scatter, atomic per variable (``update_value``): under the variable's lock the
+    rows it writes are checked against the current table, ``apply(new, rows, upd)`` changes a
+    copy of it (``upd``: the updates as one row per index, a scalar update broadcast), and
+    the copy becomes the value. A bad index or shape leaves the variable unchanged."""
     var = _variable(ctx, handle)
-    cur = _value(ctx, var)
-    if cur.ndim == 0:
-        raise ExecutionError(f"variable '{var.info.name}' is a scalar", ctx.node)
-    flat = _check_rows(ctx, var.info.name, cur.shape[0], indices)
-    want = indices.shape + cur.shape[1:]
-    if updates.shape != want and updates.ndim != 0:
-        raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
-                             f"{list(want)}", ctx.node)
-    upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
-    return var, cur, flat, upd
+
+    def compute(cur):
+        if cur.ndim == 0:
+            raise ExecutionError(f"variable '{var.info.name}' is a scalar", ctx.node)
+        flat = _check_rows(ctx, var.info.name, cur.shape[0], indices)
+        want = indices.shape + cur.shape[1:]
+        if updates.shape != want and updates.ndim != 0:
+            raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
+                                 f"{list(want)}", ctx.node)
+        upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
+        new = cur.copy()
+        apply(new, flat, upd)
+        return new
+    update_value(ctx, var, compute)
 
 
 def _scatter_kernel(mode: str):
-    def kernel(ctx, handle, indices, updates):
-        var, cur, flat, upd = scatter_operands(ctx, handle, indices, updates)
-        new = cur.copy()
+    def apply(new, flat, upd):
         if mode == "add":
             np.add.at(new, flat, upd)
         elif mode == "sub":
             np.subtract.at(new, flat, upd)
         else:
             new[flat] = upd
-        var.assign(new)
+
+    def kernel(ctx, handle, indices, updates):
+        update_rows(ctx, handle, indices, updates, apply)
         return []
     return kernel
 

@@ -7,7 +7,7 @@ over the last axis (or the leading axes) becomes one contiguous loop (``reductio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from compiler.codegen.kernel_context import KernelContext as CKernelContext, product
 from compiler.ir.construct import constant_value
@@ -30,6 +30,25 @@ class Reducer:
     combine: Callable[[str, str], str]
     final: Callable[[str, str], str]          # (accumulator, element count) -> output value
     final_is_cast: bool = True                # final(acc) is just a conversion
+    convert: Optional[Callable[[str], str]] = None    # element -> accumulator (default: a cast)
+
+    def load(self, element: str) -> str:
+        """What the input element ``element`` contributes, as an accumulator value."""
+        return self.convert(element) if self.convert else f"({self.acc}){element}"
+
+
+# The accumulator of a floating Prod: a mantissa and an unbounded exponent (prod_acc.c.j2).
+PROD_ACC = "flowc_prod_acc"
+
+
+def _float_prod(kc: CKernelContext, ctype: str) -> Reducer:
+    """Prod of floats as the reference kernel computes it (``_float_prod`` in
+    ``compiler/ops/reduction.py``): the exact product rounded once at the end, so one that
+    overflows is inf with its sign in whatever order lanes, chunks or GPU threads multiply."""
+    kc.module.add_global(kc.render("prod_acc.c.j2"))
+    return Reducer(PROD_ACC, "flowc_prod_one()", lambda a, b: f"flowc_prod_mul({a}, {b})",
+                   lambda acc, n: f"({ctype})flowc_prod_value({acc})", final_is_cast=False,
+                   convert=lambda e: f"flowc_prod_load((double)({e}))")
 
 
 def _sum_acc(dtype: DType, wide: bool = False) -> str:
@@ -69,8 +88,9 @@ def c_reducer(op: str, kc: CKernelContext) -> Reducer:
         return Reducer(_sum_acc(dtype, wide=True), "0", lambda a, b: f"({a}) + ({b})",
                        _mean_final(dtype, ctype), final_is_cast=False)
     if op == "Prod":
-        acc = ctype if dtype.is_floating else _sum_acc(dtype)
-        return Reducer(acc, "1", lambda a, b: f"({a}) * ({b})", cast)
+        if dtype.is_floating:
+            return _float_prod(kc, ctype)
+        return Reducer(_sum_acc(dtype), "1", lambda a, b: f"({a}) * ({b})", cast)
     if op == "Max":
         return Reducer(ctype, t.min_value(dtype), _max_combine(dtype, ">"), cast)
     if op == "Min":
@@ -127,7 +147,10 @@ def _output_strides(groups: List[Tuple[str, bool]]) -> List[str]:
 
 
 def _lanes(acc_ctype: str) -> int:
-    """Independent accumulators for a contiguous reduction: four 256-bit vectors' worth."""
+    """Independent accumulators for a contiguous reduction: four 256-bit vectors' worth (four
+    chains for Prod's mantissa-exponent pairs, which do not vectorize)."""
+    if acc_ctype == PROD_ACC:
+        return 4
     return 16 if acc_ctype in ("double", "int64_t", "uint64_t") else 32
 
 
