@@ -47,9 +47,13 @@ def test_every_c_status_code_has_its_class_and_back():
     raised in Python under a host call comes back from C as the same class."""
     with open(f"{ROOT}/runtime/csrc/flowc_rt.h") as f:
         header = f.read()
-    enum = dict((m.group(1), int(m.group(2)))
-                for m in re.finditer(r"FLOWC_([A-Z_]+) = (\d+)", header[header.index("enum { FLOWC_OK"):
-                                                                         header.index("};", header.index("enum { FLOWC_OK"))]))
+    start = header.index("enum { FLOWC_OK")
+    block = header[start:header.index("};", start)]
+    enum = {m.group(1): int(m.group(2)) for m in re.finditer(r"FLOWC_([A-Z_]+) = (\d+)", block)}
+    with open(f"{ROOT}/codegen_templates/c_library/header.h.j2") as f:      # the C library's
+        library = {m.group(1): int(m.group(2))
+                   for m in re.finditer(r"FLOWC_STATUS_([A-Z_]+) = (\d+)", f.read())}
+    assert library == enum
     assert enum.pop("OK") == 0
     assert enum.pop("ERROR") == errors.FLOWC_ERROR and class_for_status(1) is errors.UnknownError
     assert set(enum) == set(TF_CODES) - {"UNKNOWN"}
