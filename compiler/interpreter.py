@@ -23,9 +23,9 @@ from runtime.feeds import check_feed
 
 
 def _missing_feed(node: Node) -> FeedError:
+    where = f", defined at {node.location}" if node.location else ""
     return FeedError(f"you must feed a value for placeholder '{node.name}' "
-                     f"({node.output_types[0]})" + (f", defined at {node.location}" if node.location else ""),
-                     node)
+                     f"({node.output_types[0]}){where}", node)
 
 
 class Interpreter:

@@ -3,8 +3,9 @@ dequeues from) and ``PyQueue`` (the same semantics for the reference interpreter
 
 Semantics (TensorFlow's FIFOQueue): enqueue blocks while the queue is full (capacity <= 0:
 unbounded), dequeue while it is empty; after ``close`` an enqueue fails with
-``CancelledError``, a dequeue still takes what is left and then fails with ``OutOfRangeError``; ``dequeue_up_to`` returns fewer elements
-than asked only once the queue is closed. Every wait honours the step's deadline.
+``CancelledError``, a dequeue still takes what is left and then fails with
+``OutOfRangeError``; ``dequeue_up_to`` returns fewer elements than asked only once the queue
+is closed. Every wait honours the step's deadline.
 """
 from __future__ import annotations
 

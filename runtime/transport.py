@@ -13,9 +13,11 @@ the methods and their headers.
 
 Every call has a deadline; a server can require a shared token (the ``flowc-token`` metadata);
 message sizes are capped on both ends (``DEFAULT_MAX_MESSAGE_BYTES``). A failed call becomes a
-flowc error: the server sends the error's class name in the ``flowc-error`` trailing metadata,
-so a ``DeadlineExceededError`` on a task is a ``DeadlineExceededError`` in the client, and a
-task that cannot be reached is an ``UnavailableError`` naming the task and its address.
+flowc error: the server sends the error's class name in the ``flowc-error`` trailing metadata
+and its TensorFlow code, node and location in ``flowc-error-detail-bin``, so an
+``InvalidArgumentError`` at node 'g' on a task is an ``InvalidArgumentError`` at node 'g' in
+the client (``error_metadata``, ``remote_error``), and a task that cannot be reached is an
+``UnavailableError`` (``fl.errors.UnavailableError``) naming the task and its address.
 
 This module also provides the host ops that cross-task ``_Send``/``_Recv`` kernels call
 (``_RemoteSend``, ``_RemoteRecv``): a send leaves the tensor in its task's outbox under
@@ -37,6 +39,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import grpc
 import numpy as np
 
+from runtime import checkpoint as _checkpoint
 from runtime import errors as _errors
 from runtime.dtypes import DType
 from runtime.errors import (AbortedError, DeadlineExceededError, FailedPreconditionError,
@@ -90,7 +93,8 @@ class StepNotRegisteredError(TransportError, _errors.NotFoundError):
 def _error_classes() -> Dict[str, type]:
     """Error classes by name, as a task names them in ``flowc-error`` (a name both have is the
     transport's) and, qualified with their module, in the error's detail."""
-    runtime = {name: obj for name, obj in vars(_errors).items()       # aliases too
+    runtime = {name: obj for module in (_errors, _checkpoint)           # aliases too
+               for name, obj in vars(module).items()
                if isinstance(obj, type) and issubclass(obj, FlowcError)}
     own = [TransportError, UnavailableError, UnauthenticatedError, WireFormatError,
            StepNotRegisteredError, MessageTooLargeError]

@@ -3,6 +3,7 @@ status codes and their classes, both constructors, pickling, and the trip of an 
 node and location through a task's gRPC trailing metadata (``runtime/transport.py``)."""
 from __future__ import annotations
 
+import json
 import pickle
 import re
 
@@ -151,8 +152,12 @@ def test_an_error_crosses_a_task_boundary_as_itself(cls):
 def test_an_error_class_the_client_lacks_arrives_as_its_tensorflow_class():
     sent = CheckpointError("no checkpoint at 'p'", errors.FLOWC_NOT_FOUND, "restore", "s.py:1:1")
     metadata = dict(transport.error_metadata(sent))
-    got = transport.remote_error("SomeNewerError", str(sent),
+    got = transport.remote_error(metadata[transport.ERROR_METADATA], str(sent),
                                  metadata[transport.ERROR_DETAIL_METADATA])
+    assert type(got) is type(sent) and isinstance(got, errors.NotFoundError)   # known here
+    newer = json.dumps({"class": "elsewhere.SomeNewerError", "error_code": errors.NOT_FOUND,
+                        "node": "restore", "location": "s.py:1:1"}).encode()
+    got = transport.remote_error("SomeNewerError", "no checkpoint at 'p'", newer)
     assert type(got) is errors.NotFoundError and got.node_name == "restore"
     old = transport.remote_error("DeadlineExceededError", "late", None)       # an older task
     assert type(old) is errors.DeadlineExceededError and str(old) == "late"
