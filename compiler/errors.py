@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from runtime.errors import FlowcError
+from runtime import errors as _runtime_errors
+from runtime.errors import FlowcError, InvalidArgumentError
 
 
 class CompileError(FlowcError):
@@ -31,7 +32,8 @@ class ShapeError(CompileError):
 
 
 class OpError(CompileError):
-    """An op is unknown or used with the wrong inputs or attributes."""
+    """An op is unknown or used with the wrong inputs or attributes (while the graph is built
+    or compiled; not ``runtime.errors.OpError``, TensorFlow's base of a failed step's errors)."""
 
 
 class CodegenError(CompileError):
@@ -59,11 +61,25 @@ class IRSyntaxError(SourceError):
     """IR text that does not parse."""
 
 
-class ExecutionError(FlowcError):
-    """A node failed while running in the reference interpreter."""
+def _where(node) -> str:
+    """``file:line:col: node 'name' (Op): ``, the prefix of a run-time error about ``node``."""
+    if node is None:
+        return ""
+    loc = getattr(node, "location", None)
+    return (f"{loc}: " if loc else "") + f"node '{node.name}' ({node.op}): "
+
+
+def node_error(cls: type, message: str, node=None) -> "_runtime_errors.OpError":
+    """A run-time error of class ``cls`` (one of ``runtime.errors``' TensorFlow classes) about
+    ``node`` (an IR node, or None): the message names the node, its op and its location, as
+    the C kernels' messages do, and ``node_def``/``location`` carry them."""
+    return cls(_where(node) + message, node)
+
+
+class ExecutionError(InvalidArgumentError):
+    """A node failed while running in the reference interpreter because of the values it got:
+    TensorFlow's ``InvalidArgumentError`` (the C kernels report the same failures as one).
+    Failures of another kind are raised as their own class (``node_error``)."""
 
     def __init__(self, message: str, node=None):
-        self.node_name = getattr(node, "name", None)
-        loc = getattr(node, "location", None)
-        prefix = (f"{loc}: " if loc else "") + (f"node '{node.name}' ({node.op}): " if node is not None else "")
-        super().__init__(prefix + message)
+        super().__init__(_where(node) + message, node)

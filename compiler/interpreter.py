@@ -12,18 +12,20 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from compiler.errors import ExecutionError, CompileError
+from compiler.errors import ExecutionError, CompileError, node_error
 from compiler.ir.construct import run_reference
 from compiler.ir.frames import has_control_flow, static_frames
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.reachability import needed_nodes
-from runtime.errors import FeedError, FlowcError
+from runtime.errors import (FeedError, FlowcError, OpError, ResourceExhaustedError,
+                            UnimplementedError)
 from runtime.feeds import check_feed
 
 
 def _missing_feed(node: Node) -> FeedError:
+    where = f", defined at {node.location}" if node.location else ""
     return FeedError(f"you must feed a value for placeholder '{node.name}' "
-                     f"({node.output_types[0]})" + (f", defined at {node.location}" if node.location else ""))
+                     f"({node.output_types[0]}){where}", node)
 
 
 class Interpreter:
@@ -61,11 +63,22 @@ class Interpreter:
         return [env[f] for f in fetches]
 
     def run_node(self, node: Node, values: List[np.ndarray]) -> List[np.ndarray]:
+        """The node's outputs from its reference kernel. A failure is one of TensorFlow's error
+        classes naming the node, the class the C kernels report it with: an ``OpError`` raised
+        without a node (a queue's, an accumulator's) gets this one; out of memory is a
+        ``ResourceExhaustedError``; any other exception of a kernel an ``ExecutionError``
+        (``InvalidArgumentError``)."""
         try:
             with np.errstate(all="ignore"):
                 return run_reference(node, values, self.state)
+        except OpError as e:
+            raise e.add_node(node.name, node.location, node.op)
         except FlowcError:
             raise
+        except MemoryError as e:
+            raise node_error(ResourceExhaustedError, f"out of memory: {e}", node) from e
+        except NotImplementedError as e:
+            raise node_error(UnimplementedError, str(e) or "not implemented", node) from e
         except Exception as e:
             raise ExecutionError(f"{type(e).__name__}: {e}", node) from e
 

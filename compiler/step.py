@@ -125,7 +125,7 @@ def _check_unfed(step: StepGraph) -> None:
         if n.op == "Placeholder" and n not in step.feeds:
             where = f" (defined at {n.location})" if n.location else ""
             raise FeedError(f"you must feed a value for placeholder '{n.name}' "
-                            f"({n.output_types[0]}){where}")
+                            f"({n.output_types[0]}){where}", n)
 
 
 def _is_gpu(device: str) -> bool:

@@ -33,8 +33,11 @@ from dsl.config import ConfigProto, RunMetadata, RunOptions
 from dsl.queues import FIFOQueue
 from dsl.session import Session, get_default_session
 from runtime.checkpoint import CheckpointError
-from runtime.errors import (AbortedError, DeadlineExceededError, FlowcError, InvalidArgumentError,
-                            OutOfRangeError, RuntimeExecutionError)
+from dsl import errors
+from runtime.errors import (AbortedError, CancelledError, DeadlineExceededError,  # noqa: F401
+                            FailedPreconditionError, FeedError, FlowcError, InvalidArgumentError,
+                            NotFoundError, OpError, OutOfRangeError, ResourceExhaustedError,
+                            RuntimeExecutionError, UnavailableError)
 
 float16, float32, float64 = DType.f16, DType.f32, DType.f64
 int8, int16, int32, int64, uint8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8

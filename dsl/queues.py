@@ -19,7 +19,7 @@ from dsl.context import colocate_with, name_scope
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import as_dtype
-from runtime.errors import AbortedError, OutOfRangeError
+from runtime.errors import AbortedError, CancelledError, OutOfRangeError
 
 __all__ = ["FIFOQueue", "QueueBase"]
 
@@ -179,7 +179,7 @@ class QueueRunner:
         try:
             while coord is None or not coord.should_stop():
                 sess.run(op)
-        except (OutOfRangeError, AbortedError):
+        except (OutOfRangeError, CancelledError, AbortedError):
             pass                                     # the input ran out, or the queue closed
         except Exception as e:                       # noqa: BLE001  (handed to the coordinator)
             if coord is not None:

@@ -34,7 +34,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from compiler.errors import ExecutionError
 from compiler.devices import format_spec, parse_device_spec
 from dsl.context import (colocate_with, control_dependencies, device, get_default_graph,
                          name_scope)
@@ -42,11 +41,11 @@ from dsl.control_ops import group
 from dsl.ops import apply_op, placeholder
 from dsl.tensor import Operation, Tensor, as_node
 from dsl.variables import Variable, global_variables
-from runtime.checkpoint import (CheckpointError, checkpoint_exists, delete_checkpoint,
-                                list_checkpoint, load_checkpoint, prefix_to_bytes, shard_prefix,
-                                write_file_atomically)
+from runtime.checkpoint import (CHECKPOINT_STATUS_CODES, CheckpointError, checkpoint_exists,
+                                delete_checkpoint, list_checkpoint, load_checkpoint,
+                                prefix_to_bytes, shard_prefix, write_file_atomically)
 from runtime.dtypes import DType
-from runtime.errors import RuntimeExecutionError
+from runtime.errors import FLOWC_DATA_LOSS, FLOWC_NOT_FOUND, OpError
 
 __all__ = ["Saver", "CheckpointState", "CheckpointError", "latest_checkpoint",
            "get_checkpoint_state", "best_checkpoint", "checkpoint_exists", "list_variables",
@@ -112,7 +111,7 @@ def get_checkpoint_state(checkpoint_dir: str,
             keep_best=d.get("keep_best"))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise CheckpointError(f"checkpoint state {path} is corrupt (not a {STATE_FORMAT} "
-                              "file)") from None
+                              "file)", FLOWC_DATA_LOSS) from None
 
 
 def _write_state(checkpoint_dir: str, latest_filename: Optional[str], latest: str,
@@ -155,7 +154,7 @@ def _resolve(ckpt_dir_or_file: str) -> str:
     if os.path.isdir(ckpt_dir_or_file):
         path = latest_checkpoint(ckpt_dir_or_file)
         if path is None:
-            raise CheckpointError(f"no checkpoint in folder '{ckpt_dir_or_file}'")
+            raise CheckpointError(f"no checkpoint in folder '{ckpt_dir_or_file}'", FLOWC_NOT_FOUND)
         return path
     return os.fspath(ckpt_dir_or_file)
 
@@ -171,7 +170,7 @@ def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray:
     prefix = _resolve(ckpt_dir_or_file)
     tensors = load_checkpoint(prefix)
     if name not in tensors:
-        raise CheckpointError(f"checkpoint '{prefix}' has no tensor '{name}'")
+        raise CheckpointError(f"checkpoint '{prefix}' has no tensor '{name}'", FLOWC_NOT_FOUND)
     return tensors[name]
 
 
@@ -345,10 +344,13 @@ class Saver:
             sess.run(op, {self._filename: prefix_to_bytes(path)})
         except CheckpointError:
             raise
-        except (ExecutionError, RuntimeExecutionError) as e:
-            node = getattr(e, "node_name", None) or getattr(e, "node", None)
-            if node in self._checkpoint_ops:
-                raise CheckpointError(str(e)) from None
+        except OpError as e:
+            # A checkpoint op's failure in C comes back as its class (NotFoundError, ...):
+            # the same failure as a CheckpointError of that class, naming the same node.
+            if e.node_name in self._checkpoint_ops and e.status_code in CHECKPOINT_STATUS_CODES:
+                err = CheckpointError(str(e), e.status_code, e.node_name, e.location)
+                err.op_type, err.op = e.op_type, e.op
+                raise err from None
             raise
 
     # --- saving ----------------------------------------------------------------------------

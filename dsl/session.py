@@ -31,7 +31,7 @@ from dsl.session_devices import (has_gpu_module, pin_variables, placement_option
                                  session_gpus, variables_kept_off_the_gpu)
 from dsl.tensor import Operation, Tensor
 from runtime.artifact import load_artifact
-from runtime.errors import FeedError
+from runtime.errors import FeedError, OpError
 from runtime.feeds import FeedCheck
 from runtime import profile
 from runtime.module import Executable
@@ -190,6 +190,18 @@ def _feed_name(out: Output) -> str:
     return out.node.name if out.index == 0 else out.name
 
 
+def _name_op(graph: Graph, err: OpError) -> None:
+    """Set ``err.op`` to the ``fl.Operation`` of the node it names, and complete its
+    ``node_def`` (op type, device) where the C runtime gave only the name, where the session's
+    graph has that node (a node the compiler made, a fused kernel, has none: ``op`` stays None)."""
+    if err.op is None and err.node_name is not None:
+        node = graph.get(err.node_name)
+        if node is not None:
+            err.op = Operation(node)
+            err.op_type = err.op_type or node.op
+            err.device = err.device or node.device or None
+
+
 def _check_not_symbolic(keys: Sequence, values: Sequence) -> None:
     for k, v in zip(keys, values):
         if isinstance(v, (Tensor, Operation)):
@@ -306,58 +318,65 @@ class Session:
         ``options=fl.RunOptions(trace_level=fl.RunOptions.FULL_TRACE)`` with
         ``run_metadata=fl.RunMetadata()`` runs a profiled build of the step and sets
         ``run_metadata.step_stats`` to its per-kernel profile (``runtime/profile.py``).
+        A step that fails raises one of ``fl.errors``' classes (``docs/errors.md``), whose
+        ``op`` is the failing ``fl.Operation``.
         """
-        if options is None and run_metadata is None and _route is not None:
-            got = _route(self._routes, fetches, feed_dict, self.graph.version)
-            if got is not _MISS:                # a step run before, unchanged: already run
-                return got
-        if self._closed:
-            raise RuntimeError("this Session is closed")
-        t = type(fetches)
-        plan = self._plans.get((self.graph.version, id(fetches))) \
-            if t is Tensor or t is Operation else None          # _plan's common case, inline
-        if plan is None:
-            plan = self._plan(fetches)
-        if self.backend == "interpreter":
-            self.store.set_step_timeout(options.timeout_in_ms if options is not None else 0)
-            return self._run_interpreter(plan, feed_dict or {})
-        if (run_metadata is not None and getattr(options, "trace_level", 0)
-                and type(self)._compile is Session._compile):    # steps compiled here
-            return self._run_traced(plan, feed_dict or {}, options, run_metadata)
-        if feed_dict:
-            runner = plan.runners.get(tuple(map(id, feed_dict)))
-            if runner is None:
-                runner = self._runner(plan, tuple(feed_dict))
-            values = list(feed_dict.values())
-            if runner.unchecked:
-                timeout = options.timeout_in_ms if options is not None else 0
+        try:
+            if options is None and run_metadata is None and _route is not None:
+                got = _route(self._routes, fetches, feed_dict, self.graph.version)
+                if got is not _MISS:                # a step run before, unchanged: already run
+                    return got
+            if self._closed:
+                raise RuntimeError("this Session is closed")
+            t = type(fetches)
+            plan = self._plans.get((self.graph.version, id(fetches))) \
+                if t is Tensor or t is Operation else None          # _plan's common case, inline
+            if plan is None:
+                plan = self._plan(fetches)
+            if self.backend == "interpreter":
+                self.store.set_step_timeout(options.timeout_in_ms if options is not None else 0)
+                return self._run_interpreter(plan, feed_dict or {})
+            if (run_metadata is not None and getattr(options, "trace_level", 0)
+                    and type(self)._compile is Session._compile):    # steps compiled here
+                return self._run_traced(plan, feed_dict or {}, options, run_metadata)
+            if feed_dict:
+                runner = plan.runners.get(tuple(map(id, feed_dict)))
+                if runner is None:
+                    runner = self._runner(plan, tuple(feed_dict))
+                values = list(feed_dict.values())
+                if runner.unchecked:
+                    timeout = options.timeout_in_ms if options is not None else 0
+                    try:
+                        result = plan.rebuild(runner.executable.call(
+                            values if runner.in_order else [values[i] for i in runner.order],
+                            store=self.store, timeout_ms=timeout))
+                    except FeedError:
+                        _check_not_symbolic(list(feed_dict), values)
+                        raise
+                    if options is None and run_metadata is None:
+                        self._remember_route(fetches, plan, runner)
+                    return result
                 try:
-                    result = plan.rebuild(runner.executable.call(
-                        values if runner.in_order else [values[i] for i in runner.order],
-                        store=self.store, timeout_ms=timeout))
+                    arrays = [check(values[i]) for check, i in runner.checks]
                 except FeedError:
                     _check_not_symbolic(list(feed_dict), values)
                     raise
-                if options is None and run_metadata is None:
-                    self._remember_route(fetches, plan, runner)
-                return result
-            try:
-                arrays = [check(values[i]) for check, i in runner.checks]
-            except FeedError:
-                _check_not_symbolic(list(feed_dict), values)
-                raise
-        else:
-            runner = plan.runners.get(())
-            if runner is None:
-                runner = self._runner(plan, ())
-            arrays = []
-        if runner.executable is None:
-            return plan.rebuild([])
-        timeout = options.timeout_in_ms if options is not None else 0
-        result = plan.rebuild(runner.executable.call(arrays, store=self.store, timeout_ms=timeout))
-        if not feed_dict and options is None and run_metadata is None:
-            self._remember_route(fetches, plan, runner)
-        return result
+            else:
+                runner = plan.runners.get(())
+                if runner is None:
+                    runner = self._runner(plan, ())
+                arrays = []
+            if runner.executable is None:
+                return plan.rebuild([])
+            timeout = options.timeout_in_ms if options is not None else 0
+            result = plan.rebuild(runner.executable.call(arrays, store=self.store,
+                                                         timeout_ms=timeout))
+            if not feed_dict and options is None and run_metadata is None:
+                self._remember_route(fetches, plan, runner)
+            return result
+        except OpError as e:                    # name the fl.Operation that failed (e.op)
+            _name_op(self.graph, e)
+            raise
 
     def _remember_route(self, fetches, plan: _Plan, runner: _Runner) -> None:
         """Let the next ``run`` of the same fetches with the same feed keys (the same objects,
@@ -476,10 +495,18 @@ class Session:
                 if unchecked:                    # the executable checks them (C run path)
                     return rebuild(run_step([values[i] for i in order], store=store))
                 arrays = [check(values[i]) for check, i in checks]
-            except FeedError:
+            except FeedError as e:
                 _check_not_symbolic(keys, values)
+                _name_op(self.graph, e)
                 raise
-            return rebuild(run_step(arrays, store=store))
+            except OpError as e:                 # name the fl.Operation that failed (e.op)
+                _name_op(self.graph, e)
+                raise
+            try:
+                return rebuild(run_step(arrays, store=store))
+            except OpError as e:
+                _name_op(self.graph, e)
+                raise
 
         return call
 

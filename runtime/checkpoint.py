@@ -46,7 +46,9 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from runtime.dtypes import DType
-from runtime.errors import FlowcError
+from runtime.errors import (FLOWC_DATA_LOSS, FLOWC_INVALID_ARGUMENT, FLOWC_NOT_FOUND,
+                            FLOWC_PERMISSION_DENIED, DataLossError, InvalidArgumentError,
+                            NotFoundError, OpError, PermissionDeniedError)
 
 try:
     import fcntl
@@ -59,19 +61,49 @@ INDEX_SUFFIX = ".index.json"
 _DATA_RE = r"\.data-[0-9a-f]{16}\.safetensors"
 
 # Status codes of flowc_rt.h, carried to generated code by the host-call trampoline.
-_NOT_FOUND, _DATA_LOSS, _INVALID_ARGUMENT = 6, 7, 3
+_NOT_FOUND, _DATA_LOSS, _INVALID_ARGUMENT = FLOWC_NOT_FOUND, FLOWC_DATA_LOSS, FLOWC_INVALID_ARGUMENT
 
 
-class CheckpointError(FlowcError):
+class CheckpointError(OpError):
     """A checkpoint cannot be written, is missing, truncated or corrupt, or does not match the
-    variables it should restore (the message names every tensor that does not)."""
+    variables it should restore (the message names every tensor that does not).
 
-    status_code = _INVALID_ARGUMENT
+    ``CheckpointError(message, status_code)`` is one of TensorFlow's classes by its code, as
+    TensorFlow's checkpoint ops report the same failures: missing, ``NotFoundError``
+    (``CheckpointNotFoundError``); truncated or corrupt, ``DataLossError``; a folder that may
+    not be written, ``PermissionDeniedError``; anything else, ``InvalidArgumentError``."""
 
-    def __init__(self, message: str, status_code: Optional[int] = None):
-        super().__init__(message)
-        if status_code is not None:
-            self.status_code = status_code
+    def __new__(cls, message: str = "", status_code: Optional[int] = None, *args, **kwargs):
+        if cls is CheckpointError:
+            cls = _CHECKPOINT_CLASSES.get(status_code, CheckpointInvalidError)
+        return super().__new__(cls)
+
+    def __init__(self, message: str = "", status_code: Optional[int] = None, node=None,
+                 location: Optional[str] = None):
+        super().__init__(message, node, location)
+
+
+class CheckpointInvalidError(CheckpointError, InvalidArgumentError):
+    """A checkpoint that does not fit what it should restore, or a bad path."""
+
+
+class CheckpointNotFoundError(CheckpointError, NotFoundError):
+    """No checkpoint (or a part of it) at the path."""
+
+
+class CheckpointDataLossError(CheckpointError, DataLossError):
+    """A truncated or corrupt checkpoint."""
+
+
+class CheckpointPermissionError(CheckpointError, PermissionDeniedError):
+    """A checkpoint that may not be written where it was asked to be."""
+
+
+_CHECKPOINT_CLASSES = {FLOWC_INVALID_ARGUMENT: CheckpointInvalidError,
+                       FLOWC_NOT_FOUND: CheckpointNotFoundError,
+                       FLOWC_DATA_LOSS: CheckpointDataLossError,
+                       FLOWC_PERMISSION_DENIED: CheckpointPermissionError}
+CHECKPOINT_STATUS_CODES = frozenset(_CHECKPOINT_CLASSES)     # the codes a CheckpointError has
 
 
 # --- names -----------------------------------------------------------------------------------
@@ -212,7 +244,9 @@ def _write_error(what: str, path: str, e: OSError) -> CheckpointError:
     if isinstance(e, (PermissionError, NotADirectoryError, FileNotFoundError)) or \
             e.errno in (13, 20, 30):
         return CheckpointError(f"cannot write {what} '{path}': the folder '{folder}' is not "
-                               f"writable ({reason})")
+                               f"writable ({reason})",
+                               FLOWC_PERMISSION_DENIED if isinstance(e, PermissionError)
+                               or e.errno in (13, 30) else None)
     return CheckpointError(f"cannot write {what} '{path}': {reason}")
 
 

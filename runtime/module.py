@@ -20,9 +20,7 @@ import numpy as np
 from runtime import fastcall
 from runtime.openmp import load_libgomp_passive
 from runtime.dtypes import DType
-from runtime.errors import (AbortedError, ArtifactError, DeadlineExceededError, FeedError,
-                            InvalidArgumentError, OutOfRangeError, PeerUnavailableError,
-                            RuntimeExecutionError)
+from runtime.errors import STATUS_CLASSES, ArtifactError, FeedError, OpError, class_for_status
 from runtime.feeds import FeedCheck
 
 ABI_VERSION = 4
@@ -405,8 +403,7 @@ class Executable:
             if type(got) is tuple:
                 code, node, loc, msg = got
                 where = (f"{loc}: " if loc else "") + (f"node '{node}': " if node else "")
-                raise _ERROR_CLASSES.get(code, RuntimeExecutionError)(
-                    where + msg, node or None, loc or None, int(code))
+                raise class_for_status(code)(where + msg, node or None, loc or None, int(code))
             i = -got - 1
             if i in converted:
                 raise _feed_shape_error(self._layouts[i], np.asarray(arrays[i]))
@@ -441,15 +438,15 @@ def _feed_shape_error(layout: _FeedLayout, arr) -> FeedError:
     return FeedError(f"a feed has shape {list(arr.shape)}; the step takes {want}")
 
 
-def _status_error(status) -> RuntimeExecutionError:
+def _status_error(status) -> OpError:
+    """The error a failed step's ``flowc_status`` stands for: the class of its code
+    (``runtime.errors.class_for_status``), its message prefixed with the node and location."""
     node = ffi.string(status.node).decode(errors="replace")
     loc = ffi.string(status.location).decode(errors="replace")
     msg = ffi.string(status.message).decode(errors="replace")
     where = (f"{loc}: " if loc else "") + (f"node '{node}': " if node else "")
-    cls = _ERROR_CLASSES.get(status.code, RuntimeExecutionError)
+    cls = class_for_status(status.code)
     return cls(where + msg, node or None, loc or None, int(status.code))
 
 
-# flowc_status codes with an error type of their own (flowc_rt.h).
-_ERROR_CLASSES = {2: OutOfRangeError, 3: InvalidArgumentError, 8: DeadlineExceededError,
-                  9: AbortedError, 10: PeerUnavailableError}
+_ERROR_CLASSES = STATUS_CLASSES          # flowc_status code -> class (runtime.errors)

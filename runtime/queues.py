@@ -2,9 +2,10 @@
 dequeues from) and ``PyQueue`` (the same semantics for the reference interpreter).
 
 Semantics (TensorFlow's FIFOQueue): enqueue blocks while the queue is full (capacity <= 0:
-unbounded), dequeue while it is empty; after ``close`` an enqueue fails, a dequeue still takes
-what is left and then fails with ``OutOfRangeError``; ``dequeue_up_to`` returns fewer elements
-than asked only once the queue is closed. Every wait honours the step's deadline.
+unbounded), dequeue while it is empty; after ``close`` an enqueue fails with
+``CancelledError``, a dequeue still takes what is left and then fails with
+``OutOfRangeError``; ``dequeue_up_to`` returns fewer elements than asked only once the queue
+is closed. Every wait honours the step's deadline.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from runtime.errors import AbortedError, DeadlineExceededError, OutOfRangeError
+from runtime.errors import CancelledError, DeadlineExceededError, OutOfRangeError
 from runtime.module import ffi
 
 
@@ -72,7 +73,7 @@ class PyQueue:
                            or len(self._items) < self.capacity, timeout_ms,
                            f"queue '{self.name}' is full")
                 if self._closed:
-                    raise AbortedError(f"queue '{self.name}' is closed")
+                    raise CancelledError(f"queue '{self.name}' is closed")
                 self._items.append(tuple(np.array(c, copy=True) for c in elem))
                 self._cv.notify_all()
 

@@ -39,7 +39,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from runtime.dtypes import DType
-from runtime.errors import FlowcError
+from runtime.errors import FlowcError, InvalidArgumentError, status_code_of
 from runtime.module import TensorSpec, ffi
 
 ffi.cdef("void *aligned_alloc(size_t alignment, size_t size); void free(void *p);",
@@ -409,8 +409,8 @@ def _host_call_trampoline(host, op, node, attrs, n_in, inputs, n_out, outputs, s
     Outputs whose ``data`` the generated code already allocated (static shapes) receive a
     copy of the result after their dtype and shape are checked; the others get a new buffer.
     Every output is checked before any is written. On error ``status`` gets the code (an
-    exception's ``status_code``, else FLOWC_ERROR), the message and the node; the location
-    is left empty for the kernel to fill from its ``flowc_loc``.
+    exception's ``status_code``: its class's, ``runtime.errors.status_code_of``), the message
+    and the node; the location is left empty for the kernel to fill from its ``flowc_loc``.
     """
     node_name = ""
     try:
@@ -433,8 +433,7 @@ def _host_call_trampoline(host, op, node, attrs, n_in, inputs, n_out, outputs, s
         message = str(e) if isinstance(e, FlowcError) else f"{type(e).__name__}: {e}"
         if not isinstance(e, (FlowcError, OSError, ValueError)):
             message += "\n" + traceback.format_exc(limit=3)
-        code = getattr(e, "status_code", 1)
-        status.code = code if isinstance(code, int) and code > 0 else 1
+        status.code = status_code_of(e)
         _set_c_string(status.message, message, 768)
         _set_c_string(status.node, node_name, 128)
         status.location[0] = b"\0"
@@ -449,20 +448,24 @@ def _output_label(attrs: dict, i: int) -> str:
 
 
 def _check_output(arr: np.ndarray, t, label: str) -> None:
-    """A result must fit the rank (and, if preallocated, the dtype and dims) of its output."""
+    """A result must fit the rank (and, if preallocated, the dtype and dims) of its output: one
+    that does not is an ``InvalidArgumentError`` (TensorFlow's, for a ``py_func`` returning
+    values of another type than declared)."""
     dtype = DType.from_numpy(arr.dtype)
     if arr.ndim > 8:
-        raise FlowcError(f"{label} has rank {arr.ndim}; the maximum is 8")
+        raise InvalidArgumentError(f"{label} has rank {arr.ndim}; the maximum is 8")
     want_dtype = DType.from_code(t.dtype) if t.dtype else dtype
     if t.data == ffi.NULL:
         if t.rank != arr.ndim or want_dtype is not dtype:
-            raise FlowcError(f"{label}: the step expects a {want_dtype.ir_name} of rank {t.rank}, "
-                             f"the host op returned {dtype.ir_name}{list(arr.shape)}")
+            raise InvalidArgumentError(f"{label}: the step expects a {want_dtype.ir_name} of rank "
+                                       f"{t.rank}, the host op returned "
+                                       f"{dtype.ir_name}{list(arr.shape)}")
         return
     want_shape = tuple(t.dims[0:t.rank])
     if want_dtype is not dtype or want_shape != arr.shape:
-        raise FlowcError(f"{label}: the step expects {want_dtype.ir_name}{list(want_shape)}, the "
-                         f"host op returned {dtype.ir_name}{list(arr.shape)}")
+        raise InvalidArgumentError(f"{label}: the step expects "
+                                   f"{want_dtype.ir_name}{list(want_shape)}, the host op "
+                                   f"returned {dtype.ir_name}{list(arr.shape)}")
 
 
 def _tensor_to_array(t) -> np.ndarray:

@@ -24,8 +24,8 @@ import grpc
 import numpy as np
 
 from runtime.cluster import ClusterSpec, split_address, task_device, task_of_device
-from runtime.errors import (AbortedError, DeadlineExceededError, FeedError, FlowcError,
-                            RuntimeExecutionError)
+from runtime.errors import (AbortedError, DeadlineExceededError, FailedPreconditionError,
+                            FeedError, FlowcError, InternalError, InvalidArgumentError)
 from runtime.cuda_module import gpu_devices
 from runtime.executor import MultiDeviceExecutable
 from runtime.module import Executable, ffi
@@ -35,11 +35,11 @@ from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYT
                                STREAM_TICKET, TOKEN_METADATA, Outbox, ParkedResponses, StepContext,
                                StepNotRegisteredError, StreamLimits, TaskClient, TrafficCounters,
                                TransportError,
-                               UnauthenticatedError, UnavailableError, WireFormatError, activate,
+                               UnauthenticatedError, WireFormatError, activate,
                                channel_options,
                                check_tensor_sizes, deactivate, decode_frame, decode_stream,
-                               encode_frame, encode_stream, grpc_code_of, header_field,
-                               payload_bytes, task_name, tensor_names)
+                               encode_frame, encode_stream, error_metadata, grpc_code_of,
+                               header_field, payload_bytes, task_name, tensor_names)
 
 # build(ir_text, feed_names, fetch_names) -> an Executable for this task's device(s).
 BuildFn = Callable[[str, List[str], List[str]], Executable]
@@ -156,11 +156,11 @@ class TaskServer:
 
     def _fail(self, method: str, context, e: Exception) -> None:
         if isinstance(e, FlowcError):
-            err, code, text = type(e).__name__, grpc_code_of(e), str(e)
+            metadata, code, text = error_metadata(e), grpc_code_of(e), str(e)
         else:                                      # a bug: report it as such
-            err, code, text = "TransportError", grpc.StatusCode.INTERNAL, \
-                f"{self.name}: {method} failed: {type(e).__name__}: {e}"
-        context.set_trailing_metadata(((ERROR_METADATA, err),))
+            metadata, code, text = ((ERROR_METADATA, "TransportError"),), \
+                grpc.StatusCode.INTERNAL, f"{self.name}: {method} failed: {type(e).__name__}: {e}"
+        context.set_trailing_metadata(metadata)
         context.abort(code, text)
 
     # --- streams ------------------------------------------------------------------------
@@ -236,21 +236,21 @@ class TaskServer:
         if key in self._steps:
             return {"key": key, "cached": True}, []
         if self.build is None:
-            raise RuntimeExecutionError(f"{self.name} was started without a compiler; it cannot "
-                                        "build partitions (start it with `flowc serve`)")
+            raise FailedPreconditionError(f"{self.name} was started without a compiler; it "
+                                          "cannot build partitions (start it with `flowc serve`)")
         with self._lock:
             lock = self._building.setdefault(key, threading.Lock())
         with lock:
             if key not in self._steps:
                 exe = self.build(ir, list(feeds), list(fetches))
                 if not isinstance(exe, (Executable, MultiDeviceExecutable)):
-                    raise RuntimeExecutionError(f"{self.name}: the partition did not build into "
-                                                "an executable")
+                    raise InternalError(f"{self.name}: the partition did not build into an "
+                                        "executable")
                 if len(exe.feeds) != len(feeds) or len(exe.fetches) != len(fetches):
-                    raise RuntimeExecutionError(f"{self.name}: the built partition has "
-                                                f"{len(exe.feeds)} feeds and {len(exe.fetches)} "
-                                                f"fetches; the master asked for {len(feeds)} and "
-                                                f"{len(fetches)}")
+                    raise InternalError(f"{self.name}: the built partition has "
+                                        f"{len(exe.feeds)} feeds and {len(exe.fetches)} "
+                                        f"fetches; the master asked for {len(feeds)} and "
+                                        f"{len(fetches)}")
                 with self._lock:
                     while len(self._steps) >= MAX_REGISTERED_STEPS:    # the oldest goes
                         self._steps.pop(next(iter(self._steps)))
@@ -343,7 +343,7 @@ class TaskServer:
         is sent, the step's deadline passes, or the step is aborted)."""
         where = task_of_device(send_device)
         if where is None:
-            raise RuntimeExecutionError(f"'{send_device}' names no task of the cluster", node)
+            raise InvalidArgumentError(f"'{send_device}' names no task of the cluster", node)
         client = self.peer(*where)
         left = ctx.remaining_s()
         try:
@@ -356,10 +356,7 @@ class TaskServer:
         except FlowcError as e:
             if ctx.aborted:
                 e = AbortedError(f"step aborted while receiving {key} from {client.name}")
-            e.status_code = (8 if isinstance(e, DeadlineExceededError) else
-                             9 if isinstance(e, AbortedError) else
-                             10 if isinstance(e, UnavailableError) else 1)
-            raise e from None
+            raise e from None          # its class's status code goes back to the C receive
         if len(tensors) != 1:
             raise TransportError(f"{client.name} sent {len(tensors)} tensors for {key}")
         return tensors[0]

@@ -13,9 +13,11 @@ the methods and their headers.
 
 Every call has a deadline; a server can require a shared token (the ``flowc-token`` metadata);
 message sizes are capped on both ends (``DEFAULT_MAX_MESSAGE_BYTES``). A failed call becomes a
-flowc error: the server sends the error's class name in the ``flowc-error`` trailing metadata,
-so a ``DeadlineExceededError`` on a task is a ``DeadlineExceededError`` in the client, and a
-task that cannot be reached is an ``UnavailableError`` naming the task and its address.
+flowc error: the server sends the error's class name in the ``flowc-error`` trailing metadata
+and its TensorFlow code, node and location in ``flowc-error-detail-bin``, so an
+``InvalidArgumentError`` at node 'g' on a task is an ``InvalidArgumentError`` at node 'g' in
+the client (``error_metadata``, ``remote_error``), and a task that cannot be reached is an
+``UnavailableError`` (``fl.errors.UnavailableError``) naming the task and its address.
 
 This module also provides the host ops that cross-task ``_Send``/``_Recv`` kernels call
 (``_RemoteSend``, ``_RemoteRecv``): a send leaves the tensor in its task's outbox under
@@ -37,16 +39,18 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import grpc
 import numpy as np
 
+from runtime import checkpoint as _checkpoint
 from runtime import errors as _errors
 from runtime.dtypes import DType
-from runtime.errors import (AbortedError, DeadlineExceededError, FeedError, FlowcError,
-                            OutOfRangeError, RuntimeExecutionError)
+from runtime.errors import (AbortedError, DeadlineExceededError, FailedPreconditionError,
+                            FlowcError, InternalError)
 
 SERVICE = "flowc.Task"
 METHODS = ("RegisterPartition", "RunStep", "RecvTensor", "AbortStep", "Deregister", "Status")
 MAGIC = b"FLW1"
 TOKEN_METADATA = "flowc-token"
 ERROR_METADATA = "flowc-error"
+ERROR_DETAIL_METADATA = "flowc-error-detail-bin"
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 MAX_HEADER_BYTES = 1 << 20
 MAX_RANK = 8
@@ -61,39 +65,47 @@ DEFAULT_MAX_TENSOR_BYTES = 16 * 1024 * 1024 * 1024
 
 
 # --- errors ----------------------------------------------------------------------------------
-class TransportError(FlowcError):
-    """A call between the master and a task (or between tasks) failed."""
+class TransportError(_errors.OpError):
+    """A call between the master and a task (or between tasks) failed. Each subclass is also
+    TensorFlow's class for its failure (``UnavailableError`` is ``fl.errors.UnavailableError``)."""
 
 
-class UnavailableError(TransportError):
+class UnavailableError(TransportError, _errors.UnavailableError):
     """A task cannot be reached (not started, killed, or its address is wrong)."""
 
 
-class UnauthenticatedError(TransportError):
+class UnauthenticatedError(TransportError, _errors.UnauthenticatedError):
     """The server requires a token and the call did not carry the right one."""
 
 
-class WireFormatError(TransportError):
+class WireFormatError(TransportError, _errors.InvalidArgumentError):
     """A frame is malformed: bad magic, truncated, a header that is not JSON, bad tensors."""
 
 
-class MessageTooLargeError(TransportError):
+class MessageTooLargeError(TransportError, _errors.ResourceExhaustedError):
     """A tensor is larger than the configured maximum (``max_tensor_bytes``); names both."""
 
 
-class StepNotRegisteredError(TransportError):
+class StepNotRegisteredError(TransportError, _errors.NotFoundError):
     """RunStep named a step key the task does not have (it restarted, or it was deregistered)."""
 
 
 def _error_classes() -> Dict[str, type]:
-    classes = {c.__name__: c for c in (TransportError, UnavailableError, UnauthenticatedError,
-                                       WireFormatError, StepNotRegisteredError,
-                                       MessageTooLargeError)}
-    for name in dir(_errors):
-        obj = getattr(_errors, name)
-        if isinstance(obj, type) and issubclass(obj, FlowcError):
-            classes[name] = obj
+    """Error classes by name, as a task names them in ``flowc-error`` (a name both have is the
+    transport's) and, qualified with their module, in the error's detail."""
+    runtime = {name: obj for module in (_errors, _checkpoint)           # aliases too
+               for name, obj in vars(module).items()
+               if isinstance(obj, type) and issubclass(obj, FlowcError)}
+    own = [TransportError, UnavailableError, UnauthenticatedError, WireFormatError,
+           StepNotRegisteredError, MessageTooLargeError]
+    classes = dict(runtime)
+    classes.update({c.__name__: c for c in own})
+    classes.update({_qualified(c): c for c in list(runtime.values()) + own})
     return classes
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 _GRPC_CODE_OF = [
@@ -101,19 +113,62 @@ _GRPC_CODE_OF = [
     (WireFormatError, grpc.StatusCode.INVALID_ARGUMENT),
     (StepNotRegisteredError, grpc.StatusCode.NOT_FOUND),
     (UnavailableError, grpc.StatusCode.UNAVAILABLE),
-    (DeadlineExceededError, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (AbortedError, grpc.StatusCode.ABORTED),
-    (OutOfRangeError, grpc.StatusCode.OUT_OF_RANGE),
-    (FeedError, grpc.StatusCode.INVALID_ARGUMENT),
     (MessageTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED),
 ]
+_GRPC_CODE_BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
 
 
 def grpc_code_of(err: BaseException) -> grpc.StatusCode:
+    """The gRPC status of a failed call: a transport error's own, else the error's TensorFlow
+    code (gRPC's codes are TensorFlow's), else UNKNOWN."""
     for cls, code in _GRPC_CODE_OF:
         if isinstance(err, cls):
             return code
+    if isinstance(err, _errors.OpError):
+        return _GRPC_CODE_BY_NUMBER.get(err.error_code, grpc.StatusCode.UNKNOWN)
     return grpc.StatusCode.UNKNOWN
+
+
+def error_metadata(err: BaseException) -> Tuple[Tuple[str, object], ...]:
+    """The trailing metadata a task answers a failed call with: the error's class name
+    (``flowc-error``) and, for an ``OpError``, its TensorFlow code, node, op type and source
+    location (``flowc-error-detail-bin``: JSON), so the client raises the same error."""
+    pairs: List[Tuple[str, object]] = [(ERROR_METADATA, type(err).__name__)]
+    if isinstance(err, _errors.OpError):
+        detail = {"class": _qualified(type(err)), "error_code": err.error_code,
+                  "node": err.node_name, "location": err.location, "op_type": err.op_type}
+        pairs.append((ERROR_DETAIL_METADATA, json.dumps(detail).encode()))
+    return tuple(pairs)
+
+
+def remote_error(class_name: str, details: str, detail_json) -> FlowcError:
+    """The error a task reported (``error_metadata``): its class where this process has it,
+    else TensorFlow's class of its code; with its node, op type and location."""
+    detail = {}
+    if detail_json:
+        try:
+            detail = json.loads(bytes(detail_json).decode())
+        except (ValueError, TypeError):
+            detail = {}
+        if not isinstance(detail, dict):
+            detail = {}
+    classes = _error_classes()
+    cls = classes.get(detail.get("class")) if isinstance(detail.get("class"), str) else None
+    cls = cls or classes.get(class_name)
+    code = detail.get("error_code")
+    if cls is None or not issubclass(cls, _errors.OpError) and isinstance(code, int):
+        try:
+            cls = _errors.exception_type_from_error_code(code)
+        except KeyError:
+            cls = cls or TransportError
+    if not issubclass(cls, _errors.OpError):
+        return cls(details)
+    strings = {k: detail.get(k) if isinstance(detail.get(k), str) else None
+               for k in ("node", "location", "op_type")}
+    err = cls.__new__(cls)
+    _errors.OpError.__init__(err, details, strings["node"], strings["location"],
+                             op_type=strings["op_type"])
+    return err
 
 
 # --- frames ----------------------------------------------------------------------------------
@@ -503,19 +558,18 @@ class TaskClient:
         """The flowc error a failed call stands for."""
         code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
         details = (e.details() if hasattr(e, "details") else str(e)) or ""
-        remote = None
+        remote = detail = None
         try:
             for k, v in (e.trailing_metadata() or ()):
                 if k == ERROR_METADATA:
                     remote = v
+                elif k == ERROR_DETAIL_METADATA:
+                    detail = v
         except Exception:                            # noqa: BLE001  (no metadata: local error)
             remote = None
         where = f"{self.name} at {self.address}"
         if remote is not None:                       # the task answered with a flowc error
-            cls = _error_classes().get(remote, TransportError)
-            if issubclass(cls, RuntimeExecutionError):
-                return cls(details)
-            return cls(details)
+            return remote_error(remote, details, detail)
         if code == grpc.StatusCode.UNAVAILABLE:
             return UnavailableError(f"{where} is unavailable ({method}: {details})")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -525,8 +579,8 @@ class TaskClient:
         if code == grpc.StatusCode.CANCELLED:
             return AbortedError(f"{method} to {where} was cancelled")
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-            return TransportError(f"{where} refused {method}: {details} (a message over the "
-                                  "size limit?)")
+            return MessageTooLargeError(f"{where} refused {method}: {details} (a message over "
+                                        "the size limit?)")
         return TransportError(f"{method} to {where} failed: {code.name}: {details}")
 
 
@@ -598,7 +652,7 @@ class Outbox:
         with self._cv:
             self._purge(now)
             if (step_id, key) in self._items:
-                raise RuntimeExecutionError(f"{key} was sent twice in step {step_id}")
+                raise InternalError(f"{key} was sent twice in step {step_id}")
             self._items[(step_id, key)] = (value, now)
             self._cv.notify_all()
 
@@ -681,9 +735,9 @@ def deactivate(ref: int) -> None:
 def _step(ref, node: str) -> StepContext:
     ctx = _active.get(int(np.asarray(ref)))
     if ctx is None:
-        raise RuntimeExecutionError(f"node '{node}': a cross-task send or receive ran outside a "
-                                    "task server's step (run this graph with a grpc:// "
-                                    "session)", node)
+        raise FailedPreconditionError(f"node '{node}': a cross-task send or receive ran outside "
+                                      "a task server's step (run this graph with a grpc:// "
+                                      "session)", node)
     return ctx
 
 

@@ -54,7 +54,7 @@ class StructuredEmitter:
         try:
             self.run_in, self.out_in = static_frames(order)
         except FlowcError as e:
-            raise CodegenError(str(e), getattr(e, "node", None)) from None
+            raise CodegenError(str(e)) from None          # the message names the node
         self.home: Dict[Node, Tuple[str, ...]] = {
             n: (self.out_in[n] if n.op == "Enter" else self.run_in[n]) for n in order}
         self.guard: Dict[Node, Guard] = {}

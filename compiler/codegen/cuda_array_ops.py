@@ -272,13 +272,13 @@ def _bad_index(indices, value, flat: str, got: str, limit: str):
     (``indices[i,j] = v is not in [0, n)``) with the place of the ``flat``-th index unflattened
     over the dims of ``indices`` (for indices of rank 4 at most; else without the values)."""
     if indices.rank > 4:
-        return "an index is out of range of the gathered axis", "FLOWC_OUT_OF_RANGE"
+        return "an index is out of range of the gathered axis", "FLOWC_INVALID_ARGUMENT"
     dims = [value(indices.dim(k)) for k in range(indices.rank)]
     place = [flat if indices.rank == 1 else
              f"(({flat}) / ({' * '.join(dims[k + 1:]) or '1'})) % {dims[k]}"
              for k in range(indices.rank)]
     fmt = "indices[" + ",".join("%lld" for _ in place) + "] = %lld is not in [0, %lld)"
-    return fmt, "FLOWC_OUT_OF_RANGE", place + [got, limit]
+    return fmt, "FLOWC_INVALID_ARGUMENT", place + [got, limit]
 
 
 def _gather_supports(node: Node) -> bool:

@@ -444,7 +444,7 @@ class _CudaEmitter(EmitterBase):
                       f"{c_string(r.inputs[0].node.name)}, \"\", \"out of memory\"); goto fail; }}",
                       f"if ({ref.size} > 0 && cudaMemcpyAsync(fetches[{k}].data, {ref.var}.data, "
                       f"{nbytes}, cudaMemcpyDeviceToHost, flowc_stream) != cudaSuccess) {{ "
-                      f"flowc_fail(st, FLOWC_ERROR, {c_string(r.inputs[0].node.name)}, \"\", "
+                      f"flowc_fail(st, FLOWC_INTERNAL, {c_string(r.inputs[0].node.name)}, \"\", "
                       "\"copying a fetch to the host failed\"); goto fail; }"]
         return lines
 
@@ -562,7 +562,7 @@ class _CudaEmitter(EmitterBase):
         out += [
             "            break;",
             "        }",
-            "        if (!st->code) flowc_fail(st, FLOWC_ERROR, \"\", \"\", \"a GPU kernel "
+            "        if (!st->code) flowc_fail(st, FLOWC_INTERNAL, \"\", \"\", \"a GPU kernel "
             "reported an error\");",
             "        goto fail;",
             "    }",
@@ -613,7 +613,7 @@ _EXPORTS = f"""/* The C module ABI (runtime/module.py). Every step on a GPU runs
 extern "C" int flowc_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
                            void *rendezvous, int64_t timeout_ms, flowc_status *st) {{
     if (cudaSetDevice(FLOWC_GPU_INDEX) != cudaSuccess)
-        return flowc_fail(st, FLOWC_ERROR, "", "", "cannot select GPU %d (no such GPU?)", FLOWC_GPU_INDEX);
+        return flowc_fail(st, FLOWC_INTERNAL, "", "", "cannot select GPU %d (no such GPU?)", FLOWC_GPU_INDEX);
     return flowc_cuda_entry(feeds, fetches, rt, rendezvous, timeout_ms, (void *)cudaStreamLegacy, st);
 }}
 extern "C" int flowc_abi_version(void) {{ return {ABI_VERSION}; }}

@@ -69,7 +69,7 @@ def _gemm(kc: KernelContext, a: TensorRef, b: TensorRef, m: str, n: str, k: str,
     return (f"if (({m}) * ({n}) > 0 && flowc_gemm(flowc_stream, {int(a.dtype is DType.f64)}, "
             f"{int(ta)}, {int(tb)}, {m}, {n}, {k}, {a.var}.data, {a.dim(-1)}, {b.var}.data, "
             f"{b.dim(-1)}, {c}, {int(beta1)})) "
-            + kc.fail("cuBLAS gemm failed", code="FLOWC_ERROR"))
+            + kc.fail("cuBLAS gemm failed", code="FLOWC_INTERNAL"))
 
 
 def _either(tiled: str, cublas: Optional[str]) -> str:

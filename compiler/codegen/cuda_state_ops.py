@@ -126,7 +126,7 @@ def _gather(kc: KernelContext) -> str:
     idx = launch.ptr(ind)
     rows, inner = _rows_and_inner(kc, launch, out.dims[ind.rank:])
     n = launch.value(out.size)
-    bad = launch.report(_bad_row(kc), "FLOWC_OUT_OF_RANGE", ["r", "ix", rows])
+    bad = launch.report(_bad_row(kc), "FLOWC_INVALID_ARGUMENT", ["r", "ix", rows])
     body = (f"{kc.target.grid_stride_loop('i', n)} {{\n"
             f"    const int64_t r = i / {inner}, k = i % {inner};\n"
             f"    const int64_t ix = (int64_t){idx}[r];\n"
@@ -147,7 +147,7 @@ def _scatter(mode: str, scaled: bool = False):
         idx = check.ptr(ind)
         rows, _ = _rows_and_inner(kc, check, [])
         count = check.value(ind.size)
-        bad = check.report(_bad_row(kc), "FLOWC_OUT_OF_RANGE", ["i", f"{idx}[i]", rows])
+        bad = check.report(_bad_row(kc), "FLOWC_INVALID_ARGUMENT", ["i", f"{idx}[i]", rows])
         first = check.launch(f"{kc.target.grid_stride_loop('i', count)}\n"
                              f"    if ((int64_t){idx}[i] < 0 || (int64_t){idx}[i] >= {rows}) {bad}",
                              ind.size)

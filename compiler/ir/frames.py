@@ -113,7 +113,7 @@ def check_loops_on_one_device(order: List[Node]) -> None:
     try:
         run_in, out_in = static_frames(order)
     except FlowcError as e:
-        raise CodegenError(str(e), getattr(e, "node", None)) from None
+        raise CodegenError(str(e)) from None          # the message names the node
     devices: Dict[Tuple[str, ...], Dict[str, Node]] = {}
     for n in order:
         home = out_in[n] if n.op == "Enter" else run_in[n]

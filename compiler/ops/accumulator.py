@@ -33,7 +33,7 @@ from compiler.ops.handles import resource_source
 from compiler.ir.op_registry import register_op
 from runtime.accumulators import accumulator
 from runtime.dtypes import DType
-from runtime.errors import RuntimeExecutionError
+from runtime.errors import OpError
 
 _GRAD_TYPES = "{f16, f32, f64}"
 ACCUMULATOR_OPS = ("ConditionalAccumulator", "SparseConditionalAccumulator")
@@ -180,12 +180,8 @@ def _naming_node(fn):
     def kernel(ctx, *args):
         try:
             return fn(ctx, *args)
-        except RuntimeExecutionError as e:
-            node = ctx.node
-            where = (f"{node.location}: " if node.location else "") + \
-                f"node '{node.name}' ({node.op}): "
-            raise type(e)(where + str(e), node.name, str(node.location or "") or None,
-                          getattr(e, "status_code", None)) from None
+        except OpError as e:
+            raise e.add_node(ctx.node.name, ctx.node.location, ctx.node.op) from None
     return kernel
 
 

@@ -15,9 +15,10 @@ import re
 
 import numpy as np
 
-from compiler.errors import ExecutionError
+from compiler.errors import node_error
 from compiler.ir.types import TensorType
 from compiler.ir.op_registry import register_op
+from runtime.errors import FailedPreconditionError, InternalError
 
 _COMM_ATTRS = ["tensor_name: string", "send_device: string", "recv_device: string",
                "slot: int = 0"]
@@ -49,7 +50,8 @@ def _mailbox(ctx) -> dict:
         try:
             state.rendezvous = box
         except AttributeError:
-            raise ExecutionError("_Send/_Recv need the interpreter's state", ctx.node) from None
+            raise node_error(FailedPreconditionError, "_Send/_Recv need the interpreter's state",
+                             ctx.node) from None
     return box
 
 
@@ -62,7 +64,7 @@ def _recv_kernel(ctx):
     key = rendezvous_key(ctx.attrs)
     box = _mailbox(ctx)
     if key not in box:
-        raise ExecutionError(f"nothing was sent for {key}", ctx.node)
+        raise node_error(InternalError, f"nothing was sent for {key}", ctx.node)
     return [box.pop(key)]
 
 

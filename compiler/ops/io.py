@@ -13,15 +13,10 @@ from __future__ import annotations
 
 from typing import List
 
-from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType
 from compiler.ir.op_registry import register_op
 from runtime.checkpoint import CheckpointError, prefix_from_bytes, read_checkpoint, write_checkpoint
 from runtime.dtypes import DType
-
-
-class CheckpointExecutionError(ExecutionError, CheckpointError):
-    """A checkpoint op failed in the reference interpreter (names the node)."""
 
 
 _NO_CHECKPOINT_TYPES = (DType.resource, DType.bf16)
@@ -79,8 +74,8 @@ def _restore_shape(ctx):
 def _save_kernel(ctx, prefix, *tensors):
     try:
         write_checkpoint(prefix_from_bytes(prefix), dict(zip(ctx.attrs["tensor_names"], tensors)))
-    except CheckpointError as e:
-        raise CheckpointExecutionError(str(e), ctx.node) from None
+    except CheckpointError as e:          # its TensorFlow class (NotFound, DataLoss, ...)
+        raise e.add_node(ctx.node.name, ctx.node.location, ctx.node.op) from None
     return []
 
 
@@ -88,8 +83,8 @@ def _restore_kernel(ctx, prefix):
     try:
         return read_checkpoint(prefix_from_bytes(prefix), ctx.attrs["tensor_names"],
                                ctx.attrs["dtypes"], ctx.attrs["shapes"])
-    except CheckpointError as e:
-        raise CheckpointExecutionError(str(e), ctx.node) from None
+    except CheckpointError as e:          # its TensorFlow class (NotFound, DataLoss, ...)
+        raise e.add_node(ctx.node.name, ctx.node.location, ctx.node.op) from None
 
 
 # --- registrations ---------------------------------------------------------------------------

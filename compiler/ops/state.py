@@ -19,12 +19,12 @@ from typing import Optional
 
 import numpy as np
 
-from compiler.errors import ExecutionError
+from compiler.errors import ExecutionError, node_error
 from compiler.ir.types import TensorType, shape_str
 from compiler.ops.handles import resource_source
 from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
-from runtime.errors import FlowcError
+from runtime.errors import FailedPreconditionError, FlowcError
 from runtime.resources import ResourceError
 
 
@@ -113,8 +113,8 @@ def _scatter_shape(ctx):
 # --- reference kernels ---------------------------------------------------------------------
 def _store(ctx):
     if ctx.state is None or not hasattr(ctx.state, "variable"):
-        raise ExecutionError("variables need a session's state; run this graph in a Session",
-                             ctx.node)
+        raise node_error(FailedPreconditionError, "variables need a session's state; run this "
+                         "graph in a Session", ctx.node)
     return ctx.state
 
 
@@ -130,8 +130,9 @@ def _variable(ctx, handle):
 
 def _value(ctx, var) -> np.ndarray:
     if not var.initialized:
-        raise ExecutionError(f"variable '{var.info.name}' is not initialized (run its "
-                             "initializer or restore it from a checkpoint)", ctx.node)
+        raise node_error(FailedPreconditionError, f"variable '{var.info.name}' is not "
+                         "initialized (run its initializer or restore it from a checkpoint)",
+                         ctx.node)
     return var.read()
 
 

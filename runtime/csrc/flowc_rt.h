@@ -85,10 +85,14 @@ typedef struct flowc_runtime {
 /* The variable a resource tensor points at. */
 #define FLOWC_VAR(t) ((flowc_var *)(t).data)
 
+/* Status codes. Each is one of TensorFlow's error classes in Python (runtime/errors.py,
+   class_for_status; FLOWC_ERROR is UnknownError); the numbers are flowc's ABI, not TF's. */
 enum { FLOWC_OK = 0, FLOWC_ERROR = 1, FLOWC_OUT_OF_RANGE = 2, FLOWC_INVALID_ARGUMENT = 3,
        FLOWC_RESOURCE_EXHAUSTED = 4,
        FLOWC_FAILED_PRECONDITION = 5, FLOWC_NOT_FOUND = 6, FLOWC_DATA_LOSS = 7,
-       FLOWC_DEADLINE_EXCEEDED = 8, FLOWC_ABORTED = 9, FLOWC_UNAVAILABLE = 10 };
+       FLOWC_DEADLINE_EXCEEDED = 8, FLOWC_ABORTED = 9, FLOWC_UNAVAILABLE = 10,
+       FLOWC_CANCELLED = 11, FLOWC_UNIMPLEMENTED = 12, FLOWC_INTERNAL = 13,
+       FLOWC_ALREADY_EXISTS = 14, FLOWC_PERMISSION_DENIED = 15, FLOWC_UNAUTHENTICATED = 16 };
 
 static inline int flowc_fail(flowc_status *st, int code, const char *node, const char *loc,
                              const char *fmt, ...) {
@@ -394,12 +398,12 @@ static inline int flowc_rv_put(void *rendezvous, int32_t slot, const flowc_tenso
                                flowc_status *st) {
     flowc_rendezvous *rv = (flowc_rendezvous *)rendezvous;
     if (!rv || slot < 0 || slot >= rv->nslots)
-        return flowc_fail(st, FLOWC_ERROR, node, loc, "no rendezvous slot %d for this step", (int)slot);
+        return flowc_fail(st, FLOWC_INTERNAL, node, loc, "no rendezvous slot %d for this step", (int)slot);
     pthread_mutex_lock(&rv->mu);
     flowc_rv_slot *s = &rv->slots[slot];
     if (s->full) {
         pthread_mutex_unlock(&rv->mu);
-        return flowc_fail(st, FLOWC_ERROR, node, loc, "rendezvous slot %d was sent twice", (int)slot);
+        return flowc_fail(st, FLOWC_INTERNAL, node, loc, "rendezvous slot %d was sent twice", (int)slot);
     }
     s->t = *t;
     s->release = release;
@@ -414,7 +418,7 @@ static inline int flowc_rv_send(void *rendezvous, int32_t slot, const flowc_tens
                                 flowc_status *st) {
     flowc_rendezvous *rv = (flowc_rendezvous *)rendezvous;
     if (!rv || slot < 0 || slot >= rv->nslots)
-        return flowc_fail(st, FLOWC_ERROR, node, loc, "no rendezvous slot %d for this step", (int)slot);
+        return flowc_fail(st, FLOWC_INTERNAL, node, loc, "no rendezvous slot %d for this step", (int)slot);
     const int64_t nbytes = flowc_tensor_nbytes(t, itemsize);
     void *copy = flowc_alloc((size_t)nbytes);
     if (!copy) return flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, node, loc, "out of memory sending %lld bytes", (long long)nbytes);
@@ -431,7 +435,7 @@ static inline int flowc_rv_recv(void *rendezvous, int32_t slot, flowc_tensor *ou
                                 flowc_status *st) {
     flowc_rendezvous *rv = (flowc_rendezvous *)rendezvous;
     if (!rv || slot < 0 || slot >= rv->nslots)
-        return flowc_fail(st, FLOWC_ERROR, node, loc, "no rendezvous slot %d for this step", (int)slot);
+        return flowc_fail(st, FLOWC_INTERNAL, node, loc, "no rendezvous slot %d for this step", (int)slot);
     struct timespec deadline;
     if (rv->timeout_ms > 0) {
         clock_gettime(CLOCK_REALTIME, &deadline);
@@ -553,7 +557,7 @@ static inline int flowc_queue_put(flowc_queue *q, const flowc_tensor *components
         pthread_mutex_unlock(&q->mu);
         for (int32_t c = 0; c < q->ncomponents; c++) free(elem[c].data);
         if (closed)
-            return flowc_fail(st, FLOWC_ABORTED, node, loc, "queue '%s' is closed", q->name);
+            return flowc_fail(st, FLOWC_CANCELLED, node, loc, "queue '%s' is closed", q->name);
         return flowc_fail(st, FLOWC_DEADLINE_EXCEEDED, node, loc,
                           "timed out after %lld ms: queue '%s' is full", (long long)timeout_ms, q->name);
     }

@@ -133,8 +133,8 @@ def _bad_value_cases():
 def test_data_errors_found_on_the_gpu_say_what_the_cpu_says(name, build):
     """An index out of range, a bad label, a segment id past num_segments: the GPU kernel that
     finds it reports the index's place, its value and the bound, and the step's error is the
-    C kernel's message word for word (and names the same node)."""
-    messages = []
+    C kernel's message word for word (and names the same node), of the same class."""
+    messages, classes = [], []
     for config in (fl.ConfigProto(device_count={"GPU": 0}), fl.ConfigProto()):
         g = fl.Graph()
         with g.as_default():
@@ -149,6 +149,8 @@ def test_data_errors_found_on_the_gpu_say_what_the_cpu_says(name, build):
             with pytest.raises(FlowcError) as caught:
                 s.run(fetch, feed)
             messages.append(str(caught.value))
+            classes.append(type(caught.value))
     cpu, gpu = messages
     assert gpu == cpu, (cpu, gpu)
+    assert classes[0] is classes[1] is fl.errors.InvalidArgumentError, classes   # TF's class
     assert re.search(r"-2|6|7|9|4", gpu), gpu                   # the offending value is in it

@@ -9,7 +9,7 @@ import pytest
 
 import dsl as fl
 from compiler.errors import CodegenError
-from runtime.errors import AbortedError, DeadlineExceededError, OutOfRangeError
+from runtime.errors import CancelledError, DeadlineExceededError, OutOfRangeError
 from repo_paths import ROOT
 
 BACKENDS = ("interpreter", "c")
@@ -51,7 +51,7 @@ def test_close_drains_then_reports_out_of_range(graph, backend):
     with fl.Session(backend=backend) as s:
         s.run(enq, {x: np.ones([2, 2], np.float32), y: [5, 6]}, options=BOUND)
         s.run(close)
-        with pytest.raises(AbortedError, match="'q' is closed"):
+        with pytest.raises(CancelledError, match="'q' is closed"):
             s.run(enq, {x: np.ones([1, 2], np.float32), y: [7]}, options=BOUND)
         _, ids = s.run(upto, options=BOUND)                  # fewer than asked: closed
         np.testing.assert_array_equal(ids, [5, 6])

@@ -97,13 +97,13 @@ def _update_c(op: str):
 
 
 def _rows_checks(kc: KernelContext) -> str:
-    """Checks that the variable has rows; returns the statement reporting a bad index."""
+    """Checks that the variable has rows; returns the statement reporting a bad index (an
+    InvalidArgumentError, as TensorFlow's ResourceGather and scatter updates report it)."""
     v = _var_expr(kc)
     _check_initialized(kc)
     kc.check(f"{v}->value.rank >= 1", "variable '%s' is a scalar", f"{v}->name")
     return kc.fail("indices[%lld] = %lld is not in [0, %lld) (rows of variable '%s')",
-                   "(long long)i", "(long long)ix", "(long long)rows", f"{v}->name",
-                   code="FLOWC_OUT_OF_RANGE")
+                   "(long long)i", "(long long)ix", "(long long)rows", f"{v}->name")
 
 
 def _gather_c_dims(kc: KernelContext) -> List[List[str]]:
