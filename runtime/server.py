@@ -9,13 +9,20 @@ Cross-task ``_Send``s leave their tensors in the server's ``Outbox``; ``_Recv``s
 from the sending task (``RecvTensor``), bounded by the step's deadline.
 
 Every handler parses its frame itself: a malformed or unauthenticated request gets an error
-response and the server keeps serving.
+response and the server keeps serving. Streams are held to limits (``runtime/stream_guard.py``:
+how many may be open, in all and per calling host, and how long one may stay silent), so
+callers that open streams and send nothing cannot take the threads that ``Status``,
+``RegisterPartition`` and ``AbortStep`` need. A server refuses to listen beyond loopback
+without a token unless it is told ``insecure`` (``check_bind``).
 """
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hmac
+import ipaddress
 import os
+import socket
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -30,16 +37,21 @@ from runtime.cuda_module import gpu_devices
 from runtime.executor import MultiDeviceExecutable
 from runtime.module import Executable, ffi
 from runtime.resources import ResourceStore
+from runtime.stream_guard import (CONTROL_THREADS, DEFAULT_MAX_STREAMS,
+                                  DEFAULT_MAX_STREAMS_PER_PEER, DEFAULT_STREAM_IDLE_TIMEOUT_S,
+                                  IdleTimeoutReader, StreamGate)
 from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYTES,
                                ERROR_METADATA, METHODS, SERVICE, STREAM_REQUEST, STREAM_RESPONSE,
-                               STREAM_TICKET, TOKEN_METADATA, Outbox, ParkedResponses, StepContext,
-                               StepNotRegisteredError, StreamLimits, TaskClient, TrafficCounters,
+                               STREAM_TICKET, TOKEN_METADATA, InsecureBindError, Outbox,
+                               ParkedResponses, StepContext, StepNotRegisteredError,
+                               StreamIdleError, StreamLimits, TaskClient, TrafficCounters,
                                TransportError,
                                UnauthenticatedError, WireFormatError, activate,
                                channel_options,
                                check_tensor_sizes, deactivate, decode_frame, decode_stream,
                                encode_frame, encode_stream, error_metadata, grpc_code_of,
-                               header_field, payload_bytes, task_name, tensor_names)
+                               header_field, header_int, payload_bytes, task_name,
+                               tensor_names)
 
 # build(ir_text, feed_names, fetch_names) -> an Executable for this task's device(s).
 BuildFn = Callable[[str, List[str], List[str]], Executable]
@@ -67,13 +79,61 @@ class RegisteredStep:
         self.rv_destroy = lib.flowc_rendezvous_destroy
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (an address or a name) reaches this machine only: 127.0.0.0/8, ::1,
+    ``localhost``, or a name every address of which is loopback. ``0.0.0.0`` and ``::`` (every
+    interface) are not; a name that does not resolve is not."""
+    name = host.strip().strip("[]")
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback
+                               for i in infos)
+
+
+def check_bind(host: str, token: Optional[str], insecure: bool, where: str = "a task") -> None:
+    """``InsecureBindError`` when ``host`` is reachable from other machines and there is no
+    token, unless ``insecure``: anyone who reaches an open task can run steps on it and read
+    its variables. Called before anything is bound."""
+    if token or insecure or is_loopback_host(host):
+        return
+    raise InsecureBindError(f"refusing to serve {where} on {host} without a token: {host} is not "
+                            "a loopback address, so any machine that reaches it could run steps "
+                            "and read variables. Give a token (--token T or FLOWC_TOKEN) or "
+                            "pass --insecure to serve without one")
+
+
 class TaskServer:
-    """Serves the ``flowc.Task`` service for task ``task`` of job ``job`` of ``cluster``."""
+    """Serves the ``flowc.Task`` service for task ``task`` of job ``job`` of ``cluster``.
+
+    ``workers`` threads serve calls; streams may hold at most ``max_streams`` of them (at least
+    ``CONTROL_THREADS`` stay for other calls), at most ``max_streams_per_peer`` from one host,
+    and a stream silent for ``stream_idle_timeout_s`` ends. Listening beyond loopback needs a
+    ``token`` or ``insecure=True``."""
 
     def __init__(self, cluster: ClusterSpec, job: str, task: int, build: Optional[BuildFn] = None,
                  host: str = "127.0.0.1", port: Optional[int] = None, token: Optional[str] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, workers: int = 64,
-                 max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES):
+                 max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
+                 max_streams: int = DEFAULT_MAX_STREAMS,
+                 max_streams_per_peer: int = DEFAULT_MAX_STREAMS_PER_PEER,
+                 stream_idle_timeout_s: float = DEFAULT_STREAM_IDLE_TIMEOUT_S,
+                 insecure: bool = False):
+        check_bind(host, token, insecure, task_name(job, task))
+        if max_streams + CONTROL_THREADS > workers:
+            raise TransportError(f"{task_name(job, task)}: {max_streams} streams would leave "
+                                 f"fewer than {CONTROL_THREADS} of its {workers} threads for "
+                                 f"other calls (at most {workers - CONTROL_THREADS} streams)")
+        if not stream_idle_timeout_s > 0:
+            raise TransportError(f"the stream idle timeout must be positive (got "
+                                 f"{stream_idle_timeout_s})")
         self.cluster = cluster
         self.job = job
         self.task = task
@@ -87,6 +147,8 @@ class TaskServer:
         self.outbox = Outbox()
         self.parked = ParkedResponses()
         self.traffic = TrafficCounters()
+        self.streams = StreamGate(max_streams, max_streams_per_peer, task_name(job, task))
+        self.stream_idle_timeout_s = stream_idle_timeout_s
         # its CPU, and the GPUs this process can host (none without pycuda or a GPU; the
         # CUDA simulator's one under FLOWC_CUDA_SIMULATOR=1)
         self.devices = [task_device(job, task)] + gpu_devices(job, task)
@@ -139,16 +201,20 @@ class TaskServer:
                                lambda: (method, fn, len(request)) + decode_frame(request))
         return handle
 
-    def _serve(self, method: str, context, parse):
-        """Check the token, parse the request (``parse() -> (name, fn, request bytes, header,
+    def _serve(self, method: str, context, parse, stream: bool = False):
+        """Check the token, take a stream slot (``stream``: refused at once when the limits
+        are reached), parse the request (``parse() -> (name, fn, request bytes, header,
         tensors)``), run the method and encode its response, counting the traffic under the
         method's name; a flowc error becomes a gRPC status."""
         try:
             self._check_token(context)
-            name, fn, request_bytes, header, tensors = parse()
-            self.traffic.add(name, request_bytes=request_bytes, calls=1)
-            rheader, rtensors = fn(header, tensors, context)
-            response, moved = self._respond(rheader, rtensors)
+            slot = self.streams.admit(context.peer(), method) if stream else \
+                contextlib.nullcontext()
+            with slot:
+                name, fn, request_bytes, header, tensors = parse()
+                self.traffic.add(name, request_bytes=request_bytes, calls=1)
+                rheader, rtensors = fn(header, tensors, context)
+                response, moved = self._respond(rheader, rtensors)
             self.traffic.add(name, response_bytes=moved)
             return response
         except Exception as e:                     # noqa: BLE001  (reported, keep serving)
@@ -177,26 +243,41 @@ class TaskServer:
                              "bytes": payload_bytes(tensors)}), payload_bytes(tensors)
 
     def _stream_request(self, request_iterator, context):
-        """A request streamed in chunks: its head names the method it is for."""
+        """A request streamed in chunks: its head names the method it is for. Each message is
+        waited for at most the idle timeout; the tensors grow as their bytes arrive."""
         def parse():
-            header, tensors = decode_stream(request_iterator, self.limits.max_tensor_bytes)
+            messages = IdleTimeoutReader(request_iterator, self.stream_idle_timeout_s,
+                                         f"{STREAM_REQUEST} from {context.peer()}")
+            try:
+                header, tensors = decode_stream(messages, self.limits.max_tensor_bytes)
+            except StreamIdleError:
+                self.streams.note_idle()
+                raise
+            finally:
+                messages.close()
             method = header.pop("method", None)
             if method not in METHODS:
                 raise WireFormatError(f"a streamed request names no method of {SERVICE} "
                                       f"({method!r})")
             return method, getattr(self, "_" + method), payload_bytes(tensors), header, tensors
-        return self._serve(STREAM_REQUEST, context, parse)
+        return self._serve(STREAM_REQUEST, context, parse, stream=True)
 
     def _stream_response(self, request, context):
-        """The chunks of a parked response."""
+        """The chunks of a parked response, on a stream slot held until the last one is sent
+        (or the caller goes away)."""
         try:
             self._check_token(context)
-            ticket = header_field(decode_frame(request)[0], "ticket", str, STREAM_RESPONSE)
-            header, tensors = self.parked.take(ticket)
-            messages = encode_stream(header, tensors, self.limits.chunk_bytes)
+            slot = self.streams.admit(context.peer(), STREAM_RESPONSE)
         except Exception as e:                     # noqa: BLE001  (reported, keep serving)
             self._fail(STREAM_RESPONSE, context, e)
-        yield from messages
+        with slot:
+            try:
+                ticket = header_field(decode_frame(request)[0], "ticket", str, STREAM_RESPONSE)
+                header, tensors = self.parked.take(ticket)
+                messages = encode_stream(header, tensors, self.limits.chunk_bytes)
+            except Exception as e:                 # noqa: BLE001  (reported, keep serving)
+                self._fail(STREAM_RESPONSE, context, e)
+            yield from messages
 
     def _check_token(self, context) -> None:
         if self.token is None:
@@ -226,7 +307,7 @@ class TaskServer:
                 "devices": self.devices, "cluster": self.cluster.to_json(), "pid": os.getpid(),
                 "steps": steps, "can_build": self.build is not None,
                 "variables": sorted(self.store.variables()),
-                "traffic": self.traffic.snapshot()}, []
+                "traffic": self.traffic.snapshot(), "streams": self.streams.snapshot()}, []
 
     def _RegisterPartition(self, header, tensors, context):
         key = header_field(header, "key", str, "RegisterPartition")
@@ -266,11 +347,10 @@ class TaskServer:
 
     def _RunStep(self, header, tensors, context):
         key = header_field(header, "key", str, "RunStep")
-        step_id = header_field(header, "step_id", int, "RunStep")
+        step_id = header_int(header, "step_id", "RunStep")
         feeds = header_field(header, "feeds", list, "RunStep")
-        asked = header.get("timeout_ms", 0)
-        if not isinstance(asked, int):
-            raise WireFormatError("RunStep 'timeout_ms' must be an integer")
+        asked = header_int(header, "timeout_ms", "RunStep", low=-(1 << 63)) \
+            if "timeout_ms" in header else 0
         step = self._steps.get(key)
         if step is None:
             raise StepNotRegisteredError(f"{self.name} has no step {key[:16]}… (it was "
@@ -310,12 +390,12 @@ class TaskServer:
         return {"fetches": step.fetches}, values
 
     def _RecvTensor(self, header, tensors, context):
-        step_id = header_field(header, "step_id", int, "RecvTensor")
+        step_id = header_int(header, "step_id", "RecvTensor")
         key = header_field(header, "key", str, "RecvTensor")
         return {"key": key}, [self.outbox.take(step_id, key, self._deadline_s(context))]
 
     def _AbortStep(self, header, tensors, context):
-        step_id = header_field(header, "step_id", int, "AbortStep")
+        step_id = header_int(header, "step_id", "AbortStep")
         self.outbox.abort(step_id)
         with self._lock:
             running = list(self._running.get(step_id, []))

@@ -12,10 +12,13 @@ order; dtype codes are ``runtime.dtypes``'s ABI codes). ``docs/distributed.md`` 
 the methods and their headers.
 
 Every call has a deadline; a server can require a shared token (the ``flowc-token`` metadata);
-message sizes are capped on both ends (``DEFAULT_MAX_MESSAGE_BYTES``). A failed call becomes a
-flowc error: the server sends the error's class name in the ``flowc-error`` trailing metadata
-and its TensorFlow code, node and location in ``flowc-error-detail-bin``, so an
-``InvalidArgumentError`` at node 'g' on a task is an ``InvalidArgumentError`` at node 'g' in
+message sizes are capped on both ends (``DEFAULT_MAX_MESSAGE_BYTES``). Larger requests and
+responses travel as streams whose tensors grow as their chunks arrive (``StreamAssembler``),
+so memory follows the bytes received, never what a head claims. A malformed frame, header or
+header field is a ``WireFormatError`` saying what is wrong (``INVALID_ARGUMENT``). A failed
+call becomes a flowc error: the server sends the error's class name in the ``flowc-error``
+trailing metadata and its TensorFlow code, node and location in ``flowc-error-detail-bin``, so
+an ``InvalidArgumentError`` at node 'g' on a task is an ``InvalidArgumentError`` at node 'g' in
 the client (``error_metadata``, ``remote_error``), and a task that cannot be reached is an
 ``UnavailableError`` (``fl.errors.UnavailableError``) naming the task and its address.
 
@@ -25,7 +28,6 @@ This module also provides the host ops that cross-task ``_Send``/``_Recv`` kerne
 """
 from __future__ import annotations
 
-import hmac
 import itertools
 import json
 import math
@@ -54,6 +56,8 @@ ERROR_DETAIL_METADATA = "flowc-error-detail-bin"
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 MAX_HEADER_BYTES = 1 << 20
 MAX_RANK = 8
+MAX_HEADER_INT = (1 << 63) - 1          # step ids, timeouts: what fits an int64
+MAX_ARRAY_BYTES = (1 << 63) - 1         # numpy's limit on itemsize * the product of nonzero dims
 CONTROL_TIMEOUT_S = 10.0               # Status, Deregister, AbortStep
 STREAM_MAGIC = b"FLS1"
 STREAM_REQUEST = "StreamRequest"       # stream-unary: a request too large for one message
@@ -90,6 +94,20 @@ class StepNotRegisteredError(TransportError, _errors.NotFoundError):
     """RunStep named a step key the task does not have (it restarted, or it was deregistered)."""
 
 
+class TooManyStreamsError(TransportError, _errors.ResourceExhaustedError):
+    """A task refused a stream: it already has as many open as it allows, in all or from the
+    caller's host (``flowc serve --max-streams``, ``--max-streams-per-peer``)."""
+
+
+class StreamIdleError(TransportError, DeadlineExceededError):
+    """A stream sent nothing for longer than the receiver's idle timeout
+    (``flowc serve --stream-idle-timeout``); says how much of it had arrived."""
+
+
+class InsecureBindError(TransportError, _errors.FailedPreconditionError):
+    """A task was asked to listen beyond loopback without a token (and without ``insecure``)."""
+
+
 def _error_classes() -> Dict[str, type]:
     """Error classes by name, as a task names them in ``flowc-error`` (a name both have is the
     transport's) and, qualified with their module, in the error's detail."""
@@ -97,7 +115,8 @@ def _error_classes() -> Dict[str, type]:
                for name, obj in vars(module).items()
                if isinstance(obj, type) and issubclass(obj, FlowcError)}
     own = [TransportError, UnavailableError, UnauthenticatedError, WireFormatError,
-           StepNotRegisteredError, MessageTooLargeError]
+           StepNotRegisteredError, MessageTooLargeError, TooManyStreamsError, StreamIdleError,
+           InsecureBindError]
     classes = dict(runtime)
     classes.update({c.__name__: c for c in own})
     classes.update({_qualified(c): c for c in list(runtime.values()) + own})
@@ -114,6 +133,7 @@ _GRPC_CODE_OF = [
     (StepNotRegisteredError, grpc.StatusCode.NOT_FOUND),
     (UnavailableError, grpc.StatusCode.UNAVAILABLE),
     (MessageTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (TooManyStreamsError, grpc.StatusCode.RESOURCE_EXHAUSTED),
 ]
 _GRPC_CODE_BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
 
@@ -224,11 +244,15 @@ def _read_header(view: memoryview, magic: bytes, what: str) -> Tuple[dict, int, 
         header = json.loads(bytes(view[8:8 + hlen]).decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise WireFormatError(f"{what} header is not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:   # an integer of thousands of digits; nesting
+        raise WireFormatError(f"{what} header is JSON flowc does not read: "
+                              f"{type(e).__name__}: {str(e)[:120]}") from None
     if not isinstance(header, dict):
         raise WireFormatError(f"{what} header is not a JSON object")
     count = header.get("tensors", 0)
-    if not isinstance(count, int) or count < 0:
-        raise WireFormatError(f"{what} header has a bad tensor count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise WireFormatError(f"{what} header has a bad tensor count {str(count)[:40]!r} (a "
+                              "non-negative integer)")
     return header, count, 8 + hlen
 
 
@@ -267,6 +291,9 @@ def _read_record(view: memoryview, pos: int, k: int):
     if any(d < 0 for d in dims):
         raise WireFormatError(f"tensor {k} has a negative dim {list(dims)}")
     itemsize = np.dtype(dtype.np).itemsize
+    if math.prod(max(d, 1) for d in dims) * itemsize > MAX_ARRAY_BYTES:
+        raise WireFormatError(f"tensor {k} has dims {list(dims)} that no {dtype.ir_name} array "
+                              "can hold (its nonzero dims overflow a 64-bit size)")
     if math.prod(dims) * itemsize != nbytes:
         raise WireFormatError(f"tensor {k}: {nbytes} bytes do not hold {dtype.ir_name}{list(dims)}")
     return dtype, dims, nbytes, pos
@@ -280,6 +307,17 @@ def header_field(header: dict, name: str, kind, what: str = ""):
         ok = all(isinstance(v, str) for v in value)
     if not ok:
         raise WireFormatError(f"{what or 'request'} needs '{name}' ({getattr(kind, '__name__', kind)})")
+    return value
+
+
+def header_int(header: dict, name: str, what: str = "", low: int = 0,
+               high: int = MAX_HEADER_INT) -> int:
+    """``header[name]``, an integer in ``[low, high]``; a ``WireFormatError`` otherwise (a
+    step id or a timeout of a thousand digits is malformed, not a server bug)."""
+    value = header_field(header, name, int, what)
+    if not low <= value <= high:
+        raise WireFormatError(f"{what or 'request'}: '{name}' must be in [{low}, {high}] "
+                              f"(got {str(value)[:40]})")
     return value
 
 
@@ -349,45 +387,108 @@ def _chunks(arrays: Sequence[np.ndarray], chunk_bytes: int) -> Iterator[bytes]:
                 yield bytes(data[start:start + chunk_bytes])
 
 
+class StreamAssembler:
+    """A stream's tensors, built as its chunks arrive (``decode_stream`` feeds it).
+
+    The head's records are checked at once (shapes, and each tensor at most
+    ``max_tensor_bytes``, so a head that claims too much is refused before anything else), but
+    their sizes are not trusted for memory: a tensor's buffer starts at the size of the bytes
+    that came for it and doubles as more come, never past what its record claims. A head
+    that claims 15 GiB and then sends nothing costs nothing; memory follows the bytes received
+    (at most twice them). A finished tensor is the buffer itself, reshaped: no copy."""
+
+    def __init__(self, head, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES):
+        if not isinstance(head, (bytes, bytearray, memoryview)):
+            raise WireFormatError("empty stream (no head message)")
+        view = memoryview(head)
+        self.header, count, pos = _read_header(view, STREAM_MAGIC, "stream head")
+        names = tensor_names(self.header, count)
+        self._records = []                       # (dtype, dims, nbytes) per tensor
+        for k in range(count):
+            dtype, dims, nbytes, pos = _read_record(view, pos, k)
+            if nbytes > max_tensor_bytes:
+                raise MessageTooLargeError(_too_large(names[k], nbytes, max_tensor_bytes))
+            self._records.append((dtype, dims, nbytes))
+        if pos != len(view):
+            raise WireFormatError(f"{len(view) - pos} stray bytes after the stream head's records")
+        self.expected = sum(r[2] for r in self._records)     # what the head claims
+        self.received = 0                                    # data bytes that came
+        self.tensors: List[np.ndarray] = []
+        self._buf: Optional[np.ndarray] = None   # the tensor being filled (flat, growing)
+        self._filled = 0                         # its bytes so far
+        self._take_empty()
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes held for tensor data: the finished tensors and the growing buffer."""
+        done = sum(t.nbytes for t in self.tensors)
+        return done + (0 if self._buf is None else self._buf.nbytes)
+
+    def add(self, chunk) -> None:
+        """Copy one chunk into the tensors it belongs to, growing the current buffer."""
+        data = np.frombuffer(chunk, dtype=np.uint8)
+        while len(data):
+            if len(self.tensors) == len(self._records):
+                raise WireFormatError(f"{len(data)} stray bytes after the stream's tensors")
+            dtype, dims, nbytes = self._records[len(self.tensors)]
+            take = min(len(data), nbytes - self._filled)
+            end = self._filled + take
+            self._reserve(end, dtype, nbytes)
+            self._buf.view(np.uint8)[self._filled:end] = data[:take]
+            self._filled = end
+            self.received += take
+            data = data[take:]
+            if end == nbytes:
+                tensor, self._buf, self._filled = self._buf, None, 0
+                tensor.shape = dims              # in place: the tensor owns its memory
+                self.tensors.append(tensor)
+                self._take_empty()
+
+    def finish(self) -> Tuple[dict, List[np.ndarray]]:
+        """(header, tensors) once every byte came; ``WireFormatError`` when some did not."""
+        if len(self.tensors) < len(self._records):
+            raise WireFormatError(f"truncated stream: a tensor has {self._filled} of its "
+                                  f"{self._records[len(self.tensors)][2]} bytes")
+        return self.header, self.tensors
+
+    def progress(self) -> str:
+        return f"{self.received} of the {self.expected} bytes its head announced"
+
+    def _reserve(self, need: int, dtype: DType, nbytes: int) -> None:
+        """Make the buffer hold ``need`` bytes: double it (at least), at most ``nbytes``."""
+        itemsize = np.dtype(dtype.np).itemsize
+        if self._buf is None:
+            self._buf = np.empty(-(-need // itemsize), dtype=dtype.np)
+        elif need > self._buf.nbytes:
+            size = min(nbytes, max(need, 2 * self._buf.nbytes))
+            self._buf.resize(-(-size // itemsize), refcheck=False)   # no other view is alive
+
+    def _take_empty(self) -> None:
+        """Tensors with no data are complete without chunks."""
+        while len(self.tensors) < len(self._records) and self._records[len(self.tensors)][2] == 0:
+            dtype, dims, _ = self._records[len(self.tensors)]
+            self.tensors.append(np.empty(dims, dtype=dtype.np))
+
+
 def decode_stream(messages: Iterable[bytes],
                   max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> Tuple[dict, List[np.ndarray]]:
-    """Assemble a stream into (header, tensors). Each tensor is allocated once, from the head,
-    and every chunk is copied straight into it. A bad head, a tensor over ``max_tensor_bytes``,
-    missing or extra bytes raise ``WireFormatError``/``MessageTooLargeError``."""
+    """Assemble a stream into (header, tensors) with a ``StreamAssembler``: memory grows with
+    the bytes that arrive, not with what the head claims. A bad head, a tensor over
+    ``max_tensor_bytes``, missing or extra bytes raise ``WireFormatError``/
+    ``MessageTooLargeError``; a ``StreamIdleError`` from ``messages`` (a receiver's idle
+    timeout) comes out saying how much had arrived."""
     messages = iter(messages)
-    first = next(messages, None)
-    if not isinstance(first, (bytes, bytearray, memoryview)):
-        raise WireFormatError("empty stream (no head message)")
-    view = memoryview(first)
-    header, count, pos = _read_header(view, STREAM_MAGIC, "stream head")
-    names = tensor_names(header, count)
-    tensors, buffers = [], []
-    for k in range(count):
-        dtype, dims, nbytes, pos = _read_record(view, pos, k)
-        if nbytes > max_tensor_bytes:
-            raise MessageTooLargeError(_too_large(names[k], nbytes, max_tensor_bytes))
-        arr = np.empty(dims, dtype=dtype.np)
-        tensors.append(arr)
-        if nbytes:
-            buffers.append(memoryview(arr).cast("B"))
-    if pos != len(view):
-        raise WireFormatError(f"{len(view) - pos} stray bytes after the stream head's records")
-    k, filled = 0, 0
-    for chunk in messages:
-        data = memoryview(chunk)
-        while len(data):
-            if k == len(buffers):
-                raise WireFormatError(f"{len(data)} stray bytes after the stream's tensors")
-            take = min(len(data), len(buffers[k]) - filled)
-            buffers[k][filled:filled + take] = data[:take]
-            filled += take
-            data = data[take:]
-            if filled == len(buffers[k]):
-                k, filled = k + 1, 0
-    if k < len(buffers):
-        raise WireFormatError(f"truncated stream: a tensor has {filled} of its "
-                              f"{len(buffers[k])} bytes")
-    return header, tensors
+    try:
+        first = next(messages, None)
+    except StreamIdleError as e:
+        raise StreamIdleError(f"{e}, before the stream's head") from None
+    assembler = StreamAssembler(first, max_tensor_bytes)
+    try:
+        for chunk in messages:
+            assembler.add(chunk)
+    except StreamIdleError as e:
+        raise StreamIdleError(f"{e}, after {assembler.progress()}") from None
+    return assembler.finish()
 
 
 class ParkedResponses:

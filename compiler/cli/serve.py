@@ -2,22 +2,30 @@
 up``: start every task of a cluster spec on this machine, for development.
 
     flowc serve --cluster cluster.json --job worker --task 0 [--token T] [--bind HOST]
-    flowc cluster up cluster.json [--token T]
+    flowc cluster up cluster.json [--token T | --insecure] [--token-file PATH]
 
 Without ``--cluster`` the cluster and the task come from ``TF_CONFIG`` (TensorFlow's
 convention: ``{"cluster": {...}, "task": {"type": "worker", "index": 0}}``), so tasks start
 under any launcher. The server binds to 127.0.0.1 unless ``--bind`` says otherwise, requires
 the token of ``--token`` (or ``FLOWC_TOKEN``) when one is set, and builds the partitions the
-master registers with the compiler (``compiler.distributed.build_partition``).
+master registers with the compiler (``compiler.distributed.build_partition``). It refuses to
+listen beyond loopback without a token unless ``--insecure`` says so.
+
+``flowc cluster up`` makes a random token when none is given (``--insecure``: none), hands it
+to its tasks in their environment (never on a command line, where other users could read it)
+and prints it, or writes it to ``--token-file``, for the clients.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
 import sys
 
 from runtime.errors import FlowcError
+from runtime.stream_guard import (DEFAULT_MAX_STREAMS, DEFAULT_MAX_STREAMS_PER_PEER,
+                                  DEFAULT_STREAM_IDLE_TIMEOUT_S)
 from compiler.options import setting
 
 
@@ -42,6 +50,22 @@ def add_serve_command(sub) -> None:
                         "responses travel as streams of chunks (default: 256)")
     p.add_argument("--max-tensor-mb", metavar="MB", type=int, default=16384,
                    help="largest single tensor accepted or sent (default: 16384)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow --bind beyond loopback without a token (anyone who reaches the "
+                        "task can run steps on it)")
+    p.add_argument("--max-streams", metavar="N", type=_positive_int,
+                   default=DEFAULT_MAX_STREAMS,
+                   help="streams (large requests and responses) open at once; more are refused "
+                        f"at once, so other calls always find a thread (default: "
+                        f"{DEFAULT_MAX_STREAMS})")
+    p.add_argument("--max-streams-per-peer", metavar="N", type=_positive_int,
+                   default=DEFAULT_MAX_STREAMS_PER_PEER,
+                   help="streams open at once from one calling host (default: "
+                        f"{DEFAULT_MAX_STREAMS_PER_PEER})")
+    p.add_argument("--stream-idle-timeout", metavar="S", type=_positive_float,
+                   default=DEFAULT_STREAM_IDLE_TIMEOUT_S,
+                   help="seconds a stream may send nothing before it is ended (default: "
+                        f"{DEFAULT_STREAM_IDLE_TIMEOUT_S:g})")
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("cluster", help="start every task of a cluster on this machine",
@@ -51,10 +75,48 @@ def add_serve_command(sub) -> None:
     p.add_argument("action", choices=("up",), help="'up': start the cluster")
     p.add_argument("cluster", metavar="FILE.json", help="cluster spec")
     p.add_argument("--token", metavar="T", default=None,
-                   help="shared token every task requires (default: FLOWC_TOKEN, if set)")
+                   help="shared token every task requires (default: FLOWC_TOKEN, if set, "
+                        "else a random one, printed for the clients)")
+    p.add_argument("--insecure", action="store_true",
+                   help="no token: any local user can run steps on the tasks")
+    p.add_argument("--token-file", metavar="PATH", default=None,
+                   help="write the token to PATH (readable by you alone) instead of printing "
+                        "it; clients: FLOWC_TOKEN=$(cat PATH)")
     p.add_argument("--start-timeout", metavar="S", type=float, default=60.0,
                    help="seconds to wait for each task to answer (default: 60)")
     p.set_defaults(handler=cmd_cluster)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive (got {text})")
+    return value
+
+
+def cluster_token(args: argparse.Namespace) -> tuple:
+    """(token, made): ``--token``, else ``FLOWC_TOKEN``, else a new random one (``made``);
+    ``(None, False)`` with ``--insecure`` and neither given."""
+    given = args.token if args.token is not None else setting("FLOWC_TOKEN") or None
+    if given or args.insecure:
+        return given, False
+    return secrets.token_urlsafe(32), True
+
+
+def write_token_file(path: str, token: str) -> None:
+    """The token in a new file only its owner can read (an existing file is replaced)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(tmp, path)
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -65,7 +127,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from runtime.transport import TaskClient
 
     cluster = ClusterSpec.load(args.cluster)
-    token = args.token if args.token is not None else setting("FLOWC_TOKEN") or None
+    token, made = cluster_token(args)
+    if token and args.token_file:
+        write_token_file(args.token_file, token)
+    env = dict(os.environ)                 # the token goes to the tasks in their environment
+    env.pop("FLOWC_TOKEN", None)
+    if token:
+        env["FLOWC_TOKEN"] = token
     procs = {}
 
     def stop_all() -> None:
@@ -87,9 +155,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             for task in range(len(addresses)):
                 cmd = [sys.executable, "-m", "compiler.cli", "serve", "--cluster", args.cluster,
                        "--job", job, "--task", str(task)]
-                if token:
-                    cmd += ["--token", token]
-                procs[(job, task)] = subprocess.Popen(cmd)
+                procs[(job, task)] = subprocess.Popen(cmd, env=env)
         for (job, task), proc in procs.items():
             address = cluster.jobs[job][task]
             deadline = time.monotonic() + args.start_timeout
@@ -111,6 +177,14 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         targets = ", ".join(f"grpc://{a}" for a in cluster.jobs.get("worker", ())) or \
             ", ".join(f"grpc://{a}" for addrs in cluster.jobs.values() for a in addrs)
         print(f"flowc: cluster up: {len(procs)} tasks; targets: {targets}", flush=True)
+        if token and args.token_file:
+            print(f"flowc: clients need the token: FLOWC_TOKEN=$(cat {args.token_file})",
+                  flush=True)
+        elif made:
+            print(f"flowc: clients need the token: export FLOWC_TOKEN={token}", flush=True)
+        elif not token:
+            print("flowc: no token (--insecure): any local user can run steps on these tasks",
+                  file=sys.stderr, flush=True)
         while all(proc.poll() is None for proc in procs.values()):
             time.sleep(0.5)
         dead = [f"/job:{j}/task:{t}" for (j, t), proc in procs.items() if proc.poll() is not None]
@@ -125,7 +199,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from compiler.distributed import build_partition
     from runtime.cluster import ClusterSpec, ClusterSpecError, parse_tf_config
-    from runtime.server import TaskServer
+    from runtime.server import TaskServer, is_loopback_host
 
     job, task = args.job, args.task
     if args.cluster:
@@ -140,9 +214,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ClusterSpecError("which job is this task? pass --job (or set TF_CONFIG's task)")
     task = 0 if task is None else task
     token = args.token if args.token is not None else setting("FLOWC_TOKEN") or None
+    if args.insecure and not token and not is_loopback_host(args.bind):
+        print(f"flowc: warning: serving on {args.bind} without a token (--insecure): any machine "
+              "that reaches it can run steps on this task", file=sys.stderr, flush=True)
     server = TaskServer(cluster, job, task, build=build_partition, host=args.bind, token=token,
                         max_message_bytes=args.max_message_mb * 1024 * 1024,
-                        max_tensor_bytes=args.max_tensor_mb * 1024 * 1024).start()
+                        max_tensor_bytes=args.max_tensor_mb * 1024 * 1024,
+                        max_streams=args.max_streams,
+                        max_streams_per_peer=args.max_streams_per_peer,
+                        stream_idle_timeout_s=args.stream_idle_timeout,
+                        insecure=args.insecure).start()
     gpus = [d.rsplit("/", 1)[-1] for d in server.devices if "/device:GPU:" in d]
     print(f"flowc: serving {server.name} on {server.bound}"
           + (f", with {', '.join(gpus)}" if gpus else "")

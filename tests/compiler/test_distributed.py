@@ -4,10 +4,12 @@ client (``fl.Session(target="grpc://...")``), tensors between tasks over gRPC.
 Every task process is killed in fixture teardown and every wait is bounded."""
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -340,21 +342,90 @@ def test_serve_command_errors_are_plain(tmp_path):
     assert r.returncode == 1 and "cannot listen" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_cluster_up_starts_every_task_and_stops_them_together(tmp_path, graph):
-    spec = {"ps": [f"localhost:{free_port()}"], "worker": [f"localhost:{free_port()}"]}
-    path = tmp_path / "cluster.json"
+def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "FLOWC_TOKEN")}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "compiler.cli", "serve", *a], cwd=ROOT,
+                                    env=env, capture_output=True, text=True, timeout=60)
+    spec = tmp_path / "c.json"
+    # The task's port is held on loopback, so a serve that got as far as binding would fail
+    # with "cannot listen": the refusal below comes before anything is bound.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        spec.write_text(json.dumps({"worker": [f"localhost:{s.getsockname()[1]}"]}))
+        r = run("--cluster", str(spec), "--job", "worker", "--bind", "0.0.0.0")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert ("flowc: error: refusing to serve /job:worker/task:0 on 0.0.0.0 without a token: "
+            "0.0.0.0 is not a loopback address") in r.stderr, r.stderr
+    assert "--token T or FLOWC_TOKEN" in r.stderr and "--insecure" in r.stderr
+    assert "cannot listen" not in r.stderr
+    with socket.socket() as s:              # a loopback alias needs no token: it gets to bind
+        s.bind(("127.0.0.2", 0))
+        s.listen()
+        spec.write_text(json.dumps({"worker": [f"127.0.0.2:{s.getsockname()[1]}"]}))
+        r = run("--cluster", str(spec), "--job", "worker", "--bind", "127.0.0.2")
+    assert r.returncode == 1 and "cannot listen on 127.0.0.2" in r.stderr, r.stderr
+    r = run("--cluster", str(spec), "--job", "worker", "--max-streams", "0")
+    assert r.returncode == 2 and "--max-streams: must be at least 1" in r.stderr
+
+
+def _cluster_up(spec: dict, path, *args):
+    """``flowc cluster up`` on ``spec``, and a ``next_line()`` of its stdout that waits at most
+    60 s (a line that never comes is '')."""
     path.write_text(json.dumps(spec))
-    proc = subprocess.Popen([sys.executable, "-m", "compiler.cli", "cluster", "up", str(path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT)
+    env = {k: v for k, v in os.environ.items() if k != "FLOWC_TOKEN"}
+    proc = subprocess.Popen([sys.executable, "-m", "compiler.cli", "cluster", "up", str(path),
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=env)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def next_line() -> str:
+        try:
+            return lines.get(timeout=60)
+        except queue.Empty:
+            return ""
+    return proc, next_line
+
+
+def _command_lines_of_children(pid: int) -> list:
+    """The command lines of the processes whose parent is ``pid`` (Linux /proc)."""
+    lines = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    lines.append(f.read().replace(b"\0", b" ").decode())
+        except (OSError, ValueError, IndexError):
+            continue
+    return lines
+
+
+def test_cluster_up_makes_a_token_hands_it_over_and_stops_every_task(tmp_path, graph):
+    spec = {"ps": [f"localhost:{free_port()}"], "worker": [f"localhost:{free_port()}"]}
+    proc, next_line = _cluster_up(spec, tmp_path / "cluster.json")
     try:
-        line = proc.stdout.readline()                 # blocks until every task answers
+        line = next_line()                            # comes once every task answers
         assert "cluster up: 2 tasks" in line and f"grpc://{spec['worker'][0]}" in line, \
             line + proc.stderr.read() if proc.poll() is not None else line
+        token_line = next_line()
+        assert token_line.startswith("flowc: clients need the token: export FLOWC_TOKEN=")
+        token = token_line.strip().rsplit("=", 1)[1]
+        assert len(token) >= 32
+        children = _command_lines_of_children(proc.pid)
+        assert len(children) == 2 and all("serve" in c and token not in c for c in children)
         with fl.device("/job:ps/task:0"):
             v = fl.Variable(np.array([1.0, 2.0], np.float32), name="v")
         y = v.value() * 3.0
-        with fl.Session(f"grpc://{spec['worker'][0]}") as sess:
+        with pytest.raises(UnauthenticatedError, match="no token"):
+            fl.Session(f"grpc://{spec['worker'][0]}", token="")
+        with pytest.raises(UnauthenticatedError, match="no token"):
+            TaskClient(spec["ps"][0]).call("Status", {})
+        with fl.Session(f"grpc://{spec['worker'][0]}", token=token) as sess:
             sess.run(v.initializer)
             np.testing.assert_array_equal(sess.run(y), [3.0, 6.0])
     finally:
@@ -365,6 +436,33 @@ def test_cluster_up_starts_every_task_and_stops_them_together(tmp_path, graph):
         host, port = address[0].split(":")
         with pytest.raises(OSError):
             socket.create_connection((host, int(port)), timeout=2).close()
+
+
+def test_cluster_up_writes_its_token_for_the_clients_or_runs_insecure_when_told(tmp_path):
+    spec = {"worker": [f"localhost:{free_port()}"]}
+    token_file = tmp_path / "token"
+    proc, next_line = _cluster_up(spec, tmp_path / "cluster.json", "--token-file", str(token_file))
+    try:
+        assert "cluster up: 1 tasks" in next_line()
+        assert next_line().strip() == \
+            f"flowc: clients need the token: FLOWC_TOKEN=$(cat {token_file})"
+        assert os.stat(token_file).st_mode & 0o777 == 0o600
+        token = token_file.read_text().strip()
+        assert len(token) >= 32
+        assert TaskClient(spec["worker"][0], token=token).call("Status", {})[0]["job"] == "worker"
+        with pytest.raises(UnauthenticatedError, match="no token"):
+            TaskClient(spec["worker"][0]).call("Status", {})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    proc, next_line = _cluster_up(spec, tmp_path / "cluster.json", "--insecure")
+    try:
+        assert "cluster up: 1 tasks" in next_line()
+        assert TaskClient(spec["worker"][0]).call("Status", {})[0]["job"] == "worker"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert "no token (--insecure)" in proc.stderr.read()
 
 
 def test_sharded_embedding_over_two_ps_tasks_trains_like_one_table(tmp_path, graph):
