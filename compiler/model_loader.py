@@ -33,10 +33,11 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from compiler.errors import CompileError
+from compiler.errors import CompileError, IRSyntaxError
 from compiler.ir.reachability import needed_nodes
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.parser import parse_graph
+from compiler.ir.source_text import read_source
 from runtime.errors import FlowcError
 
 MODEL_SUFFIXES = (".ir", ".py")
@@ -108,14 +109,14 @@ def load_model(path: str) -> Model:
 
 
 def read_ir_file(path: str) -> Graph:
-    """Parse an IR text file (syntax errors show file:line:col and a caret)."""
+    """Parse an IR text file (syntax errors, and bytes that are not UTF-8, show file:line:col
+    and a caret)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = read_source(path, IRSyntaxError)        # not UTF-8: an error at the bad byte
     except FileNotFoundError:
         raise ModelError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ModelError(f"{path}: cannot read: {e}") from None
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read: {e.strerror or e}") from None
     return parse_graph(text, path)
 
 

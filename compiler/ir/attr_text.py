@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from compiler.ir.literals import parse_string
 from compiler.ir.types import shape_str
 from runtime.dtypes import DType
 
@@ -94,7 +95,17 @@ def format_device(spec: str) -> str:
 
 
 def parse_device(text: str) -> str:
-    return json.loads(text) if text.startswith('"') else text
+    """A device as the IR writes it; a quoted one is a JSON string (``LiteralError`` when it is
+    not one)."""
+    return parse_string(text) if text.startswith('"') else text
+
+
+class ElementError(ValueError):
+    """Element ``index`` of a constant's inline elements does not fit its dtype."""
+
+    def __init__(self, message: str, index: int):
+        super().__init__(message)
+        self.index = index
 
 
 def parse_tensor(dtype: DType, shape: Optional[Sequence[int]], items=None,
@@ -117,25 +128,31 @@ def parse_tensor(dtype: DType, shape: Optional[Sequence[int]], items=None,
     else:
         if len(items) != count:
             raise ValueError(f"{dtype}{shape_str(shape)} needs {count} elements, got {len(items)}")
-        arr = np.array([_element(x, dtype) for x in items], dtype=dtype.np)
+        elements = []
+        for i, x in enumerate(items):
+            problem = _element_problem(x, dtype)
+            if problem:
+                raise ElementError(f"element {i} ({x!r}) {problem}", i)
+            elements.append(x)
+        arr = np.array(elements, dtype=dtype.np)
     return arr.reshape(shape)
 
 
-def _element(x, dtype: DType):
+def _element_problem(x, dtype: DType) -> str:
+    """Why ``x`` cannot be an element of a ``dtype`` constant ('' when it can): a value that
+    does not fit is an error, as TensorFlow's, not a wrapped integer or an overflow to inf."""
     if dtype is DType.bool:
-        if not isinstance(x, bool):
-            raise ValueError(f"{x!r} is not a bool element")
-        return x
+        return "" if isinstance(x, bool) else "is not a bool"
     if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise ValueError(f"{x!r} is not a {dtype} element")
+        return f"is not a {dtype} element"
     if dtype.is_floating:
-        return float(x)
+        with np.errstate(over="ignore"):
+            fits = not math.isfinite(x) or math.isfinite(dtype.np.type(x))
+        return "" if fits else f"is out of range for {dtype}"
     if not isinstance(x, int):
-        raise ValueError(f"{x!r} is not an integer element of a {dtype} tensor")
+        return f"is not an integer element of a {dtype} tensor"
     info = np.iinfo(dtype.np)
-    if not info.min <= x <= info.max:
-        raise ValueError(f"{x} is out of range for {dtype}")
-    return x
+    return "" if info.min <= x <= info.max else f"is out of range for {dtype}"
 
 
 def attrs_equal(a, b) -> bool:

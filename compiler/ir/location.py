@@ -9,7 +9,8 @@ import sys
 import threading
 from typing import NamedTuple, Optional
 
-_DIGITS = re.compile(r"^[0-9]+$")
+# A line or column: at most 18 digits (an int64; longer would also trip int()'s digit limit).
+_DIGITS = re.compile(r"^[0-9]{1,18}$")
 
 
 class SourceLocation(NamedTuple):

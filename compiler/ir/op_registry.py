@@ -283,7 +283,7 @@ def coerce_attr(op: OpDef, name: str, value, node=None):
                               f"{', '.join(map(str, a.allowed))}", node)
             return v
         if k == "int":
-            v = _strict_int(value)
+            v = _int64(_strict_int(value), op, name, node)
             if a.minimum is not None and v < a.minimum:
                 raise OpError(f"attr {name}={v} must be >= {a.minimum}", node)
             return v
@@ -308,7 +308,7 @@ def coerce_attr(op: OpDef, name: str, value, node=None):
         if k.startswith("list(") and k != "list(shape)" and isinstance(value, (str, bytes)):
             raise TypeError
         if k == "list(int)":
-            return [_strict_int(x) for x in _as_list(value)]
+            return [_int64(_strict_int(x), op, name, node) for x in _as_list(value)]
         if k == "list(float)":
             return [_strict_float(x) for x in _as_list(value)]
         if k == "list(type)":
@@ -328,6 +328,13 @@ def coerce_attr(op: OpDef, name: str, value, node=None):
         raise OpError(f"attr {name} of {op.name} must be a {k}, got {value!r}", node) from None
 
 
+def _int64(v: int, op: OpDef, name: str, node) -> int:
+    """An int attr is an int64, as TensorFlow's ``AttrValue.i`` (``1e39`` is an int, not one)."""
+    if not -2 ** 63 <= v < 2 ** 63:
+        raise OpError(f"attr {name} of {op.name} is out of range: {v:.6g} is not an int64", node)
+    return v
+
+
 def _raise_type():
     raise TypeError
 
@@ -339,9 +346,15 @@ def _strict_float(x) -> float:
 
 
 def _strict_int(x) -> int:
-    if isinstance(x, (bool, np.bool_, str, bytes)) or int(x) != x:
+    if isinstance(x, (bool, np.bool_, str, bytes)):
         raise TypeError
-    return int(x)
+    try:
+        v = int(x)
+    except OverflowError:                     # inf is not an integer
+        raise TypeError from None
+    if v != x:
+        raise TypeError
+    return v
 
 
 def _as_list(value):

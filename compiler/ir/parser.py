@@ -1,21 +1,26 @@
 """Parse IR text (as printed by ``printer``) back into graphs. Round trip is exact.
 
-Syntax errors and semantic errors (unknown op, duplicate name, undefined operand, bad attr, an
-input or output dtype or arity the op's signature does not allow) are ``IRSyntaxError``s
-showing ``file:line:col``, the source line and a caret. A node written without its types gets
-them from its op's shape function.
+Syntax errors and semantic errors (unknown op, duplicate name, undefined operand, an operand
+that does not exist, such as an output of a ``_Retval``, bad attr, an input or output dtype or
+arity the op's signature does not allow) are ``IRSyntaxError``s showing ``file:line:col``, the
+source line and a caret. So are literals that stand for no value (``literals.py``: integers
+beyond int64, floats beyond a double, strings that are not JSON or not Unicode text, elements
+that do not fit a constant's dtype) and attr lists nested more than ``MAX_ATTR_NESTING`` deep:
+no input makes the parser raise anything else. A node written without its types gets them from
+its op's shape function.
 """
 from __future__ import annotations
 
 import functools
-import json
 import os
 from typing import Dict, List, Optional, Tuple
 
 import lark
 
 from compiler.errors import CompileError, IRSyntaxError
-from compiler.ir.attr_text import parse_device, parse_tensor
+from compiler.ir.attr_text import ElementError, parse_device, parse_tensor
+from compiler.ir.literals import (LiteralError, abbreviate, parse_dim, parse_float, parse_int,
+                                  parse_string)
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.location import SourceLocation
 from compiler.ir.types import TensorType
@@ -24,6 +29,10 @@ from compiler.ir.op_registry import OpDef, coerce_attr, get_op, has_op
 from runtime.dtypes import DType
 
 _GRAMMAR = os.path.join(os.path.dirname(__file__), "ir.lark")
+
+# Attr values nest lists (a list of shapes is two deep); deeper than this is an error, not a
+# RecursionError of the builder.
+MAX_ATTR_NESTING = 64
 
 # What each terminal is, in words, for "expected ..." in syntax errors.
 _TERMINAL_WORDS = {
@@ -79,6 +88,27 @@ class _SemanticError(Exception):
         self.column = getattr(where, "column", None) or 0
 
 
+class _Position:
+    """A place inside a token: ``offset`` characters after its start (which may be on a later
+    line: a type token may span lines)."""
+
+    def __init__(self, tok: lark.Token, offset: int):
+        before = str(tok)[:offset]
+        newlines = before.count("\n")
+        self.line = (tok.line or 1) + newlines
+        self.column = (len(before) - before.rfind("\n") if newlines
+                       else (tok.column or 1) + offset)
+
+
+def _literal(parse, tok: lark.Token, text: Optional[str] = None, offset: int = 0):
+    """``parse(text)`` (the token's text by default; ``offset``: where that text starts in the
+    token); a ``LiteralError`` becomes an error at the character it is about."""
+    try:
+        return parse(str(tok) if text is None else text)
+    except LiteralError as e:
+        raise _SemanticError(str(e), _Position(tok, offset + e.offset)) from None
+
+
 class _Source:
     """The text being parsed, for error messages."""
 
@@ -125,10 +155,13 @@ def _syntax_error(e: lark.UnexpectedInput, source: _Source) -> IRSyntaxError:
         msg = "unexpected end of input"
     elif isinstance(e, lark.UnexpectedToken):
         line, col = e.line, e.column
-        msg = f"unexpected {e.token.value!r}"
+        msg = f"unexpected {abbreviate(str(e.token.value))!r}"
     else:
         line, col = e.line, e.column
         ch = source.text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(source.text) else ""
+        if ch == '"':
+            return source.error("unterminated string: a string ends with '\"' on the same line",
+                                line, col)
         msg = f"unexpected character {ch!r}"
     if len(words) == 1:
         msg += f"; expected {words[0]}"
@@ -157,6 +190,9 @@ class _GraphBuilder:
     def __init__(self, source: _Source):
         self.source = source
         self.untyped: set = set()          # nodes written without types (inferred later)
+        # (user, operand token, source, index): operands of untyped nodes, checked once their
+        # outputs are known
+        self.deferred: List[Tuple[Node, lark.Token, Node, int]] = []
 
     def build(self, tree) -> Graph:
         name_tok = tree.children[0]
@@ -175,6 +211,9 @@ class _GraphBuilder:
         for node, _, node_tree, typed in pending:
             if not typed:
                 self._infer(node, node_tree)
+        for user, tok, src, index in self.deferred:
+            if index >= src.num_outputs:
+                raise _SemanticError(_no_such_output(user, str(tok), src), tok)
         for node, _, node_tree, _ in pending:
             try:
                 verify_node(node)
@@ -203,16 +242,17 @@ class _GraphBuilder:
         if loc_tok is not None:
             loc = SourceLocation.parse(str(loc_tok)[1:])
             if loc is None:
-                raise _SemanticError(f"bad location {str(loc_tok)[1:].strip()!r}; expected "
-                                     "# file:line:col", loc_tok)
-        device = parse_device(str(device_tok)[1:]) if device_tok is not None else ""
+                raise _SemanticError(f"bad location {abbreviate(str(loc_tok)[1:].strip(), 30)!r}; "
+                                     "expected # file:line:col", loc_tok)
+        device = (_literal(parse_device, device_tok, str(device_tok)[1:], 1)
+                  if device_tok is not None else "")
         try:
             node = g.add_node(op_name, (), attrs, name=name, exact_name=True,
                               output_types=types or (), device=device, location=loc)
         except CompileError as e:
             raise _SemanticError(_detail(e), name_tok) from None
         if assigned_tree is not None:
-            node.assigned_device = parse_device(str(assigned_tree.children[0]))
+            node.assigned_device = _literal(parse_device, assigned_tree.children[0])
         return node, operands, types is not None
 
     def _attrs(self, opdef: OpDef, tree) -> dict:
@@ -270,10 +310,13 @@ class _GraphBuilder:
             if src is None:
                 raise _SemanticError(f"undefined operand '{ref}' (no node named '{name}' in "
                                      f"@{g.name})", tok)
+            if len(idx) > 9:                   # no op has a billion outputs (nor int() 5000 digits)
+                raise _SemanticError(_no_such_output(node, ref, src), tok)
             index = int(idx) if idx else 0
-            if index >= src.num_outputs and src not in self.untyped:
-                raise _SemanticError(f"operand '{ref}' does not exist: %{name} has "
-                                     f"{src.num_outputs} output(s)", tok)
+            if src in self.untyped:
+                self.deferred.append((node, tok, src, index))
+            elif index >= src.num_outputs:
+                raise _SemanticError(_no_such_output(node, ref, src), tok)
             data.append(Output(src, index))
         node.set_inputs(data)
         for c in ctrl:
@@ -287,15 +330,22 @@ class _GraphBuilder:
             if inp.node in self.untyped:
                 raise _SemanticError(f"cannot infer the types of %{node.name}: write the types "
                                      f"of %{inp.node.name}", tree.meta)
-            if inp.index >= inp.node.num_outputs:
-                raise _SemanticError(f"operand '{inp.ref}' does not exist: %{inp.node.name} has "
-                                     f"{inp.node.num_outputs} output(s)", tree.meta)
+        for user, tok, src, index in self.deferred:
+            if user is node and index >= src.num_outputs:
+                raise _SemanticError(_no_such_output(node, str(tok), src), tok)
         try:
             node.output_types = infer_types(node)
         except CompileError as e:
             raise _SemanticError(f"cannot infer the types of %{node.name} (write them after "
                                  f"':'): {_detail(e)}", tree.meta) from None
         self.untyped.discard(node)
+
+
+def _no_such_output(user: Node, ref: str, src: Node) -> str:
+    """Why ``ref``, an operand of ``user``, names no tensor of ``src``."""
+    why = (f"%{src.name} is a _Retval, which has no outputs (it returns its input from the "
+           f"step)" if src.op == "_Retval" else f"%{src.name} has {src.num_outputs} output(s)")
+    return f"%{user.name}: operand '{abbreviate(ref)}' does not exist: {why}"
 
 
 def _fill_type_attrs(node: Node) -> None:
@@ -332,31 +382,35 @@ def _type_token(tok) -> TensorType:
     body = rest[:-1].strip()
     try:
         dtype = DType.parse(name)
-        if body == "*":
-            return TensorType(dtype, None)
-        dims = []
-        for d in body.split(",") if body else []:
-            d = d.strip()
-            if d == "?":
-                dims.append(None)
-            elif d.isascii() and d.isdigit():
-                dims.append(int(d))
-            else:
-                raise ValueError(f"bad dimension {d!r} in type {text}; dims are integers or ?")
-        return TensorType(dtype, tuple(dims))
     except ValueError as e:
         raise _SemanticError(str(e), tok) from None
+    if body == "*":
+        return TensorType(dtype, None)
+    dims = []
+    offset = len(name) + 1                         # where each dim's text starts in the token
+    for piece in rest[:-1].split(",") if body else []:
+        d = piece.strip()
+        at = offset + len(piece) - len(piece.lstrip())
+        offset += len(piece) + 1
+        if d == "?":
+            dims.append(None)
+        elif d.isascii() and d.isdigit():
+            dims.append(_literal(parse_dim, tok, d, at))
+        else:
+            raise _SemanticError(f"bad dimension {abbreviate(d)!r} in type {abbreviate(text, 20)}; "
+                                 "dims are integers or ?", _Position(tok, at))
+    return TensorType(dtype, tuple(dims))
 
 
-def _value(tree):
+def _value(tree, depth: int = 0):
     """An attr value tree to Python (lists, ints, floats, strs, bools, DTypes, arrays, markers)."""
     kind = tree.data
     if kind == "int_value":
-        return int(tree.children[0])
+        return _literal(parse_int, tree.children[0])
     if kind == "float_value":
-        return float(tree.children[0])
+        return _literal(parse_float, tree.children[0])
     if kind == "string_value":
-        return json.loads(tree.children[0])
+        return _literal(parse_string, tree.children[0])
     if kind == "neg_name_value":
         tok = tree.children[0]
         if str(tok) in ("inf", "nan"):
@@ -377,7 +431,10 @@ def _value(tree):
             raise _SemanticError(f"unknown value '{s}' (expected a number, a string in quotes, "
                                  "true, false, inf, nan, none or a dtype)", tok) from None
     if kind == "list":
-        return [_value(c) for c in tree.children]
+        if depth >= MAX_ATTR_NESTING:
+            raise _SemanticError(f"attr value lists nest more than {MAX_ATTR_NESTING} deep",
+                                 tree.meta)
+        return [_value(c, depth + 1) for c in tree.children]
     if kind == "empty_list":
         return []
     if kind == "unknown_rank":
@@ -390,8 +447,11 @@ def _value(tree):
         try:
             if isinstance(body, lark.Token):
                 return parse_tensor(ttype.dtype, ttype.shape, b64=str(body)[4:-1])
-            items = _value(body)
+            items = _value(body, depth + 1)
             return parse_tensor(ttype.dtype, ttype.shape, items=items)
+        except ElementError as e:                  # at the element that does not fit
+            element = body.children[e.index] if body.data == "list" else body
+            raise _SemanticError(str(e), _position(element)) from None
         except ValueError as e:
             raise _SemanticError(str(e), tok) from None
     raise _SemanticError(f"unexpected {kind}", tree.meta)

@@ -37,11 +37,24 @@ def verify(graph: Graph, check_types: bool = True) -> None:
 
 
 def verify_node(node: Node, check_types: bool = True) -> None:
-    """The checks of one node against its op: attrs, and input/output dtypes and arity."""
+    """The checks of one node against its op: attrs, that each input names an output its
+    source has, and input/output dtypes and arity."""
     op = get_op(node.op, node)
     _check_attrs(node, op)
+    _check_input_outputs(node)
     if check_types:
         _check_signature(node, op)
+
+
+def _check_input_outputs(node: Node) -> None:
+    """Every input is an output its source has (a ``_Retval`` has none: it ends the step)."""
+    for k, inp in enumerate(node.inputs):
+        src = inp.node
+        if not 0 <= inp.index < src.num_outputs:
+            hint = "; a _Retval has no outputs (it returns its input from the step)" \
+                if src.op == "_Retval" else ""
+            raise GraphError(f"input {k} refers to output {inp.index} of %{src.name}, "
+                             f"which has {src.num_outputs} outputs{hint}", node)
 
 
 def _check_edges(node: Node, position: Dict[Node, int]) -> None:
@@ -50,8 +63,7 @@ def _check_edges(node: Node, position: Dict[Node, int]) -> None:
         if src not in position:
             raise GraphError(f"input {k} refers to %{src.name}, which is not in the graph", node)
         if not 0 <= inp.index < src.num_outputs:
-            raise GraphError(f"input {k} refers to output {inp.index} of %{src.name}, "
-                             f"which has {src.num_outputs} outputs", node)
+            _check_input_outputs(node)            # the error, worded once
         if position[src] >= position[node] and src.op not in BACK_EDGE_OPS:
             raise GraphError(f"input %{src.name} comes after its user (graph is not in "
                              f"topological order)", node)
@@ -102,13 +114,16 @@ def _arg_count(node: Node, arg) -> Optional[int]:
     return 1
 
 
-def _arg_dtypes(node: Node, arg, n: int) -> List[Optional[DType]]:
+def _arg_dtypes(node: Node, arg, n: int, have: int) -> List[Optional[DType]]:
+    """The dtypes of the ``n`` tensors of ``arg``, at most the ``have`` the node has there (an
+    attr ``N`` of 2**63-1 in hostile IR must not make a list of that length)."""
+    n = max(0, min(n, have))
     if arg.dtype is not None:
         return [arg.dtype] * n
     if arg.type_attr:
         return [node.attrs.get(arg.type_attr)] * n
     if arg.type_list_attr:
-        return list(node.attrs[arg.type_list_attr])
+        return list(node.attrs[arg.type_list_attr])[:n]
     return [None] * n
 
 
@@ -119,7 +134,7 @@ def _check_signature(node: Node, op: OpDef) -> None:
         n = _arg_count(node, arg)
         if n is None:
             raise GraphError(f"cannot tell how many tensors input '{arg.name}' takes", node)
-        for j, want in enumerate(_arg_dtypes(node, arg, n)):
+        for j, want in enumerate(_arg_dtypes(node, arg, n, len(node.inputs) - k)):
             if k + j < len(node.inputs):
                 inp = node.inputs[k + j]
                 if want is not None and inp.dtype != want:
@@ -136,7 +151,7 @@ def _check_signature(node: Node, op: OpDef) -> None:
         n = _arg_count(node, arg)
         if n is None:
             return
-        for j, want in enumerate(_arg_dtypes(node, arg, n)):
+        for j, want in enumerate(_arg_dtypes(node, arg, n, len(node.output_types) - k)):
             if k + j < len(node.output_types):
                 have = node.output_types[k + j].dtype
                 if want is not None and have != want:

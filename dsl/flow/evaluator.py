@@ -2,13 +2,11 @@
 builder (``dsl``) with the node's ``file:line:col`` as the location of the ops it creates."""
 from __future__ import annotations
 
-import ast
 import difflib
 import functools
 import inspect
 import operator
 import os
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -17,9 +15,13 @@ import lark
 import dsl
 from compiler.errors import CompileError
 from compiler.ir.location import SourceLocation, location_override
+from compiler.ir.source_text import read_source
 from dsl.flow.errors import FlowError, Source
+from dsl.flow.limits import (LiteralError, checked, checked_mul, checked_pow, deepest,
+                             dim_literal, float_literal, int_literal)
 from dsl.flow.names import DTYPES, Missing, builtin_names, describe_value, resolve_builtin
 from dsl.flow.parser import parse_text
+from dsl.flow.strings import StringError, decode_string
 from dsl.flow.training import INITIALIZERS, TRAIN_SETTINGS, Declared, TrainingDecl, optimizers
 from dsl.init_ops import Initializer, glorot_uniform_initializer, zeros_initializer
 from dsl.tensor import Tensor
@@ -201,9 +203,9 @@ def _builder_message(err: BaseException) -> str:
 
 
 _BINARY: Dict[str, Tuple[str, Callable]] = {
-    "add": ("+", operator.add), "sub": ("-", operator.sub), "mul": ("*", operator.mul),
+    "add": ("+", operator.add), "sub": ("-", operator.sub), "mul": ("*", checked_mul),
     "div": ("/", operator.truediv), "matmul": ("@", operator.matmul),
-    "pow": ("**", operator.pow), "lt": ("<", operator.lt), "le": ("<=", operator.le),
+    "pow": ("**", checked_pow), "lt": ("<", operator.lt), "le": ("<=", operator.le),
     "gt": (">", operator.gt), "ge": (">=", operator.ge),
 }
 
@@ -275,6 +277,9 @@ class Evaluator:
             except FlowError as e:
                 self.errors.append(e)
                 self._poison(stmt, scope)
+            except RecursionError:
+                self.errors.append(_too_deep(stmt, scope))
+                self._poison(stmt, scope)
 
     def _poison(self, stmt, scope: Scope) -> None:
         if stmt.data == "while_stmt":
@@ -319,7 +324,15 @@ class Evaluator:
         if shape_tree is None:
             return dtype, []
         dims = [] if shape_tree.children == [None] else shape_tree.children
-        return dtype, [None if d.data == "unknown_dim" else int(d.children[0]) for d in dims]
+        return dtype, [None if d.data == "unknown_dim" else self.dim(d.children[0], scope)
+                       for d in dims]
+
+    def dim(self, tok: lark.Token, scope: Scope) -> int:
+        """A dim of a type: int64, as TensorFlow's."""
+        try:
+            return dim_literal(tok)
+        except LiteralError as e:
+            raise scope.file.error(str(e), tok) from None
 
     def let_stmt(self, tree, scope: Scope) -> None:
         _, name_tok, expr = tree.children
@@ -448,7 +461,7 @@ class Evaluator:
         if self.training.data is not None:
             raise scope.file.error(f"the data is already declared at {self.training.data.where}",
                                    tree)
-        rel = self.string(string_tok, scope)
+        rel = self.path(string_tok, scope, "a data file")
         target = os.path.normpath(os.path.join(os.path.dirname(scope.file.path), rel))
         shown = os.path.normpath(os.path.join(os.path.dirname(scope.file.source.filename), rel))
         if self.check_data and not os.path.isfile(target):
@@ -520,7 +533,7 @@ class Evaluator:
         _, string_tok = tree.children
         if scope.function is not None or scope.parent is not None:
             raise scope.file.error("'import' belongs at the top level of a file", tree)
-        rel = self.string(string_tok, scope)
+        rel = self.path(string_tok, scope, "an import")
         target = os.path.normpath(os.path.join(os.path.dirname(scope.file.path), rel))
         shown = os.path.normpath(os.path.join(os.path.dirname(scope.file.source.filename), rel))
         if target in self.import_stack:
@@ -530,13 +543,9 @@ class Evaluator:
         names = self.imported.get(target)
         if names is None:
             try:
-                with open(target, encoding="utf-8") as f:
-                    text = f.read()
+                text = read_source(target, FlowError, shown)   # not UTF-8: error at the byte
             except FileNotFoundError:
                 raise scope.file.error(f"cannot import '{rel}': no such file", string_tok) from None
-            except UnicodeDecodeError:
-                raise scope.file.error(f"cannot import '{rel}': not UTF-8 text",
-                                       string_tok) from None
             except OSError as e:
                 raise scope.file.error(f"cannot import '{rel}': {e.strerror or 'cannot read'}",
                                        string_tok) from None
@@ -679,20 +688,33 @@ class Evaluator:
         return method(tree, scope)
 
     def string(self, tok: lark.Token, scope: Scope) -> str:
+        """A string literal's value (strings.py); a bad escape is an error at the escape."""
         try:
-            value = _literal(str(tok))
-        except (ValueError, SyntaxError) as e:
-            raise scope.file.error(f"bad string: {e.msg if isinstance(e, SyntaxError) else e}",
-                                   tok) from None
-        if not isinstance(value, str):
-            raise scope.file.error("bad string", tok)
+            return decode_string(str(tok))
+        except StringError as e:
+            line, col = _position(tok)
+            raise scope.file.source.error(str(e), line, col + e.offset) from None
+
+    def path(self, tok: lark.Token, scope: Scope, what: str) -> str:
+        """A string literal naming a file: no NUL (no file system has one in a name)."""
+        value = self.string(tok, scope)
+        if "\x00" in value:
+            raise scope.file.error(f"the path of {what} cannot hold a NUL character", tok)
         return value
 
-    def e_int(self, tree, scope: Scope) -> int:
-        return int(tree.children[0])
+    def e_int(self, tree, scope: Scope, negated: bool = False) -> int:
+        tok = tree.children[0]
+        try:
+            return int_literal(tok, negated)
+        except LiteralError as e:
+            raise scope.file.error(str(e), tok) from None
 
     def e_float(self, tree, scope: Scope) -> float:
-        return float(tree.children[0])
+        tok = tree.children[0]
+        try:
+            return float_literal(tok)
+        except LiteralError as e:
+            raise scope.file.error(str(e), tok) from None
 
     def e_string(self, tree, scope: Scope) -> str:
         return self.string(tree.children[0], scope)
@@ -730,12 +752,21 @@ class Evaluator:
         left, right = tree.children
         a, b = self.eval(left, scope), self.eval(right, scope)
         with self.building(scope, tree, f"cannot apply '{symbol}': "):
-            return fn(a, b)
+            result = fn(a, b)
+            if type(result) is int:              # two plain integers: an int64
+                checked(result, f"{a} {symbol} {b}")
+            return result
 
     def e_neg(self, tree, scope: Scope) -> Any:
-        value = self.eval(tree.children[1], scope)
+        operand = tree.children[1]
+        if type(operand) is lark.Tree and operand.data == "int":
+            return self.e_int(operand, scope, negated=True)     # -9223372036854775808 fits
+        value = self.eval(operand, scope)
         with self.building(scope, tree, "cannot negate: "):
-            return -value
+            result = -value
+            if type(result) is int:
+                checked(result, f"-({value})")
+            return result
 
     def e_pos(self, tree, scope: Scope) -> Any:
         value = self.eval(tree.children[1], scope)
@@ -917,12 +948,13 @@ def _plain_signature(sig: inspect.Signature) -> str:
     return "(" + ", ".join(out) + ")"
 
 
-@functools.lru_cache(maxsize=4096)
-def _literal(text: str) -> Any:
-    """The value of a string literal's text (cached: models repeat their strings)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.literal_eval(text)
+def _too_deep(stmt, scope: Scope) -> FlowError:
+    """The error of a statement whose evaluation ran out of Python's stack: at its deepest part
+    (``[[[...]]]`` a thousand deep, ``1 + 1 + ...`` ten thousand long, blocks in blocks)."""
+    item, depth = deepest(stmt)
+    return scope.file.error(f"nested too deeply: evaluating this statement ran out of Python's "
+                            f"stack (it nests {depth} levels of expressions and blocks here, "
+                            "with the calls of functions it makes)", item)
 
 
 def _signature_of(fn: Callable) -> Optional[inspect.Signature]:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
+from compiler.ir.source_text import read_source
 from compiler.model_loader import Model, sink_outputs, tensor_name
 from dsl.context import Graph
 from dsl.flow.errors import FlowError, FlowErrors
@@ -54,12 +55,9 @@ def build_flow(text: str, filename: str = "<flow>", graph: Optional[Graph] = Non
 def load_flow(path: str, graph: Optional[Graph] = None, check_data: bool = True) -> FlowProgram:
     """Read and run the ``*.flow`` file at ``path``."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = read_source(path, FlowError)        # not UTF-8: an error at the first bad byte
     except FileNotFoundError:
         raise FlowError("no such file", path, 1, 1) from None
-    except UnicodeDecodeError:
-        raise FlowError("cannot read: not UTF-8 text", path, 1, 1) from None
     except OSError as e:
         raise FlowError(f"cannot read: {e.strerror or e}", path, 1, 1) from None
     return build_flow(text, path, graph, check_data)

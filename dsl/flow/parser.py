@@ -8,6 +8,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Set
 
 import lark
 
+from compiler.ir.literals import abbreviate
 from dsl.flow.errors import FlowError, Source
 from dsl.flow.gc_pause import gc_paused
 from dsl.flow.lalr_driver import Rejected, TableDrivenParser, table_driven_parser
@@ -141,8 +142,8 @@ def syntax_error(e: lark.UnexpectedInput, source: Source) -> FlowError:
         line, col = _line_end(source, token)
         what = "end of line"
     else:
-        what = repr(str(token.value))
-    hint = _hint(ttype, str(token.value), expected)
+        what = repr(abbreviate(str(token.value)))       # not a 5,000-digit literal whole
+    hint = _hint(ttype, abbreviate(str(token.value)), expected)
     if hint:
         return source.error(hint, line, col)
     return source.error(f"unexpected {what}; expected {_expected_words(expected)}", line, col)
