@@ -31,13 +31,15 @@ if ROOT not in sys.path:
 
 from runtime import sanitize  # noqa: E402
 
-# The tests the sanitizer job runs: the tests of the kernels that index with data against the
+# The tests the sanitizer job runs: the hostile inputs of every kernel that indexes with data
+# (tests/compiler/codegen/test_kernel_bounds.py) and the tests of those kernels against the
 # interpreter: row gathers and scatters, segment sums, candidate samplers, GatherV2, OneHot,
 # Range, Fill and Slice, sparse cross entropy, partition and stitch (embedding lookups).
 # Chosen to stay within a few minutes of sanitized compiles on two cores. The GPU kernels'
 # cases are left out (``-k "not simulator"``): the CUDA simulator's modules are not
 # sanitized, and AddressSanitizer does not follow its fibers.
 SUITE = (
+    "tests/compiler/codegen/test_kernel_bounds.py",
     "tests/compiler/codegen/test_sparse_rows.py",
     "tests/compiler/ops/test_segment_sum_kernel.py",
     "tests/compiler/ops/test_candidate_samplers.py",

@@ -84,6 +84,13 @@ class TensorRef:
         return self.var
 
 
+def shape_printf(ref: TensorRef):
+    """``ref``'s shape for a run-time message: a printf format written as the interpreter
+    writes shapes (``[2, 3]``) and its arguments, one ``long long`` per dim."""
+    return ("[" + ", ".join("%lld" for _ in range(ref.rank)) + "]",
+            [f"(long long)({d})" for d in ref.dims])
+
+
 def product(exprs: Sequence[str]) -> str:
     """C expression for a product of dims, folding literals."""
     const = 1

@@ -194,7 +194,7 @@ def scatter_operands(ctx, handle, indices, updates):
     want = indices.shape + cur.shape[1:]
     if updates.shape != want and updates.ndim != 0:
         raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
-                             f"{list(want)}", ctx.node)
+                             f"indices.shape + variable.shape[1:] = {list(want)}", ctx.node)
     upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
     return var, cur, flat, upd
 

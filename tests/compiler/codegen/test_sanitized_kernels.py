@@ -5,7 +5,8 @@ First, that the set-up catches what it is for: a module built through
 ``build_shared_object`` under ``FLOWC_SANITIZE`` that reads past a malloc'd buffer, past what
 it asked of the buffer pool, or into a pooled block it gave back, or that overflows a signed
 int, stops its process with a sanitizer report. Then the kernel tests of ``tests/sanitizers.py``
-(``SUITE``: the tests of the kernels that index with data) run in a child pytest with every compiled kernel, the C library runtime and the
+(``SUITE``: the hostile inputs of every data-indexing kernel and the op tests of those
+kernels) run in a child pytest with every compiled kernel, the C library runtime and the
 fast-call extension sanitized, and pass with no report.
 """
 from __future__ import annotations
