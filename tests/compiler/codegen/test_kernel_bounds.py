@@ -75,6 +75,50 @@ def test_a_scatter_with_fewer_or_more_update_rows_than_indices_fails_and_changes
         assert s.run(v)[3, 0] == before[3, 0] + 2
 
 
+# --- scalar operands read as one value ------------------------------------------------------
+def _scalar_operand_cases():
+    """Ops whose kernels read an operand as one value (``data[0]``), each fed a ``[?]`` where
+    the scalar goes: Fill's value, OneHot's depth, on and off values, Range's start, limit and
+    delta, a queue's dequeue count. Fed an empty tensor, the C kernels read past it (a null
+    pointer: SIGSEGV)."""
+    g = fl.Graph()
+    with g.as_default():
+        v = fl.placeholder(fl.float32, [None], name="v")
+        n = fl.placeholder(fl.int32, [None], name="n")
+        ids = fl.constant([0, 2, 1], fl.int32)
+        q = fl.FIFOQueue(10, [fl.float32], shapes=[[2]], name="q")
+        fill_queue = q.enqueue_many([np.ones((3, 2), np.float32)])
+        cases = {
+            "fill": (fl.fill([2, 3], v, name="fill"), v, "value"),
+            "on": (fl.one_hot(ids, 3, on_value=v, off_value=0.0, name="one_hot_on"), v,
+                   "on_value"),
+            "off": (fl.one_hot(ids, 3, on_value=1.0, off_value=v, name="one_hot_off"), v,
+                    "off_value"),
+            "depth": (fl.one_hot(ids, n, name="one_hot_depth"), n, "depth"),
+            "start": (fl.range(n, 5, name="range_start"), n, "start"),
+            "limit": (fl.range(0, n, name="range_limit"), n, "limit"),
+            "delta": (fl.range(0, 5, n, name="range_delta"), n, "delta"),
+            "dequeue": (q.dequeue_many(n, name="dequeue_many"), n, "n"),
+        }
+    return g, cases, fill_queue
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "c"])
+def test_an_empty_tensor_fed_as_a_scalar_operand_fails_naming_it(backend):
+    g, cases, fill_queue = _scalar_operand_cases()
+    with fl.Session(graph=g, backend=backend) as s:
+        s.run(fill_queue)
+        for key, (op, fed, name) in cases.items():
+            empty = np.zeros(0, fed.dtype.np)
+            with pytest.raises(FlowcError, match=rf"\b{name} must be a scalar, got shape "
+                                                 r"\[0\]") as info:
+                s.run(op, {fed: empty})
+            node = (op[0] if isinstance(op, list) else op).op.name
+            assert f"'{node}'" in str(info.value), key
+            if backend == "c":
+                assert isinstance(info.value, InvalidArgumentError), key
+
+
 # --- the GPU kernels: the same checks, on the host, in the CPU's words ------------------------
 @pytest.fixture
 def gpu(gpu_target):
@@ -114,3 +158,29 @@ def test_a_gpu_scatter_with_wrong_update_rows_fails_as_on_the_cpu(gpu):
         with pytest.raises(InvalidArgumentError):
             s.run(ops["scaled"], {ids: np.arange(ROWS), upd: np.ones((8, WIDTH), np.float32)})
         np.testing.assert_array_equal(s.run(v), before)
+
+
+def test_gpu_segment_sums_and_scalar_operands_are_checked_as_on_the_cpu(gpu):
+    """UnsortedSegmentSum on the GPU read segment ids past their end when data had fewer rows
+    than ids (no check of the two against each other); Fill's value and OneHot's on/off
+    values were read on the device without a check that there is one."""
+    g = fl.Graph()
+    with g.as_default(), fl.device("/device:GPU:0"):
+        data = fl.placeholder(fl.float32, [None, 3], name="data")
+        seg = fl.placeholder(fl.int32, [None], name="seg")
+        v = fl.placeholder(fl.float32, [None], name="v")
+        sums = fl.unsorted_segment_sum(data, seg, 4, name="segment_sum")
+        fill = fl.fill([2, 3], v, name="fill")
+        one_hot = fl.one_hot(fl.constant([0, 2], fl.int32), 3, on_value=v, off_value=0.0,
+                             name="one_hot")
+    good = {data: np.ones((2, 3), np.float32), seg: np.array([0, 3], np.int32)}
+    cases = [(sums, {data: np.ones((2, 3), np.float32), seg: np.zeros(5, np.int32)},
+              "segment_ids dim 0 differs from data: 5 != 2"),
+             (fill, {v: np.zeros(0, np.float32)}, r"value must be a scalar, got shape \[0\]"),
+             (one_hot, {v: np.zeros(0, np.float32)}, r"on_value must be a scalar, got shape \[0\]")]
+    for fetch, feed, message in cases:
+        cpu, gpu_message = _cpu_and_gpu_errors(g, fetch, feed)
+        assert gpu_message == cpu and re.search(message, gpu_message), gpu_message
+        assert f"'{fetch.op.name}'" in gpu_message
+    with fl.Session(graph=g) as s:                # the kernels still work on good data
+        np.testing.assert_array_equal(s.run(sums, good)[[0, 3]], np.ones((2, 3), np.float32))
