@@ -292,6 +292,11 @@ ENVIRONMENT: Tuple[EnvVar, ...] = (
            "access it finds to (besides stderr)", "runtime/csrc/cuda_sim/cuda_runtime.h"),
     EnvVar("FLOWC_FASTCALL", "0: call compiled steps through cffi instead of the C fast path",
            "runtime/fastcall.py"),
+    EnvVar("FLOWC_SANITIZE", "address,undefined (or one of them): build compiled C and the C "
+           "runtime with AddressSanitizer and UBSan, every report fatal; the process needs "
+           "libasan preloaded (runtime/sanitize.py, tests/sanitizers.py)",
+           "compiler/codegen/build.py, compiler/codegen/c_library.py, runtime/fastcall.py",
+           changes_code=True),
     EnvVar("FLOWC_TOKEN", "the shared token a task requires and a client sends",
            "compiler/cli/serve.py, dsl/distributed.py"),
 )

@@ -6,7 +6,8 @@ work in one C call. It is compiled once per Python version and source text with 
 compiler against this Python's and numpy's headers, and cached beside the compiled modules
 (``FLOWC_CACHE_DIR``, default ``~/.cache/flowc``). Where it cannot be built (no compiler, no
 Python headers) or ``FLOWC_FASTCALL=0`` is set, ``load()`` returns None and the cffi path is
-used: both give the same results (tests/runtime/test_fastcall.py).
+used: both give the same results (tests/runtime/test_fastcall.py). With ``FLOWC_SANITIZE`` set
+it is built with those sanitizers, as the compiled modules are (``runtime/sanitize.py``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ import threading
 from typing import Optional
 
 import numpy as np
+
+from runtime import sanitize
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "flowc_fastcall.c")
 HEADER = os.path.join(os.path.dirname(SOURCE), "flowc_rt.h")
@@ -44,7 +47,7 @@ def _compiler() -> Optional[str]:
     return None
 
 
-def _build(path: str) -> None:
+def _build(path: str, extra_flags: tuple = ()) -> None:
     cc = _compiler()
     if cc is None:
         raise OSError("no C compiler found")
@@ -55,7 +58,7 @@ def _build(path: str) -> None:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(path))
     os.close(fd)
     try:
-        cmd = [cc, "-O2", "-shared", "-fPIC", "-std=gnu11", f"-I{include}",
+        cmd = [cc, "-O2", "-shared", "-fPIC", "-std=gnu11", *extra_flags, f"-I{include}",
                f"-I{np.get_include()}", f"-I{os.path.dirname(SOURCE)}", SOURCE, "-o", tmp]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -86,18 +89,22 @@ def load():
         if os.environ.get("FLOWC_FASTCALL", "1") == "0":
             build_error = "FLOWC_FASTCALL=0"
         else:
-            digest = hashlib.sha256(sys.version.encode() + np.__version__.encode())
-            for source in (SOURCE, HEADER):
-                with open(source, "rb") as f:
-                    digest.update(f.read())
-            key = digest.hexdigest()[:24]
-            suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-            path = os.path.join(_cache_dir(), f"flowc_fastcall-{key}{suffix}")
             try:
+                sanitizers = sanitize.from_environ()
+                sanitize.check_loadable(sanitizers)
+                flags = sanitize.compile_flags(sanitizers)
+                digest = hashlib.sha256(sys.version.encode() + np.__version__.encode()
+                                        + " ".join(flags).encode())
+                for source in (SOURCE, HEADER):
+                    with open(source, "rb") as f:
+                        digest.update(f.read())
+                key = digest.hexdigest()[:24]
+                suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+                path = os.path.join(_cache_dir(), f"flowc_fastcall-{key}{suffix}")
                 if not os.path.exists(path):
-                    _build(path)
+                    _build(path, flags)
                 module = _import(path)
-            except (OSError, ImportError) as e:
+            except (OSError, ImportError, sanitize.SanitizerError) as e:
                 build_error = str(e)
         _loaded.append(module)
         return module

@@ -1,6 +1,8 @@
 """Compile generated C into shared objects with the system compiler, cached on disk by the hash
 of source + compiler identity + flags. A corrupt cache entry is rebuilt, never loaded. A large
-module is compiled as several translation units at once (``unit_build.py``)."""
+module is compiled as several translation units at once (``unit_build.py``). With
+``FLOWC_SANITIZE`` set, modules are built with AddressSanitizer and UBSan
+(``runtime/sanitize.py``)."""
 from __future__ import annotations
 
 import functools
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 import runtime
+from runtime import sanitize
 from compiler.build_cache import cache_root, is_cached, keep_failed_source, publish
 from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
 from compiler.codegen.unit_build import compile_units
@@ -109,6 +112,20 @@ def min_unit_cost() -> float:
     return cost
 
 
+def sanitize_flags(loaded_here: bool = True) -> tuple:
+    """The compile and link flags of the sanitizers ``FLOWC_SANITIZE`` names (``()``: none;
+    ``runtime/sanitize.py``). Raises BuildError for an unknown name and, when what is built
+    will be ``loaded_here`` (into this process), for AddressSanitizer without its runtime
+    preloaded: loading the module would stop the process."""
+    try:
+        names = sanitize.parse(setting("FLOWC_SANITIZE"))
+        if loaded_here:
+            sanitize.check_loadable(names, compiler_command())
+    except sanitize.SanitizerError as e:
+        raise BuildError(str(e)) from None
+    return sanitize.compile_flags(names)
+
+
 def build_shared_object(source: str, features: Sequence[str] = (), name: str = "module",
                         blobs: Optional[Dict[str, bytes]] = None,
                         layout: Optional[ModuleLayout] = None,
@@ -118,8 +135,9 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
     up to ``jobs`` (default ``cc_jobs()``) translation units at once and linked into one
     shared object. The cache key is the whole source's: how it was split changes no result."""
     cc = compiler_command()
-    flags = list(BASE_FLAGS) + [f"-I{RUNTIME_INCLUDE}"]
-    link = feature_flags(features)
+    sanitizers = list(sanitize_flags())
+    flags = list(BASE_FLAGS) + sanitizers + [f"-I{RUNTIME_INCLUDE}"]
+    link = feature_flags(features) + sanitizers      # the link of several units needs them too
     blobs = dict(blobs or {})
     with open(os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"), "rb") as f:
         header = f.read()

@@ -28,7 +28,7 @@ import numpy as np
 
 from compiler.codegen import templates
 from compiler.codegen.build import (BASE_FLAGS, RUNTIME_INCLUDE, compiler_command,
-                                    feature_flags)
+                                    feature_flags, sanitize_flags)
 from compiler.codegen.emitter import EmittedModule, emit_c
 from compiler.codegen.kernel_context import c_string
 from compiler.devices import parse_device_spec
@@ -259,8 +259,10 @@ def _link_flags(features: Sequence[str]) -> List[str]:
 
 def _build(folder: str, name: str, sources: Sequence[str], features: Sequence[str]) -> List[str]:
     """Compile ``sources`` (relative to ``folder``) into ``folder/lib<name>.so``; the command."""
-    flags = list(BASE_FLAGS) + ["-fvisibility=hidden", "-Isrc", "-I.", "-Wa,-Isrc",
-                                       f"-Wl,-soname,lib{name}.so"]
+    # FLOWC_SANITIZE: the library (module and runtime) is built with the sanitizers; the
+    # program that loads it then needs their runtime first (runtime/sanitize.py)
+    flags = list(BASE_FLAGS) + list(sanitize_flags(loaded_here=False)) + [
+        "-fvisibility=hidden", "-Isrc", "-I.", "-Wa,-Isrc", f"-Wl,-soname,lib{name}.so"]
     cmd = [compiler_command()] + flags + list(sources) + ["-o", f"lib{name}.so"] \
         + _link_flags(features)
     proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)

@@ -18,9 +18,11 @@ from compiler.codegen.c_ops.array.common import (_add, _c, _constant_axis, _cont
                                                  _dim, _mul, _values)
 from compiler.codegen.c_ops.array.concat_split import (_split_v_plan, check_even_split,
                                                        concat_checks, pack_checks)
-from compiler.codegen.c_ops.array.fill_range import range_checks, range_operands
+from compiler.codegen.c_ops.array.fill_range import (one_hot_value_checks, range_checks,
+                                                     range_operands)
 from compiler.codegen.c_ops.array.slicing import _slice_plan, _strided_slice_plan, _used_step
 from compiler.codegen.c_ops.array.tile_pad import _pad_plan
+from compiler.codegen.c_ops.nn_grad import segment_sum_checks
 from compiler.codegen.cuda_kernels import constant_inputs, register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
@@ -87,6 +89,7 @@ def _like(value: int):
 
 
 def _fill(kc: KernelContext) -> str:
+    kc.check_scalar(1, "value")             # the C target's check, on the host
     out = kc.out
     launch = CudaLaunch(kc, "fill_from")
     o, v = launch.ptr(out, writable=True), launch.ptr(kc.inputs[1])
@@ -288,6 +291,7 @@ def _gather_supports(node: Node) -> bool:
 def _one_hot(kc: KernelContext) -> str:
     indices, on, off = kc.inputs[0], kc.inputs[2], kc.inputs[3]
     (depth,) = _const(kc, 1)
+    one_hot_value_checks(kc)                # the C target's checks, on the host
     out = kc.out
     launch = CudaLaunch(kc, "one_hot")
     o, idx, pon, poff = (launch.ptr(out, writable=True), launch.ptr(indices), launch.ptr(on),
@@ -304,6 +308,9 @@ def _one_hot_supports(node: Node) -> bool:
 
 def _segment_sum(kc: KernelContext) -> str:
     data, ids = kc.inputs[0], kc.inputs[1]
+    # the C kernel's checks, on the host: without them, ids with more entries than data has
+    # rows were read past their end (inner = data.size / ids.size rounds down)
+    segment_sum_checks(kc)
     out = kc.out
     launch = CudaLaunch(kc, "segment_sum")
     x, pid = launch.ptr(data), launch.ptr(ids)

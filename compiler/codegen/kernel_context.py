@@ -84,6 +84,13 @@ class TensorRef:
         return self.var
 
 
+def shape_printf(ref: TensorRef):
+    """``ref``'s shape for a run-time message: a printf format written as the interpreter
+    writes shapes (``[2, 3]``) and its arguments, one ``long long`` per dim."""
+    return ("[" + ", ".join("%lld" for _ in range(ref.rank)) + "]",
+            [f"(long long)({d})" for d in ref.dims])
+
+
 def product(exprs: Sequence[str]) -> str:
     """C expression for a product of dims, folding literals."""
     const = 1
@@ -154,6 +161,19 @@ class KernelContext:
         if condition in ("1", "true"):
             return
         self.checks.append(f"if (!({condition})) {self.fail(fmt, *args)}")
+
+    def check_scalar(self, i: int, name: str) -> None:
+        """A run-time check that input ``i``, which the kernel reads as one value (``data[0]``),
+        has one element: a fed ``[?]`` may be empty, and reading it would read past its buffer.
+        In the interpreter's words: ``name must be a scalar, got shape [0]``."""
+        ref = self.inputs[i]
+        if ref.rank == 0 or ref.size == "1":
+            return
+        fmt, args = shape_printf(ref)
+        line = f"if (!({ref.size} == 1)) " + self.fail(f"{name} must be a scalar, got shape {fmt}",
+                                                       *args)
+        if line not in self.checks:         # an op's dims and its kernel may both ask
+            self.checks.append(line)
 
     def type_checks(self, ref: TensorRef, what: str) -> List[str]:
         """C statements that fail unless the tensor ``ref.var`` (filled at run time: a feed, a

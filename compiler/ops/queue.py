@@ -152,7 +152,10 @@ def _dequeue_kernel(ctx, handle):
 
 def _dequeue_n_kernel(allow_fewer: bool):
     def kernel(ctx, handle, n):
-        elems = _pyqueue(ctx, handle).take(int(n), allow_fewer, _timeout(ctx))
+        if np.size(n) != 1:
+            raise ExecutionError(f"n must be a scalar, got shape {list(np.shape(n))}", ctx.node)
+        elems = _pyqueue(ctx, handle).take(int(np.reshape(n, -1)[0]), allow_fewer,
+                                           _timeout(ctx))
         types = ctx.attrs["component_types"]
         out = []
         for k, t in enumerate(types):

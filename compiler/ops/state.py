@@ -218,7 +218,7 @@ def update_rows(ctx, handle, indices, updates, apply) -> None:
         want = indices.shape + cur.shape[1:]
         if updates.shape != want and updates.ndim != 0:
             raise ExecutionError(f"updates of shape {list(updates.shape)} must have shape "
-                                 f"{list(want)}", ctx.node)
+                                 f"indices.shape + variable.shape[1:] = {list(want)}", ctx.node)
         upd = np.broadcast_to(updates, want).reshape((len(flat),) + cur.shape[1:])
         new = cur.copy()
         apply(new, flat, upd)

@@ -106,6 +106,27 @@ static inline int flowc_fail(flowc_status *st, int code, const char *node, const
     return code;
 }
 
+/* FLOWC_SANITIZE=address (runtime/sanitize.py): memory handed out in larger pieces than asked
+ * for (flowc_alloc's 64-byte rounding, the pool's size classes) has the bytes past the request
+ * poisoned, and a pooled block is poisoned while it waits in a free list, so AddressSanitizer
+ * reports a kernel that reads or writes past a tensor, or one given back, as it would for
+ * malloc'd memory. Without AddressSanitizer these are no-ops. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FLOWC_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FLOWC_ASAN 1
+#endif
+#endif
+#ifdef FLOWC_ASAN
+#include <sanitizer/asan_interface.h>
+#define FLOWC_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define FLOWC_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define FLOWC_POISON(p, n) ((void)(p), (void)(n))
+#define FLOWC_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Buffers of FLOWC_HUGE_PAGE_MIN bytes and more (an embedding table, a large arena) are
  * aligned to 2 MiB and asked to be backed by transparent huge pages: rows gathered from all
  * over a 256 MiB table then miss the TLB far less (one entry maps 2 MiB instead of 4 KiB).
@@ -121,10 +142,13 @@ static inline void *flowc_alloc(size_t nbytes) {
         n = (n + FLOWC_HUGE_PAGE - 1) & ~(size_t)(FLOWC_HUGE_PAGE - 1);
         void *p = aligned_alloc(FLOWC_HUGE_PAGE, n);
         if (p) madvise(p, n, MADV_HUGEPAGE);
+        if (p) FLOWC_POISON((char *)p + nbytes, n - nbytes);
         return p;
     }
 #endif
-    return aligned_alloc(64, n ? n : 64);
+    void *p = aligned_alloc(64, n ? n : 64);
+    if (p) FLOWC_POISON((char *)p + nbytes, (n ? n : 64) - nbytes);
+    return p;
 }
 
 /* --- arena pool: a module's step memory, kept mapped across calls ----------------------------
@@ -263,7 +287,12 @@ static inline void *flowc_pool_alloc(flowc_pool *pool, size_t nbytes) {
         }
         pool->live_blocks++;
         flowc_pool_unlock(pool);
-        if (b) return (char *)b + FLOWC_POOL_HEADER;
+        if (b) {
+            char *p = (char *)b + FLOWC_POOL_HEADER;
+            FLOWC_UNPOISON(p, nbytes);
+            FLOWC_POISON(p + nbytes, b->capacity - nbytes);
+            return p;
+        }
     } else if (pool) {
         __atomic_add_fetch(&pool->live_blocks, 1, __ATOMIC_RELAXED);
     }
@@ -277,6 +306,8 @@ static inline void *flowc_pool_alloc(flowc_pool *pool, size_t nbytes) {
     b->size_class = size_class;
     b->reserved = 0;
     b->next = pool;              /* the pool that counts it live (NULL: none) */
+    FLOWC_UNPOISON((char *)b + FLOWC_POOL_HEADER, nbytes);
+    FLOWC_POISON((char *)b + FLOWC_POOL_HEADER + nbytes, capacity - nbytes);
     return (char *)b + FLOWC_POOL_HEADER;
 }
 
@@ -294,6 +325,7 @@ static inline void flowc_pool_release(void *p) {
     flowc_pool_lock(pool);
     pool->live_blocks--;
     if (pool->cached_bytes + (int64_t)b->capacity <= pool->max_cached_bytes) {
+        FLOWC_POISON(p, b->capacity);            /* idle: no kernel may touch it */
         b->next = pool->free_lists[b->size_class];
         pool->free_lists[b->size_class] = b;
         pool->cached_bytes += (int64_t)b->capacity;

@@ -119,7 +119,10 @@ def _segment_dims(kc: KernelContext) -> List[List[str]]:
     return [[_num_segments(kc)] + data.dims[ids.rank:]]
 
 
-def _segment_c(kc: KernelContext) -> str:
+def segment_sum_checks(kc: KernelContext) -> str:
+    """UnsortedSegmentSum's run-time checks (shared with the CUDA kernel, which runs them on
+    the host): num_segments >= 0, one segment id per row of data, an output that can be
+    sized. Returns num_segments as C."""
     data, ids = kc.inputs[0], kc.inputs[1]
     n = _num_segments(kc)
     if not n.isdigit():
@@ -128,6 +131,12 @@ def _segment_c(kc: KernelContext) -> str:
         kc.check_dims_equal(ids.dim(k), data.dim(k), f"segment_ids dim {k} differs from data")
     _check_alloc(kc, [int(d) if d.isdigit() else d for d in [n] + data.dims[ids.rank:]],
                  data.dtype.itemsize)
+    return n
+
+
+def _segment_c(kc: KernelContext) -> str:
+    data, ids = kc.inputs[0], kc.inputs[1]
+    n = segment_sum_checks(kc)
     fail = kc.fail("segment_ids[%lld] = %lld is out of range [0, %lld)", "(long long)r",
                    "(long long)s", "(long long)nseg")
     floating = data.dtype.is_floating

@@ -85,6 +85,7 @@ def _dequeue_c(kc: KernelContext) -> str:
 def _dequeue_n_c(allow_fewer: bool):
     def emit(kc: KernelContext) -> str:
         n = len(kc.outputs)
+        kc.check_scalar(1, "n")
         count = f"{kc.inputs[1].data}[0]"
         lines = [f"const int64_t want = (int64_t){count};",
                  "if (want < 0) " + kc.fail("cannot dequeue %lld elements", "(long long)want"),

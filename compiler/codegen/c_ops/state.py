@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from compiler.codegen.kernel_context import KernelContext
+from compiler.codegen.kernel_context import KernelContext, shape_printf
 from compiler.ir.op_registry import set_c_kernel
 from compiler.ops.state import declared_shape, variable_key
 
@@ -154,7 +154,9 @@ def _gather_c(kc: KernelContext) -> str:
 
 def scatter_shape_checks(kc: KernelContext, v: str) -> None:
     """Run-time checks that variable ``v`` (a ``flowc_var *`` expression) has the rank and
-    trailing dims its scatter's updates need (shared by the C and CUDA kernels)."""
+    trailing dims its scatter's updates need, and that the updates have one row per index
+    (their leading dims are those of the indices; shared by the C and CUDA kernels). A scalar
+    update is one value for every row."""
     ind, upd = kc.inputs[1], kc.inputs[2]
     if upd.rank == 0:
         return
@@ -166,6 +168,17 @@ def scatter_shape_checks(kc: KernelContext, v: str) -> None:
                  f"variable '%s' has dim {k - ind.rank + 1} = %lld; the updates have %lld",
                  f"{v}->name", f"(long long){v}->value.dims[{k - ind.rank + 1}]",
                  f"(long long)({upd.dim(k)})")
+    # Without this, updates with fewer rows than indices were read past their end (garbage
+    # rows; a SIGSEGV for long index lists) and extra rows were silently dropped.
+    lead = [k for k in range(min(ind.rank, upd.rank)) if upd.dim(k) != ind.dim(k)]
+    if lead:
+        got, got_args = shape_printf(upd)
+        want_dims = ind.dims + [f"{v}->value.dims[{d}]"
+                                for d in range(1, upd.rank - ind.rank + 1)]
+        want = "[" + ", ".join("%lld" for _ in want_dims) + "]"
+        kc.check(" && ".join(f"{upd.dim(k)} == {ind.dim(k)}" for k in lead),
+                 f"updates of shape {got} must have shape indices.shape + variable.shape[1:] "
+                 f"= {want}", *got_args, *[f"(long long)({d})" for d in want_dims])
 
 
 def _scatter_c(mode: str):

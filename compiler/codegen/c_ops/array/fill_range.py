@@ -25,6 +25,7 @@ def _fill_dims(kc: KernelContext, checks: bool) -> List[Value]:
 
 
 def _fill_c(kc: KernelContext) -> str:
+    kc.check_scalar(1, "value")
     _fill_dims(kc, checks=True)
     return kc.render("array_fill.c.j2", value=f"{kc.inputs[1].data}[0]")
 
@@ -45,6 +46,7 @@ _like("OnesLike", 1)
 
 def _one_hot_plan(kc: KernelContext, checks: bool) -> Tuple[int, Value]:
     indices = kc.inputs[0]
+    kc.check_scalar(1, "depth")             # before depth is read (the output dims read it)
     depth = _elements(kc, 1, 1)[0]
     if checks:
         if isinstance(depth, str):
@@ -60,9 +62,16 @@ def _one_hot_c_dims(kc: KernelContext) -> List[List[str]]:
     return [dims[:a] + [_c(depth)] + dims[a:]]
 
 
+def one_hot_value_checks(kc: KernelContext) -> None:
+    """on_value and off_value are read as one value each (shared with the CUDA kernel)."""
+    kc.check_scalar(2, "on_value")
+    kc.check_scalar(3, "off_value")
+
+
 def _one_hot_c(kc: KernelContext) -> str:
     indices, on, off = kc.inputs[0], kc.inputs[2], kc.inputs[3]
     a, _ = _one_hot_plan(kc, checks=True)
+    one_hot_value_checks(kc)
     dims = _values(indices)
     return kc.render("array_one_hot.c.j2", indices=indices, on=f"{on.data}[0]",
                      off=f"{off.data}[0]", prefix=_c(_mul(dims[:a])), depth=kc.out.dim(a),
@@ -96,6 +105,9 @@ def _range_c_dims(kc: KernelContext) -> List[List[str]]:
 def range_checks(kc: KernelContext) -> str:
     """TensorFlow's checks of start, limit and delta as run-time checks; the element count."""
     _support(kc)
+    for i, name in enumerate(("start", "limit", "delta")):
+        if kc.input_value(i) is None:       # read as one value: it must have one
+            kc.check_scalar(i, name)
     start, limit, delta = range_operands(kc)
     out = kc.out
     integer = out.dtype.is_integer
