@@ -1,6 +1,6 @@
 """The CUDA kernels of ops: one ``CudaKernel`` per op name, kept beside the op registry.
 
-An op has a GPU kernel when a ``cuda_*`` family module registers one here; registering also
+An op has a GPU kernel when a family module of ``cuda_ops/`` registers one here; registering also
 sets ``OpDef.cuda_kernel``, which the ``place`` pass reads (``has_gpu_kernel``) to know the op may run on a GPU.
 ``supports(node)`` narrows that per node: a kernel whose output dims depend on an input's
 *values* (a reshape's shape, a reduction's axes) is offered only where those values are known
@@ -15,10 +15,10 @@ from typing import Callable, Dict, List, Optional
 from compiler.ir.graph import Node
 from compiler.ir.op_registry import get_op, has_gpu_kernel, has_op
 
-# The family modules, imported once by ``load_all``.
-FAMILIES = ("cuda_elementwise_ops", "cuda_reduction_ops", "cuda_nn_ops", "cuda_matmul_ops",
-            "cuda_conv_ops", "cuda_array_ops", "cuda_random_ops", "cuda_state_ops",
-            "cuda_data_flow_ops")
+# The family modules of ``compiler/codegen/cuda_ops/`` (beside ``c_ops/``, the C lowerings),
+# imported once by ``load_all``.
+FAMILIES = ("elementwise", "reduction", "nn", "matmul", "conv", "array", "random", "state",
+            "data_flow")
 
 
 @dataclass
@@ -62,7 +62,7 @@ def load_all() -> None:
         return
     _LOADED = True
     for name in FAMILIES:
-        importlib.import_module(f"compiler.codegen.{name}")
+        importlib.import_module(f"compiler.codegen.cuda_ops.{name}")
 
 
 def cuda_kernel(op_name: str) -> Optional[CudaKernel]:

@@ -7,7 +7,7 @@ each row is read once and scaled as it is subtracted, so the scaled copy of the 
 never written out. Repeated ids add up, in order, as in ``ResourceScatterSub``; every index is
 checked before any row changes. Its C kernel is ``ResourceScatterSub``'s with the scale
 (``compiler/codegen/c_ops/sparse_update.py``), and so is its GPU kernel
-(``compiler/codegen/cuda_state_ops.py``).
+(``compiler/codegen/cuda_ops/state.py``).
 """
 from __future__ import annotations
 

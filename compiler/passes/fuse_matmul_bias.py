@@ -2,7 +2,7 @@
 (either order, or ``BiasAdd`` in NHWC) becomes ``_MatMulBiasAdd(a, b, bias)``
 (``compiler/ops/matmul_accumulate.py``) when ``bias`` is a vector over the product's columns,
 the product has no other use, the dtype is f32 or f64, and both nodes sit on one device (a
-CPU, or a GPU: ``compiler/codegen/cuda_matmul_ops.py``).
+CPU, or a GPU: ``compiler/codegen/cuda_ops/matmul.py``).
 BLAS writes its output once whether it starts from zeros or from the bias, so the add's pass
 over the product (for the LSTM benchmark's [1280, 10000] logits, 51 MB read and 51 MB
 written) disappears. Run by the ``fuse-matmul-bias`` pass; the fused node keeps the add's name,

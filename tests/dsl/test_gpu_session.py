@@ -145,7 +145,7 @@ def test_mlp_training_step_goes_to_the_gpu_with_inputs_sent_from_the_cpu(optimiz
             "AssignSubVariableOp", "VarHandleOp"} <= gpu_ops
     if optimizer == "adam":
         assert "AssignVariableOp" in gpu_ops
-    # The matrix-product fusions fire on the GPU too (cuda_matmul_ops.py has their kernels):
+    # The matrix-product fusions fire on the GPU too (cuda_ops/matmul.py has their kernels):
     # the bias adds into the forward products, SGD's weight updates into the gradient gemms.
     assert "_MatMulBiasAdd" in gpu_ops
     assert ("_MatMulAssignSub" in gpu_ops) == (optimizer == "sgd")
@@ -175,7 +175,7 @@ def test_cnn_training_step_splits_into_cpu_and_gpu_subgraphs():
     gpu_ops = {n.op for n in parts[GPU0]}
     assert {"Conv2DBackpropFilter", "MaxPool", "BiasAddGrad", "AssignSubVariableOp"} <= gpu_ops
     # The convolution with its bias and ReLU, and the pooling gradient with the ReLU's mask,
-    # are fused on the GPU too (cuda_conv_ops.py has their kernels); the fusions without GPU
+    # are fused on the GPU too (cuda_ops/conv.py has their kernels); the fusions without GPU
     # kernels (the filter and bias gradients as one, the pooling argmax) left the GPU alone.
     assert {"_FusedConv2D", "_MaxPoolReluGrad"} <= gpu_ops
     assert not {"_Conv2DBackpropFilterBias", "_MaxPoolArgmax", "_MaxPoolGradArgmax"} & gpu_ops

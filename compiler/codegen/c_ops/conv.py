@@ -1,7 +1,7 @@
 """The C lowering of convolution and pooling (``compiler/ops/conv.py``): Conv2D and its two
 backprops, MaxPool, AvgPool and their gradients, each one call of a module helper; also the C
 geometry (``CGeometry``, ``_c_geometry``) that the fused forms (``c_ops/conv_fused.py``),
-MaxPoolGradGrad (``c_ops/nn_grad.py``) and the CUDA kernels (``cuda_conv_ops.py``) share.
+MaxPoolGradGrad (``c_ops/nn_grad.py``) and the CUDA kernels (``cuda_ops/conv.py``) share.
 
 Convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over chunks of rows
 of the column matrix sized to stay in a core's L2 cache; pooling is direct loops over all

@@ -3,7 +3,7 @@
 Both have data-dependent output sizes: their C kernels count first, then allocate their outputs
 (``c_owns_outputs``) and copy rows with ``memcpy``. ``partition_counts_c`` and
 ``stitch_rows_c`` (the counting, over the index values) are shared with the CUDA kernels
-(``compiler/codegen/cuda_data_flow_ops.py``).
+(``compiler/codegen/cuda_ops/data_flow.py``).
 """
 from __future__ import annotations
 

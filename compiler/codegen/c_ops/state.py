@@ -5,7 +5,7 @@ and ``sparse_rows.c.j2``).
 In generated C a handle's data points at the variable's ``flowc_var`` (from ``rt->vars``);
 ``FLOWC_VAR`` reaches it. The checks on a variable's state (initialized, rank and dims, every
 row index in range before the first row is touched) are shared with the CUDA kernels
-(``compiler/codegen/cuda_state_ops.py``) and the fused updates (``_ResourceScatterSubScaled``,
+(``compiler/codegen/cuda_ops/state.py``) and the fused updates (``_ResourceScatterSubScaled``,
 ``_MatMulAssignSub``).
 """
 from __future__ import annotations
