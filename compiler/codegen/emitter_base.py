@@ -13,7 +13,6 @@ from typing import Collection, Dict, List
 from compiler.codegen.kernel_context import TensorRef
 from compiler.errors import CodegenError
 from compiler.ir.graph import Graph, Node, Output
-from compiler.ir.op_registry import get_op
 from compiler.ir.printer import node_text
 from compiler.passes.memory_plan import PLAN_ATTRS, storage_roots
 from runtime.dtypes import DType
