@@ -45,7 +45,7 @@ class StepGraph:
     retvals: List[Node]         # _Retval nodes, in fetch order
     fetch_names: List[str]
     origins: dict = field(default_factory=dict)   # name -> (op, location) before optimizing
-    plan_memory: bool = True    # codegen plans an arena with reuse (the plan-memory pass)
+    plan_memory: bool = True    # the plan-memory pass ran (its plan is on the nodes; codegen uses it)
     memory_plans: Dict[str, object] = field(default_factory=dict)  # device -> its arena plan
 
 

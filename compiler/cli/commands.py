@@ -86,7 +86,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"  loop {frame}: saves {count} values for its gradient, {nbytes} bytes per "
               "iteration" + (" (?: a dim known at run time)" if "?" in nbytes else ""))
     if getattr(args, "memory_report", False):
-        from compiler.codegen.memory_plan import format_memory_report
+        from compiler.passes.memory_plan import format_memory_report
         for device, plan in step.memory_plans.items():
             sys.stdout.write(format_memory_report(device, plan))
     return 0

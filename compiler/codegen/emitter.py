@@ -2,7 +2,8 @@
 a static order, with shapes known at compile time baked in and no per-op dispatch.
 
 The step graph's feeds are ``Placeholder`` nodes (in ``feeds`` order) and its fetches are
-``_Retval`` nodes. With a memory plan (``memory_plan.py``), every buffer of static size lives at
+``_Retval`` nodes. With a memory plan (``compiler/passes/memory_plan.py``, recorded on the
+nodes by the plan-memory pass), every buffer of static size lives at
 a planned offset of the module's arena, which is kept across calls in a pool; buffers of dynamic
 size are allocated per output and freed after their last use. Fetched buffers are handed to the
 caller (copied only if the caller could not own them).
@@ -21,12 +22,13 @@ from compiler.codegen.emitter_base import EmitterBase, ident
 from compiler.ir.frames import has_control_flow
 from compiler.codegen.instrument import Instrumentation, Instrumenter, Origins
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
-from compiler.codegen.memory_plan import StepMemoryPlan, plan_step_memory
 from compiler.codegen.module_layout import Kernel, ModuleLayout, Part, SharedVariable
 from compiler.codegen.target import C, CTarget
 from compiler.errors import CodegenError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.op_registry import get_op
+from compiler.passes.memory_plan import (StepMemoryPlan, in_place_copies, plan_fetches,
+                                         plan_step_memory, recorded_plan)
 from runtime.dtypes import DType
 
 from runtime.module import ABI_VERSION
@@ -68,30 +70,6 @@ class EmittedModule:
     layout: Optional[ModuleLayout] = None
 
 
-def _in_place_copies(order: List[Node], root: Dict[Output, Output]) -> set:
-    """Nodes of ops that write their ``c_alias`` input's buffer (``c_in_place``: an
-    accumulation made by fuse-accumulate) that must write a copy instead: the buffer is a
-    constant's (read-only memory), a feed's (the caller's array) or read by another node
-    (views aside). fuse-accumulate only makes them where none of this holds; a graph written
-    with raw ops may not."""
-    readers: Dict[Output, int] = {}
-    for n in order:
-        op = get_op(n.op, n)
-        if op.c_alias is not None and op.c_kernel is None:      # a view reads nothing itself
-            continue
-        for i in set(n.inputs):
-            readers[root[i]] = readers.get(root[i], 0) + 1
-    copies = set()
-    for n in order:
-        op = get_op(n.op, n)
-        if not (op.extra.get("c_in_place") and n.inputs):
-            continue
-        r = root[n.inputs[op.c_alias]]
-        if r.node.op in ("Const", "Placeholder") or readers.get(r, 0) > 1:
-            copies.add(n)
-    return copies
-
-
 def _kernel_replaces_buffer(code: str, var: str) -> bool:
     """Whether a kernel's C code frees, reallocates or reassigns tensor ``var``'s buffer itself
     (then the buffer must come from ``flowc_alloc``, not the pool)."""
@@ -120,7 +98,7 @@ class _Emitter(EmitterBase):
         self.memory: Optional[StepMemoryPlan] = None     # the arena plan, when there is one
         self.in_place: set = set()                        # nodes writing over a dying input
         # Nodes of ops that add into their input's buffer (``c_in_place``) whose input is not
-        # theirs alone to write: they add into a copy (``_in_place_copies``).
+        # theirs alone to write: they add into a copy (``in_place_copies``).
         self.copies_input: set = set()
         # Their kernels read and write one buffer through two pointers: no ``restrict``.
         self.aliasing_target = copy.copy(target)
@@ -155,7 +133,7 @@ class _Emitter(EmitterBase):
         self._check_fetchable()
         # storage roots
         self._find_roots(order)
-        self.copies_input = _in_place_copies(order, self.root)
+        self.copies_input = in_place_copies(order, self.root)
         if self.copies_input:
             self._find_roots(order, self.copies_input)
         structured = StructuredEmitter(self, order) if has_control_flow(order) else None
@@ -165,20 +143,15 @@ class _Emitter(EmitterBase):
         self.structured = structured
         last_use = self._last_uses(order, position)
         # which roots are handed to the caller
-        transferred = self.transferred
-        self.fetch_plan = []
-        for r in sorted(self.retvals, key=lambda r: r.attrs["index"]):
-            src = r.inputs[0]
-            root = self.root[src]
-            owner = root.node.op not in ("Placeholder", "Const") and (
-                get_op(root.node.op).c_alias is None or root.node in self.copies_input)
-            if owner and root not in transferred:
-                transferred.add(root)
-                self.fetch_plan.append((r, src, False))
-            else:
-                self.fetch_plan.append((r, src, True))
+        self.fetch_plan, transferred = plan_fetches(
+            sorted(self.retvals, key=lambda r: r.attrs["index"]), self.root, self.copies_input)
+        self.transferred.update(transferred)
         if self.plan_memory and structured is None:
-            self.memory = plan_step_memory(order, self.root, transferred)
+            # the plan the plan-memory pass recorded on the nodes; planned here only for a
+            # graph it did not run on (or that has nothing to plan)
+            self.memory = recorded_plan(order, self.root)
+            if self.memory is None:
+                self.memory = plan_step_memory(order, self.root, transferred)
             self.arena_size = self.memory.arena_size
             self.in_place = {b.node for b in self.memory.buffers if b.in_place_of is not None}
         frees_after: Dict[int, List[Output]] = {}

@@ -13,8 +13,8 @@ from typing import Collection, Dict, List
 from compiler.codegen.kernel_context import TensorRef
 from compiler.errors import CodegenError
 from compiler.ir.graph import Graph, Node, Output
-from compiler.ir.op_registry import get_op
 from compiler.ir.printer import node_text
+from compiler.passes.memory_plan import PLAN_ATTRS, storage_roots
 from runtime.dtypes import DType
 
 _NOT_IDENT = re.compile(r"\W")
@@ -79,13 +79,7 @@ class EmitterBase:
     def _find_roots(self, order: List[Node], copies: Collection[Node] = ()) -> None:
         """The storage root of every value: views (``c_alias``) share their input's, unless
         the node is one of ``copies`` (it writes a copy instead)."""
-        for n in order:
-            op = get_op(n.op, n)
-            for out in n.outputs:
-                if op.c_alias is not None and out.index == 0 and n.inputs and n not in copies:
-                    self.root[out] = self.root[n.inputs[op.c_alias]]
-                else:
-                    self.root[out] = out
+        self.root.update(storage_roots(order, copies))
 
     def _last_uses(self, order: List[Node], position: Dict[Node, int]) -> Dict[Output, int]:
         """The position of the last node reading each storage root."""
@@ -103,8 +97,9 @@ class EmitterBase:
 
     @staticmethod
     def _node_line(n: Node) -> str:
-        """``n``'s IR line (big constants elided), safe inside a C comment."""
-        lhs, rhs, trailer = node_text(n, elide_constants=True)
+        """``n``'s IR line (big constants elided, the memory plan's attrs left out: the C says
+        where buffers live), safe inside a C comment."""
+        lhs, rhs, trailer = node_text(n, elide_constants=True, hide_attrs=PLAN_ATTRS)
         return comment(lhs + " = " + rhs + trailer)
 
     def _node_comment(self, n: Node) -> str:

@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Collection, Iterable
 
 from compiler.ir.attr_text import attrs_equal, format_attr, format_device
 from compiler.ir.graph import Graph, Node
 from compiler.ir.op_registry import has_op, get_op
 
 
-def _attr_items(node: Node, elide: bool = False):
+def _attr_items(node: Node, elide: bool = False, hide: Collection[str] = ()):
     op = get_op(node.op) if has_op(node.op) else None
     for k in sorted(node.attrs):
+        if k in hide:
+            continue
         v = node.attrs[k]
         a = op.attrs.get(k) if op else None
         if a is not None and a.has_default and attrs_equal(a.default, v):
@@ -19,11 +21,12 @@ def _attr_items(node: Node, elide: bool = False):
         yield k, format_attr(v, a.kind if a else "any", elide)
 
 
-def node_text(node: Node, elide_constants: bool = False) -> tuple:
-    """(lhs, rhs, trailer) pieces of a node's line (large constants summarized if asked)."""
+def node_text(node: Node, elide_constants: bool = False, hide_attrs: Collection[str] = ()) -> tuple:
+    """(lhs, rhs, trailer) pieces of a node's line (large constants summarized if asked, the
+    attrs named in ``hide_attrs`` left out)."""
     operands = [i.ref for i in node.inputs] + [f"^%{c.name}" for c in node.control_inputs]
     rhs = f"{node.op}({', '.join(operands)})"
-    attrs = list(_attr_items(node, elide_constants))
+    attrs = list(_attr_items(node, elide_constants, hide_attrs))
     if attrs:
         rhs += " {" + ", ".join(f"{k}={v}" for k, v in attrs) + "}"
     types = [str(t) for t in node.output_types]

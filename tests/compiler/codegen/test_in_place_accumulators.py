@@ -53,7 +53,7 @@ def test_an_accumulator_another_node_reads_is_copied(graph, rng):
 
 
 def test_an_accumulator_only_the_op_reads_is_written_in_place(graph, rng):
-    from compiler.codegen.emitter import _in_place_copies
+    from compiler.passes.memory_plan import in_place_copies
     from compiler.step import make_step_graph, optimize
 
     a, b = _matmul_operands(rng)
@@ -63,7 +63,7 @@ def test_an_accumulator_only_the_op_reads_is_written_in_place(graph, rng):
     optimize(step, NO_FOLDING)
     order = list(step.graph)
     root = {o: o for n in order for o in n.outputs}
-    assert not _in_place_copies(order, root)
+    assert not in_place_copies(order, root)
     check_against_interpreter(graph, {"sum": summed},
                               {x: rng.standard_normal((3, 4)).astype(np.float32)},
                               rtol=1e-5, atol=1e-6)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import dsl as fl
 from cli_runner import flowc
-from compiler.codegen.memory_plan import ALIGNMENT, LiveBuffer, aligned, plan_offsets
+from compiler.passes.memory_plan import ALIGNMENT, LiveBuffer, aligned, plan_offsets
 from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize, write_artifact
 from runtime.artifact import load_artifact
@@ -239,6 +239,69 @@ def test_without_plan_memory_every_buffer_has_its_own_memory(tmp_path):
     exe, plan = compile_step(g, feeds, fetches, REUSE, tmp_path / "on")
     source = open(tmp_path / "on" / "cpu_0.c").read()
     assert "flowc_arena_take" in source
+
+
+# --- the plan in the IR ------------------------------------------------------------------------
+def test_the_pass_records_the_plan_the_emitter_uses(tmp_path):
+    from compiler.ir.parser import parse_graph
+    from compiler.ir.printer import print_graph
+    from compiler.passes.memory_plan import (IN_PLACE_ATTR, OFFSETS_ATTR, SIZE_ATTR,
+                                             module_roots, plan_fetches, plan_step_memory)
+    g, feeds, fetches, _ = random_graph(11)
+    step = make_step_graph(g, [f.output for f in feeds], [f.output for f in fetches])
+    optimize(step, PipelineOptions(disable=("fold-constants", "fuse")))
+    order = list(step.graph)
+    planned = [n for n in order if OFFSETS_ATTR in n.attrs]
+    assert planned and [n for n in order if SIZE_ATTR in n.attrs] == planned[:1]
+    assert any(IN_PLACE_ATTR in n.attrs for n in order)
+    text = print_graph(step.graph)
+    assert f"{OFFSETS_ATTR}=" in text and f"{SIZE_ATTR}=" in text
+    assert print_graph(parse_graph(text)) == text           # the plan survives the text form
+    # what the pass recorded is what planning the module gives, and what the C uses
+    root, copies = module_roots(order)
+    retvals = sorted((n for n in order if n.op == "_Retval"), key=lambda r: r.attrs["index"])
+    want = plan_step_memory(order, root, plan_fetches(retvals, root, copies)[1])
+    assert planned[0].attrs[SIZE_ATTR] == want.arena_size
+    for n in planned:
+        assert n.attrs[OFFSETS_ATTR] == [want.offsets.get(o, -1) for o in n.outputs]
+    write_artifact(step, str(tmp_path / "a"))
+    (plan,) = step.memory_plans.values()
+    assert plan.offsets == want.offsets and plan.arena_size == want.arena_size
+    assert [(b.output, b.start, b.end, b.in_place_of) for b in plan.buffers] == \
+        [(b.output, b.start, b.end, b.in_place_of) for b in want.buffers]
+    source = open(tmp_path / "a" / "cpu_0.c").read()
+    assert f"#define FLOWC_ARENA_BYTES ((size_t){want.arena_size})" in source
+    assert OFFSETS_ATTR not in source                       # the C comments leave the plan out
+    # the emitter reads the recorded plan: a larger recorded arena shows in the C (emitted,
+    # not built)
+    from compiler.codegen.emitter import emit_c
+    step = make_step_graph(g, [f.output for f in feeds], [f.output for f in fetches])
+    optimize(step, PipelineOptions(disable=("fold-constants", "fuse")))
+    first = next(n for n in step.graph if SIZE_ATTR in n.attrs)
+    first.attrs[SIZE_ATTR] += 4096
+    source = emit_c(step.graph, step.feeds, step.retvals).source
+    assert f"#define FLOWC_ARENA_BYTES ((size_t){want.arena_size + 4096})" in source
+
+
+def test_a_stale_recorded_plan_is_rejected():
+    from compiler.codegen.emitter import emit_c
+    from compiler.errors import CompileError
+    from compiler.passes.memory_plan import OFFSETS_ATTR
+    g, feeds, fetches, _ = random_graph(3)
+    step = make_step_graph(g, [f.output for f in feeds], [f.output for f in fetches])
+    optimize(step, REUSE)
+    fed = next(n for n in step.graph if n.op == "Placeholder")   # never planned
+    fed.attrs[OFFSETS_ATTR] = [0]
+    with pytest.raises(CompileError, match="stale memory plan"):
+        emit_c(step.graph, step.feeds, step.retvals)
+
+
+def test_without_plan_memory_no_plan_is_recorded():
+    from compiler.passes.memory_plan import PLAN_ATTRS
+    g, feeds, fetches, _ = random_graph(3)
+    step = make_step_graph(g, [f.output for f in feeds], [f.output for f in fetches])
+    optimize(step, NO_REUSE)
+    assert not any(a in n.attrs for n in step.graph for a in PLAN_ATTRS)
 
 
 # --- the report --------------------------------------------------------------------------------

@@ -1,7 +1,13 @@
 """Static memory planning for one compiled module: the buffers whose sizes are known at compile
-time get offsets in one arena, and buffers whose lifetimes do not overlap share memory.
+time get offsets in one arena, and buffers whose lifetimes do not overlap share memory. The
+``plan-memory`` pass (``plan_memory.py``) runs it per device and records the plan in the IR
+(``record_plan``); the C emitter reads it back (``recorded_plan``).
 
-Two layers:
+The analyses the plan shares with the emitter live here too: storage roots (``storage_roots``:
+views share their input's buffer), in-place accumulations that must write a copy
+(``in_place_copies``) and which roots are handed to the caller (``plan_fetches``).
+
+Two layers of planning:
 
 * ``plan_offsets`` is pure (live intervals in, offsets out): the greedy-by-size strategy of
   TFLite's arena planner and XLA's heap simulator. Buffers are placed largest first; each one
@@ -21,10 +27,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Set
+from typing import Collection, Dict, Hashable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from compiler.errors import CompileError
 from compiler.ir.graph import Node, Output
 from compiler.ir.op_registry import get_op
 from runtime.dtypes import DType
@@ -105,6 +112,75 @@ def _best_fit(lows: np.ndarray, highs: np.ndarray, size: int) -> int:
         return int(covered[-1])
     best = fits[np.argmin(gaps[fits])]
     return int(gap_starts[best])
+
+
+# --- the analyses shared with the emitter ------------------------------------------------------
+def storage_roots(order: Sequence[Node], copies: Collection[Node] = ()) -> Dict[Output, Output]:
+    """The storage root of every value: views (``c_alias``) share their input's, unless the
+    node is one of ``copies`` (it writes a copy instead)."""
+    root: Dict[Output, Output] = {}
+    for n in order:
+        op = get_op(n.op, n)
+        for out in n.outputs:
+            if op.c_alias is not None and out.index == 0 and n.inputs and n not in copies:
+                root[out] = root[n.inputs[op.c_alias]]
+            else:
+                root[out] = out
+    return root
+
+
+def in_place_copies(order: Sequence[Node], root: Mapping[Output, Output]) -> set:
+    """Nodes of ops that write their ``c_alias`` input's buffer (``c_in_place``: an
+    accumulation made by fuse-accumulate) that must write a copy instead: the buffer is a
+    constant's (read-only memory), a feed's (the caller's array) or read by another node
+    (views aside). fuse-accumulate only makes them where none of this holds; a graph written
+    with raw ops may not."""
+    readers: Dict[Output, int] = {}
+    for n in order:
+        op = get_op(n.op, n)
+        if op.c_alias is not None and op.c_kernel is None:      # a view reads nothing itself
+            continue
+        for i in set(n.inputs):
+            readers[root[i]] = readers.get(root[i], 0) + 1
+    copies = set()
+    for n in order:
+        op = get_op(n.op, n)
+        if not (op.extra.get("c_in_place") and n.inputs):
+            continue
+        r = root[n.inputs[op.c_alias]]
+        if r.node.op in ("Const", "Placeholder") or readers.get(r, 0) > 1:
+            copies.add(n)
+    return copies
+
+
+def module_roots(order: Sequence[Node]) -> Tuple[Dict[Output, Output], set]:
+    """The storage roots of a module's values and the in-place accumulations that write a copy
+    (``in_place_copies``), as the emitter sees them."""
+    root = storage_roots(order)
+    copies = in_place_copies(order, root)
+    if copies:
+        root = storage_roots(order, copies)
+    return root, copies
+
+
+def plan_fetches(retvals: Sequence[Node], root: Mapping[Output, Output], copies: Collection[Node]
+                 ) -> Tuple[List[Tuple[Node, Output, bool]], Set[Output]]:
+    """Which roots are handed to the caller: ``(retval, fetched value, copy)`` per fetch in
+    ``retvals`` order, and the set of roots handed over. A fetch is copied when the caller
+    cannot own its buffer (a feed, a constant, a view) or the buffer was handed over already."""
+    transferred: Set[Output] = set()
+    fetches = []
+    for r in retvals:
+        src = r.inputs[0]
+        r_root = root[src]
+        owner = r_root.node.op not in ("Placeholder", "Const") and (
+            get_op(r_root.node.op).c_alias is None or r_root.node in copies)
+        if owner and r_root not in transferred:
+            transferred.add(r_root)
+            fetches.append((r, src, False))
+        else:
+            fetches.append((r, src, True))
+    return fetches, transferred
 
 
 # --- a step graph's buffers --------------------------------------------------------------------
@@ -220,6 +296,87 @@ def plan_step_memory(order: Sequence[Node], root: Mapping[Output, Output],
         plan.offsets[out] = offset
         plan.buffers.append(PlannedBuffer(out, nbytes, offset, start,
                                           max(start, last_use.get(out, start)), took.get(out)))
+    return plan
+
+
+# --- the plan in the IR ------------------------------------------------------------------------
+# Attrs the plan-memory pass sets: per planned node its outputs' offsets in the arena (-1: not
+# planned); on the device's first planned node the arena's size; on a node that writes in place
+# the index of the input whose memory it takes over. A device without planned buffers has none.
+OFFSETS_ATTR = "_arena_offsets"
+SIZE_ATTR = "_arena_size"
+IN_PLACE_ATTR = "_arena_in_place_of"
+PLAN_ATTRS = (OFFSETS_ATTR, SIZE_ATTR, IN_PLACE_ATTR)
+
+
+def clear_plan(nodes: Sequence[Node]) -> bool:
+    """Remove recorded plan attrs; whether there were any."""
+    changed = False
+    for n in nodes:
+        for a in PLAN_ATTRS:
+            if a in n.attrs:
+                del n.attrs[a]
+                changed = True
+    return changed
+
+
+def record_plan(order: Sequence[Node], plan: StepMemoryPlan,
+                root: Mapping[Output, Output]) -> bool:
+    """Set the plan's attrs on the nodes of one module (``order``); whether any were set."""
+    took = {b.output: b.in_place_of for b in plan.buffers if b.in_place_of is not None}
+    first = True
+    for n in order:
+        offsets = [plan.offsets.get(out, -1) for out in n.outputs]
+        if all(o < 0 for o in offsets):
+            continue
+        n.attrs[OFFSETS_ATTR] = offsets
+        if first:
+            n.attrs[SIZE_ATTR] = plan.arena_size
+            first = False
+        src = took.get(Output(n, 0))
+        if src is not None:
+            n.attrs[IN_PLACE_ATTR] = next(k for k, i in enumerate(n.inputs) if root[i] == src)
+    return not first
+
+
+def recorded_plan(order: Sequence[Node], root: Mapping[Output, Output]
+                  ) -> Optional[StepMemoryPlan]:
+    """The plan ``record_plan`` left on a module's nodes, or None when there is none. Live
+    ranges come from ``order`` (the report shows them); an offset on a value the plan could not
+    have placed (a pass changed the graph after plan-memory) is an error."""
+    sized = [n for n in order if SIZE_ATTR in n.attrs]
+    if not sized:
+        return None
+    position = {n: i for i, n in enumerate(order)}
+    last_use: Dict[Output, int] = {}
+    for n in order:
+        for i in n.inputs:
+            last_use[root[i]] = position[n]
+    plan = StepMemoryPlan(int(sized[0].attrs[SIZE_ATTR]))
+    for n in order:
+        offsets = n.attrs.get(OFFSETS_ATTR)
+        if offsets is None:
+            continue
+        if len(offsets) != n.num_outputs:
+            raise CompileError(f"stale memory plan: {OFFSETS_ATTR} of %{n.name} has "
+                               f"{len(offsets)} entries for {n.num_outputs} outputs", n)
+        op = get_op(n.op, n)
+        allocated = not (n.op in _NOT_ALLOCATED or op.c_alias is not None
+                         or op.extra.get("c_owns_outputs"))
+        k = n.attrs.get(IN_PLACE_ATTR)
+        for out, offset in zip(n.outputs, offsets):
+            if offset < 0:
+                continue
+            nbytes = static_nbytes(out)
+            if (not allocated or nbytes is None or root[out] != out
+                    or offset + nbytes > plan.arena_size):
+                raise CompileError(f"stale memory plan: output {out.index} of %{n.name} cannot "
+                                   "live in the arena (run plan-memory last)", n)
+            start = position[n]
+            src = root[n.inputs[k]] if k is not None and out.index == 0 else None
+            plan.offsets[out] = offset
+            plan.buffers.append(PlannedBuffer(out, nbytes, offset, start,
+                                              max(start, last_use.get(out, start)), src))
     return plan
 
 
