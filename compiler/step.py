@@ -22,7 +22,7 @@ from compiler.codegen.build import (build_shared_object, cc_jobs, compiler_ident
                                     compiler_command)
 from compiler.codegen.emitter import emit_c
 from compiler.codegen.instrument import Instrumentation, origins_of
-from compiler.errors import CompileError, ShapeError
+from compiler.errors import CompileError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.printer import print_graph
 from compiler.ir.types import TensorType
@@ -30,7 +30,6 @@ from compiler.passes.manager import PassManager
 from compiler.options import PipelineOptions, code_tag
 from compiler.passes.partition import device_label, split_by_device
 from runtime.artifact import FORMAT, FORMAT_VERSION, sha256_file, write_manifest
-from runtime.dtypes import DType
 from runtime.errors import FeedError
 from runtime.module import ABI_VERSION, TensorSpec
 

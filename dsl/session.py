@@ -32,7 +32,6 @@ from dsl.session_devices import (has_gpu_module, pin_variables, placement_option
 from dsl.tensor import Operation, Tensor
 from runtime.artifact import load_artifact
 from runtime.errors import FeedError, OpError
-from runtime.feeds import FeedCheck
 from runtime import profile
 from runtime.module import Executable
 from runtime import fastcall

@@ -18,6 +18,7 @@ from typing import List, Optional
 import numpy as np
 
 from compiler.errors import ExecutionError, ShapeError
+from compiler.ir.graph import Node
 from compiler.ir.types import TensorType, shape_str
 from compiler.ops.handles import resource_source
 from compiler.ir.op_registry import register_op
@@ -34,7 +35,7 @@ def queue_source(out):
     return resource_source(out, ("FIFOQueueV2",))
 
 
-def _queue_of(ctx_node) -> "Node":  # noqa: F821
+def _queue_of(ctx_node) -> Node:
     src = queue_source(ctx_node.inputs[0])
     if src is None:
         raise ShapeError("input 0 must be a queue handle made by FIFOQueueV2", ctx_node)
