@@ -12,6 +12,7 @@ or written by a process that died) is reported and rebuilt in place, never serve
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Callable, Dict, Optional, Union
@@ -62,15 +63,16 @@ def load_or_write(step: StepGraph, key: str, load: Loader = load_artifact, *,
     return artifact
 
 
-def compile_step(step: StepGraph, options: PipelineOptions,
-                 instrumentation: Optional[Instrumentation] = None,
-                 cuda_arch: CudaArch = None, load: Loader = load_artifact) -> Artifact:
+def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch = None,
+                 load: Loader = load_artifact, profiled: bool = False) -> Artifact:
     """Compile ``step`` (not yet optimized) with ``options`` (``FLOWC_FLAGS`` merged under
     them) to a loaded artifact: from the cache when the same step was compiled before, with
-    no passes run; else run the passes, build, and remember the step for next time."""
+    no passes run; else run the passes, build, and remember the step for next time.
+    ``profiled``: with kernel timers whatever the options say (a traced run's own build)."""
     effective = resolve_options(options)
-    if instrumentation is None:
-        instrumentation = Instrumentation.from_options(effective)
+    instrumentation = Instrumentation.from_options(effective)
+    if profiled:
+        instrumentation = dataclasses.replace(instrumentation, profile=True)
     archs = gpu_archs_tag(cuda_arch)
     cache = artifact_cache_dir()
     source = source_key(step, effective, instrumentation, archs)

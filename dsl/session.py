@@ -17,11 +17,10 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from compiler.codegen.instrument import Instrumentation
 from compiler.errors import GraphError
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
-from compiler.options import PipelineOptions, resolve_options
+from compiler.options import PipelineOptions
 from compiler.master import compile_step
 from compiler.step import make_step_graph
 from dsl.context import Graph, get_default_graph
@@ -598,10 +597,7 @@ class Session:
         sg = make_step_graph(self.graph, feeds, fetches, targets, feed_shapes)
         # A variable stays where it lives (and off the GPU where the graph needs it elsewhere).
         pin_variables(sg.graph, self._variable_devices, self._off_gpu)
-        instrumentation = Instrumentation.from_options(resolve_options(self.options))
-        if profiled:
-            instrumentation = dataclasses.replace(instrumentation, profile=True)
-        artifact = compile_step(sg, self.options, instrumentation, self._cuda_arch(), self._load)
+        artifact = compile_step(sg, self.options, self._cuda_arch(), self._load, profiled)
         self._record_variable_devices(artifact.manifest)
         self.compile_count += 1
         return artifact.executable
