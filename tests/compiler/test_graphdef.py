@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("tensorboardX", reason="GraphDef support needs the tensorboard extra")
+pytest.importorskip("google.protobuf", reason="GraphDef support needs the protobuf package")
 
 import dsl as fl  # noqa: E402
 from compiler.cli import main as flowc_main  # noqa: E402
