@@ -57,6 +57,9 @@ class Model:
     fetch_names: List[str]
     feeds: Optional[List[Output]] = None      # None: every Placeholder the fetches need
     targets: List[Node] = field(default_factory=list)
+    # other steps the file defines, built on demand (``--step train``: a .flow file's
+    # training step adds the optimizer's ops to the graph, so it is not built unless asked)
+    steps: Dict[str, Callable[[], "Model"]] = field(default_factory=dict)
 
     def feed_outputs(self) -> List[Output]:
         """The fed tensors: the model's, or every Placeholder the fetches and targets need."""
@@ -95,7 +98,7 @@ def load_model(path: str) -> Model:
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such file")
     if os.path.isdir(path):
-        raise ModelError(f"{path} is a directory; expected a model file (*.ir or *.py)")
+        raise ModelError(f"{path} is a directory; expected a model file ({', '.join(known_suffixes())})")
     suffix = os.path.splitext(path)[1]
     if suffix == ".ir":
         return _load_ir(path)
@@ -105,7 +108,19 @@ def load_model(path: str) -> Model:
     if loader is not None:
         return loader(path)
     raise ModelError(f"{path}: unsupported model file type '{suffix or '(none)'}'; "
-                     f"expected one of {', '.join(MODEL_SUFFIXES + tuple(_LOADERS))}")
+                     f"flowc takes {', '.join(known_suffixes())}")
+
+
+def known_suffixes() -> List[str]:
+    """Every model file suffix flowc can load: its own, registered loaders' and those the
+    ``flowc.model_loaders`` entry points declare."""
+    found = list(MODEL_SUFFIXES) + list(_LOADERS)
+    try:
+        from importlib.metadata import entry_points
+        found += ["." + ep.name for ep in entry_points(group="flowc.model_loaders")]
+    except Exception:                  # metadata unreadable: the ones known so far
+        pass
+    return list(dict.fromkeys(found))
 
 
 def read_ir_file(path: str) -> Graph:
@@ -264,12 +279,19 @@ def _lookup(graph: Graph, name: str, what: str) -> Output:
                          f"@{graph.name}") from None
 
 
-def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = ()) -> Model:
-    """Override a model's fetches and feeds by name (``--fetch`` / ``--feed``).
+def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = (),
+           step: Optional[str] = None) -> Model:
+    """Choose one of a model's other steps (``--step``), then override its fetches and feeds
+    by name (``--fetch`` / ``--feed``).
 
     A fetch name is one of the model's fetch names or any tensor name of the graph; a feed name
     is a tensor name of the graph.
     """
+    if step:
+        if step not in model.steps:
+            have = ", ".join(sorted(model.steps)) or "none besides the default"
+            raise ModelError(f"{model.path}: no step named '{step}' (the file defines: {have})")
+        model = model.steps[step]()
     if fetch:
         by_name = dict(zip(model.fetch_names, model.fetches))
         fetches, names = [], []

@@ -208,6 +208,10 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    "repeatable; default: the model's fetches)")
     p.add_argument("--feed", metavar="NAME", action="append", default=[],
                    help="feed this tensor (repeatable; default: every Placeholder needed)")
+    p.add_argument("--step", metavar="NAME",
+                   help="another step the model file defines instead of its outputs: 'train' "
+                        "for a .flow file with training declarations (the optimizer's update "
+                        "of every variable, fetching the loss), 'eval' (the loss and metrics)")
 
 
 def _dispatch(args: argparse.Namespace) -> int:
