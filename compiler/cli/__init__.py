@@ -143,6 +143,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("artifact", metavar="DIR", help="artifact folder written by `flowc compile`")
     p.add_argument("--feed", metavar="NAME=FILE.npy", action="append", default=[],
                    help="value of a feed, from a .npy file (repeatable)")
+    p.add_argument("--feeds", metavar="FILE.npz", action="append", default=[],
+                   help="values of feeds, from a .npz file (numpy.savez): each array feeds the "
+                        "tensor of its name (repeatable; combines with --feed, but no name may "
+                        "be given twice)")
     p.add_argument("--fetch", metavar="NAME", action="append", default=[],
                    help="print only this fetch (repeatable; default: all of the artifact's)")
     p.add_argument("--save", metavar="PATH",
