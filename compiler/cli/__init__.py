@@ -159,6 +159,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="STEPS", nargs="?", type=int, const=1,
                    help="run STEPS steps (default 1) of an artifact compiled with --profile "
                    "and print the time of each kernel (docs/profiling.md)")
+    p.add_argument("--repeat", metavar="N", type=int, default=1,
+                   help="run the step N times (variables carry over from run to run, as in "
+                        "a training loop), print the last run's fetches, and the time per run "
+                        "(median and fastest) on stderr")
     p.add_argument("--verify-key", metavar="FILE",
                    help="refuse the artifact unless its manifest is signed with the key in FILE "
                         "(`flowc compile --sign-key FILE`); without it, hashes catch damage but "

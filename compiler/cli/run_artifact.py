@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 import zipfile
 from typing import Dict, List, Optional, Sequence
 
@@ -167,9 +168,15 @@ def _run(args: argparse.Namespace, artifact: Artifact) -> int:
     indices = select_fetches(artifact, args.fetch)
     _check_feeds(artifact, feeds)
     steps = getattr(args, "profile", None)
+    repeat = getattr(args, "repeat", 1)
+    if repeat < 1:
+        raise CommandLineError(f"--repeat {repeat}: the number of runs must be at least 1")
+    if repeat > 1 and steps is not None:
+        raise CommandLineError("--repeat and --profile both set how many steps run: give one "
+                               "(--profile STEPS times each kernel over STEPS runs)")
     report = None
     if steps is None:
-        results = artifact.run(feeds)
+        results = _repeated_runs(artifact, feeds, repeat)
     else:
         results, report = _profiled_run(artifact, feeds, steps, args.artifact)
     values = {artifact.fetches[i].name: results[i] for i in indices}
@@ -183,6 +190,26 @@ def _run(args: argparse.Namespace, artifact: Artifact) -> int:
     if report is not None:
         sys.stdout.write("\n" + report.format())
     return 0
+
+
+def _repeated_runs(artifact: Artifact, feeds: Dict[str, np.ndarray], repeat: int):
+    """Run ``repeat`` steps; the last one's fetches. More than one: the time per run on
+    stderr (median and fastest, the first run included: the artifact is already loaded)."""
+    times = []
+    results = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        results = artifact.run(feeds)
+        times.append(time.perf_counter() - start)
+    if repeat > 1:
+        times.sort()
+        print(f"flowc: {repeat} runs: median {_ms(times[len(times) // 2])}, fastest "
+              f"{_ms(times[0])} per run", file=sys.stderr)
+    return results
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.1f} us"
 
 
 def _profiled_run(artifact: Artifact, feeds: Dict[str, np.ndarray], steps: int, path: str):

@@ -1,5 +1,6 @@
 """The ``flowc`` command line: compile, ir, opt and run, dumps, saving, and its error messages."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -346,3 +347,21 @@ def test_ir_can_elide_large_constants(capsys, tmp_path):
     elided.write_text(short)
     rc, _, err = flowc(capsys, "opt", elided)
     assert rc == 1 and "elided IR does not parse" in err
+
+
+def test_run_repeat_runs_the_step_n_times_and_reports_the_time(capsys, work):
+    d, x = work
+    rc, out, err = flowc(capsys, "run", d / "art", "--feed", f"x={d / 'x.npy'}", "--repeat", 3,
+                         "--save", d / "rep.npz")
+    assert rc == 0, err
+    assert re.search(r"^flowc: 3 runs: median [0-9.]+ (ms|us), fastest [0-9.]+ (ms|us) per run$",
+                     err, re.M), err
+    h, e = expected(x)
+    with np.load(d / "rep.npz") as z:
+        np.testing.assert_allclose(z["h"], h)
+        np.testing.assert_allclose(z["decay"], e, rtol=1e-6)
+    rc, out, err = flowc(capsys, "run", d / "art", "--feed", f"x={d / 'x.npy'}", "--repeat", 0)
+    assert rc == 1 and "--repeat 0: the number of runs must be at least 1" in err
+    rc, out, err = flowc(capsys, "run", d / "art", "--feed", f"x={d / 'x.npy'}", "--repeat", 2,
+                         "--profile", 2)
+    assert rc == 1 and "--repeat and --profile" in err
