@@ -1,0 +1,136 @@
+"""ONNX lowerings onto flowc's transcendental, activation, scan and bitwise ops
+(``compiler/ops/{math_special,activations,scan,bitwise}.py``): one flowc op per ONNX node
+where their semantics agree, a few elementwise ops around it where ONNX defines more
+(BitShift's out-of-range shifts, IsInf's sign flags, Selu's alpha and gamma, Gelu)."""
+from __future__ import annotations
+
+import numpy as np
+
+import dsl as fl
+from dsl.nn_activations import gelu
+from dsl.onnx.errors import NotConstantError
+from dsl.onnx.values import binary, scalar, unary
+from dsl.ops import apply_op
+
+# ONNX Selu's default attrs (float32 values); with both, flowc's Selu op is the same function
+_SELU_ALPHA = np.float32(1.67326319217681884765625)
+_SELU_GAMMA = np.float32(1.05070102214813232421875)
+
+
+def _unary_op(op: str):
+    def lower(ctx):
+        return unary(op, ctx.input(0))
+    lower.__name__ = f"lower_{op.lower()}"
+    return lower
+
+
+def _binary_op(op: str):
+    def lower(ctx):
+        return binary(op, ctx.input(0), ctx.input(1))
+    lower.__name__ = f"lower_{op.lower()}"
+    return lower
+
+
+# --- activations -----------------------------------------------------------------------------
+def lower_leaky_relu(ctx):
+    return apply_op("LeakyRelu", [ctx.input(0)], {"alpha": float(ctx.attr("alpha", 0.01))})
+
+
+def lower_selu(ctx):
+    x = ctx.input(0)
+    alpha = np.float32(ctx.attr("alpha", _SELU_ALPHA))
+    gamma = np.float32(ctx.attr("gamma", _SELU_GAMMA))
+    if alpha == _SELU_ALPHA and gamma == _SELU_GAMMA:
+        return unary("Selu", x)
+    negative = binary("Mul", unary("Expm1", x), scalar(alpha, x))
+    return binary("Mul", fl.where(binary("Greater", x, scalar(0, x)), x, negative),
+                  scalar(gamma, x))
+
+
+def lower_gelu(ctx):
+    approximate = ctx.attr("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise ctx.error(f"approximate must be 'none' or 'tanh', got '{approximate}'")
+    return gelu(ctx.input(0), approximate=approximate == "tanh")
+
+
+# --- float classification ----------------------------------------------------------------------
+def lower_isinf(ctx):
+    x = ctx.input(0)
+    want_pos, want_neg = ctx.attr("detect_positive", 1), ctx.attr("detect_negative", 1)
+    if not (want_pos or want_neg):
+        return binary("Less", x, scalar(-np.inf, x))           # nothing is below -inf
+    inf = unary("IsInf", x)
+    if want_pos and want_neg:
+        return inf
+    side = binary("Greater" if want_pos else "Less", x, scalar(0, x))
+    return binary("LogicalAnd", inf, side)
+
+
+# --- scans -----------------------------------------------------------------------------------
+def _scan_axis(ctx):
+    """The axis input as a 0-D tensor (exporters also write a 1-element 1-D one)."""
+    try:
+        value = ctx.const(1, "axis")
+    except NotConstantError:
+        return apply_op("Reshape", [ctx.input(1), fl.constant(np.zeros(0, np.int64))])
+    if value.size != 1:
+        raise ctx.error(f"axis must hold one value, got shape {list(value.shape)}")
+    return fl.constant(value.reshape(()), dtype=ctx.input(1).dtype)
+
+
+def _scan(op: str):
+    def lower(ctx):
+        attrs = {"exclusive": bool(ctx.attr("exclusive", 0)),
+                 "reverse": bool(ctx.attr("reverse", 0))}
+        return apply_op(op, [ctx.input(0), _scan_axis(ctx)], attrs)
+    lower.__name__ = f"lower_{op.lower()}"
+    return lower
+
+
+# --- bit shifts ------------------------------------------------------------------------------
+def lower_bit_shift(ctx):
+    """ONNX's shift: an amount below 0 or of the width or more gives what the sign fill alone
+    gives (-1 for a right shift of a negative signed x, else 0); flowc's (TensorFlow's) ops
+    clamp the amount instead, so those lanes are selected apart."""
+    x, y = ctx.input(0), ctx.input(1)
+    direction = ctx.attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.error(f"direction must be 'LEFT' or 'RIGHT', got '{direction}'")
+    bits = 8 * x.dtype.itemsize
+    in_range = binary("Less", y, scalar(bits, y))
+    if x.dtype.is_signed:
+        in_range = binary("LogicalAnd", in_range, binary("GreaterEqual", y, scalar(0, y)))
+    if direction == "LEFT":
+        return fl.where(in_range, binary("LeftShift", x, y), scalar(0, x))
+    fill = binary("RightShift", x, scalar(bits - 1, x)) if x.dtype.is_signed else scalar(0, x)
+    return fl.where(in_range, binary("RightShift", x, y), fill)
+
+
+LOWERINGS = {
+    "Sin": [(7, None, _unary_op("Sin"))],
+    "Cos": [(7, None, _unary_op("Cos"))],
+    "Tan": [(7, None, _unary_op("Tan"))],
+    "Asin": [(7, None, _unary_op("Asin"))],
+    "Acos": [(7, None, _unary_op("Acos"))],
+    "Atan": [(7, None, _unary_op("Atan"))],
+    "Sinh": [(9, None, _unary_op("Sinh"))],
+    "Cosh": [(9, None, _unary_op("Cosh"))],
+    "Asinh": [(9, None, _unary_op("Asinh"))],
+    "Acosh": [(9, None, _unary_op("Acosh"))],
+    "Atanh": [(9, None, _unary_op("Atanh"))],
+    "Erf": [(9, None, _unary_op("Erf"))],
+    "Gelu": [(20, None, lower_gelu)],
+    "Softsign": [(1, None, _unary_op("Softsign"))],
+    "LeakyRelu": [(6, None, lower_leaky_relu)],
+    "Selu": [(6, None, lower_selu)],
+    "IsNaN": [(9, None, _unary_op("IsNan"))],
+    "IsInf": [(10, None, lower_isinf)],
+    "CumSum": [(11, None, _scan("Cumsum"))],
+    "CumProd": [(26, None, _scan("Cumprod"))],
+    "BitShift": [(11, None, lower_bit_shift)],
+    "BitwiseAnd": [(18, None, _binary_op("BitwiseAnd"))],
+    "BitwiseOr": [(18, None, _binary_op("BitwiseOr"))],
+    "BitwiseXor": [(18, None, _binary_op("BitwiseXor"))],
+    "BitwiseNot": [(18, None, _unary_op("Invert"))],
+}
