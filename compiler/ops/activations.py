@@ -65,7 +65,7 @@ def _leaky_relu_grad_kernel(ctx, g: np.ndarray, f: np.ndarray) -> np.ndarray:
 register_op("LeakyRelu", inputs=["features: T"], outputs=["activations: T"],
             attrs=["alpha: float = 0.2", "T: {float}"], shape=lambda ctx: [ctx.input_shape(0)],
             kernel=_leaky_relu_kernel, group="elementwise", data_error=None,
-            doc="features > 0 ? features : features * alpha.")
+            fused_attrs=("alpha",), doc="features > 0 ? features : features * alpha.")
 register_op("LeakyReluGrad", inputs=["gradients: T", "features: T"], outputs=["backprops: T"],
             attrs=["alpha: float = 0.2", "T: {float}"], shape=_same_shape2,
             kernel=_leaky_relu_grad_kernel, group="elementwise", data_error=None,

@@ -112,3 +112,24 @@ def test_selu_and_softsign_fuse_with_their_neighbours(graph):
     optimize(step, PipelineOptions())
     assert [n.op for n in step.graph if n.op not in _IO] == ["Fused"]
     check_against_interpreter(graph, [y], {x: rows(np.float64)[:4, :3]})
+
+
+def test_leaky_relu_fuses_carrying_its_alpha(graph, rng):
+    x = fl.placeholder(fl.float32, [None, 4], name="x")
+    b = fl.placeholder(fl.float32, [4], name="b")
+    y = fl.nn.leaky_relu(fl.nn.bias_add(x, b), alpha=0.1) * 2.0
+    z = fl.nn.leaky_relu(fl.nn.leaky_relu(x, alpha=-1.5) - b)         # two alphas, one kernel
+    step = make_step_graph(fl.get_default_graph(), [x.output, b.output], [y.output, z.output])
+    optimize(step, PipelineOptions())
+    fused = [n for n in step.graph if n.op not in _IO]
+    assert [n.op for n in fused] == ["Fused", "Fused"]
+    assert "LeakyRelu[alpha=0.1]" in fused[0].attrs["expr"]
+    assert "LeakyRelu[alpha=-1.5]" in fused[1].attrs["expr"]
+    assert "LeakyRelu[alpha=0.2]" in fused[1].attrs["expr"]
+    feeds = {x: rows(np.float32)[:4], b: np.array([0.5, -0.5, 0.0, 1.0], np.float32)}
+    got = check_against_interpreter(graph, {"y": y, "z": z}, feeds)
+    unfused = check_against_interpreter(graph, {"y": y, "z": z}, feeds,
+                                        options=PipelineOptions(disable=("fuse",
+                                                                         "fold-constants")))
+    for k in got:
+        np.testing.assert_array_equal(got[k], unfused[k])
