@@ -1,16 +1,20 @@
 """ONNX lowerings onto flowc's transcendental, activation, scan and bitwise ops
 (``compiler/ops/{math_special,activations,scan,bitwise}.py``): one flowc op per ONNX node
 where their semantics agree, a few elementwise ops around it where ONNX defines more
-(BitShift's out-of-range shifts, IsInf's sign flags, Selu's alpha and gamma, Gelu)."""
+(BitShift's out-of-range shifts, IsInf's sign flags, Selu's alpha and gamma, Gelu), and the
+cosine-sum window generators (Hann, Hamming, Blackman) built from Range and Cos."""
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 import dsl as fl
+from dsl.onnx.dtypes import flowc_dtype, onnx_type_name
 from dsl.nn_activations import gelu
 from dsl.onnx.errors import NotConstantError
 from dsl.onnx.values import binary, scalar, unary
 from dsl.ops import apply_op
+from runtime.dtypes import DType
 
 # ONNX Selu's default attrs (float32 values); with both, flowc's Selu op is the same function
 _SELU_ALPHA = np.float32(1.67326319217681884765625)
@@ -107,6 +111,35 @@ def lower_bit_shift(ctx):
     return fl.where(in_range, binary("RightShift", x, y), fill)
 
 
+# --- window functions --------------------------------------------------------------------------
+# cosine-sum windows: w[n] = sum_k a_k cos(2 pi k n / N), N = size (periodic) or size - 1
+_WINDOWS = {"HannWindow": (0.5, -0.5), "HammingWindow": (25 / 46, -21 / 46),
+            "BlackmanWindow": (0.42, -0.5, 0.08)}
+
+
+def _window(op_type: str):
+    terms = _WINDOWS[op_type]
+
+    def lower(ctx):
+        elem = ctx.attr("output_datatype", TensorProto.FLOAT)
+        out = flowc_dtype(elem)
+        if out is None or out is DType.bool:
+            raise ctx.error(f"output_datatype {onnx_type_name(elem)} is not a flowc number type")
+        size = apply_op("Reshape", [ctx.input(0), fl.constant(np.zeros(0, np.int64))])
+        one = scalar(1, size)
+        n = fl.cast(apply_op("Range", [scalar(0, size), size, one]), DType.f64)
+        period = size if ctx.attr("periodic", 1) else binary("Sub", size, one)
+        angle = binary("RealDiv", binary("Mul", n, fl.constant(2 * np.pi, dtype=DType.f64)),
+                       fl.cast(period, DType.f64))
+        w = scalar(terms[0], angle)
+        for k, a in enumerate(terms[1:], start=1):
+            harmonic = angle if k == 1 else binary("Mul", angle, scalar(k, angle))
+            w = binary("AddV2", w, binary("Mul", unary("Cos", harmonic), scalar(a, angle)))
+        return fl.cast(w, out)
+    lower.__name__ = f"lower_{op_type.lower()}"
+    return lower
+
+
 LOWERINGS = {
     "Sin": [(7, None, _unary_op("Sin"))],
     "Cos": [(7, None, _unary_op("Cos"))],
@@ -133,4 +166,7 @@ LOWERINGS = {
     "BitwiseOr": [(18, None, _binary_op("BitwiseOr"))],
     "BitwiseXor": [(18, None, _binary_op("BitwiseXor"))],
     "BitwiseNot": [(18, None, _unary_op("Invert"))],
+    "HannWindow": [(17, None, _window("HannWindow"))],
+    "HammingWindow": [(17, None, _window("HammingWindow"))],
+    "BlackmanWindow": [(17, None, _window("BlackmanWindow"))],
 }

@@ -107,3 +107,25 @@ def test_is_inf_flags():
                                     detect_negative=neg)
             got, want, _ = _run_both(node, {"x": x}, np.bool_, 20)
             np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")      # 0 / 0 at size 1
+def test_window_functions_with_a_fed_size_and_output_types():
+    for op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
+        for periodic, elem, np_dt in ((0, TensorProto.FLOAT, np.float32),
+                                      (1, TensorProto.DOUBLE, np.float64)):
+            node = helper.make_node(op, ["size"], ["w"], periodic=periodic, output_datatype=elem)
+            graph = helper.make_graph(
+                [node], "g", [helper.make_tensor_value_info("size", TensorProto.INT64, [])],
+                [helper.make_tensor_value_info("w", elem, None)])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+            imported = import_graph(model, "window.onnx")
+            with fl.Session(graph=imported.graph) as sess:      # one compile, any size
+                for size in (1, 2, 7, 64):
+                    feed = np.array(size, np.int64)
+                    (got,) = sess.run(list(imported.outputs.values()),
+                                      {imported.inputs["size"]: feed})
+                    (want,) = ReferenceEvaluator(model).run(None, {"size": feed})
+                    assert got.dtype == np_dt and got.shape == (size,)
+                    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7,
+                                               err_msg=f"{op} {periodic} {size}")
