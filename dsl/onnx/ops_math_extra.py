@@ -58,6 +58,13 @@ def lower_gelu(ctx):
     return gelu(ctx.input(0), approximate=approximate == "tanh")
 
 
+def lower_swiglu(ctx):
+    """Swish(A) * B with Swish's alpha: ``A * sigmoid(alpha * A) * B`` (one fused kernel)."""
+    a, b = ctx.input(0), ctx.input(1)
+    gate = binary("Mul", a, unary("Sigmoid", binary("Mul", a, scalar(ctx.attr("alpha", 1.0), a))))
+    return binary("Mul", gate, b)
+
+
 # --- float classification ----------------------------------------------------------------------
 def lower_isinf(ctx):
     x = ctx.input(0)
@@ -157,6 +164,7 @@ LOWERINGS = {
     "Softsign": [(1, None, _unary_op("Softsign"))],
     "LeakyRelu": [(6, None, lower_leaky_relu)],
     "Selu": [(6, None, lower_selu)],
+    "SwiGLU": [(28, None, lower_swiglu)],
     "IsNaN": [(9, None, _unary_op("IsNan"))],
     "IsInf": [(10, None, lower_isinf)],
     "CumSum": [(11, None, _scan("Cumsum"))],
