@@ -422,36 +422,11 @@ def lower_gather_elements(ctx):
     return apply_op("GatherV2", [flat, linear, index_scalar(0)])
 
 
-def lower_cumsum(ctx):
-    """A running sum as a matmul with a triangular 0/1 matrix along the (moved-last) axis."""
-    x = ctx.input(0)
-    shape = static_shape(x)
-    rank = rank_of(x, ctx)
-    axis = normalize_axis(int(ctx.const(1, "axis").reshape(-1)[0]), rank, ctx)
-    n = shape[axis]
-    if n is None:
-        raise ctx.error(f"dim {axis} must be known")
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    reverse, exclusive = ctx.attr("reverse", 0), ctx.attr("exclusive", 0)
-    if reverse:
-        tri = (i > j) if exclusive else (i >= j)
-    else:
-        tri = (i < j) if exclusive else (i <= j)
-    perm = [k for k in range(rank) if k != axis] + [axis]
-    back = [perm.index(k) for k in range(rank)]
-    moved = apply_op("Transpose", [x, index_const(perm)])
-    rows = apply_op("Reshape", [moved, index_const([-1, n])])
-    summed = apply_op("MatMul", [rows, fl.constant(tri.astype(x.dtype.np), dtype=x.dtype)])
-    summed = apply_op("Reshape", [summed, shape_i64(moved)])
-    return apply_op("Transpose", [summed, index_const(back)])
-
-
 LOWERINGS = {
     "Trilu": [(14, None, lower_trilu)],
     "OneHot": [(9, None, lower_one_hot)],
     "EyeLike": [(9, None, lower_eye_like)],
     "GatherElements": [(11, None, lower_gather_elements)],
-    "CumSum": [(11, None, lower_cumsum)],
     "Reshape": [(5, None, lower_reshape)],
     "Transpose": [(1, None, lower_transpose)],
     "Concat": [(4, None, lower_concat)],
