@@ -36,11 +36,6 @@ with open(os.path.join(ROOT, FOLDER, "manifest.json"), encoding="utf-8") as _f:
 # Models flowc cannot compile and run yet -> the first line of the failure today (`flowc
 # compile MODEL` run from the repository root). Remove a model's line when it passes.
 NOT_YET: Dict[str, str] = {
-    "torch_transformer": "flowc: error: tests/data/real_models/torch_transformer.onnx: 1 ONNX "
-                         "op(s) flowc cannot lower (2 node(s)):",                  # Gelu
-    "torch_transformer_opset17": "flowc: error: tests/data/real_models/"
-                                 "torch_transformer_opset17.onnx: 1 ONNX op(s) flowc cannot "
-                                 "lower (2 node(s)):",                             # Erf
     "torch_lstm": "flowc: error: tests/data/real_models/torch_lstm.onnx: 1 ONNX op(s) flowc "
                   "cannot lower (2 node(s)):",                                     # LSTM
     "torch_gru": "flowc: error: tests/data/real_models/torch_gru.onnx: 1 ONNX op(s) flowc "
@@ -69,7 +64,7 @@ UNCLEAN: Dict[str, str] = {
 }
 
 # What reading each format needs (the test extra has both).
-NEEDS = {"onnx": "onnx", "graphdef": "tensorboardX", "saved_model": "tensorboardX"}
+NEEDS = {"onnx": "onnx", "graphdef": "google.protobuf", "saved_model": "google.protobuf"}
 
 
 @dataclass
