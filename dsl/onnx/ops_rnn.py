@@ -12,10 +12,11 @@ How it is lowered, as onnxruntime computes it:
   recurrence, ``[seq*batch, input] x [input, dirs*gates*hidden]``, with the biases that can be
   (Wb + Rb, except GRU's Rbh under linear_before_reset) added there; each step then adds
   ``H_{t-1} R^T`` and applies the gates.
-- With a sequence length known at compile time (up to ``MAX_UNROLLED_STEPS``) the steps are
-  unrolled into flowc ops; otherwise (unknown, or longer) they run in a flowc ``while_loop``
-  (compiled to a C loop) that writes Y one row per iteration with ``InplaceUpdate`` into a
-  buffer it keeps. Both give the same values.
+- A sequence length known at compile time, up to ``MAX_UNROLLED_STEPS``, is unrolled into
+  flowc ops; a longer or unknown one runs in a flowc ``while_loop`` (a C loop) over time, all
+  directions in one loop, writing Y one row per iteration with ``InplaceUpdate`` into a buffer
+  the loop keeps. The loop compiles faster than unrolled code and runs as fast from about 16
+  steps on (see ``MAX_UNROLLED_STEPS``). Both give the same values.
 - sequence_lens: a sequence stops at its length. Y is 0 past it, Y_h/Y_c are the state at its
   last step, and the reverse direction reads each sequence from its own last step back to its
   first (onnxruntime's ReverseSequence). A sequence of length 0 has Y_h = Y_c = 0, as in
@@ -42,10 +43,13 @@ from dsl.onnx.values import binary, index_const, index_scalar, scalar, static_sh
 from dsl.ops import apply_op
 from dsl.tensor import Tensor
 
-# Unrolled steps at most; longer (or unknown) sequences run in a while loop. Unrolled, each
-# step is its own code, compiled once: a longer sequence costs compile time and code size
-# linearly for no speed at run time (measured: see the docstring of _recurrence).
-MAX_UNROLLED_STEPS = 64
+# Static sequences of up to this many steps are unrolled; longer (or unknown) ones run in the
+# while loop. Measured (examples/benchmarks/bench_onnx_rnn.py: LSTM, batch 4, input 32, hidden
+# 64, one thread, CPU time on a loaded 2-core machine): the two run equally fast from 16 steps
+# on (32 steps: 652 us unrolled, 662 us looped) while the loop compiles faster (32 steps: 3.2 s
+# against 4.6 s; 128 steps: 2.6 s against 11.7 s), and unrolled code runs faster on a few steps
+# (1 step: 12 us against 16; 4 steps: 67 us against 76) for about the same compile time.
+MAX_UNROLLED_STEPS = 8
 
 # lower-case name -> (alpha's default, beta's default); None: the function takes no such value
 _ACTIVATIONS = {
@@ -180,7 +184,8 @@ def _clip(x: Tensor, clip: Optional[float]) -> Tensor:
 class Direction:
     """One direction's weights and starting state."""
     reverse: bool
-    w_rec: Tensor                        # R[d]: [gates*hidden, hidden]
+    w_rec: List[Tensor]                  # R[d] ([gates*hidden, hidden]); GRU without
+                                         # linear_before_reset: its [zr] and [h] rows
     rec_bias: Optional[Tensor]           # GRU's Rbh under linear_before_reset (B given)
     peep: Optional[List[Tensor]]         # LSTM's P[d] split into (i, o, f), [hidden] each
     acts: List[Activation]
@@ -280,7 +285,13 @@ class RecurrentNode:
         out = []
         for d in range(self.dirs):
             peep = None if p is None else _split_last(_take(p, d), 3)
-            out.append(Direction(reverse or d == 1, _take(self.r, d), rec_bias(d), peep,
+            r = _take(self.r, d)
+            w_rec = [r]
+            if self.cell is GRU and not self.linear_before_reset:
+                hid = self.hidden
+                w_rec = [apply_op("Slice", [r, index_const([0, 0]), index_const([2 * hid, -1])]),
+                         apply_op("Slice", [r, index_const([2 * hid, 0]), index_const([hid, -1])])]
+            out.append(Direction(reverse or d == 1, w_rec, rec_bias(d), peep,
                                  acts[d], self.state(5, d),
                                  self.state(6, d) if self.cell is LSTM else None))
         return out
@@ -290,7 +301,7 @@ class RecurrentNode:
 def _lstm_step(node: RecurrentNode, dr: Direction, xw: Tensor, state: List[Tensor]
                ) -> List[Tensor]:
     h, c = state
-    gates = binary("AddV2", xw, apply_op("MatMul", [h, dr.w_rec], {"transpose_b": True}))
+    gates = binary("AddV2", xw, apply_op("MatMul", [h, dr.w_rec[0]], {"transpose_b": True}))
     i, o, f, g = _split_last(gates, 4)
     f_act, g_act, h_act = dr.acts
     if dr.peep is not None:
@@ -316,7 +327,7 @@ def _gru_step(node: RecurrentNode, dr: Direction, xw: Tensor, state: List[Tensor
     f_act, g_act = dr.acts
     xw_zr, xw_h = _slice_last(xw, 0, 2 * hid), _slice_last(xw, 2 * hid, hid)
     if node.linear_before_reset:                     # one product for the three gates
-        hr = apply_op("MatMul", [h, dr.w_rec], {"transpose_b": True})
+        hr = apply_op("MatMul", [h, dr.w_rec[0]], {"transpose_b": True})
         zr = binary("AddV2", xw_zr, _slice_last(hr, 0, 2 * hid))
         z, r = (f_act(_clip(t, node.clip)) for t in _split_last(zr, 2))
         rec = _slice_last(hr, 2 * hid, hid)
@@ -324,8 +335,7 @@ def _gru_step(node: RecurrentNode, dr: Direction, xw: Tensor, state: List[Tensor
             rec = binary("AddV2", rec, dr.rec_bias)
         cand = binary("AddV2", xw_h, binary("Mul", r, rec))
     else:
-        r_zr = apply_op("Slice", [dr.w_rec, index_const([0, 0]), index_const([2 * hid, -1])])
-        r_h = apply_op("Slice", [dr.w_rec, index_const([2 * hid, 0]), index_const([hid, -1])])
+        r_zr, r_h = dr.w_rec
         zr = binary("AddV2", xw_zr, apply_op("MatMul", [h, r_zr], {"transpose_b": True}))
         z, r = (f_act(_clip(t, node.clip)) for t in _split_last(zr, 2))
         cand = binary("AddV2", xw_h, apply_op("MatMul", [binary("Mul", r, h), r_h],
@@ -338,7 +348,7 @@ def _gru_step(node: RecurrentNode, dr: Direction, xw: Tensor, state: List[Tensor
 def _rnn_step(node: RecurrentNode, dr: Direction, xw: Tensor, state: List[Tensor]
               ) -> List[Tensor]:
     (h,) = state
-    pre = binary("AddV2", xw, apply_op("MatMul", [h, dr.w_rec], {"transpose_b": True}))
+    pre = binary("AddV2", xw, apply_op("MatMul", [h, dr.w_rec[0]], {"transpose_b": True}))
     return [dr.acts[0](_clip(pre, node.clip))]
 
 
@@ -420,11 +430,8 @@ def _looped(node: RecurrentNode, step: Step, dirs: List[Direction], proj: Tensor
 
 def _recurrence(node: RecurrentNode, step: Step, dirs: List[Direction], proj: Tensor
                 ) -> List[Optional[Tensor]]:
-    """The node's outputs [Y, Y_h(, Y_c)] in its layout (None where not wanted).
-
-    Unrolled or looped: for a static sequence length of up to MAX_UNROLLED_STEPS the steps are
-    unrolled. Measured on an LSTM of seq 32, batch 4, input 32, hidden 64 (2-core machine):
-    unrolled compiles in N s and runs in N µs, looped compiles in N s and runs in N µs."""
+    """The node's outputs [Y, Y_h(, Y_c)] in its layout (None where not wanted): the steps
+    unrolled for a static length of up to MAX_UNROLLED_STEPS, else a while loop."""
     ctx = node.ctx
     want_y = ctx.output_wanted(0)
     unroll = node.steps is not None and node.steps <= MAX_UNROLLED_STEPS
