@@ -71,5 +71,5 @@ _DOCS = {"update": "``y = x; y[i] = v``: rows of x replaced by those of v.",
 
 for _name, _mode in OPS.items():
     register_op(_name, inputs=["x: T", "i: i32", "v: T"], outputs=["y: T"],
-                attrs=["T: {all}" if _mode == "update" else "T: {numeric}"], shape=_shape, kernel=_kernel_for(_mode), c_alias=0,
-                group="movement", doc=_DOCS[_mode] + " An index out of range is an error.")
+                attrs=["T: {all}" if _mode == "update" else "T: {numeric}"], shape=_shape,
+                kernel=_kernel_for(_mode), c_alias=0, group="movement", doc=_DOCS[_mode] + " An index out of range is an error.")

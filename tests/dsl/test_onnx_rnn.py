@@ -7,7 +7,7 @@ one longer than the unrolling cut-over — and a small model exported by PyTorch
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 import pytest
