@@ -36,10 +36,6 @@ with open(os.path.join(ROOT, FOLDER, "manifest.json"), encoding="utf-8") as _f:
 # Models flowc cannot compile and run yet -> the first line of the failure today (`flowc
 # compile MODEL` run from the repository root). Remove a model's line when it passes.
 NOT_YET: Dict[str, str] = {
-    "torch_lstm": "flowc: error: tests/data/real_models/torch_lstm.onnx: 1 ONNX op(s) flowc "
-                  "cannot lower (2 node(s)):",                                     # LSTM
-    "torch_gru": "flowc: error: tests/data/real_models/torch_gru.onnx: 1 ONNX op(s) flowc "
-                 "cannot lower (2 node(s)):",                                      # GRU
     "tf_mobilenet": "flowc: error: tests/data/real_models/tf_mobilenet.pb: flowc cannot "
                     "import this GraphDef:",                     # DepthwiseConv2dNative
     "tf_lstm": "flowc: error: tests/data/real_models/tf_lstm.pb: flowc cannot import this "

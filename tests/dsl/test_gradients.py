@@ -148,6 +148,11 @@ CASES: Dict[str, Builder] = {
     "Tile": lambda p: fl.tile(p.n(2, 3), [2, 1]),
     "Pad": lambda p: fl.pad(p.n(2, 3), [[1, 0], [0, 2]]),
     "GatherV2": lambda p: fl.gather(p.n(4, 3), [0, 2, 0]),
+    "InplaceUpdate": lambda p: fl.raw_ops.InplaceUpdate(x=p.n(4, 3), i=fl.constant([2, 0]),
+                                                        v=p.n(2, 3)),
+    "InplaceAdd": lambda p: fl.raw_ops.InplaceAdd(x=p.n(4, 3), i=fl.constant([1, 3, 1]),
+                                                  v=p.n(3, 3)),
+    "InplaceSub": lambda p: fl.raw_ops.InplaceSub(x=p.n(4, 3), i=fl.constant([3]), v=p.n(1, 3)),
     "DynamicPartition": lambda p: [
         fl.reshape(part, shape) for part, shape in zip(
             fl.dynamic_partition(p.n(5, 2), fl.constant([1, 0, 2, 1, 0], dtype=fl.int32), 3),
