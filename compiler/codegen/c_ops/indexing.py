@@ -114,8 +114,10 @@ def _combine(kind: str, dtype: DType, ctype: str) -> str:
 
 
 def _scatter_body(kc: KernelContext, indices: TensorRef, updates: TensorRef, out: TensorRef,
-                  q: int, kind: str, start: str) -> str:
-    """C: out starts as ``start`` ("copy" of input 0, or "zero"), then the updates apply."""
+                  dims: List[str], q: int, kind: str, start: str) -> str:
+    """C: out starts as ``start`` ("copy" of input 0, or "zero"), then the updates apply.
+    ``dims`` are the output's dims as C that the checks (run before the output is sized) may
+    read."""
     lead = indices.rank - 1
     for k in range(lead):
         kc.check_dims_equal(updates.dim(k), indices.dim(k),
@@ -124,9 +126,9 @@ def _scatter_body(kc: KernelContext, indices: TensorRef, updates: TensorRef, out
         raise kc.error(f"updates must have rank {lead + out.rank - q} (indices.shape[:-1] + "
                        f"tensor.shape[{q}:]), got {updates.rank}")
     for k in range(q, out.rank):
-        kc.check_dims_equal(updates.dim(lead + k - q), out.dim(k),
+        kc.check_dims_equal(updates.dim(lead + k - q), dims[k],
                             f"updates dim {lead + k - q} must equal tensor dim {k}")
-    _check_indices(kc, indices, out.dims, q, out)
+    _check_indices(kc, indices, dims, q)
     inner = out.dim_product(q)
     size = f"(size_t){out.size} * sizeof({out.ctype})"
     first = (f"if ({out.size} > 0) memcpy({out.data}, {kc.inputs[0].data}, {size});"
@@ -154,7 +156,7 @@ def _tensor_scatter_c(kind: str):
     def emit(kc: KernelContext) -> str:
         tensor, indices, updates = kc.inputs
         q = _depth(kc, indices, tensor.rank)
-        return _scatter_body(kc, indices, updates, kc.out, q, kind, "copy")
+        return _scatter_body(kc, indices, updates, kc.out, tensor.dims, q, kind, "copy")
     return emit
 
 
@@ -178,7 +180,9 @@ def _scatter_nd_dims(kc: KernelContext) -> List[List[str]]:
 def _scatter_nd_c(kc: KernelContext) -> str:
     indices, updates, _ = kc.inputs
     q = _depth(kc, indices, kc.out.rank)
-    return _scatter_body(kc, indices, updates, kc.out, q, "add", "zero")
+    dims = [d if d is not None else e for d, e in
+            zip((str(x) if x is not None else None for x in kc.out.shape), _scatter_nd_dims(kc)[0])]
+    return _scatter_body(kc, indices, updates, kc.out, dims, q, "add", "zero")
 
 
 set_c_kernel("ScatterNd", _scatter_nd_c, _scatter_nd_dims)
