@@ -39,7 +39,7 @@ def _merge_dim(ctx, a: Optional[int], b: Optional[int], what: str) -> Optional[i
 def check_indices(node, indices: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """``indices`` ([..., Q]) as int64 rows of Q; raises naming the first that is out of range."""
     q = indices.shape[-1]
-    rows = indices.reshape(-1, q).astype(np.int64)
+    rows = indices.reshape(int(np.prod(indices.shape[:-1], dtype=np.int64)), q).astype(np.int64)
     bounds = np.asarray(shape[:q], np.int64)
     bad = np.nonzero(((rows < 0) | (rows >= bounds)).any(axis=1))[0]
     if bad.size:

@@ -29,6 +29,8 @@ def _where_shape(ctx) -> List[TensorType]:
 
 
 def _where_ref(ctx, x: np.ndarray) -> np.ndarray:
+    if x.ndim == 0:                          # one row with no coordinates, or none
+        return np.zeros((1 if x else 0, 0), np.int64)
     coords = np.nonzero(x)
     return np.stack(coords, axis=1).astype(np.int64).reshape(-1, x.ndim)
 
