@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from dsl.onnx import (ops_attention, ops_elementwise, ops_indexing, ops_linalg, ops_logic,
-                      ops_loss, ops_matmul, ops_nn, ops_norm, ops_reduce, ops_resize, ops_shape)
+                      ops_loss, ops_matmul, ops_nn, ops_norm, ops_reduce, ops_resize, ops_shape,
+                      ops_state_mixing)
 
 Lowering = Callable
 Entry = Tuple[int, Optional[int], Lowering]
@@ -28,6 +29,7 @@ def _merge(*tables: Dict[str, List[Entry]]) -> Dict[str, List[Entry]]:
 
 LOWERINGS: Dict[str, List[Entry]] = _merge(
     ops_attention.LOWERINGS, ops_indexing.LOWERINGS, ops_linalg.LOWERINGS, ops_norm.LOWERINGS,
+    ops_state_mixing.LOWERINGS,
     ops_elementwise.LOWERINGS, ops_logic.LOWERINGS, ops_loss.LOWERINGS, ops_matmul.LOWERINGS, ops_nn.LOWERINGS,
     ops_reduce.LOWERINGS, ops_resize.LOWERINGS, ops_shape.LOWERINGS)
 

@@ -91,3 +91,30 @@ def test_rotary_embedding_on_3d_input_of_symbolic_length(interleaved, rng):
              "pos": rng.integers(0, 16, (2, 5)).astype(np.int64)}
     (got,), (want,) = _run_both(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_attention_and_causal_conv_with_a_symbolic_batch(rng):
+    """Gated DeltaNet's mixers (opset 27) with the batch fed at run time: the conv carries its
+    state, the linear attention's recurrence is unrolled over the (known) sequence length."""
+    nodes = [helper.make_node("CausalConvWithState", ["x", "w", "bias", "conv_past"],
+                              ["xc", "conv_present"], activation="silu"),
+             helper.make_node("Transpose", ["xc"], ["q"], perm=[0, 2, 1]),
+             helper.make_node("LinearAttention", ["q", "k", "v", "state", "decay", "beta"],
+                              ["y", "present"], q_num_heads=4, kv_num_heads=2)]
+    graph = helper.make_graph(
+        nodes, "g",
+        [_value("x", ["b", 8, 3]), _value("w", [8, 1, 3]), _value("bias", [8]),
+         _value("conv_past", ["b", 8, 2]), _value("k", ["b", 3, 4]), _value("v", ["b", 3, 6]),
+         _value("state", ["b", 2, 2, 3]), _value("decay", ["b", 3, 2]), _value("beta", ["b", 3, 2])],
+        [_value("y", None), _value("present", None), _value("conv_present", None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)])
+    for b in (1, 3):
+        def r(*shape):
+            return rng.normal(size=shape).astype(np.float32)
+        feeds = {"x": r(b, 8, 3), "w": r(8, 1, 3), "bias": r(8), "conv_past": r(b, 8, 2),
+                 "k": r(b, 3, 4), "v": r(b, 3, 6), "state": r(b, 2, 2, 3),
+                 "decay": -np.abs(r(b, 3, 2)), "beta": 1 / (1 + np.exp(-r(b, 3, 2)))}
+        got, want = _run_both(model, feeds)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
