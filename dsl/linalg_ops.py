@@ -44,7 +44,8 @@ def matrix_determinant(input, name: Optional[str] = None) -> Tensor:  # noqa: A0
                     name=name or "MatrixDeterminant")
 
 
-def matrix_inverse(input, adjoint: bool = False, name: Optional[str] = None) -> Tensor:  # noqa: A002
+def matrix_inverse(input, adjoint: bool = False,  # noqa: A002
+                   name: Optional[str] = None) -> Tensor:
     """The inverse of each square matrix in the last two dims (``tf.linalg.inv``); a
     singular one is a run-time error."""
     return apply_op("MatrixInverse", [convert_to_tensor(input)], {"adjoint": bool(adjoint)},

@@ -110,7 +110,8 @@ def parse_equation(equation: str, ranks: Sequence[Optional[int]]) -> Equation:
     return Equation(inputs, output, frozenset(dots))
 
 
-def label_sizes(eq: Equation, shapes: Sequence[Sequence[Optional[int]]]) -> Dict[str, Optional[int]]:
+def label_sizes(eq: Equation,
+                shapes: Sequence[Sequence[Optional[int]]]) -> Dict[str, Optional[int]]:
     """Each label's size (None: unknown); a broadcast label's size-1 dims stretch. Raises
     ValueError for dims that cannot match."""
     dims: Dict[str, List[Optional[int]]] = {}

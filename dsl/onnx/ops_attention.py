@@ -16,7 +16,8 @@ import numpy as np
 
 import dsl as fl
 from dsl.onnx.dtypes import flowc_dtype, onnx_type_name
-from dsl.onnx.values import binary, index_const, index_scalar, rank_of, scalar, shape_i64, static_shape, unary
+from dsl.onnx.values import (binary, index_const, index_scalar, rank_of, scalar, shape_i64,
+                             static_shape, unary)
 from dsl.ops import apply_op
 from dsl.tensor import Tensor
 

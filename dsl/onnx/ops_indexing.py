@@ -1,5 +1,6 @@
-"""Indexing and selection ops: TopK, GatherND, ScatterND, ScatterElements (and the older
-Scatter), TensorScatter, Compress, NonZero, Unique, ReverseSequence, CenterCropPad, Einsum.
+"""Indexing and selection ops: TopK, GatherND, GatherElements, ScatterND, ScatterElements (and
+the older Scatter), TensorScatter, Compress, NonZero, Unique, ReverseSequence, CenterCropPad,
+Einsum.
 
 They lower to TensorFlow's ops: TopKV2, GatherNd, TensorScatterUpdate/Add/Max/Min (and
 flowc's _TensorScatterMul for ``reduction="mul"``), Where, UniqueWithCountsV2,
@@ -115,10 +116,11 @@ def lower_scatter_nd(ctx):
     return apply_op(_scatter_op(ctx), [data, rows, updates])
 
 
-def lower_scatter_elements(ctx):
-    """Every element of ``indices`` names one element of ``data``: its own coordinates with
-    the one along ``axis`` replaced; those coordinates become the rows of a TensorScatter."""
-    data, indices, updates = ctx.input(0), ctx.input(1), ctx.input(2)
+def _element_rows(ctx, data: Tensor, indices: Tensor) -> Tensor:
+    """GatherElements / ScatterElements: every element of ``indices`` names one element of
+    ``data``, at its own coordinates with the one along ``axis`` replaced by its value (made
+    non-negative); those coordinates, as rows, index a GatherNd or a TensorScatter, which
+    check every coordinate against its own dim."""
     rank = rank_of(data, ctx)
     axis = normalize_axis(ctx.attr("axis", 0), rank, ctx)
     ishape = full_shape(indices)
@@ -130,9 +132,18 @@ def lower_scatter_elements(ctx):
     grid = np.indices(ishape, dtype=np.int64)                               # [rank, *ishape]
     parts = [fl.constant(grid[k][..., None], dtype=fl.int64) if k != axis
              else apply_op("ExpandDims", [idx, index_scalar(-1)]) for k in range(rank)]
-    rows = apply_op("ConcatV2", [parts, index_scalar(-1)]) if rank > 1 else parts[0]
+    return apply_op("ConcatV2", [parts, index_scalar(-1)]) if rank > 1 else parts[0]
+
+
+def lower_gather_elements(ctx):
+    data, indices = ctx.input(0), ctx.input(1)
+    return apply_op("GatherNd", [data, _element_rows(ctx, data, indices)])
+
+
+def lower_scatter_elements(ctx):
+    data, indices, updates = ctx.input(0), ctx.input(1), ctx.input(2)
     op = "TensorScatterUpdate" if ctx.op_type == "Scatter" else _scatter_op(ctx)
-    return apply_op(op, [data, rows, updates])
+    return apply_op(op, [data, _element_rows(ctx, data, indices), updates])
 
 
 def lower_tensor_scatter(ctx):
@@ -287,6 +298,7 @@ LOWERINGS = {
     "TopK": [(1, None, lower_top_k)],
     "GatherND": [(11, None, lower_gather_nd)],
     "ScatterND": [(11, None, lower_scatter_nd)],
+    "GatherElements": [(11, None, lower_gather_elements)],
     "ScatterElements": [(11, None, lower_scatter_elements)],
     "Scatter": [(9, 10, lower_scatter_elements)],
     "TensorScatter": [(24, None, lower_tensor_scatter)],

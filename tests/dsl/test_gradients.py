@@ -171,7 +171,8 @@ CASES: Dict[str, Builder] = {
                                           fl.einsum("...ij,...jk->...ik", a[:1], b)])(
         p.n(2, 3, 4), p.n(2, 4, 2), p.n(3, 4)),
     "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
-    "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a), fl.matrix_inverse(a, adjoint=True)])(
+    "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
+                                           fl.matrix_inverse(a, adjoint=True)])(
         p(np.eye(3) * 2.0 + np.random.default_rng(9).uniform(-0.5, 0.5, (2, 3, 3)))),
     # control flow (fl.cond): the taken branch's gradient flows, the other input gets zeros
     "Switch": lambda p: (lambda x, y: fl.cond(fl.constant(True), lambda: fl.tanh(x * y),

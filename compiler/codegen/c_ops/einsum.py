@@ -20,7 +20,6 @@ from compiler.codegen.c_ops.reduction import module_helper
 from compiler.codegen.kernel_context import KernelContext, TensorRef, product
 from compiler.ir.op_registry import set_c_kernel
 from compiler.ops.einsum import Equation, label_sizes, parse_equation
-from runtime.dtypes import DType
 
 _INT32_MAX = 2**31 - 1
 
@@ -154,7 +153,7 @@ def _matmul_plan(kc: KernelContext, eq: Equation) -> Optional[Tuple[list, list, 
 def _permute_helper(kc: KernelContext, ctype: str) -> str:
     name = f"flowc_einsum_permute_{ctype.replace(' ', '_')}"
     module_helper(kc, name, "\n".join([
-        f"/* dst (contiguous, dims[]) = src read with strides[] (one per dst dim) */",
+        "/* dst (contiguous, dims[]) = src read with strides[] (one per dst dim) */",
         f"static void {name}(const {ctype} *src, {ctype} *dst, int rank, const int64_t *dims,",
         "                     const int64_t *strides) {",
         "    int64_t total = 1, at[16] = {0}, off = 0;",
@@ -183,7 +182,8 @@ def _gather_into(kc: KernelContext, lines: List[str], name: str, src: str, ctype
               f"if (!{name}) {{ free(work_a); free(work_b); free(work_c); "
               + kc.fail("out of memory for einsum's operands", code="FLOWC_RESOURCE_EXHAUSTED")
               + " }",
-              f"{{ const int64_t dims[] = {{{', '.join(dims)}}}, strides[] = {{{', '.join(strides)}}};",
+              f"{{ const int64_t dims[] = {{{', '.join(dims)}}}, "
+              f"strides[] = {{{', '.join(strides)}}};",
               f"  if ({count} > 0) {fn}({src}, {name}, {max(len(order), 1)}, dims, strides); }}"]
 
 

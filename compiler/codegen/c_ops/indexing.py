@@ -204,7 +204,7 @@ def _reverse_sequence_c(kc: KernelContext) -> str:
         f"    const {lengths.ctype} *len = {lengths.data};",
         f"    for (int64_t b = 0; b < {lengths.dim(0)}; b++) {{",
         f"        if ((int64_t)len[b] < 0 || (int64_t)len[b] > {limit}) "
-        + kc.fail(f"seq_lengths[%lld] = %lld is not in [0, %lld]", "(long long)b",
+        + kc.fail("seq_lengths[%lld] = %lld is not in [0, %lld]", "(long long)b",
                   "(long long)len[b]", f"(long long)({limit})"),
         "    }",
         "}"]))

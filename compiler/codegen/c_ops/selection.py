@@ -27,7 +27,7 @@ def _check_once(kc: KernelContext, condition: str, fmt: str, *args: str) -> None
 def _where_c(kc: KernelContext) -> str:
     x, out = kc.inputs[0], kc.out
     rank = x.rank
-    test = f"x[i]" if x.dtype.is_bool else f"x[i] != 0"
+    test = "x[i]" if x.dtype.is_bool else "x[i] != 0"
     dims = ", ".join(x.dims) or "1"
     return "\n".join([
         f"const {x.ctype} *x = {x.data};",
@@ -46,7 +46,10 @@ def _where_c(kc: KernelContext) -> str:
             f"    int64_t at[{rank}] = {{0}};",
             "    for (int64_t i = 0; i < total; i++) {",
             f"        if ({test}) for (int d = 0; d < {rank}; d++) *o++ = at[d];",
-            f"        for (int d = {rank - 1}; d >= 0; d--) {{ if (++at[d] < dims[d]) break; at[d] = 0; }}",
+            f"        for (int d = {rank - 1}; d >= 0; d--) {{",
+            "            if (++at[d] < dims[d]) break;",
+            "            at[d] = 0;",
+            "        }",
             "    }"]),
         "    (void)o;",
         "}"])
