@@ -7,7 +7,7 @@ _FAMILIES = ("math", "reduction", "nn", "array", "conv", "nn_grad", "random", "s
              "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
              "candidate_sampling", "matmul_update", "sparse_update", "matmul_accumulate",
              "segment_sum_accumulate", "conv_fused", "math_special", "activations", "scan",
-             "bitwise", "inplace")
+             "bitwise", "inplace", "selection", "indexing", "einsum", "linalg")
 for _f in _FAMILIES:
     try:
         __import__(f"compiler.ops.{_f}")

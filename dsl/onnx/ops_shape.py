@@ -405,28 +405,12 @@ def lower_eye_like(ctx):
     return fl.constant(np.eye(shape[0], shape[1], k=ctx.attr("k", 0)).astype(dtype.np), dtype=dtype)
 
 
-def lower_gather_elements(ctx):
-    data, indices = ctx.input(0), ctx.input(1)
-    dshape, ishape = full_shape(data), full_shape(indices)
-    if dshape is None or ishape is None:
-        raise ctx.error("needs the data and indices shapes known")
-    axis = normalize_axis(ctx.attr("axis", 0), len(dshape), ctx)
-    strides = [int(np.prod(dshape[k + 1:], dtype=np.int64)) for k in range(len(dshape))]
-    coords = np.indices(ishape, dtype=np.int64)
-    offset = sum(coords[k] * strides[k] for k in range(len(dshape)) if k != axis)
-    idx = fl.cast(indices, fl.int64)
-    idx = fl.where(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, scalar(dshape[axis], idx)), idx)
-    linear = binary("AddV2", binary("Mul", idx, scalar(strides[axis], idx)),
-                    fl.constant(np.asarray(offset, np.int64).reshape(ishape), dtype=fl.int64))
-    flat = apply_op("Reshape", [data, index_const([-1])])
-    return apply_op("GatherV2", [flat, linear, index_scalar(0)])
 
 
 LOWERINGS = {
     "Trilu": [(14, None, lower_trilu)],
     "OneHot": [(9, None, lower_one_hot)],
     "EyeLike": [(9, None, lower_eye_like)],
-    "GatherElements": [(11, None, lower_gather_elements)],
     "Reshape": [(5, None, lower_reshape)],
     "Transpose": [(1, None, lower_transpose)],
     "Concat": [(4, None, lower_concat)],

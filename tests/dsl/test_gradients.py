@@ -177,6 +177,31 @@ CASES: Dict[str, Builder] = {
     "MaxPool": lambda p: fl.nn.max_pool(p(np.random.default_rng(5).permutation(32).reshape(
         1, 4, 4, 2) * 0.1), ksize=2, strides=1, padding="SAME"),
     "AvgPool": lambda p: fl.nn.avg_pool(p.n(1, 5, 4, 2), ksize=3, strides=2, padding="SAME"),
+    "GatherNd": lambda p: fl.gather_nd(p.n(3, 2, 4), [[[0, 1], [2, 0]], [[0, 1], [1, 1]]]),
+    "ScatterNd": lambda p: fl.scatter_nd([[1], [3], [1]], p.n(3, 2), [4, 2]),
+    "TensorScatterUpdate": lambda p: fl.tensor_scatter_nd_update(p.n(4, 2), [[1], [3]], p.n(2, 2)),
+    "TensorScatterAdd": lambda p: fl.tensor_scatter_nd_add(p.n(4, 2), [[1, 0], [1, 0]], p.n(2)),
+    "TensorScatterSub": lambda p: fl.tensor_scatter_nd_sub(p.n(4, 2), [[2], [0]], p.n(2, 2)),
+    # values 0.1 apart: the finite differences change no comparison
+    "TensorScatterMax": lambda p: fl.tensor_scatter_nd_max(
+        p(np.arange(8).reshape(4, 2) * 0.1), [[1], [3]], p(np.array([[0.55, 0.05], [0.25, 0.95]]))),
+    "TensorScatterMin": lambda p: fl.tensor_scatter_nd_min(
+        p(np.arange(8).reshape(4, 2) * 0.1), [[1, 1], [2, 0]], p(np.array([0.15, 0.45]))),
+    "ReverseSequence": lambda p: fl.reverse_sequence(p.n(3, 4, 2), [4, 0, 2], seq_axis=1,
+                                                     batch_axis=0),
+    "TopKV2": lambda p: fl.nn.top_k(p(np.random.default_rng(8).permutation(12).reshape(3, 4) * 0.1),
+                                    k=2)[0],
+    "Einsum": lambda p: (lambda a, b, c: [fl.einsum("bij,bjk->bik", a, b),
+                                          fl.einsum("ij,kj->ik", a[0], c),
+                                          fl.einsum("...ij,j->...i", a, c[0]),
+                                          fl.einsum("bij->j", a),
+                                          fl.einsum("aij,bjk->abk", a[:1], b),
+                                          fl.einsum("...ij,...jk->...ik", a[:1], b)])(
+        p.n(2, 3, 4), p.n(2, 4, 2), p.n(3, 4)),
+    "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
+    "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
+                                           fl.matrix_inverse(a, adjoint=True)])(
+        p(np.eye(3) * 2.0 + np.random.default_rng(9).uniform(-0.5, 0.5, (2, 3, 3)))),
     # control flow (fl.cond): the taken branch's gradient flows, the other input gets zeros
     "Switch": lambda p: (lambda x, y: fl.cond(fl.constant(True), lambda: fl.tanh(x * y),
                                               lambda: x + 1.0))(p.n(2, 3), p.n(2, 3)),

@@ -142,8 +142,10 @@ def test_initializers_can_become_variables(mlp, rng):
 
 def test_every_missing_op_is_listed_at_once_with_counts(tmp_path):
     nodes = [helper.make_node("NoSuchOp", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
-             helper.make_node("NoSuchOp", ["b"], ["c"]), helper.make_node("Einsum", ["c"], ["d"],
-                                                                   equation="i->i"),
+             helper.make_node("NoSuchOp", ["b"], ["c"]),
+             helper.make_node("TfIdfVectorizer", ["c"], ["d"], mode="TF", min_gram_length=1,
+                              max_gram_length=1, max_skip_count=0, ngram_counts=[0],
+                              ngram_indexes=[0], pool_int64s=[1]),
              helper.make_node("FancyOp", ["d"], ["y"], domain="com.example")]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [])
@@ -155,7 +157,7 @@ def test_every_missing_op_is_listed_at_once_with_counts(tmp_path):
     text = str(err.value)
     assert "3 ONNX op(s) flowc cannot lower (4 node(s))" in text
     assert "NoSuchOp (not implemented): 2 node(s), first #0" in text
-    assert "Einsum (not implemented): 1 node(s), first #3" in text
+    assert "TfIdfVectorizer (not implemented): 1 node(s), first #3" in text
     assert "FancyOp (domain 'com.example'): 1 node(s), first #4" in text
 
 

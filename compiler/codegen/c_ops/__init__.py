@@ -12,7 +12,7 @@ FAMILIES = ("core", "math", "reduction", "nn", "array", "conv", "nn_grad", "rand
             "io", "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
             "candidate_sampling", "matmul_update", "sparse_update", "matmul_accumulate",
             "segment_sum_accumulate", "conv_fused", "math_special", "activations", "scan",
-            "bitwise", "inplace")
+            "bitwise", "inplace", "selection", "indexing", "einsum", "linalg")
 
 for _family in FAMILIES:
     importlib.import_module(f"compiler.codegen.c_ops.{_family}")
