@@ -383,9 +383,7 @@ def graphdef_to_graph(gd, path: str = "<graphdef>", name: Optional[str] = None) 
         node.set_inputs(data)
         for c in ctrl:
             node.add_control_input(c)
-    for node_name in order:
-        node = by_name[node_name]
-        _fill_types(node, path)
+    _type_nodes([by_name[n] for n in order], path)
     for node in graph:
         try:
             verify_node(node)
@@ -436,8 +434,61 @@ def _add_node(graph: Graph, nd, index: int, path: str) -> Node:
     return node
 
 
+def _is_back_edge(out: Output) -> bool:
+    return out.node.op == "NextIteration"
+
+
+def _loop_merges(nodes: Sequence[Node]) -> List[Node]:
+    return [n for n in nodes if n.op == "Merge" and any(_is_back_edge(i) for i in n.inputs)]
+
+
+def _type_nodes(nodes: Sequence[Node], path: str) -> None:
+    """Type ``nodes`` (in topological order, back edges left out). A while loop's ``Merge``
+    comes before its ``NextIteration`` back edge, so it is typed first from its forward input
+    (the ``Enter``: the types of iteration 0); once the body is typed, each such Merge takes the
+    merge of its current type and all its inputs, and the nodes after it are typed again until
+    no Merge changes (TensorFlow's shape refiner types back edges after the body, too). A Merge
+    only ever becomes less specific (a dim unknown, then the rank), so this ends."""
+    for node in nodes:
+        _fill_types(node, path)
+    merges = _loop_merges(nodes)
+    loop_merges = set(merges)
+    position = {n: k for k, n in enumerate(nodes)}
+    while merges:
+        first = None
+        for m in merges:
+            relaxed = _merge_type(m, [m.output_types[0]] + [i.type for i in m.inputs])
+            if relaxed != m.output_types[0]:
+                m.output_types[0] = relaxed
+                first = position[m] if first is None else min(first, position[m])
+        if first is None:
+            return
+        for node in nodes[first + 1:]:
+            if node not in loop_merges:
+                _fill_types(node, path)
+
+
+def _merge_type(node: Node, types: Sequence[TensorType]) -> TensorType:
+    """The type of ``node``'s output that holds values of all ``types`` (Merge's shape rule)."""
+    try:
+        return infer_types(node, input_types=types)[0]
+    except CompileError as e:
+        raise GraphDefImportError(f"{node.location}: node '{node.name}' ({node.op}): "
+                                  f"{getattr(e, 'detail', None) or e}") from None
+
+
 def _fill_types(node: Node, path: str) -> None:
     op = get_op(node.op)
+    if node.op == "Merge" and any(_is_back_edge(i) and not i.node.output_types
+                                  for i in node.inputs):
+        typed = [i.type for i in node.inputs if i.node.output_types]
+        if not typed:
+            raise GraphDefImportError(f"{node.location}: node '{node.name}' (Merge): no input "
+                                      "outside the loop's back edges")
+        node.attrs.setdefault("T", typed[0].dtype)
+        node.attrs.setdefault("N", len(node.inputs))
+        node.output_types = [_merge_type(node, typed), TensorType(DType.i32, ())]
+        return
     k = 0
     for arg in op.inputs:                      # type and length attrs TF leaves implied
         n = 1
