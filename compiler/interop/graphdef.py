@@ -30,6 +30,8 @@ from compiler.ir.types import TensorType
 from compiler.ir.verifier import verify_node
 from compiler.ir.op_registry import coerce_attr, get_op, has_op
 from compiler.interop.protos import tf_protos
+from compiler.interop.tf_attr_defaults import (default_note, format_attr_value, holds_tf_default,
+                                               tf_attr_default)
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
 
@@ -45,13 +47,11 @@ _TF_NAME = {1: "DT_FLOAT", 2: "DT_DOUBLE", 3: "DT_INT32", 4: "DT_UINT8", 5: "DT_
             6: "DT_INT8", 7: "DT_STRING", 9: "DT_INT64", 10: "DT_BOOL", 14: "DT_BFLOAT16",
             17: "DT_UINT16", 19: "DT_HALF", 20: "DT_RESOURCE"}
 
-# Attrs a TensorFlow GraphDef carries that flowc's op definitions leave out, dropped on import
-# only when they hold TensorFlow's default (their value cannot change the result).
-_IGNORABLE_ATTRS = {"_output_shapes", "use_cudnn_on_gpu", "_grappler",
+# TensorFlow's internal attrs (shape hints, grappler and XLA marks), dropped on import: they do
+# not change what a node computes. Other attrs flowc's op lacks are dropped only when they hold
+# TensorFlow's default (compiler/interop/tf_attr_defaults.py), and refused by name otherwise.
+_IGNORABLE_ATTRS = {"_output_shapes", "_grappler",
                     "_XlaCompile", "_XlaScope", "_XlaSeparateCompiledGradients"}
-# Attrs of newer TensorFlow versions flowc's ops lack, dropped when they hold their default
-# (MatMul's gradient hints); any other value is reported as unsupported.
-_DEFAULT_ONLY_ATTRS = {"grad_a": False, "grad_b": False}
 
 
 class GraphDefImportError(FlowcError):
@@ -324,10 +324,15 @@ def _check_nodes(gd, path: str) -> None:
         for key in nd.attr:
             if key in op.attrs or key.startswith("_") or key in _IGNORABLE_ATTRS:
                 continue
-            if key in _DEFAULT_ONLY_ATTRS and _attr_from_proto(nd.attr[key], nd.name) == \
-                    _DEFAULT_ONLY_ATTRS[key]:
+            try:
+                value = _attr_from_proto(nd.attr[key], f"{path}: node {k + 1} '{nd.name}'")
+            except GraphDefImportError:
+                value = "<unsupported value>"
+            if holds_tf_default(nd.op, key, value):
                 continue
-            bad_attrs[f"{nd.op}.{key}"] += 1
+            note = default_note(nd.op, key)
+            bad_attrs[f"{nd.op}.{key}={format_attr_value(value)}"
+                      + (f" ({note})" if note else "")] += 1
     for k, nd in enumerate(gd.node):
         for text in nd.input:
             src, _, _ = _split_input(text)
@@ -341,7 +346,7 @@ def _check_nodes(gd, path: str) -> None:
         lines.append(f"  {len(missing_ops)} op(s) flowc does not implement ({total} node(s)): "
                      + ", ".join(f"{op} x{c}" for op, c in sorted(missing_ops.items())))
     if bad_attrs:
-        lines.append("  attrs flowc's ops do not have: "
+        lines.append("  attrs flowc's ops do not have (or only at TensorFlow's default): "
                      + ", ".join(f"{a} x{c}" for a, c in sorted(bad_attrs.items())))
     lines.extend("  " + o for o in other[:20])
     if len(other) > 20:
@@ -415,8 +420,8 @@ def _add_node(graph: Graph, nd, index: int, path: str) -> Node:
         if key == ASSIGNED_ATTR:
             assigned = value.s.decode("utf-8", errors="replace")
             continue
-        if (key in _IGNORABLE_ATTRS or key in _DEFAULT_ONLY_ATTRS) and key not in op.attrs:
-            continue
+        if key not in op.attrs and (key in _IGNORABLE_ATTRS or tf_attr_default(nd.op, key)[0]):
+            continue                             # (_check_nodes saw it holds the default)
         raw = _attr_from_proto(value, where)
         try:
             attrs[key] = coerce_attr(op, key, raw, None)
