@@ -308,6 +308,37 @@ def test_attrs_away_from_tensorflows_default_are_refused_by_name_all_at_once():
     assert "grad_y" not in text
 
 
+def test_a_frozen_depthwise_block_imports_and_matches_the_builder_twin():
+    """Depthwise 3x3 (multiplier 2, stride 2) + bias + Relu6, then a 1x1 Conv2D, as a Keras
+    MobileNet block is frozen."""
+    r = np.random.RandomState(8)
+    dk, db = r.randn(3, 3, 4, 2).astype(np.float32), r.randn(8).astype(np.float32)
+    pk = r.randn(1, 1, 8, 5).astype(np.float32)
+    g = GraphDefWriter()
+    g.node("x", "Placeholder", dtype=F32, shape=attr(shape=[-1, 9, 9, 4]))
+    g.const("dw/kernel", dk)
+    g.const("dw/bias", db)
+    g.const("pw/kernel", pk)
+    g.node("dw/depthwise", "DepthwiseConv2dNative", ["x", "dw/kernel"], T=F32,
+           strides=attr(ints=[1, 2, 2, 1]), padding=attr(s=b"SAME"), data_format=attr(s=b"NHWC"),
+           dilations=attr(ints=[1, 1, 1, 1]), explicit_paddings=attr(ints=[]))
+    g.node("dw/BiasAdd", "BiasAdd", ["dw/depthwise", "dw/bias"], T=F32)
+    g.node("dw/Relu6", "Relu6", ["dw/BiasAdd"], T=F32)
+    g.node("pw/Conv2D", "Conv2D", ["dw/Relu6", "pw/kernel"], T=F32,
+           strides=attr(ints=[1, 1, 1, 1]), padding=attr(s=b"VALID"), use_cudnn_on_gpu=attr(b=True))
+    graph = graphdef_to_graph(g.gd)
+    xv = r.rand(3, 9, 9, 4).astype(np.float32)
+    got = run_graph(graph, Tensor(graph.output("pw/Conv2D")), {Tensor(graph.output("x")): xv})
+    twin = fl.Graph()
+    with twin.as_default():
+        x = fl.placeholder(fl.f32, [None, 9, 9, 4])
+        h = fl.nn.relu6(fl.nn.bias_add(fl.nn.depthwise_conv2d(x, fl.constant(dk), [1, 2, 2, 1],
+                                                              "SAME"), fl.constant(db)))
+        y = fl.nn.conv2d(h, fl.constant(pk), 1, "VALID")
+    assert got.shape == (3, 5, 5, 5)
+    np.testing.assert_allclose(got, run_graph(twin, y, {x: xv}), rtol=1e-5, atol=1e-5)
+
+
 def test_tensorflow_defaults_agree_with_flowcs_declared_defaults():
     from compiler.interop.tf_attr_defaults import TF_ATTR_DEFAULTS, holds_tf_default
     from compiler.ir.op_registry import get_op, has_op
