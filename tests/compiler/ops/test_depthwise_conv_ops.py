@@ -132,6 +132,29 @@ def test_depthwise_and_backprops_against_interpreter(graph, rng, dt):
             assert got["df0"].shape == (3, 3, 3, 1) and not np.any(got["df0"])
 
 
+def test_multiplier_and_sizes_known_only_at_run_time(graph, rng):
+    """A filter whose multiplier is fed (the helper reads M at run time) and sizes computed
+    at run time (Shape of fed tensors), multipliers 3, 1 and 0 (no output channels)."""
+    x = fl.placeholder(fl.float32, [None, None, None, 4], name="x")
+    f = fl.placeholder(fl.float32, [3, 2, 4, None], name="f")
+    y = fl.nn.depthwise_conv2d(x, f, [1, 2, 1, 1], "SAME")
+    assert y.shape == (None, None, None, None)
+    dy = fl.placeholder(fl.float32, [None, None, None, None], name="dy")
+    fetches = {"y": y,
+               "dx": fl.nn.depthwise_conv2d_native_backprop_input(fl.shape(x), f, dy,
+                                                                  [1, 2, 1, 1], "SAME"),
+               "df": fl.nn.depthwise_conv2d_native_backprop_filter(x, fl.shape(f), dy,
+                                                                   [1, 2, 1, 1], "SAME")}
+    for m in (3, 1, 0):
+        feed = {x: rng.standard_normal((2, 5, 6, 4)).astype(np.float32),
+                f: rng.standard_normal((3, 2, 4, m)).astype(np.float32),
+                dy: rng.standard_normal((2, 3, 6, 4 * m)).astype(np.float32)}
+        got = check_against_interpreter(graph, fetches, feed, rtol=1e-4, atol=1e-4)
+        assert got["y"].shape == (2, 3, 6, 4 * m) and got["df"].shape == (3, 2, 4, m)
+        if m == 0:
+            assert not got["dx"].any()
+
+
 def test_static_shapes_several_threads_and_a_wide_image(graph, rng, monkeypatch):
     """Static dims (literal loops, the multiplier baked in), a big enough batch that the rows
     are cut across 2 threads (the filter gradient summing per-thread copies), one thread too."""
