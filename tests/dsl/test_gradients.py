@@ -174,6 +174,10 @@ CASES: Dict[str, Builder] = {
     "Conv2D": lambda p: (lambda x, f: [fl.nn.conv2d(x, f, strides=2, padding="SAME"),
                                        fl.nn.conv2d(x, f, strides=1, padding="VALID")])(
         p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)),
+    "DepthwiseConv2dNative": lambda p: (lambda x, f: [
+        fl.nn.depthwise_conv2d(x, f, [1, 2, 2, 1], "SAME"),
+        fl.nn.depthwise_conv2d(x, f, [1, 1, 1, 1], "VALID", rate=[1, 2])])(
+        p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)),
     "MaxPool": lambda p: fl.nn.max_pool(p(np.random.default_rng(5).permutation(32).reshape(
         1, 4, 4, 2) * 0.1), ksize=2, strides=1, padding="SAME"),
     "AvgPool": lambda p: fl.nn.avg_pool(p.n(1, 5, 4, 2), ksize=3, strides=2, padding="SAME"),
@@ -227,6 +231,10 @@ CASES: Dict[str, Builder] = {
         [1, 5, 4, 2], p.n(3, 2, 2, 3), p.n(1, 3, 2, 3), strides=2, padding="SAME"),
     "Conv2DBackpropFilter": lambda p: fl.nn.conv2d_backprop_filter(
         p.n(1, 5, 4, 2), [3, 2, 2, 3], p.n(1, 3, 2, 3), strides=2, padding="SAME"),
+    "DepthwiseConv2dNativeBackpropInput": lambda p: fl.nn.depthwise_conv2d_native_backprop_input(
+        [1, 5, 4, 2], p.n(3, 2, 2, 3), p.n(1, 3, 2, 6), [1, 2, 2, 1], "SAME"),
+    "DepthwiseConv2dNativeBackpropFilter": lambda p: fl.nn.depthwise_conv2d_native_backprop_filter(
+        p.n(1, 5, 4, 2), [3, 2, 2, 3], p.n(1, 3, 2, 6), [1, 2, 2, 1], "SAME"),
     "AvgPoolGrad": lambda p: fl.raw_ops.AvgPoolGrad(
         orig_input_shape=fl.constant([1, 5, 4, 2]), grad=p.n(1, 3, 2, 2), ksize=[1, 3, 3, 1],
         strides=[1, 2, 2, 1], padding="SAME"),
