@@ -53,6 +53,8 @@ WHILE_OPS = ("While", "StatelessWhile", "_While")
 IF_OPS = ("If", "StatelessIf", "_If")
 CASE_OPS = ("Case", "StatelessCase")
 FUNCTIONAL_OPS = CALL_OPS + WHILE_OPS + IF_OPS + CASE_OPS
+# TensorFlow's lowering of Case (a graph frozen after it ran): a Switch to one of N outputs
+SWITCH_N = "_SwitchN"
 
 DT_BOOL, DT_INT32, DT_VARIANT = 10, 3, 21
 
@@ -81,8 +83,8 @@ def needs_lowering(gd) -> bool:
     """Whether ``gd`` calls functions, has functional control flow or TensorLists."""
     if len(gd.library.function):
         return True
-    return any(nd.op in FUNCTIONAL_OPS or nd.op in LIST_OPS or _has_variant_type(nd)
-               for nd in gd.node)
+    return any(nd.op in FUNCTIONAL_OPS or nd.op in LIST_OPS or nd.op == SWITCH_N
+               or _has_variant_type(nd) for nd in gd.node)
 
 
 def _has_variant_type(nd) -> bool:
@@ -163,10 +165,11 @@ class _Lowerer:
                 raise GraphDefImportError(f"{self.path}: node {k + 1} '{nd.name}' ({nd.op}): "
                                           f"{e}") from None
         self._resolve_aliases()
+        self._drop_dead_inlined_nodes()
         self._drop_variant_types()
 
     def _is_call_like(self, op: str) -> bool:
-        return op in FUNCTIONAL_OPS or (op in self.functions and not has_op(op))
+        return op in FUNCTIONAL_OPS or op == SWITCH_N or (op in self.functions and not has_op(op))
 
     # --- emitting nodes ----------------------------------------------------------------------------
     def _unique(self, base: str) -> str:
@@ -227,6 +230,8 @@ class _Lowerer:
             outs, waits = self._lower_if(nd, flat, data, ctrl, ctx)
         elif op in CASE_OPS:
             outs, waits = self._lower_case(nd, flat, data, ctrl, ctx)
+        elif op == SWITCH_N:
+            outs, waits = self._lower_switch_n(nd, flat, data, ctrl)
         else:
             if op in CALL_OPS:
                 f = self._func_attr(nd, "f")
@@ -573,6 +578,28 @@ class _Lowerer:
 
         return level(0, flat, data[0], data[1:], ctx, ctrl)
 
+    def _lower_switch_n(self, nd, flat, data, ctrl):
+        """``_SwitchN(data, output_index)``: a chain of Switches on ``output_index == k``
+        (an index out of range takes the last output, as TensorFlow's kernel does)."""
+        if len(data) != 2 or "num_outs" not in nd.attr:
+            raise _Fail("a _SwitchN takes data and output_index and has attr num_outs")
+        n = nd.attr["num_outs"].i
+        if n < 1:
+            raise _Fail(f"num_outs is {n}")
+        value, index = data
+        near = [_split_input(index)[0]]          # constants where the index is computed
+        control = ["^" + c for c in ctrl]
+        outs, rest = [], value
+        for k in range(n - 1):
+            const = self._int_const(self._unique(f"{flat}/index_{k}"), k, near)
+            pred = self._node(self._unique(f"{flat}/is_{k}"), "Equal", [index, const]).name
+            sw = self._node(self._unique(f"{flat}/Switch_{k}"), "Switch",
+                            [rest, pred] + control).name
+            outs.append(f"{sw}:1")
+            rest = sw
+        outs.append(rest)
+        return outs, [_split_input(value)[0]]
+
     # --- after all nodes are emitted ------------------------------------------------------------------
     def _resolve_aliases(self) -> None:
         """Readers of a call's outputs read the returned tensors themselves."""
@@ -595,6 +622,30 @@ class _Lowerer:
             if changed:
                 del nd.input[:]
                 nd.input.extend(inputs)
+
+    def _drop_dead_inlined_nodes(self) -> None:
+        """Drop what nothing needs once calls are inlined (a function's outputs the caller does
+        not read, a cond's unused pivot, a constant only an unused loop variable read), so the
+        outputs nothing reads are the GraphDef's own: kept are what its nodes nothing read
+        (a call among them: what the call waits for), its placeholders, stateful ops, and
+        what they read."""
+        read = {_split_input(i)[0] for nd in self.gd.node for i in nd.input}
+        sinks = {nd.name for nd in self.gd.node if nd.name not in read or nd.op == "Placeholder"}
+        by_name = {nd.name: nd for nd in self.out.node}
+        live: Set[str] = set()
+        todo = [nd.name for nd in self.out.node if nd.name in sinks
+                or (has_op(nd.op) and get_op(nd.op).stateful)]
+        while todo:
+            name = todo.pop()
+            if name in live or name not in by_name:
+                continue
+            live.add(name)
+            todo.extend(_split_input(i)[0] for i in by_name[name].input)
+        if len(live) == len(self.out.node):
+            return
+        kept = [nd for nd in self.out.node if nd.name in live]
+        del self.out.node[:]
+        self.out.node.extend(kept)
 
     def _drop_variant_types(self) -> None:
         """A ``variant`` type attr of a node whose input it types (an Identity of a list): the

@@ -95,6 +95,7 @@ def _with_element_shapes(flat_gd, changes: Dict[str, tuple]):
     gd = pb.GraphDef()
     gd.CopyFrom(flat_gd)
     names = {nd.name for nd in gd.node}
+    replaced: Set[str] = set()
     for nd in list(gd.node):
         if nd.name not in changes:
             continue
@@ -118,10 +119,22 @@ def _with_element_shapes(flat_gd, changes: Dict[str, tuple]):
         control = [i for i in nd.input if i.startswith("^")]
         data = [i for i in nd.input if not i.startswith("^")]
         if data:
+            replaced.add(data[0].split(":")[0])
             data[0] = name
         del nd.input[:]
         nd.input.extend(data + control)
+    _drop_unread_constants(gd, replaced)
     return gd
+
+
+def _drop_unread_constants(gd, names) -> None:
+    """Remove the constants ``names`` that nothing reads any more (no outputs of the model)."""
+    read = {i.lstrip("^").split(":")[0] for nd in gd.node for i in nd.input}
+    kept = [nd for nd in gd.node if not (nd.name in names and nd.name not in read
+                                         and nd.op == "Const")]
+    if len(kept) != len(gd.node):
+        del gd.node[:]
+        gd.node.extend(kept)
 
 
 def check_list_shapes(graph: Graph) -> None:
