@@ -497,12 +497,23 @@ class _Lowerer:
 
     @staticmethod
     def _invariant_vars(body_def, n: int) -> List[bool]:
-        """Per loop variable, whether the body returns its argument unchanged."""
+        """Per loop variable, whether the body returns its argument unchanged (directly or
+        through ``Identity`` nodes)."""
         sig = body_def.signature
         if len(sig.input_arg) != n or len(sig.output_arg) != n or any(
                 a.number_attr or a.type_list_attr for a in sig.input_arg):
             return [False] * n
-        return [body_def.ret.get(o.name) == i.name
+        identities = {nd.name: nd.input[0] for nd in body_def.node_def
+                      if nd.op == "Identity" and nd.input and not nd.input[0].startswith("^")}
+
+        def source(text: str) -> str:
+            for _ in range(len(identities) + 1):
+                name, out, _ = (text.split(":") + ["", ""])[:3]
+                if name not in identities or out not in ("", "output") or _ not in ("", "0"):
+                    return text
+                text = identities[name]
+            return text
+        return [source(body_def.ret.get(o.name, "")) == i.name
                 for i, o in zip(sig.input_arg, sig.output_arg)]
 
     # --- If, Case -----------------------------------------------------------------------------------
