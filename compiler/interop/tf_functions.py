@@ -641,7 +641,8 @@ class _Lowerer:
         (a call among them: what the call waits for), its placeholders, stateful ops, and
         what they read."""
         read = {_split_input(i)[0] for nd in self.gd.node for i in nd.input}
-        sinks = {nd.name for nd in self.gd.node if nd.name not in read or nd.op == "Placeholder"}
+        sinks = {nd.name for nd in self.gd.node
+                 if (nd.name not in read or nd.op == "Placeholder") and not _leftover(nd, read)}
         by_name = {nd.name: nd for nd in self.out.node}
         live: Set[str] = set()
         todo = [nd.name for nd in self.out.node if nd.name in sinks
@@ -670,6 +671,14 @@ class _Lowerer:
                         if v.WhichOneof("value") == "type" and v.type == DT_VARIANT]:
                 if key in typed_inputs:
                     del nd.attr[key]
+
+
+def _leftover(nd, read: Set[str]) -> bool:
+    """A placeholder nothing reads that TensorFlow's freezing of lowered control flow leaves
+    behind (``unused_control_flow_input``), or that holds a list (no feed can)."""
+    return nd.op == "Placeholder" and nd.name not in read and (
+        nd.name.startswith("unused_control_flow_input")
+        or (nd.attr["dtype"].type == DT_VARIANT if "dtype" in nd.attr else False))
 
 
 def _split_inputs(inputs) -> Tuple[List[str], List[str]]:

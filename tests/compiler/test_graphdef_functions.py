@@ -1,7 +1,8 @@
 """TensorFlow 2 GraphDefs: function calls, functional control flow and TensorLists.
 
 The graphs under tests/data/tf_graphs/ were written by TensorFlow (make_tf_graphs.py there):
-Keras LSTM and GRU layers, a Python loop over ``tf.range`` with a ``tf.cond`` in it, TensorArrays
+Keras LSTM (bidirectional) and GRU (backwards) layers, the GRU also with its loops lowered to
+TensorFlow 1 frames, a Python loop over ``tf.range`` with a ``tf.cond`` in it, TensorArrays
 (of unknown element shape, of dynamic size), ``tf.switch_case`` and a loop in a cond, and
 functions calling functions; each compiles to C and matches TensorFlow's recorded outputs.
 Hand-written GraphDefs check what TensorFlow's exporter rarely writes (a direct call of a
@@ -48,6 +49,7 @@ def _run(graph, fetches, feeds, backend="c"):
 @pytest.mark.parametrize("name, fetches", [
     ("keras_lstm", ["Identity"]),
     ("keras_gru", ["Identity"]),
+    ("keras_gru_tf1_frames", ["Identity"]),
     ("range_loop", ["Identity"]),
     ("tensor_arrays", ["Identity_3", "Identity_1", "Identity", "Identity_2"]),
     ("nested_calls", ["Identity"]),
@@ -76,11 +78,12 @@ def test_the_interpreter_agrees_on_a_loop_with_a_cond_and_on_tensor_arrays():
 def test_a_keras_lstm_loop_becomes_a_frame_over_dense_lists():
     graph = graphdef_to_graph(read_graphdef(os.path.join(DATA, "keras_lstm.pb")), "lstm.pb")
     ops = [n.op for n in graph]
-    assert ops.count("LoopCond") == 2                          # one loop per layer
+    assert ops.count("LoopCond") == 3       # one loop per layer, two for the bidirectional
+    assert ops.count("ReverseV2") == 2       # the backward layer reverses its input and output
     lists = sorted(n.output_types[0].shape for n in graph if n.op == "TensorListReserve")
-    assert lists == [(1, None, 4), (6, None, 5)]     # [time, batch (run time), units]
+    assert lists == [(1, None, 4), (6, None, 5), (6, None, 5)]   # [time, batch, units]
     frames = {n.attrs["frame_name"] for n in graph if n.op == "Enter"}
-    assert len(frames) == 2
+    assert len(frames) == 3
     for frame in frames:
         enters = [n for n in graph if n.op == "Enter" and n.attrs["frame_name"] == frame]
         # the iteration limit, the input list and the weights are loop invariants; the

@@ -21,17 +21,17 @@ from tensorflow.python.framework.convert_to_constants import (  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def freeze(fn, specs):
+def freeze(fn, specs, lower=False):
     concrete = tf.function(fn).get_concrete_function(*specs)
-    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
+    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=lower)
     gd = frozen.graph.as_graph_def()
     feeds = [t.name.split(":")[0] for t in frozen.inputs]
     fetches = [t.name for t in frozen.outputs]
     return gd, frozen, feeds, fetches
 
 
-def write(name, fn, specs, cases):
-    gd, frozen, feeds, fetches = freeze(fn, specs)
+def write(name, fn, specs, cases, lower=False):
+    gd, frozen, feeds, fetches = freeze(fn, specs, lower)
     with open(os.path.join(HERE, name + ".pb"), "wb") as f:
         f.write(gd.SerializeToString())
     arrays = {}
@@ -55,16 +55,21 @@ def main():
     # Keras LSTM and GRU layers: a While over TensorLists (Reserve, FromTensor, GetItem,
     # SetItem, Stack) with the batch dim unknown.
     lstm = tf.keras.Sequential([tf.keras.Input((6, 3)),
-                                tf.keras.layers.LSTM(5, return_sequences=True),
+                                tf.keras.layers.Bidirectional(
+                                    tf.keras.layers.LSTM(5, return_sequences=True)),
                                 tf.keras.layers.LSTM(4)])
     seqs = [rng.standard_normal((b, 6, 3)).astype(np.float32) for b in (2, 1, 4)]
     write("keras_lstm", lambda x: lstm(x), [tf.TensorSpec([None, 6, 3], tf.float32)],
           [[s] for s in seqs])
     gru = tf.keras.Sequential([tf.keras.Input((6, 3)),
                                tf.keras.layers.GRU(5, return_sequences=True),
-                               tf.keras.layers.GRU(4, reset_after=False)])
+                               tf.keras.layers.GRU(4, reset_after=False, go_backwards=True)])
     write("keras_gru", lambda x: gru(x), [tf.TensorSpec([None, 6, 3], tf.float32)],
           [[s] for s in seqs])
+    # the same GRU frozen with its loops lowered to TensorFlow 1's frames (lists in Enter,
+    # Merge, Switch: variant loop variables)
+    write("keras_gru_tf1_frames", lambda x: gru(x), [tf.TensorSpec([None, 6, 3], tf.float32)],
+          [[s] for s in seqs[:2]], lower=True)
 
     # A Python loop over tf.range turned While, with a tf.cond (StatelessIf) in its body.
     def range_loop(x, n):
