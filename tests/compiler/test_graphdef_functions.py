@@ -360,3 +360,41 @@ def test_cli_reports_a_tensorflow_2_import_error_without_a_traceback(tmp_path, c
     from cli_runner import flowc
     rc, _, err = flowc(capsys, "check", path)
     assert rc != 0 and err.startswith("flowc: error: ") and "'nowhere'" in err
+
+
+def test_damaged_function_libraries_fail_as_import_errors_never_tracebacks():
+    """Nodes dropped from functions, inputs renamed, attrs removed, functions deleted: each
+    import either works or is one FlowcError (the CLI's ``flowc: error:``)."""
+    from runtime.errors import FlowcError
+    rng = np.random.default_rng(11)
+    originals = [read_graphdef(os.path.join(DATA, n + ".pb"))
+                 for n in ("keras_gru", "tensor_arrays", "nested_calls")]
+    failures = 0
+    for trial in range(60):
+        gd = PB.GraphDef()
+        gd.CopyFrom(originals[trial % len(originals)])
+        f = gd.library.function[int(rng.integers(len(gd.library.function)))]
+        how = trial % 5
+        if how == 0 and len(f.node_def):
+            del f.node_def[int(rng.integers(len(f.node_def)))]
+        elif how == 1:
+            nd = f.node_def[int(rng.integers(len(f.node_def)))]
+            if nd.input:
+                nd.input[int(rng.integers(len(nd.input)))] += rng.choice([":x", ":9", "_gone"])
+        elif how == 2:
+            nd = f.node_def[int(rng.integers(len(f.node_def)))]
+            keys = sorted(nd.attr)
+            if keys:
+                del nd.attr[keys[int(rng.integers(len(keys)))]]
+        elif how == 3:
+            del gd.library.function[int(rng.integers(len(gd.library.function)))]
+        else:
+            key = sorted(f.ret)[int(rng.integers(len(f.ret)))] if f.ret else None
+            if key:
+                f.ret[key] = "nowhere:output:0"
+        try:
+            graphdef_to_graph(gd, f"damaged{trial}.pb")
+        except FlowcError as e:
+            failures += 1
+            assert f"damaged{trial}.pb" in str(e)
+    assert failures > 20

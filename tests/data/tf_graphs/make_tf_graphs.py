@@ -124,10 +124,23 @@ def main():
         r, _ = inner(p, q)
         return r
 
-    def calls(x):
-        return outer(x) + outer(x * 2.0)
-    write("nested_calls", calls, [tf.TensorSpec([None], tf.float32)],
-          [[np.array([0.5, -1.0, 2.0], np.float32)], [np.zeros(0, np.float32)]])
+    # a While in an If in a function
+    @tf.function(experimental_attributes={"_noinline": True})
+    def loop_in_cond_in_function(a, n):
+        def repeat():
+            s = a
+            for _ in tf.range(n):
+                s = tf.tanh(s) + a
+            return s
+        return tf.cond(n > 0, repeat, lambda: a * -1.0)
+
+    def calls(x, n):
+        return outer(x) + outer(x * 2.0) + loop_in_cond_in_function(x, n)
+    write("nested_calls", calls, [tf.TensorSpec([None], tf.float32),
+                                  tf.TensorSpec([], tf.int32)],
+          [[np.array([0.5, -1.0, 2.0], np.float32), np.int32(3)],
+           [np.zeros(0, np.float32), np.int32(2)],
+           [np.array([0.25], np.float32), np.int32(0)]])
 
 
 if __name__ == "__main__":
