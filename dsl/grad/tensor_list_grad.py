@@ -77,8 +77,7 @@ def _resize_grad(op: Operation, g: Tensor) -> Grads:
 def _scatter_grad(op: Operation, g: Tensor) -> Grads:
     """The rows scattered get the list's gradient at their index (TensorFlow's gradient: a
     repeated index gives each of its rows the gradient)."""
-    tensor, indices = op.inputs[0], op.inputs[1]
-    got = _op("TensorListGather", g, indices, _ANY_SHAPE, element_dtype=g.dtype)
+    got = _op("TensorListGather", g, op.inputs[1], _ANY_SHAPE, element_dtype=g.dtype)
     return [got] + [None] * (len(op.inputs) - 1)
 
 

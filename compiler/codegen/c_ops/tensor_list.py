@@ -102,7 +102,7 @@ set_c_kernel("EmptyTensorList", _empty_c,
              lambda kc: [["0"] + [_c(d) for d in _element_dims(kc, 0, kc.out.rank - 1)]])
 
 
-# --- TensorListFromTensor, TensorListStack (views) ---------------------------------------------------
+# --- TensorListFromTensor, TensorListStack (views) ------------------------------------------------
 def _from_tensor_dims(kc: KernelContext) -> List[List[str]]:
     _check_element_shape(kc, kc.inputs[0], 1, "TensorListFromTensor")
     return [kc.inputs[0].dims]
@@ -150,7 +150,7 @@ def _gather_c(kc: KernelContext) -> str:
     return "\n".join([
         f"const int32_t *idx = {ind.data};",
         f"for (int64_t k = 0; k < {ind.size}; k++) {{",
-        f"    int64_t i = idx[k];",
+        "    int64_t i = idx[k];",
         f"    if (i < 0 || i >= {lst.dim(0)}) {bad}",
         "}",
         f"if ({row} > 0) for (int64_t k = 0; k < {ind.size}; k++)",
