@@ -92,11 +92,21 @@ def _has_variant_type(nd) -> bool:
 
 
 def import_functional(gd, path: str, name: Optional[str] = None):
-    """The flowc graph of a GraphDef with functions, control flow ops or TensorLists: lowered
-    (``lower_functions``), imported, and imported again with the element shapes of its lists
-    made known (``compiler/interop/tf_lists.py``)."""
+    """The flowc graph of a GraphDef with functions, control flow ops or TensorLists (see
+    ``import_lowered``)."""
+    return import_lowered(gd, path, name)[0]
+
+
+def import_lowered(gd, path: str, name: Optional[str] = None):
+    """(the flowc graph, the ``Lowering``) of a GraphDef with functions, control flow ops or
+    TensorLists: lowered (``lower_functions``), imported, and imported again with the element
+    shapes of its lists made known (``compiler/interop/tf_lists.py``). ``lowered_output``
+    names the graph's tensor that a call's output became (a SavedModel signature's
+    ``StatefulPartitionedCall:0``); the outputs of a call that the GraphDef reads nowhere are
+    kept only if the call itself is read by nothing (it is then one of the model's ends)."""
     from compiler.interop.tf_lists import check_list_shapes, refine_list_shapes
-    flat = lower_functions(gd, path).graph_def
+    lowering = lower_functions(gd, path)
+    flat = lowering.graph_def
     graph = graphdef_to_graph(flat, path, name, lowered=True)
     for _ in range(4):
         refined = refine_list_shapes(flat, graph, path)
@@ -105,7 +115,7 @@ def import_functional(gd, path: str, name: Optional[str] = None):
         flat = refined
         graph = graphdef_to_graph(flat, path, name, lowered=True)
     check_list_shapes(graph)
-    return graph
+    return graph, Lowering(flat, lowering.outputs)
 
 
 def lowered_output(lowering: Lowering, tensor: str) -> str:
