@@ -354,8 +354,15 @@ def _check_nodes(gd, path: str) -> None:
     raise GraphDefImportError("\n".join(lines))
 
 
-def graphdef_to_graph(gd, path: str = "<graphdef>", name: Optional[str] = None) -> Graph:
-    """Build the flowc graph of a GraphDef (see the module docstring)."""
+def graphdef_to_graph(gd, path: str = "<graphdef>", name: Optional[str] = None, *,
+                      lowered: bool = False) -> Graph:
+    """Build the flowc graph of a GraphDef (see the module docstring). One with functions,
+    functional control flow or TensorLists is lowered first (``tf_functions.py``; ``lowered``:
+    it was)."""
+    if not lowered:
+        from compiler.interop.tf_functions import import_functional, needs_lowering
+        if needs_lowering(gd):
+            return import_functional(gd, path, name)
     _check_nodes(gd, path)
     graph = Graph(name or _graph_name(path))
     by_name: Dict[str, Node] = {}

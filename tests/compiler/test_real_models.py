@@ -36,12 +36,6 @@ with open(os.path.join(ROOT, FOLDER, "manifest.json"), encoding="utf-8") as _f:
 # Models flowc cannot compile and run yet -> the first line of the failure today (`flowc
 # compile MODEL` run from the repository root). Remove a model's line when it passes.
 NOT_YET: Dict[str, str] = {
-    "tf_lstm": "flowc: error: tests/data/real_models/tf_lstm.pb: flowc cannot import this "
-               "GraphDef:",                                      # While, TensorList*
-    "tf_gru": "flowc: error: tests/data/real_models/tf_gru.pb: flowc cannot import this "
-              "GraphDef:",                                       # While, TensorList*, ReverseV2
-    "tf2_function_loop": "flowc: error: tests/data/real_models/tf2_function_loop.pb: flowc "
-                         "cannot import this GraphDef:",         # While, StatelessIf
     "tf_saved_model": "flowc: error: unrecognized arguments: --signature serving_default",
 }
 
