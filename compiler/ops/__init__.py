@@ -4,7 +4,8 @@ from compiler.ir.op_registry import (OpDef, ArgDef, AttrDef, register_op, get_op
 from compiler.ops import core  # noqa: F401  (registers ops)
 
 _FAMILIES = ("math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state", "io",
-             "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
+             "comm", "queue", "accumulator", "stack", "tensor_array", "control_flow", "fused",
+             "data_flow",
              "candidate_sampling", "matmul_update", "sparse_update", "matmul_accumulate",
              "segment_sum_accumulate", "conv_fused")
 for _f in _FAMILIES:

@@ -51,8 +51,9 @@ def _constant_ancestors(node: Node):
         if n is not node and n.num_outputs == 1 and constant_value(n.output(0)) is not None:
             seen.add(n)                  # known without its inputs (Shape of a static shape)
             continue
-        if n.op in _NOT_FOLDABLE or n.control_inputs or get_op(n.op).stateful:
-            return None
+        if n.op in _NOT_FOLDABLE or n.control_inputs or get_op(n.op).stateful \
+                or get_op(n.op).is_control_flow:
+            return None                  # (a loop variable is not its initial value)
         seen.add(n)
         if len(seen) > MAX_FOLDED_NODES:
             return None

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
 
-from dsl.onnx import (ops_elementwise, ops_logic, ops_loss, ops_matmul, ops_nn, ops_reduce,
-                      ops_resize, ops_shape)
+from dsl.onnx import (ops_control, ops_elementwise, ops_logic, ops_loss, ops_matmul, ops_nn,
+                      ops_reduce, ops_resize, ops_shape)
 
 Lowering = Callable
 Entry = Tuple[int, Optional[int], Lowering]
@@ -27,7 +27,7 @@ def _merge(*tables: Dict[str, List[Entry]]) -> Dict[str, List[Entry]]:
 
 
 LOWERINGS: Dict[str, List[Entry]] = _merge(
-    ops_elementwise.LOWERINGS, ops_logic.LOWERINGS, ops_loss.LOWERINGS, ops_matmul.LOWERINGS, ops_nn.LOWERINGS,
+    ops_control.LOWERINGS, ops_elementwise.LOWERINGS, ops_logic.LOWERINGS, ops_loss.LOWERINGS, ops_matmul.LOWERINGS, ops_nn.LOWERINGS,
     ops_reduce.LOWERINGS, ops_resize.LOWERINGS, ops_shape.LOWERINGS)
 
 

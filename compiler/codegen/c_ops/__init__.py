@@ -9,7 +9,8 @@ after ``compiler.ops``).
 import importlib
 
 FAMILIES = ("core", "math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state",
-            "io", "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
+            "io", "comm", "queue", "accumulator", "stack", "tensor_array", "control_flow", "fused",
+            "data_flow",
             "candidate_sampling", "matmul_update", "sparse_update", "matmul_accumulate",
             "segment_sum_accumulate", "conv_fused")
 
