@@ -108,12 +108,17 @@ class LoweringContext:
                                        "known at compile time (an initializer or a Constant)")
         return np.asarray(value)
 
+    def graph_inputs_of(self, i: int) -> List[str]:
+        """The (fed) graph inputs the value of input ``i`` is computed from, in graph order:
+        binding them with ``constant_inputs`` makes it known at compile time."""
+        t = self.input(i)
+        return [self.graph_inputs[n] for n in fed_ancestors(t.output) if n in self.graph_inputs]
+
     def not_constant(self, i: int, message: str) -> NotConstantError:
         """The error for input ``i`` not known at compile time: ``message``, and which graph
         input to bind with ``constant_inputs`` (the one it is computed from), if any."""
-        t = self.input(i)
         name = self.node.input[i]
-        fed = [self.graph_inputs[n] for n in fed_ancestors(t.output) if n in self.graph_inputs]
+        fed = self.graph_inputs_of(i)
         if not fed:
             hint = "it is computed at run time (inside a loop, or from stateful ops)"
         elif fed[0] == name:

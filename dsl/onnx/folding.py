@@ -63,7 +63,8 @@ def _constant_ancestors(node: Node):
 
 def fed_ancestors(out: Output) -> List[Node]:
     """The placeholders ``out``'s value depends on (through nodes not known at compile time),
-    in graph order: the graph inputs to bind so that the value becomes static."""
+    in graph order: the graph inputs to bind so that the value becomes static. Control flow
+    stops the walk: a value of a loop's iteration stays a run-time value whatever is bound."""
     found, seen, stack = set(), set(), [out.node]
     while stack:
         n = stack.pop()
@@ -74,6 +75,8 @@ def fed_ancestors(out: Output) -> List[Node]:
             continue
         if n.op in _NOT_FOLDABLE:
             found.add(n)
+            continue
+        if get_op(n.op).is_control_flow:
             continue
         stack.extend(i.node for i in n.inputs)
     return [n for n in out.node.graph if n in found]

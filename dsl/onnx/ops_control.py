@@ -59,10 +59,15 @@ def _one_element(ctx, x: Tensor, what: str, dtype: Optional[DType] = None) -> Te
     return apply_op("Reshape", [x, index_const([])])
 
 
-def _declared_dtype(vi: onnx.ValueInfoProto) -> Optional[DType]:
+def _declared(vi: onnx.ValueInfoProto) -> Tuple[DType, Shape]:
+    """What a subgraph output declares of itself: (its dtype, f32 if none; its shape)."""
     if vi.type.WhichOneof("value") != "tensor_type":
-        return None
-    return flowc_dtype(vi.type.tensor_type.elem_type)
+        return DType.f32, None
+    tt = vi.type.tensor_type
+    shape = None
+    if tt.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+    return flowc_dtype(tt.elem_type) or DType.f32, shape
 
 
 def _check_tensor_values(ctx, graph: onnx.GraphProto) -> None:
@@ -141,9 +146,9 @@ def _rank_str(t: Tensor) -> str:
 class _Respecify(Exception):
     """The body showed a guess wrong: build the loop again with these."""
 
-    def __init__(self, invariants: List[Shape], dtypes: List[DType]):
+    def __init__(self, invariants: List[Shape], elements: List[Tuple[DType, Shape]]):
         super().__init__("rebuild the loop")
-        self.invariants, self.dtypes = invariants, dtypes
+        self.invariants, self.elements = invariants, elements
 
 
 @dataclass
@@ -152,7 +157,7 @@ class _Stacked:
     handle: Tensor
     flow: Tensor
     dtype: DType
-    element_shape: Shape
+    element_shape: Shape            # (what the body's static shape says)
 
     def stack(self, count: Optional[Tensor] = None) -> Tensor:
         """Elements 0 .. count-1 (default: all written) as one tensor [count, ...]."""
@@ -166,7 +171,8 @@ class _Stacked:
 StepFn = Callable[[Tensor, List[Tensor]], Tuple[List[Tensor], List[Tensor]]]
 
 
-def _accumulating_loop(ctx, carried: Sequence[Tensor], scan_dtypes: Sequence[DType],
+def _accumulating_loop(ctx, carried: Sequence[Tensor],
+                       scan_elements: Sequence[Tuple[DType, Shape]],
                        cond_fn: Callable[[Tensor, List[Tensor]], Tensor], step_fn: StepFn,
                        size: Optional[Tensor] = None,
                        write_at: Optional[Sequence[Optional[Callable]]] = None,
@@ -174,56 +180,59 @@ def _accumulating_loop(ctx, carried: Sequence[Tensor], scan_dtypes: Sequence[DTy
     """A ``while_loop`` over ``[t, *carried]`` (``t``: the iteration number, i64 from 0) while
     ``cond_fn(t, carried)``; ``step_fn(t, carried)`` gives the next carried values and this
     iteration's scan elements, element k written into TensorArray k at ``write_at[k](t)``
-    (default ``t``). The arrays have ``size`` elements (i64 scalar), else grow.
+    (default ``t``). The arrays have ``size`` elements (i64 scalar), else grow; an element
+    not written (past a Scan-8 entry's length) reads as zeros.
+
+    ``scan_elements``: a guess of each scan element's (dtype, shape), which the arrays are
+    made with before the body is lowered; a wrong guess (or a carried value that changes
+    shape) rebuilds the loop with what the body showed.
 
     Returns (the final iteration number, the final carried values, a ``_Stacked`` per scan
     output)."""
     invariants = [c.shape for c in carried]
-    dtypes = list(scan_dtypes)
+    elements = list(scan_elements)
     g = get_default_graph()
     for _ in range(_MAX_BUILDS):
         before = set(g)
         try:
-            return _build_loop(ctx, carried, invariants, dtypes, cond_fn, step_fn, size,
+            return _build_loop(ctx, carried, invariants, elements, cond_fn, step_fn, size,
                                write_at, name)
         except _Respecify as r:
             _erase_since(before)
-            invariants, dtypes = r.invariants, r.dtypes
+            invariants, elements = r.invariants, r.elements
     raise ctx.error("the loop body's types did not settle")     # (each build learns something)
 
 
-def _build_loop(ctx, carried, invariants, dtypes, cond_fn, step_fn, size, write_at, name):
+def _build_loop(ctx, carried, invariants, elements, cond_fn, step_fn, size, write_at, name):
     n = len(carried)
     with name_scope(name):
         size32 = fl.cast(size, fl.int32) if size is not None else fl.constant(0, dtype=fl.int32)
         arrays = [apply_op("TensorArrayV3", [size32],
-                           {"dtype": d, "dynamic_size": size is None, "clear_after_read": True})
-                  for d in dtypes]
-        shapes: List[Shape] = [None] * len(dtypes)
+                           {"dtype": d, "element_shape": s, "dynamic_size": size is None,
+                            "clear_after_read": True})
+                  for d, s in elements]
 
         def body(t, *rest):
             now, flows = list(rest[:n]), list(rest[n:])
             nxt, elems = step_fn(t, now)
-            if len(nxt) != n or len(elems) != len(dtypes):
+            if len(nxt) != n or len(elems) != len(elements):
                 raise ctx.error(f"the body gives {len(nxt)} loop-carried values and "
-                                f"{len(elems)} scan outputs; expected {n} and {len(dtypes)}")
-            new_inv, new_dtypes = list(invariants), list(dtypes)
+                                f"{len(elems)} scan outputs; expected {n} and {len(elements)}")
+            new_inv = list(invariants)
             for k, (v, c) in enumerate(zip(nxt, now)):
                 if v.dtype != c.dtype:
                     raise ctx.error(f"loop-carried value {k} is {c.dtype} before the loop and "
                                     f"{v.dtype} after an iteration")
                 if not _fits(v.shape, invariants[k]):
                     new_inv[k] = _generalize(invariants[k], v.shape)
-            for k, e in enumerate(elems):
-                new_dtypes[k] = e.dtype
-            if new_inv != invariants or new_dtypes != dtypes:
-                raise _Respecify(new_inv, new_dtypes)
+            new_elements = [(e.dtype, e.shape) for e in elems]
+            if new_inv != invariants or new_elements != elements:
+                raise _Respecify(new_inv, new_elements)
             written = []
             for k, (e, (handle, _), flow) in enumerate(zip(elems, arrays, flows)):
                 at = write_at[k] if write_at is not None and write_at[k] is not None else None
                 index = fl.cast(at(t) if at is not None else t, fl.int32)
                 written.append(apply_op("TensorArrayWriteV3", [handle, index, e, flow]))
-                shapes[k] = e.shape
             return [t + 1, *nxt, *written]
 
         def cond(t, *rest):
@@ -232,7 +241,7 @@ def _build_loop(ctx, carried, invariants, dtypes, cond_fn, step_fn, size, write_
         start = fl.constant(np.int64(0), dtype=fl.int64)
         out = while_loop(cond, body, [start, *carried, *[a[1] for a in arrays]],
                          shape_invariants=[(), *invariants, *[()] * len(arrays)], name="while")
-    stacked = [_Stacked(a[0], f, d, s) for a, f, d, s in zip(arrays, out[1 + n:], dtypes, shapes)]
+    stacked = [_Stacked(a[0], f, d, s) for a, f, (d, s) in zip(arrays, out[1 + n:], elements)]
     return out[0], list(out[1:1 + n]), stacked
 
 
@@ -257,8 +266,8 @@ def lower_loop(ctx):
     if ctx.has_input(1):
         cond0 = _one_element(ctx, ctx.input(1), "condition", DType.bool)
     else:
-        cond0 = fl.constant(True, dtype=fl.bool)
-    guesses = [_declared_dtype(vi) or DType.f32 for vi in body.output[1 + n:]]
+        cond0 = fl.constant(True, dtype=fl.bool_)
+    guesses = [_declared(vi) for vi in body.output[1 + n:]]
 
     def keep_going(t, now):
         return now[0] if trip is None else fl.logical_and(t < trip, now[0])
@@ -303,7 +312,7 @@ def _scan(ctx, states: Sequence[Tensor], xs: Sequence[Tensor], axes: Sequence[in
         raise ctx.error(f"the body has {len(body.output)} outputs; {n} states need at least {n}")
     if len(out_reverse) != n_out:
         raise ctx.error(f"{len(out_reverse)} scan output directions for {n_out} scan outputs")
-    guesses = [_declared_dtype(vi) or DType.f32 for vi in body.output[n:]]
+    guesses = [_declared(vi) for vi in body.output[n:]]
 
     def reverse(t):
         return length - 1 - t
@@ -385,8 +394,9 @@ def _lower_scan8(ctx, m: int):
     if lens is not None and lens.dtype != DType.i64:
         lens = fl.cast(lens, fl.int64)
     n_out = len(ctx.subgraph("body").output) - n
-    guesses = [t.dtype for t in states] + [
-        _declared_dtype(vi) or DType.f32 for vi in ctx.subgraph("body").output[n:]]
+    guesses = [(t.dtype, None if t.shape is None else tuple(t.shape[1:])) for t in states] + [
+        (d, None if s is None else (xs[0].shape[1],) + tuple(s)) for d, s in
+        (_declared(vi) for vi in ctx.subgraph("body").output[n:])]
 
     def per_entry(b, now):
         entry_states = [apply_op("GatherV2", [s, b, index_scalar(0)]) for s in states]

@@ -165,9 +165,9 @@ def _slice_axis(start, end, step, dim):
 
 
 def _slice_at_run_time(ctx, x, rank):
-    """A Slice whose starts or ends are known only at run time (an iteration number in a
-    loop body): a StridedSlice with begin/end vectors assembled at run time, which clamps
-    them as ONNX does. Its axes and steps must be known."""
+    """A Slice whose starts or ends are computed at run time, not from graph inputs (an
+    iteration number in a loop body): a StridedSlice with begin/end vectors assembled at run
+    time, which clamps them as ONNX does. Its axes and steps must be known."""
     starts, ends = (ctx.input(i) for i in (1, 2))
     count = starts.shape[0] if starts.shape is not None and len(starts.shape) == 1 else None
     axes = ctx.optional_const(3, "axes")
@@ -209,10 +209,11 @@ def lower_slice(ctx):
         steps = [1] * len(starts)
     else:
         known = [static_value(ctx.input(i).output) for i in (1, 2)]
-        if known[0] is None or known[1] is None:
-            return _slice_at_run_time(ctx, x, rank)
-        starts = np.asarray(known[0]).reshape(-1).tolist()
-        ends = np.asarray(known[1]).reshape(-1).tolist()
+        if (known[0] is None or known[1] is None) and not (ctx.graph_inputs_of(1)
+                                                           or ctx.graph_inputs_of(2)):
+            return _slice_at_run_time(ctx, x, rank)  # (from graph inputs: bind them)
+        starts = ctx.const(1, "starts").reshape(-1).tolist()
+        ends = ctx.const(2, "ends").reshape(-1).tolist()
         axes = ctx.optional_const(3, "axes")
         axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
         steps = ctx.optional_const(4, "steps")
