@@ -11,7 +11,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import dsl as fl  # noqa: E402
-from dsl.onnx import NotConstantError, OnnxImportError, UnsupportedOpsError, import_graph  # noqa: E402
+from dsl.onnx import (NotConstantError, OnnxImportError, UnsupportedOpsError,  # noqa: E402
+                      import_graph)
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -248,7 +249,8 @@ def _scan_body():
 def test_scan_axes_and_directions_of_inputs_and_outputs(rng):
     """x scanned along axis 1 in reverse, y along axis 0; the products stacked reversed, the
     running sums stacked on axis 1."""
-    node = helper.make_node("Scan", ["init", "x", "y"], ["final", "prods", "sums"], body=_scan_body(),
+    node = helper.make_node("Scan", ["init", "x", "y"], ["final", "prods", "sums"],
+                            body=_scan_body(),
                             num_scan_inputs=2, scan_input_axes=[1, 0],
                             scan_input_directions=[1, 0], scan_output_axes=[0, -1],
                             scan_output_directions=[1, 0])
