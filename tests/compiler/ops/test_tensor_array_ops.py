@@ -155,6 +155,35 @@ def test_misuse_is_an_error_naming_the_node_in_both_backends(graph):
                     s.run(fetch, feed)
 
 
+def test_hostile_indices_fail_with_the_interpreters_error(graph):
+    """Indices fed at run time: negative or past the end, for reads, gathers and scatters,
+    and a scatter whose rows do not match its indices. Each step makes its own arrays, so the
+    next step (elements not scattered read as zeros) sees nothing of a failed one."""
+    idx = fl.placeholder(fl.i32, [], name="idx")
+    many = fl.placeholder(fl.i32, [None], name="many")
+    rows = fl.placeholder(fl.f32, [None, 2], name="rows")
+    base = fl.TensorArray(fl.f32, size=3, element_shape=[2], clear_after_read=False)
+    full = base.scatter([0, 1, 2], fl.ones([3, 2], fl.f32))
+    read = full.read(idx, name="read_at")
+    gathered = full.gather(many, name="gather_at")
+    scattered = base.scatter(many, rows, name="scatter_at").gather([0, 1, 2])
+    cases = [(read, {idx: -1}, "read_at.*index -1 but array size is: 3"),
+             (read, {idx: 3}, "read_at.*index 3 but array size is: 3"),
+             (gathered, {many: [0, 7]}, "gather_at.*index 7 but array size is: 3"),
+             (scattered, {many: [0, 5], rows: np.ones((2, 2), np.float32)},
+              "scatter_at.*index 5 but array is not resizeable and size is: 3"),
+             (scattered, {many: [0, 1], rows: np.ones((3, 2), np.float32)},
+              "scatter_at.*(len\\(indices\\) == values.shape\\[0\\]|2 vs. 3|2 != 3)")]
+    for backend in ("interpreter", "c"):
+        with fl.Session(graph=graph, backend=backend) as s:
+            for fetch, feed, pattern in cases:
+                with pytest.raises(FlowcError, match=pattern):
+                    s.run(fetch, feed)
+            np.testing.assert_array_equal(s.run(read, {idx: 2}), [1.0, 1.0])
+            got = s.run(scattered, {many: [2, 0], rows: np.array([[1, 2], [3, 4]], np.float32)})
+            np.testing.assert_array_equal(got, [[3, 4], [0, 0], [1, 2]])
+
+
 def test_shapes_come_from_the_array_and_writes_are_checked_when_built(graph):
     x = fl.placeholder(fl.f32, [None, 4], name="x")
     ta = fl.TensorArray(fl.f32, size=3)
