@@ -10,6 +10,9 @@ TensorFlow); a read of an element not written gives zeros when ``element_shape``
 known, and is an error otherwise; with ``clear_after_read`` an element can be read once.
 ``dynamic_size`` lets writes past the end grow the array. ``TensorArrayGatherV3`` stacks
 elements (all of one shape) into one tensor, ``TensorArrayScatterV3`` writes the rows of one.
+``TensorArrayGradV3`` gives an array's gradient array (one per ``source``, made on first use
+with the array's size and element shape), in which writes to one element add up
+(``dsl/grad/tensor_array_grad.py``).
 
 The handle's element shape reaches reads through ``Enter``/``Switch``/``Identity`` (the
 TensorArray's ``element_shape`` attr): a read's static shape is the array's element shape.
@@ -17,7 +20,7 @@ The C arrays are in ``compiler/codegen/c_ops/tensor_array.py``.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -43,6 +46,8 @@ class PyTensorArray:
         self.elems: List[Optional[np.ndarray]] = [None] * size
         self.cleared: List[bool] = [False] * size
         self.closed = False
+        self.aggregate = False             # a gradient array: writes to one index add up
+        self.grads: Dict[str, "PyTensorArray"] = {}
 
     def __repr__(self) -> str:
         return f"PyTensorArray({self.name!r}, size {len(self.elems)})"
@@ -57,6 +62,9 @@ def tensor_array_node(handle: Output):
         seen.add(out.node)
         if out.node.op == "TensorArrayV3" and out.index == 0:
             return out.node
+        if out.node.op == "TensorArrayGradV3" and out.index == 0:   # same dtype and shape
+            out = out.node.inputs[0]
+            continue
         if out.node.op not in _HANDLE_FORWARDING or not out.node.inputs:
             return None
         out = out.node.inputs[0]
@@ -166,6 +174,12 @@ def _scatter_shape(ctx):
     return _flow_shape(ctx)
 
 
+def _grad_shape(ctx):
+    _check_handle(ctx)
+    _scalar(ctx, 1, "flow_in")
+    return [TensorType(DType.resource, ()), TensorType(DType.f32, ())]
+
+
 def _size_shape(ctx):
     _check_handle(ctx)
     _scalar(ctx, 1, "flow_in")
@@ -214,6 +228,13 @@ def _write(ctx, ta: PyTensorArray, index: int, value: np.ndarray) -> None:
         grow = index + 1 - len(ta.elems)
         ta.elems.extend([None] * grow)
         ta.cleared.extend([False] * grow)
+    if ta.aggregate and ta.elems[index] is not None:
+        if ta.elems[index].shape != value.shape:
+            raise ExecutionError(f"Could not aggregate to TensorArray index {index} because the "
+                                 f"existing shape is {list(ta.elems[index].shape)} but the new "
+                                 f"input shape is {list(value.shape)}", ctx.node)
+        ta.elems[index] = (ta.elems[index] + value).astype(ta.dtype.np)
+        return
     if ta.elems[index] is not None or ta.cleared[index]:
         raise ExecutionError(f"Could not write to TensorArray index {index} because it has "
                              "already been written to.", ctx.node)
@@ -296,6 +317,17 @@ def _scatter_kernel(ctx, handle, indices, value, flow_in):
     return [np.asarray(flow_in)]
 
 
+def _grad_kernel(ctx, handle, flow_in):
+    ta = _array_of(ctx, handle)
+    source = ctx.attrs["source"]
+    if source not in ta.grads:
+        grad = PyTensorArray(f"{ta.name}@{source}", len(ta.elems), ta.dtype, ta.element_shape,
+                             False, True, ta.identical_element_shapes)
+        grad.aggregate = True
+        ta.grads[source] = grad
+    return [np.array(ta.grads[source], dtype=object), np.asarray(flow_in)]
+
+
 def _size_kernel(ctx, handle, flow_in):
     return [np.int32(len(_array_of(ctx, handle).elems))]
 
@@ -336,6 +368,12 @@ register_op("TensorArrayScatterV3",
             outputs=["flow_out: f32"], attrs=["T: type"],
             shape=_scatter_shape, kernel=_scatter_kernel, c_alias=3, stateful=True,
             doc="Writes row k of value into element indices[k]; forwards the flow.")
+
+register_op("TensorArrayGradV3", inputs=["handle: resource", "flow_in: f32"],
+            outputs=["grad_handle: resource", "flow_out: f32"], attrs=["source: string"],
+            shape=_grad_shape, kernel=_grad_kernel, stateful=True,
+            doc="The gradient array of handle for source (made on first use: the array's size "
+                "and element shape; writes to one index add up), and the flow.")
 
 register_op("TensorArraySizeV3", inputs=["handle: resource", "flow_in: f32"],
             outputs=["size: i32"],

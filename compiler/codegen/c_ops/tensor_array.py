@@ -1,17 +1,20 @@
 """The C lowering of the TensorArray ops (``compiler/ops/tensor_array.py``): ``TensorArrayV3``,
 ``TensorArrayWriteV3``, ``TensorArrayReadV3``, ``TensorArrayGatherV3``,
-``TensorArrayScatterV3``, ``TensorArraySizeV3`` and ``TensorArrayCloseV3``.
+``TensorArrayScatterV3``, ``TensorArrayGradV3``, ``TensorArraySizeV3`` and
+``TensorArrayCloseV3``.
 
 The C array (``codegen_templates/c/tensor_array.c.j2``) owns a copy of each element written;
 ``TensorArrayV3`` owns the array it allocates (its handle's release,
-``flowc_tensor_array_destroy``, frees the elements) and the flow scalar (freed as a buffer).
+``flowc_tensor_array_destroy``, frees the elements and its gradient arrays) and the flow
+scalar (freed as a buffer); ``TensorArrayGradV3`` owns a reference to the gradient array
+(released by ``flowc_ta_unref``), so it outlives the forward array's last use if need be.
 Every failure TensorFlow reports (an index out of range, an element written twice or read
 after it was cleared, elements of different shapes in one gather) is an error naming the node,
 checked before the output is allocated.
 """
 from __future__ import annotations
 
-from compiler.codegen.kernel_context import KernelContext, TensorRef
+from compiler.codegen.kernel_context import KernelContext, TensorRef, c_string
 from compiler.ir.op_registry import set_c_kernel
 
 
@@ -56,10 +59,27 @@ def _array_c(kc: KernelContext) -> str:
         f"((float *){flow.var}.data)[0] = 0.0f;"])
 
 
-def _write_failures(kc: KernelContext, index: str, rank: str, dims: str) -> list:
-    """The C statements that turn ``flowc_ta_write``'s ``rc`` into errors."""
+def _write_failures(kc: KernelContext, index: str, rank: str, dims: str, src: str,
+                    value: TensorRef) -> list:
+    """The C statements that turn ``flowc_ta_write``'s ``rc`` into errors, after adding the
+    value (at ``src``, of ``rank`` and ``dims``) into the element of a gradient array."""
     a = _a(kc)
+    ctype = value.ctype
     return [
+        "if (rc == 6) {",
+        f"    flowc_tensor *e = flowc_ta_element({a}, {index}, {rank}, {dims});",
+        "    if (!e) { char sv[160], se[160]; " + kc.fail(
+            "Could not aggregate to TensorArray index %lld because the existing shape is %s but "
+            "the new input shape is %s", f"(long long)({index})",
+            f"flowc_ta_shape_str(se, {a}->elems[{index}].rank, {a}->elems[{index}].dims)",
+            f"flowc_ta_shape_str(sv, {rank}, {dims})") + " }",
+        "    int64_t n = 1;",
+        "    for (int32_t d = 0; d < e->rank; d++) n *= e->dims[d];",
+        f"    {ctype} *dst = ({ctype} *)e->data;",
+        f"    const {ctype} *add = (const {ctype} *)({src});",
+        "    for (int64_t i = 0; i < n; i++) dst[i] += add[i];",
+        "    rc = 0;",
+        "}",
         "if (rc == 1) " + kc.fail(
             "Tried to write to index %lld but array is not resizeable and size is: %lld",
             f"(long long)({index})", f"(long long){a}->size"),
@@ -88,7 +108,8 @@ def _write_c(kc: KernelContext) -> str:
         _dtype_check(kc, value),
         f"int rc = flowc_ta_write({_a(kc)}, {_index(kc, 1)}, {value.var}.data, {value.rank}, "
         f"{value.var}.dims);",
-        *_write_failures(kc, _index(kc, 1), str(value.rank), f"{value.var}.dims")])
+        *_write_failures(kc, _index(kc, 1), str(value.rank), f"{value.var}.dims",
+                         f"{value.var}.data", value)])
 
 
 def _read_failures(kc: KernelContext, index: str, rank: int) -> list:
@@ -180,15 +201,32 @@ def _scatter_c(kc: KernelContext) -> str:
     kc.check_dims_equal(n, value.dim(0), "Expected len(indices) == values.shape[0], but saw")
     idx = f"((const int32_t *){indices.var}.data)"
     per = value.dim_product(1)
+    row = (f"(const char *){value.var}.data + k * (int64_t)({per}) * "
+           f"(int64_t)sizeof({value.ctype})")
     return "\n".join([
         _dtype_check(kc, value),
         f"for (int64_t k = 0; k < {n}; k++) {{",
-        f"    int rc = flowc_ta_write({_a(kc)}, {idx}[k], (const char *){value.var}.data + k * "
-        f"(int64_t)({per}) * (int64_t)sizeof({value.ctype}), {value.rank - 1}, "
+        f"    int rc = flowc_ta_write({_a(kc)}, {idx}[k], {row}, {value.rank - 1}, "
         f"{value.var}.dims + 1);",
         *["    " + line for line in _write_failures(kc, f"{idx}[k]", str(value.rank - 1),
-                                                      f"{value.var}.dims + 1")],
+                                                      f"{value.var}.dims + 1", row, value)],
         "}"])
+
+
+def _grad_c(kc: KernelContext) -> str:
+    _helpers(kc)
+    handle, flow = kc.outputs
+    source = c_string(kc.attr("source"))
+    return "\n".join([
+        f"if ({_a(kc)}->closed) " + kc.fail("the TensorArray has already been closed."),
+        f"flowc_tensor_array *g = flowc_ta_grad({_a(kc)}, {source});",
+        "if (!g) " + kc.fail("out of memory", code="FLOWC_RESOURCE_EXHAUSTED"),
+        f"{handle.var}.rank = 0; {handle.var}.dtype = {handle.dtype.code}; "
+        f"{handle.var}.data = g;",
+        f"{flow.var}.rank = 0; {flow.var}.dtype = {flow.dtype.code};",
+        f"{flow.var}.data = flowc_alloc(sizeof(float));",
+        f"if (!{flow.var}.data) " + kc.fail("out of memory", code="FLOWC_RESOURCE_EXHAUSTED"),
+        f"((float *){flow.var}.data)[0] = ((const float *){kc.inputs[1].var}.data)[0];"])
 
 
 def _size_c(kc: KernelContext) -> str:
@@ -212,5 +250,7 @@ set_c_kernel("TensorArrayWriteV3", _write_c)
 set_c_kernel("TensorArrayReadV3", _read_c, _read_c_dims)
 set_c_kernel("TensorArrayGatherV3", _gather_c, _gather_c_dims)
 set_c_kernel("TensorArrayScatterV3", _scatter_c)
+set_c_kernel("TensorArrayGradV3", _grad_c, c_owns_outputs=True,
+             c_release=("flowc_ta_unref", "free"))
 set_c_kernel("TensorArraySizeV3", _size_c)
 set_c_kernel("TensorArrayCloseV3", _close_c)

@@ -1,7 +1,7 @@
-"""The TensorArray ops (TensorArrayV3, Write, Read, Gather, Scatter, Size, Close) and
+"""The TensorArray ops (TensorArrayV3, Write, Read, Gather, Scatter, Grad, Size, Close) and
 ``fl.TensorArray``: the interpreter's arrays and the C arrays agree, in and out of loops, with
 shapes known only at run time; every misuse TensorFlow refuses is an error naming the node in
-both backends."""
+both backends; gradients flow through them (and through the loops that write them)."""
 import numpy as np
 import pytest
 
@@ -182,6 +182,64 @@ def test_hostile_indices_fail_with_the_interpreters_error(graph):
             np.testing.assert_array_equal(s.run(read, {idx: 2}), [1.0, 1.0])
             got = s.run(scattered, {many: [2, 0], rows: np.array([[1, 2], [3, 4]], np.float32)})
             np.testing.assert_array_equal(got, [[3, 4], [0, 0], [1, 2]])
+
+
+def _numeric_grad(f, x, eps=1e-3):
+    out = np.zeros(x.shape, np.float64)
+    for i in np.ndindex(*x.shape):
+        d = np.zeros(x.shape, np.float64)
+        d[i] = eps
+        out[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    return out
+
+
+def test_gradients_flow_through_writes_and_stack(graph, rng):
+    """TensorFlow's rule: the gradient of a stack is scattered into the gradient array and
+    each write's value reads its element back; the gradients of two reads of one element (and
+    of the stack) add up in that element."""
+    x = fl.placeholder(fl.f32, [2, 3], name="x")
+    ta = fl.TensorArray(fl.f32, size=2, clear_after_read=False).write(0, x * 3.0)
+    ta = ta.write(1, x * x)
+    both = ta.read(1) * ta.read(1)                     # element 1 read twice
+    loss = fl.reduce_sum(ta.stack() ** 2) + fl.reduce_sum(both)
+    (gx,) = fl.gradients(loss, [x])
+    xv = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
+    got = check_against_interpreter(graph, {"gx": gx}, {x: xv})
+    want = 2 * (3 * xv) * 3 + 2 * (xv * xv) * 2 * xv + 4 * xv ** 3
+    np.testing.assert_allclose(got["gx"], want, rtol=1e-5)
+
+
+def test_gradients_of_a_recurrence_over_unstacked_inputs(graph, rng):
+    """dynamic_rnn's pattern (inputs unstacked, one read and one write per iteration, the
+    outputs stacked) differentiated through the while loop, against finite differences."""
+    xs = fl.placeholder(fl.f32, [5, 4], name="xs")
+    w = fl.placeholder(fl.f32, [4, 4], name="w")
+    steps = fl.shape(xs)[0]
+    inputs = fl.TensorArray(fl.f32, size=steps).unstack(xs)
+    outputs = fl.TensorArray(fl.f32, size=steps)
+
+    def body(t, h, out):
+        h = fl.tanh(fl.matmul(fl.reshape(inputs.read(t) + h, [1, 4]), w)[0])
+        return t + 1, h, out.write(t, h)
+
+    _, h, out = fl.while_loop(lambda t, h, o: t < steps, body,
+                              [0, fl.zeros([4], fl.f32), outputs])
+    loss = fl.reduce_sum(out.stack() ** 2) + fl.reduce_sum(h)
+    gxs, gw = fl.gradients(loss, [xs, w])
+    xv = rng.uniform(-1, 1, (5, 4)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (4, 4)).astype(np.float32)
+    got = check_against_interpreter(graph, {"gxs": gxs, "gw": gw}, {xs: xv, w: wv})
+
+    def f(xv, wv):
+        h, total = np.zeros(4), 0.0
+        for t in range(5):
+            h = np.tanh((xv[t] + h) @ wv)
+            total += (h * h).sum()
+        return total + h.sum()
+    np.testing.assert_allclose(got["gxs"], _numeric_grad(lambda v: f(v, wv), xv.astype(np.float64)),
+                               atol=2e-4)
+    np.testing.assert_allclose(got["gw"], _numeric_grad(lambda v: f(xv, v), wv.astype(np.float64)),
+                               atol=2e-4)
 
 
 def test_shapes_come_from_the_array_and_writes_are_checked_when_built(graph):
