@@ -22,6 +22,7 @@ from dsl.random_ops import *  # noqa: F401,F403
 from dsl.gradients import *  # noqa: F401,F403
 from dsl.control_ops import *  # noqa: F401,F403
 from dsl.control_flow_ops import *  # noqa: F401,F403
+from dsl.tensor_array_ops import TensorArray
 from dsl.indexed_slices import IndexedSlices
 from dsl.variables import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
