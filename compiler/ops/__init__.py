@@ -6,7 +6,7 @@ from compiler.ops import core  # noqa: F401  (registers ops)
 _FAMILIES = ("math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state", "io",
              "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
              "candidate_sampling", "matmul_update", "sparse_update", "matmul_accumulate",
-             "segment_sum_accumulate", "conv_fused")
+             "segment_sum_accumulate", "conv_fused", "tensor_list")
 for _f in _FAMILIES:
     try:
         __import__(f"compiler.ops.{_f}")

@@ -57,6 +57,15 @@ class Inputs:
 
 Builder = Callable[[Inputs], object]
 
+
+def _list(t: fl.Tensor) -> fl.Tensor:
+    return fl.raw_ops.TensorListFromTensor(tensor=t, element_shape=[-1])
+
+
+def _stacked(lst: fl.Tensor) -> fl.Tensor:
+    return fl.raw_ops.TensorListStack(input_handle=lst, element_shape=-1, element_dtype=f64)
+
+
 # One entry per op with a gradient function: builds a graph using that op from placeholders.
 CASES: Dict[str, Builder] = {
     "Neg": lambda p: fl.negative(p.n(2, 3)),
@@ -115,6 +124,22 @@ CASES: Dict[str, Builder] = {
     "ExpandDims": lambda p: fl.expand_dims(p.n(2, 3), 1),
     "Squeeze": lambda p: fl.squeeze(p.n(2, 1, 3), axis=1),
     "Transpose": lambda p: fl.transpose(p.n(2, 3, 4), [1, 2, 0]),
+    "ReverseV2": lambda p: fl.reverse(p.n(2, 3, 4), [0, 2]),
+    "TensorListFromTensor": lambda p: _stacked(_list(p.n(3, 2))),
+    "TensorListStack": lambda p: _stacked(_list(p.n(3, 2))),
+    "TensorListGetItem": lambda p: fl.raw_ops.TensorListGetItem(
+        input_handle=_list(p.n(3, 2)), index=1, element_shape=[-1], element_dtype=f64),
+    "TensorListSetItem": lambda p: _stacked(fl.raw_ops.TensorListSetItem(
+        input_handle=_list(p.n(3, 2)), index=2, item=p.n(2))),
+    "TensorListPushBack": lambda p: _stacked(fl.raw_ops.TensorListPushBack(
+        input_handle=_list(p.n(3, 2)), tensor=p.n(2))),
+    "TensorListPopBack": lambda p: [_stacked(x) if k == 0 else x for k, x in enumerate(
+        fl.raw_ops.TensorListPopBack(input_handle=_list(p.n(3, 2)), element_shape=[-1],
+                                     element_dtype=f64))],
+    "TensorListGather": lambda p: fl.raw_ops.TensorListGather(
+        input_handle=_list(p.n(4, 2)), indices=[0, 2, 0], element_shape=[-1], element_dtype=f64),
+    "TensorListResize": lambda p: _stacked(fl.raw_ops.TensorListResize(
+        input_handle=_list(p.n(3, 2)), size=5)),
     "ConcatV2": lambda p: fl.concat([p.n(2, 1), p.n(2, 3)], axis=-1),
     "Split": lambda p: (lambda parts: [parts[0], parts[2]])(fl.split(p.n(2, 6), 3, axis=1)),
     "SplitV": lambda p: fl.split(p.n(2, 6), [1, 2, 3], axis=1),

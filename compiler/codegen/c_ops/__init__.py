@@ -11,7 +11,7 @@ import importlib
 FAMILIES = ("core", "math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state",
             "io", "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
             "candidate_sampling", "matmul_update", "sparse_update", "matmul_accumulate",
-            "segment_sum_accumulate", "conv_fused")
+            "segment_sum_accumulate", "conv_fused", "tensor_list")
 
 for _family in FAMILIES:
     importlib.import_module(f"compiler.codegen.c_ops.{_family}")
