@@ -91,12 +91,16 @@ def _has_variant_type(nd) -> bool:
     return any(v.WhichOneof("value") == "type" and v.type == DT_VARIANT for v in nd.attr.values())
 
 
-def import_functional(gd, path: str, name: Optional[str] = None):
+def import_functional(gd, path: str, name: Optional[str] = None,
+                      rewrite: Optional[Callable[[object], None]] = None):
     """The flowc graph of a GraphDef with functions, control flow ops or TensorLists: lowered
     (``lower_functions``), imported, and imported again with the element shapes of its lists
-    made known (``compiler/interop/tf_lists.py``)."""
+    made known (``compiler/interop/tf_lists.py``). ``rewrite``, when given, changes the flat
+    GraphDef in place before it is imported (a SavedModel's variables become constants)."""
     from compiler.interop.tf_lists import check_list_shapes, refine_list_shapes
     flat = lower_functions(gd, path).graph_def
+    if rewrite is not None:
+        rewrite(flat)
     graph = graphdef_to_graph(flat, path, name, lowered=True)
     for _ in range(4):
         refined = refine_list_shapes(flat, graph, path)
