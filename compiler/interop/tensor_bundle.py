@@ -277,6 +277,76 @@ def _block_entries(block: bytes, what: str) -> Iterator[Tuple[bytes, bytes]]:
         pos += vlen
 
 
+# --- slice keys (TensorFlow's OrderedCode) -----------------------------------------------------
+def _ordered_string(key: bytes, pos: int) -> Tuple[bytes, int]:
+    """An OrderedCode string at ``pos``: 0x00 0xff is a 0 byte, 0xff 0x00 a 0xff byte, 0x00
+    0x01 ends it."""
+    out = bytearray()
+    while pos < len(key):
+        b = key[pos]
+        if b not in (0x00, 0xFF):
+            out.append(b)
+            pos += 1
+            continue
+        pair = key[pos:pos + 2]
+        if pair == b"\x00\x01":
+            return bytes(out), pos + 2
+        if pair not in (b"\x00\xff", b"\xff\x00"):
+            break
+        out.append(b)
+        pos += 2
+    raise _Corrupt("a slice key with a badly escaped name")
+
+
+def _ordered_unsigned(key: bytes, pos: int) -> Tuple[int, int]:
+    """An OrderedCode unsigned number: a length byte, then that many big-endian bytes."""
+    if pos >= len(key) or key[pos] > 8 or pos + 1 + key[pos] > len(key):
+        raise _Corrupt("a slice key with a bad number")
+    n = key[pos]
+    return int.from_bytes(key[pos + 1:pos + 1 + n], "big"), pos + 1 + n
+
+
+def _ordered_signed(key: bytes, pos: int) -> Tuple[int, int]:
+    """An OrderedCode signed number: the first bit is the sign (1: not negative); as many
+    bits again as there are bytes after the first repeat it, then one bit of the other value;
+    the rest is the number (two's complement when negative, where every bit is inverted)."""
+    if pos >= len(key):
+        raise _Corrupt("a slice key ends inside a number")
+    negative = not key[pos] & 0x80
+    head = int.from_bytes(key[pos:pos + 2].ljust(2, b"\0"), "big")
+    if negative:
+        head ^= 0xFFFF
+    n = 0
+    while n < 10 and head & (0x8000 >> n):
+        n += 1
+    if n < 1 or pos + n > len(key):
+        raise _Corrupt("a slice key with a bad signed number")
+    x = int.from_bytes(key[pos:pos + n], "big")
+    if negative:
+        x ^= (1 << (8 * n)) - 1
+    value = x & ((1 << (8 * n - min(n + 1, 10))) - 1)
+    return (~value if negative else value), pos + n
+
+
+def decode_slice_key(key: bytes) -> Tuple[str, Tuple[Tuple[int, int], ...]]:
+    """The tensor name and the (start, length) of each dim (length -1: the whole dim) of a
+    slice's key (TensorFlow's ``EncodeTensorNameSlice``: 0, the name, the rank, then start
+    and length per dim, in OrderedCode)."""
+    zero, pos = _ordered_unsigned(key, 0)
+    if zero != 0:
+        raise _Corrupt("a slice key that does not start with 0")
+    name, pos = _ordered_string(key, pos)
+    rank, pos = _ordered_unsigned(key, pos)
+    extents = []
+    for _ in range(rank):
+        start, pos = _ordered_signed(key, pos)
+        length, pos = _ordered_signed(key, pos)
+        extents.append((start, length))
+    if pos != len(key):
+        raise _Corrupt("a slice key with bytes after its extents")
+    return name.decode("utf-8", errors="backslashreplace"), tuple(extents)
+
+
 # --- the bundle -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BundleEntry:
@@ -333,8 +403,17 @@ class TensorBundle:
         self.num_shards = header.num_shards
         self.byteorder = ">" if header.endianness == header.BIG else "<"
         self._entries: Dict[str, BundleEntry] = {}
+        self._slices: Dict[str, List[Tuple[Tuple[Tuple[int, int], ...], BundleEntry]]] = {}
         for raw_key, value in entries[1:]:
-            key = raw_key.decode("utf-8", errors="replace")
+            sliced_name = None
+            if raw_key[:1] == b"\0":                    # a slice of a partitioned tensor
+                try:
+                    sliced_name, extents = decode_slice_key(raw_key)
+                except _Corrupt as e:
+                    raise TensorBundleDataLossError(f"{self.index_path}: {e}") from None
+                key = f"{sliced_name}{list(extents)}"
+            else:
+                key = raw_key.decode("utf-8", errors="backslashreplace")
             proto = pb.tensor_bundle_pb2.BundleEntryProto()
             try:
                 proto.ParseFromString(value)
@@ -345,13 +424,16 @@ class TensorBundle:
             if proto.shape.unknown_rank or any(d < 0 for d in dims):
                 raise TensorBundleDataLossError(f"{self.index_path}: '{key}' has an invalid "
                                                 f"shape {list(dims)}")
-            self._entries[key] = BundleEntry(key, proto.dtype, dims, proto.shard_id,
-                                             proto.offset, proto.size, proto.crc32c,
-                                             len(proto.slices) > 0)
+            entry = BundleEntry(key, proto.dtype, dims, proto.shard_id, proto.offset,
+                                proto.size, proto.crc32c, len(proto.slices) > 0)
+            if sliced_name is not None:
+                self._slices.setdefault(sliced_name, []).append((extents, entry))
+            else:
+                self._entries[key] = entry
         self._data: Dict[int, bytes] = {}
 
     def keys(self) -> List[str]:
-        """Every tensor's key, sorted (slices of partitioned variables included)."""
+        """Every tensor's key, sorted (a partitioned tensor once, by its own key)."""
         return list(self._entries)
 
     def __contains__(self, key: str) -> bool:
@@ -391,9 +473,6 @@ class TensorBundle:
 
     def _stored(self, e: BundleEntry) -> Tuple[memoryview, str]:
         """The stored bytes of an entry (not yet verified) and its data file's name."""
-        if e.sliced:
-            raise TensorBundleError(f"{self.index_path}: '{e.key}' is a partitioned variable "
-                                    "(saved as slices); flowc reads whole tensors only")
         data = self._shard(e.shard_id)
         path = data_file(self.prefix, e.shard_id, self.num_shards)
         if e.offset < 0 or e.size < 0 or e.offset + e.size > len(data):
@@ -415,17 +494,46 @@ class TensorBundle:
         return bytes(raw)
 
     def read(self, key: str) -> np.ndarray:
-        """The tensor ``key`` as a numpy array (its bytes verified first)."""
+        """The tensor ``key`` as a numpy array (its bytes verified first; a partitioned
+        tensor assembled from its slices, which must cover it)."""
         e = self.entry(key)
         dtype = self.dtype(key)
+        if e.sliced:
+            return self._assemble(e, dtype)
+        return self._read_entry(e, dtype)
+
+    def _read_entry(self, e: BundleEntry, dtype: DType) -> np.ndarray:
         count = int(np.prod(e.shape, dtype=np.int64))
         if e.size != count * dtype.itemsize:
             raise TensorBundleDataLossError(
-                f"{self.index_path}: '{key}' holds {e.size} bytes; {dtype}{list(e.shape)} needs "
-                f"{count * dtype.itemsize}")
-        raw = self.read_bytes(key)
+                f"{self.index_path}: '{e.key}' holds {e.size} bytes; {dtype}{list(e.shape)} "
+                f"needs {count * dtype.itemsize}")
+        raw, path = self._stored(e)
+        if crc32c(raw) != unmask_crc(e.crc32c):
+            raise self._mismatch(e, path)
         np_dtype = dtype.np.newbyteorder(self.byteorder)
         return np.frombuffer(raw, dtype=np_dtype).astype(dtype.np).reshape(e.shape)
+
+    def _assemble(self, e: BundleEntry, dtype: DType) -> np.ndarray:
+        out = np.zeros(e.shape, dtype=dtype.np)
+        covered = np.zeros(e.shape, dtype=bool)
+        for extents, part in self._slices.get(e.key, ()):
+            if len(extents) != len(e.shape):
+                raise TensorBundleDataLossError(f"{self.index_path}: slice {part.key} of "
+                                                f"'{e.key}' has rank {len(extents)}")
+            region = tuple(slice(0, dim) if length < 0 else slice(start, start + length)
+                           for (start, length), dim in zip(extents, e.shape))
+            want = tuple(r.stop - r.start for r in region)
+            if part.dtype != e.dtype or part.shape != want or any(
+                    r.start < 0 or r.stop > dim for r, dim in zip(region, e.shape)):
+                raise TensorBundleDataLossError(f"{self.index_path}: slice {part.key} of "
+                                                f"'{e.key}' does not fit {list(e.shape)}")
+            out[region] = self._read_entry(part, dtype)
+            covered[region] = True
+        if not covered.all():
+            raise TensorBundleDataLossError(f"{self.index_path}: the slices of '{e.key}' do "
+                                            "not cover the whole tensor")
+        return out
 
     def read_string(self, key: str) -> List[bytes]:
         """A DT_STRING tensor's elements, flattened. Stored as varint64 lengths, the masked
