@@ -57,19 +57,16 @@ NOT_YET: Dict[str, str] = {
                       "Merge typed before its NextIteration back edge): a Python traceback",
     "tf2_function_loop": "flowc: error: tests/data/real_models/tf2_function_loop.pb: flowc "
                          "cannot import this GraphDef:",         # While, StatelessIf
-    "tf_saved_model": "flowc: error: unrecognized arguments: --signature serving_default",
 }
 
 # Failing models whose failure is not one clean `flowc: error:` naming the model file yet.
 UNCLEAN: Dict[str, str] = {
     "tf1_while_cond": "the GraphDef importer crashes with a Python IndexError on a TF1 "
                       "tf.while_loop (compiler/ir/construct.py)",
-    "tf_saved_model": "`flowc compile` has no --signature option yet: argparse's usage error "
-                      "(exit status 2) does not name the model",
 }
 
 # What reading each format needs (the test extra has both).
-NEEDS = {"onnx": "onnx", "graphdef": "tensorboardX", "saved_model": "tensorboardX"}
+NEEDS = {"onnx": "onnx", "graphdef": "tensorboardX", "saved_model": "google.protobuf"}
 
 
 @dataclass
