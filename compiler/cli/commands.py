@@ -98,7 +98,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def _compile_c_library(args: argparse.Namespace, options: PipelineOptions) -> int:
     """``compile --emit c-library``: the step as lib<name>.so and <name>.h in the output folder."""
     from compiler.codegen.c_library import check_library_folder, library_name, write_c_library
-    name = library_name(args.model, args.name)
+    name = library_name(os.path.normpath(args.model), args.name)   # a folder's own name
     check_library_folder(args.output)
     model = select(load_model(args.model, args.signature, args.tag), args.fetch, args.feed,
                    args.step)

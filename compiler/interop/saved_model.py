@@ -482,15 +482,16 @@ def load_saved_model(path: str, signature: Optional[str] = None,
                                       f"'{info.name}', which is not a node of the graph")
     if not outputs:
         raise SavedModelError(f"{file}: signature '{sig_name}' has no outputs")
+    position = {nd.name: k for k, nd in enumerate(gd.node)}
     out_nodes = []
     for k, (key, info) in enumerate(outputs):
         name = f"{_SIGNATURE_OUTPUT}_{k}"
         while name in names:
             name += "_"
         names.add(name)
-        nd = gd.node.add(name=name, op="Identity")
+        nd = gd.node.add(name=name, op="Identity")    # located where its tensor is made
         nd.input.append(info.name)
-        nd.attr[LOCATION_ATTR].s = f"{file}:0:0".encode()
+        nd.attr[LOCATION_ATTR].s = f"{file}:{position[_node_of(info.name)] + 1}:0".encode()
         out_nodes.append(name)
     feeds = [_node_of(info.name) for _, info in inputs]
     gd = prune_graph_def(gd, out_nodes + feeds)
