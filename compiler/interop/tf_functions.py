@@ -93,12 +93,24 @@ def _has_variant_type(nd) -> bool:
 
 def import_functional(gd, path: str, name: Optional[str] = None,
                       rewrite: Optional[Callable[[object], None]] = None):
-    """The flowc graph of a GraphDef with functions, control flow ops or TensorLists: lowered
-    (``lower_functions``), imported, and imported again with the element shapes of its lists
-    made known (``compiler/interop/tf_lists.py``). ``rewrite``, when given, changes the flat
-    GraphDef in place before it is imported (a SavedModel's variables become constants)."""
+    """The flowc graph of a GraphDef with functions, control flow ops or TensorLists (see
+    ``import_lowered``)."""
+    return import_lowered(gd, path, name, rewrite)[0]
+
+
+def import_lowered(gd, path: str, name: Optional[str] = None,
+                   rewrite: Optional[Callable[[object], None]] = None):
+    """(the flowc graph, the ``Lowering``) of a GraphDef with functions, control flow ops or
+    TensorLists: lowered (``lower_functions``), imported, and imported again with the element
+    shapes of its lists made known (``compiler/interop/tf_lists.py``). ``lowered_output``
+    names the graph's tensor that a call's output became (a SavedModel signature's
+    ``StatefulPartitionedCall:0``); the outputs of a call that the GraphDef reads nowhere are
+    kept only if the call itself is read by nothing (it is then one of the model's ends).
+    ``rewrite``, when given, changes the flat GraphDef in place before it is imported (a
+    SavedModel's variables become constants)."""
     from compiler.interop.tf_lists import check_list_shapes, refine_list_shapes
-    flat = lower_functions(gd, path).graph_def
+    lowering = lower_functions(gd, path)
+    flat = lowering.graph_def
     if rewrite is not None:
         rewrite(flat)
     graph = graphdef_to_graph(flat, path, name, lowered=True)
@@ -109,7 +121,7 @@ def import_functional(gd, path: str, name: Optional[str] = None,
         flat = refined
         graph = graphdef_to_graph(flat, path, name, lowered=True)
     check_list_shapes(graph)
-    return graph
+    return graph, Lowering(flat, lowering.outputs)
 
 
 def lowered_output(lowering: Lowering, tensor: str) -> str:
@@ -175,7 +187,7 @@ class _Lowerer:
     def _is_call_like(self, op: str) -> bool:
         return op in FUNCTIONAL_OPS or op == SWITCH_N or (op in self.functions and not has_op(op))
 
-    # --- emitting nodes ----------------------------------------------------------------------------
+    # --- emitting nodes ---------------------------------------------------------------------------
     def _unique(self, base: str) -> str:
         name, k = base, 0
         while name in self.names:
@@ -224,7 +236,7 @@ class _Lowerer:
                    dtype=self._attr(type=DT_INT32))
         return name
 
-    # --- calls --------------------------------------------------------------------------------------
+    # --- calls ------------------------------------------------------------------------------------
     def _lower(self, nd, flat: str, data: List[str], ctrl: List[str], ctx: _Context) -> None:
         """Lower the call-like node ``nd`` named ``flat`` (inputs already in flat names)."""
         op = nd.op
@@ -313,7 +325,8 @@ class _Lowerer:
                     ctrl.append(flat[text[1:]])
                 else:
                     data.extend(resolve(text))
-            attrs = {key: self._bind(value, bindings, nd.name, key) for key, value in nd.attr.items()}
+            attrs = {key: self._bind(value, bindings, nd.name, key)
+                     for key, value in nd.attr.items()}
             if self._free(data, ctrl, ctx):
                 ctrl.append(ctx.pivot)
             if self._is_call_like(nd.op):
@@ -447,16 +460,18 @@ class _Lowerer:
         cond, body = self._func_attr(nd, "cond"), self._func_attr(nd, "body")
         body_def = self._function(body.name)
         self._function(cond.name)
-        parallel = nd.attr["parallel_iterations"].i if "parallel_iterations" in nd.attr else 10
+        parallel = max(1, nd.attr["parallel_iterations"].i) if "parallel_iterations" in nd.attr \
+            else 10
         frame = flat
         invariant = self._invariant_vars(body_def, len(data))
         if data and all(invariant):
             invariant[0] = False                 # a loop needs one variable that changes
-        enter = lambda src, constant, k: self._node(  # noqa: E731
-            self._unique(f"{frame}/Enter" + ("" if k == 0 else f"_{k}")), "Enter",
-            [src] + ["^" + c for c in ctrl],
-            frame_name=self._attr(s=frame), is_constant=self._attr(b=constant),
-            parallel_iterations=self._attr(i=parallel)).name
+
+        def enter(src: str, constant: bool, k: int) -> str:
+            return self._node(self._unique(f"{frame}/Enter" + ("" if k == 0 else f"_{k}")),
+                              "Enter", [src] + ["^" + c for c in ctrl],
+                              frame_name=self._attr(s=frame), is_constant=self._attr(b=constant),
+                              parallel_iterations=self._attr(i=parallel)).name
         loop_args: List[str] = []
         merges: Dict[int, str] = {}
         nexts: Dict[int, str] = {}
@@ -520,17 +535,18 @@ class _Lowerer:
         return [source(body_def.ret.get(o.name, "")) == i.name
                 for i, o in zip(sig.input_arg, sig.output_arg)]
 
-    # --- If, Case -----------------------------------------------------------------------------------
+    # --- If, Case ---------------------------------------------------------------------------------
     def _lower_if(self, nd, flat, data, ctrl, ctx):
         if not data:
             raise _Fail("an If needs its predicate input")
         then_f, else_f = self._func_attr(nd, "then_branch"), self._func_attr(nd, "else_branch")
         pred = self._as_bool(nd, flat, data[0], ctrl, ctx)
 
-        def branch(f):
-            return lambda args, c: self._inline(f.name, f"{flat}/{'then' if f is then_f else 'else'}",
-                                                args, dict(f.attr), c, [])
-        return self._cond(flat, pred, data[1:], branch(then_f), branch(else_f), ctrl)
+        def branch(f, side: str):
+            return lambda args, c: self._inline(f.name, f"{flat}/{side}", args, dict(f.attr), c,
+                                                [])
+        return self._cond(flat, pred, data[1:], branch(then_f, "then"), branch(else_f, "else"),
+                          ctrl)
 
     def _as_bool(self, nd, flat, pred: str, ctrl, ctx) -> str:
         """The predicate as a bool (If takes a number too: nonzero is true)."""
@@ -615,7 +631,7 @@ class _Lowerer:
         outs.append(rest)
         return outs, [_split_input(value)[0]]
 
-    # --- after all nodes are emitted ------------------------------------------------------------------
+    # --- after all nodes are emitted --------------------------------------------------------------
     def _resolve_aliases(self) -> None:
         """Readers of a call's outputs read the returned tensors themselves."""
         for nd in self.out.node:

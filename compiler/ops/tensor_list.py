@@ -18,7 +18,8 @@ What differs from TensorFlow, as in XLA:
   pushed to (each push copies the list).
 
 Out-of-range indices are errors with TensorFlow's messages, in the reference kernels here and
-in the generated C (``compiler/codegen/c_ops/tensor_list.py``).
+in the generated C (``compiler/codegen/c_ops/tensor_list.py``). Gradients:
+``dsl/grad/tensor_list_grad.py``.
 """
 from __future__ import annotations
 
@@ -176,6 +177,48 @@ def _gather_shape(ctx):
     return [_out(ctx, None if ind is None or elem is None else tuple(ind) + tuple(elem))]
 
 
+def _scatter_rows(ctx, tensor, i_indices: int):
+    """The element shape of a scatter's rows (``tensor`` without its dim 0), checking that
+    ``tensor`` has one row per index."""
+    ind = ctx.input_shape(i_indices)
+    if tensor is None:
+        return None
+    if len(tensor) == 0:
+        raise ctx.error("the tensor to scatter must have rank >= 1, got a scalar")
+    if ind is not None and len(ind) != 1:
+        raise ctx.error(f"indices must be a vector, got shape {shape_str(ind)}")
+    if ind is not None and ind[0] is not None and tensor[0] is not None and ind[0] != tensor[0]:
+        raise ctx.error(f"Invalid number of rows in input tensor. Expected: {ind[0]} "
+                        f"Actual: {tensor[0]}")
+    return tuple(tensor[1:])
+
+
+def _scatter_length(ctx, i_indices: int, base):
+    """A scatter's list length when the indices (and ``base``, the least length) are known."""
+    indices = ctx.input_value(i_indices)
+    if indices is None or base is None:
+        return None
+    return max([base] + [int(i) + 1 for i in np.reshape(indices, -1)])
+
+
+def _scatter_shape(ctx):
+    elem = _scatter_rows(ctx, ctx.input_shape(0), 1)
+    elem = _merge(ctx, elem, element_shape_of(ctx, 2),
+                  "the tensor's rows do not match element_shape")
+    base = 0
+    if ctx.op.name == "TensorListScatterV2":
+        _check_scalar_input(ctx, 3)
+        n = _scalar_value(ctx, 3)
+        base = None if n is None else max(n, 0)
+    return [_out(ctx, _join(_scatter_length(ctx, 1, base), elem))]
+
+
+def _scatter_existing_shape(ctx):
+    n, elem = _list_shape(ctx)
+    rows = _scatter_rows(ctx, ctx.input_shape(1), 2)
+    return [_out(ctx, _join(_scatter_length(ctx, 2, n), _with_item(ctx, elem, rows)))]
+
+
 def _resize_shape(ctx):
     _check_scalar_input(ctx, 1)
     _, elem = _list_shape(ctx)
@@ -318,6 +361,36 @@ def _gather_kernel(ctx, lst, indices, element_shape):
     return lst[flat].reshape(indices.shape + lst.shape[1:])
 
 
+def _scatter_into(lst: np.ndarray, tensor: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    flat = indices.reshape(-1).astype(np.int64)
+    if tensor.ndim == 0:
+        raise ValueError("the tensor to scatter must have rank >= 1, got a scalar")
+    if flat.size != tensor.shape[0]:
+        raise ValueError(f"Invalid number of rows in input tensor. Expected: {flat.size} "
+                         f"Actual: {tensor.shape[0]}")
+    for i in flat:
+        if i < 0:
+            raise ValueError(f"Trying to scatter on a negative index: {i}")
+    n = max([lst.shape[0]] + [int(i) + 1 for i in flat])
+    out = _put(lst, n, np.zeros(tensor.shape[1:], tensor.dtype), "scatter")
+    for k, i in enumerate(flat):          # a repeated index: the last row wins
+        out[i] = tensor[k]
+    return out
+
+
+@_reference
+def _scatter_kernel(ctx, tensor, indices, element_shape, num_elements=None):
+    n = 0 if num_elements is None else max(_scalar(num_elements, "num_elements"), 0)
+    _check_element_shape(tensor.shape[1:], element_shape, "TensorListScatter")
+    empty = np.zeros((n,) + tensor.shape[1:], dtype=tensor.dtype)
+    return _scatter_into(empty, tensor, indices)
+
+
+@_reference
+def _scatter_existing_kernel(ctx, lst, tensor, indices):
+    return _scatter_into(lst, tensor, indices)
+
+
 @_reference
 def _resize_kernel(ctx, lst, size):
     n = _scalar(size, "size")
@@ -399,7 +472,28 @@ register_op("TensorListResize", inputs=["input_handle: element_dtype", "size: i3
             shape=_resize_shape, kernel=_resize_kernel, group="other",
             doc="The list cut or padded with zeros to size elements.")
 
+register_op("TensorListScatter",
+            inputs=["tensor: element_dtype", "indices: i32", "element_shape: shape_type"],
+            outputs=["output_handle: element_dtype"], attrs=[_ELEMENT, _SHAPE_TYPE],
+            shape=_scatter_shape, kernel=_scatter_kernel, group="other",
+            doc="A list of max(indices) + 1 elements: row k of tensor at indices[k], zeros "
+                "elsewhere.")
+
+register_op("TensorListScatterV2",
+            inputs=["tensor: element_dtype", "indices: i32", "element_shape: shape_type",
+                    "num_elements: i32"],
+            outputs=["output_handle: element_dtype"], attrs=[_ELEMENT, _SHAPE_TYPE],
+            shape=_scatter_shape, kernel=_scatter_kernel, group="other",
+            doc="TensorListScatter with at least num_elements elements.")
+
+register_op("TensorListScatterIntoExistingList",
+            inputs=["input_handle: element_dtype", "tensor: element_dtype", "indices: i32"],
+            outputs=["output_handle: element_dtype"], attrs=[_ELEMENT],
+            shape=_scatter_existing_shape, kernel=_scatter_existing_kernel, group="other",
+            doc="The list with row k of tensor at indices[k] (grown to max(indices) + 1).")
+
 LIST_OPS = ("TensorListReserve", "EmptyTensorList", "TensorListFromTensor", "TensorListStack",
             "TensorListGetItem", "TensorListSetItem", "TensorListLength",
             "TensorListElementShape", "TensorListPushBack", "TensorListPopBack",
-            "TensorListGather", "TensorListResize")
+            "TensorListGather", "TensorListResize", "TensorListScatter", "TensorListScatterV2",
+            "TensorListScatterIntoExistingList")

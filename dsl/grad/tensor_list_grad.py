@@ -74,6 +74,25 @@ def _resize_grad(op: Operation, g: Tensor) -> Grads:
     return [_op("TensorListResize", g, _length(op.inputs[0])), None]
 
 
+def _scatter_grad(op: Operation, g: Tensor) -> Grads:
+    """The rows scattered get the list's gradient at their index (TensorFlow's gradient: a
+    repeated index gives each of its rows the gradient)."""
+    got = _op("TensorListGather", g, op.inputs[1], _ANY_SHAPE, element_dtype=g.dtype)
+    return [got] + [None] * (len(op.inputs) - 1)
+
+
+for _name in ("TensorListScatter", "TensorListScatterV2"):
+    RegisterGradient(_name)(_scatter_grad)
+
+
+@RegisterGradient("TensorListScatterIntoExistingList")
+def _scatter_existing_grad(op: Operation, g: Tensor) -> Grads:
+    lst, tensor, indices = op.inputs
+    rows = _op("TensorListGather", g, indices, _ANY_SHAPE, element_dtype=g.dtype)
+    rest = _op("TensorListScatterIntoExistingList", g, _op("ZerosLike", tensor), indices)
+    return [_op("TensorListResize", rest, _length(lst)), rows, None]
+
+
 for _name in ("TensorListReserve", "EmptyTensorList", "TensorListLength",
               "TensorListElementShape"):
     NotDifferentiable(_name)

@@ -22,7 +22,8 @@ from compiler.cli import main as flowc_main  # noqa: E402
 from compiler.interop.graphdef import (GraphDefImportError, graphdef_to_graph,  # noqa: E402
                                        load_graphdef_model, read_graphdef)
 from compiler.interop.protos import tf_protos  # noqa: E402
-from compiler.interop.tf_functions import lower_functions, lowered_output  # noqa: E402
+from compiler.interop.tf_functions import (import_lowered, lower_functions,  # noqa: E402
+                                           lowered_output)
 from dsl.tensor import Tensor  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
@@ -398,3 +399,21 @@ def test_damaged_function_libraries_fail_as_import_errors_never_tracebacks():
             failures += 1
             assert f"damaged{trial}.pb" in str(e)
     assert failures > 20
+
+
+def test_a_call_that_nothing_reads_keeps_its_outputs_under_their_new_names():
+    """A SavedModel's signature is a StatefulPartitionedCall nothing in the graph reads: its
+    outputs stay, and ``lowered_output`` names them."""
+    gd = PB.GraphDef()
+    polymorphic_library(gd)
+    placeholder(gd, "x", DT_FLOAT, [None])
+    f = attr(func="scale")
+    f.func.attr["T"].type = DT_FLOAT                    # the function's attr, bound by the call
+    node(gd.node, "StatefulPartitionedCall", "StatefulPartitionedCall", ["x"],
+         Tin=attr(types=[DT_FLOAT]), Tout=attr(types=[DT_FLOAT, DT_FLOAT]), f=f)
+    graph, lowering = import_lowered(gd, "signature.pb")
+    names = [lowered_output(lowering, f"StatefulPartitionedCall:{i}") for i in (0, 1)]
+    xv = np.array([3.0, -1.0], np.float32)
+    y, z = _run(graph, names, {"x": xv})
+    np.testing.assert_allclose(y, 2 * xv)
+    np.testing.assert_allclose(z, xv - 1)

@@ -140,6 +140,13 @@ CASES: Dict[str, Builder] = {
         input_handle=_list(p.n(4, 2)), indices=[0, 2, 0], element_shape=[-1], element_dtype=f64),
     "TensorListResize": lambda p: _stacked(fl.raw_ops.TensorListResize(
         input_handle=_list(p.n(3, 2)), size=5)),
+    "TensorListScatter": lambda p: _stacked(fl.raw_ops.TensorListScatter(
+        tensor=p.n(2, 3), indices=[3, 1], element_shape=[-1])),
+    "TensorListScatterV2": lambda p: _stacked(fl.raw_ops.TensorListScatterV2(
+        tensor=p.n(2, 3), indices=[0, 2], element_shape=[3], num_elements=4)),
+    "TensorListScatterIntoExistingList": lambda p: _stacked(
+        fl.raw_ops.TensorListScatterIntoExistingList(input_handle=_list(p.n(3, 2)),
+                                                     tensor=p.n(2, 2), indices=[4, 1])),
     "ConcatV2": lambda p: fl.concat([p.n(2, 1), p.n(2, 3)], axis=-1),
     "Split": lambda p: (lambda parts: [parts[0], parts[2]])(fl.split(p.n(2, 6), 3, axis=1)),
     "SplitV": lambda p: fl.split(p.n(2, 6), [1, 2, 3], axis=1),

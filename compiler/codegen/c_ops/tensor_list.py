@@ -48,21 +48,24 @@ def _check_element_shape(kc: KernelContext, lst: TensorRef, i: int, what: str) -
                  f"(long long)({lst.dim(k + 1)})", f"(long long)({_c(d)})")
 
 
-def _item_dims(lst: TensorRef, item: TensorRef) -> List[str]:
-    """The element dims of a list after ``item`` was put in it: the item's if the list's
-    elements have no data yet, else the list's (checked equal to the item's)."""
+def _item_dims(lst: TensorRef, item: TensorRef, skip: int = 0) -> List[str]:
+    """The element dims of a list after ``item`` (without its first ``skip`` dims: the rows
+    of a scatter) was put in it: the item's if the list's elements have no data yet, else the
+    list's (checked equal to the item's)."""
+    dims = item.dims[skip:]
     if lst.size == "0":
-        return item.dims
+        return dims
     return [lst.dim(k + 1) if lst.shape[k + 1] is not None
-            else f"({lst.size} == 0 ? {item.dim(k)} : {lst.dim(k + 1)})"
-            for k in range(item.rank)]
+            else f"({lst.size} == 0 ? {d} : {lst.dim(k + 1)})" for k, d in enumerate(dims)]
 
 
-def _check_item(kc: KernelContext, lst: TensorRef, item: TensorRef, verb: str) -> None:
-    if lst.rank - 1 != item.rank:
-        raise kc.error(f"the item has rank {item.rank}, the list's elements rank {lst.rank - 1}")
-    for k in range(item.rank):
-        a, b = lst.dim(k + 1), item.dim(k)
+def _check_item(kc: KernelContext, lst: TensorRef, item: TensorRef, verb: str,
+                skip: int = 0) -> None:
+    if lst.rank - 1 != item.rank - skip:
+        raise kc.error(f"the item has rank {item.rank - skip}, the list's elements rank "
+                       f"{lst.rank - 1}")
+    for k in range(item.rank - skip):
+        a, b = lst.dim(k + 1), item.dim(k + skip)
         if a == b:
             continue
         kc.check(f"{lst.size} == 0 || {a} == {b}",
@@ -99,7 +102,7 @@ set_c_kernel("EmptyTensorList", _empty_c,
              lambda kc: [["0"] + [_c(d) for d in _element_dims(kc, 0, kc.out.rank - 1)]])
 
 
-# --- TensorListFromTensor, TensorListStack (views) ---------------------------------------------------
+# --- TensorListFromTensor, TensorListStack (views) ------------------------------------------------
 def _from_tensor_dims(kc: KernelContext) -> List[List[str]]:
     _check_element_shape(kc, kc.inputs[0], 1, "TensorListFromTensor")
     return [kc.inputs[0].dims]
@@ -147,7 +150,7 @@ def _gather_c(kc: KernelContext) -> str:
     return "\n".join([
         f"const int32_t *idx = {ind.data};",
         f"for (int64_t k = 0; k < {ind.size}; k++) {{",
-        f"    int64_t i = idx[k];",
+        "    int64_t i = idx[k];",
         f"    if (i < 0 || i >= {lst.dim(0)}) {bad}",
         "}",
         f"if ({row} > 0) for (int64_t k = 0; k < {ind.size}; k++)",
@@ -254,3 +257,70 @@ def _resize_c(kc: KernelContext) -> str:
 
 set_c_kernel("TensorListResize", _resize_c,
              lambda kc: [[_scalar(kc, 1, "size")] + kc.inputs[0].dims[1:]])
+
+
+# --- scatters ------------------------------------------------------------------------------------
+_ROWS_HELPER = """\
+/* TensorList scatters: the length of a list of at least n elements that takes every index
+   (max(index) + 1), or -1 if an index is negative. */
+static int64_t flowc_tl_rows(const int32_t *idx, int64_t count, int64_t n) {
+    for (int64_t k = 0; k < count; k++) {
+        if (idx[k] < 0) return -1;
+        if ((int64_t)idx[k] + 1 > n) n = (int64_t)idx[k] + 1;
+    }
+    return n;
+}"""
+
+
+def _rows(kc: KernelContext, tensor: TensorRef, indices: TensorRef, base: str) -> str:
+    """The output's length (C), after checks that there is one row per index and no index
+    is negative."""
+    kc.module.add_global(_ROWS_HELPER)
+    kc.check_dims_equal(tensor.dim(0), indices.size, "Invalid number of rows in input tensor "
+                        "(rows, indices)")
+    rows = f"flowc_tl_rows({indices.data}, {indices.size}, {base})"
+    kc.check(f"{rows} >= 0", "Trying to scatter on a negative index")
+    return rows
+
+
+def _scatter_base(kc: KernelContext) -> str:
+    if kc.node.op == "TensorListScatterV2":
+        n = _scalar(kc, 3, "num_elements")
+        return f"({n} < 0 ? 0 : {n})"
+    return "0"
+
+
+def _scatter_rows_c(tensor: TensorRef, indices: TensorRef, out: TensorRef) -> str:
+    row = out.dim_product(1)
+    return (f"if ({row} > 0) for (int64_t k = 0; k < {indices.size}; k++)\n"
+            f"    memcpy({out.data} + (int64_t){indices.data}[k] * {row}, "
+            f"{tensor.data} + k * {row}, {_bytes(out, row)});")
+
+
+def _scatter_c(kc: KernelContext) -> str:
+    tensor, indices, out = kc.inputs[0], kc.inputs[1], kc.out
+    _rows(kc, tensor, indices, _scatter_base(kc))
+    _check_element_shape(kc, kc.out, 2, kc.node.op)
+    return _zero(out) + "\n" + _scatter_rows_c(tensor, indices, out)
+
+
+def _scatter_dims(kc: KernelContext) -> List[List[str]]:
+    tensor, indices = kc.inputs[0], kc.inputs[1]
+    return [[_rows(kc, tensor, indices, _scatter_base(kc))] + tensor.dims[1:]]
+
+
+def _scatter_existing_c(kc: KernelContext) -> str:
+    lst, tensor, indices, out = kc.inputs[0], kc.inputs[1], kc.inputs[2], kc.out
+    _rows(kc, tensor, indices, lst.dim(0))
+    _check_item(kc, lst, tensor, "scatter", skip=1)
+    return _copy_rows(lst, out, lst.dim(0)) + "\n" + _scatter_rows_c(tensor, indices, out)
+
+
+def _scatter_existing_dims(kc: KernelContext) -> List[List[str]]:
+    lst, tensor, indices = kc.inputs
+    return [[_rows(kc, tensor, indices, lst.dim(0))] + _item_dims(lst, tensor, skip=1)]
+
+
+set_c_kernel("TensorListScatter", _scatter_c, _scatter_dims)
+set_c_kernel("TensorListScatterV2", _scatter_c, _scatter_dims)
+set_c_kernel("TensorListScatterIntoExistingList", _scatter_existing_c, _scatter_existing_dims)

@@ -194,3 +194,37 @@ def test_shape_functions_check_what_is_known():
         assert R.TensorListSetItem(input_handle=unknown, index=0,
                                    item=fl.zeros([5])).shape == (None, 5)
         assert R.TensorListPushBack(input_handle=lst, tensor=fl.zeros([2, 3])).shape == (5, 2, 3)
+
+
+def test_scatters_make_and_grow_lists(graph, rng):
+    t = fl.placeholder(fl.f32, [None, 2], name="t")
+    idx = fl.placeholder(fl.i32, [None], name="idx")
+    n = fl.placeholder(fl.i32, [], name="n")
+    lazy = R.TensorListReserve(element_shape=[-1], num_elements=2, element_dtype=fl.f32)
+    fetches = {
+        "v1": R.TensorListScatter(tensor=t, indices=idx, element_shape=[-1]),
+        "v2": R.TensorListScatterV2(tensor=t, indices=idx, element_shape=[2], num_elements=n),
+        "into": R.TensorListScatterIntoExistingList(input_handle=R.TensorListFromTensor(
+            tensor=fl.ones([3, 2]), element_shape=[2]), tensor=t, indices=idx),
+        "lazy": R.TensorListScatterIntoExistingList(input_handle=lazy, tensor=t, indices=idx),
+    }
+    stacked = {k: R.TensorListStack(input_handle=v, element_shape=-1, element_dtype=fl.f32)
+               for k, v in fetches.items()}
+    for ids, count in (([2, 0, 2], 5), ([], 1), ([4], 0)):
+        tv = rng.standard_normal((len(ids), 2)).astype(np.float32)
+        got = check_against_interpreter(graph, stacked, {t: tv, idx: np.array(ids, np.int32),
+                                                         n: np.int32(count)})
+
+        def want(base):
+            out = np.zeros((max([len(base)] + [i + 1 for i in ids]), 2), np.float32)
+            out[:len(base)] = base
+            for k, i in enumerate(ids):
+                out[i] = tv[k]
+            return out
+        np.testing.assert_array_equal(got["v1"], want(np.zeros((0, 2))))
+        np.testing.assert_array_equal(got["v2"], want(np.zeros((count, 2))))
+        np.testing.assert_array_equal(got["into"], want(np.ones((3, 2))))
+        np.testing.assert_array_equal(got["lazy"], want(np.zeros((2, 2))))
+    bad = R.TensorListScatter(tensor=t, indices=idx, element_shape=[-1], name="bad")
+    _fails_in_both(graph, bad, {t: np.ones((1, 2), np.float32), idx: np.array([-3], np.int32)},
+                   "negative index")
