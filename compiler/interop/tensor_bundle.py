@@ -33,6 +33,7 @@ advance together, one byte of every chunk per step, and are then combined (a CRC
 """
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -430,7 +431,7 @@ class TensorBundle:
                 self._slices.setdefault(sliced_name, []).append((extents, entry))
             else:
                 self._entries[key] = entry
-        self._data: Dict[int, bytes] = {}
+        self._data: Dict[int, object] = {}     # shard -> its bytes (mapped)
 
     def keys(self) -> List[str]:
         """Every tensor's key, sorted (a partitioned tensor once, by its own key)."""
@@ -455,15 +456,17 @@ class TensorBundle:
                                     "reads numeric and bool tensors only")
         return _DTYPES[e.dtype]
 
-    def _shard(self, shard: int) -> bytes:
+    def _shard(self, shard: int):
         if shard not in self._data:
             if not 0 <= shard < self.num_shards:
                 raise TensorBundleDataLossError(f"{self.index_path}: an entry names data shard "
                                                 f"{shard} of {self.num_shards}")
             path = data_file(self.prefix, shard, self.num_shards)
-            try:
+            try:                       # mapped, not read: a model's weights can be large
                 with open(path, "rb") as f:
-                    self._data[shard] = f.read()
+                    size = os.fstat(f.fileno()).st_size
+                    self._data[shard] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) \
+                        if size else b""
             except FileNotFoundError:
                 raise TensorBundleNotFoundError(f"{path}: no such file (data shard {shard} of "
                                                 f"the checkpoint {self.index_path})") from None

@@ -184,3 +184,42 @@ def test_api_errors_are_flowc_errors(at_root):
         load_model(os.path.join(DATA, "tf_module"), "missing")
     with pytest.raises(ModelError, match="--tag applies to TensorFlow SavedModel"):
         load_model(os.path.join(DATA, "make_saved_models.py"), tags=["serve"])
+
+
+# --- pieces ------------------------------------------------------------------------------------------
+def test_stripped_default_attrs_come_back_from_the_files_op_definitions():
+    """An attr flowc's op declares comes back at TensorFlow's default (flowc's own default
+    could differ); one it lacks stays out (it holds TensorFlow's default, which flowc's op
+    computes); an op flowc lowers away (While) gets every default, which the lowering reads."""
+    from compiler.interop.protos import tf_protos
+    from compiler.interop.saved_model import restore_default_attrs
+    pb = tf_protos()
+    mg = pb.MetaGraphDef()
+    mg.meta_info_def.stripped_default_attrs = True
+    matmul = mg.meta_info_def.stripped_op_list.op.add(name="MatMul")
+    for name in ("transpose_a", "grad_a"):
+        matmul.attr.add(name=name, type="bool").default_value.b = False
+    loop = mg.meta_info_def.stripped_op_list.op.add(name="While")
+    loop.attr.add(name="parallel_iterations", type="int").default_value.i = 10
+    mg.graph_def.node.add(name="mm", op="MatMul")
+    mg.graph_def.library.function.add().node_def.add(name="w", op="While")
+    restore_default_attrs(mg)
+    assert set(mg.graph_def.node[0].attr) == {"transpose_a"}
+    assert mg.graph_def.library.function[0].node_def[0].attr["parallel_iterations"].i == 10
+    mg.meta_info_def.stripped_default_attrs = False          # nothing stripped: nothing added
+    mg.graph_def.node[0].ClearField("attr")
+    restore_default_attrs(mg)
+    assert not mg.graph_def.node[0].attr
+
+
+def test_text_saved_model(capsys, tmp_path):
+    """saved_model.pbtxt (SavedModelBuilder.save(as_text=True)) loads as the binary one."""
+    from google.protobuf import text_format
+    from compiler.interop.saved_model import read_saved_model
+    folder = _copy_model(tmp_path, "tf1_simple_save")
+    sm, _ = read_saved_model(str(folder))
+    (folder / "saved_model.pb").unlink()
+    (folder / "saved_model.pbtxt").write_text(text_format.MessageToString(sm))
+    feeds, want = _reference("tf1_simple_save", "serving_default")
+    _, got = _compile_and_run(capsys, tmp_path, folder, feeds)
+    np.testing.assert_allclose(got["probs"], want["probs"], rtol=1e-5, atol=1e-6)
