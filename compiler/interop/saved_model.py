@@ -41,8 +41,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from compiler.interop.graphdef import (LOCATION_ATTR, GraphDefImportError, _split_input,
-                                       graphdef_to_graph, tensor_proto)
+from compiler.interop.graphdef import (LOCATION_ATTR, _split_input, graphdef_to_graph,
+                                       tensor_proto)
 from compiler.interop.protos import tf_protos
 from compiler.interop.tensor_bundle import TensorBundle, open_bundle
 from compiler.ir.op_registry import get_op, has_op
@@ -400,7 +400,8 @@ def freeze_variables(gd, values: Dict[str, np.ndarray], file: str) -> None:
             elif op in ("VarIsInitializedOp", "IsVariableInitialized"):
                 user.op = "Const"
                 data = [i for i in user.input if not i.startswith("^")]
-                keep = [i for i in user.input if i.startswith("^")] + ["^" + _node_of(d) for d in data]
+                keep = [i for i in user.input if i.startswith("^")]
+                keep += ["^" + _node_of(d) for d in data]
                 del user.input[:]
                 user.input.extend(keep)
                 user.ClearField("attr")
@@ -454,7 +455,7 @@ def _gather_of(nd, dt: int, pb):
     return axis
 
 
-# --- the model loader ------------------------------------------------------------------------------
+# --- the model loader -----------------------------------------------------------------------------
 def load_saved_model(path: str, signature: Optional[str] = None,
                      tags: Optional[Sequence[str]] = None):
     """The ``Model`` of SavedModel folder ``path``: one signature of one MetaGraphDef, its
@@ -467,7 +468,6 @@ def load_saved_model(path: str, signature: Optional[str] = None,
     restore_default_attrs(mg)
     gd = mg.graph_def
     _locate(gd, file)
-    pb = tf_protos()
     names = {nd.name for nd in gd.node}
     inputs = sorted(sig.inputs.items())
     outputs = sorted(sig.outputs.items())

@@ -110,7 +110,7 @@ def test_variables_are_constants(at_root):
     assert "GatherV2" in {n.op for n in model.graph}        # the Embedding's ResourceGather
 
 
-# --- errors: one `flowc: error:` naming the file -----------------------------------------------------
+# --- errors: one `flowc: error:` naming the file --------------------------------------------------
 def _error(capsys, *args) -> str:
     rc, _, err = flowc(capsys, *args)
     assert rc == 1, err
@@ -186,7 +186,7 @@ def test_api_errors_are_flowc_errors(at_root):
         load_model(os.path.join(DATA, "make_saved_models.py"), tags=["serve"])
 
 
-# --- pieces ------------------------------------------------------------------------------------------
+# --- pieces ---------------------------------------------------------------------------------------
 def test_stripped_default_attrs_come_back_from_the_files_op_definitions():
     """An attr flowc's op declares comes back at TensorFlow's default (flowc's own default
     could differ); one it lacks stays out (it holds TensorFlow's default, which flowc's op

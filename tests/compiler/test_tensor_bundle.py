@@ -67,7 +67,7 @@ def test_masking_round_trips():
     assert mask_crc(0) == 0xA282EAD8
 
 
-# --- OrderedCode slice keys ------------------------------------------------------------------------
+# --- OrderedCode slice keys -----------------------------------------------------------------------
 def test_signed_numbers_of_tensorflows_examples():
     assert tb._ordered_signed(b"\xf0\x42\x42\x42", 0) == (0x424242, 4)
     assert tb._ordered_signed(b"\x38\x00", 0) == (-0x800, 2)
@@ -104,7 +104,8 @@ def test_every_key_dtype_shape_and_value_as_tensorflow_reads_them(reference):
 
 def test_index_keys_are_prefix_compressed_between_restart_points():
     """TensorFlow's table stores every 16th key whole (a restart point) and the others as the
-    bytes they add to the previous key; 164 entries (the header and 163 keys) make a block with 11 restart points."""
+    bytes they add to the previous key; 164 entries (the header and 163 keys) make a block
+    with 11 restart points."""
     with open(DTYPES + ".index", "rb") as f:
         data = f.read()
     footer = data[-tb.FOOTER_SIZE:]
@@ -142,7 +143,8 @@ def test_sharded_bundle_with_a_partitioned_tensor(reference):
 def test_object_graph_names_the_variables():
     graph = open_bundle(DTYPES).object_graph()
     keys = {a.checkpoint_key for n in graph.nodes for a in n.attributes}
-    assert "f32/.ATTRIBUTES/VARIABLE_VALUE" in keys and "many/149/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    assert "f32/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    assert "many/149/.ATTRIBUTES/VARIABLE_VALUE" in keys
     assert open_bundle(SMALL).object_graph() is None          # TF1's Saver: no object graph
 
 
@@ -154,7 +156,7 @@ def test_unknown_key_and_string_tensor():
         bundle.read(tb.OBJECT_GRAPH_KEY)
 
 
-# --- missing, truncated and damaged files -------------------------------------------------------------
+# --- missing, truncated and damaged files ---------------------------------------------------------
 def _copy(tmp_path, prefix=SMALL):
     folder = tmp_path / "copy"
     folder.mkdir()

@@ -246,7 +246,7 @@ def tf1_simple_save():
                                                tags=["serve"]))
 
 
-# --- tensor bundles --------------------------------------------------------------------------------
+# --- tensor bundles -------------------------------------------------------------------------------
 def bundle_variables():
     r = rng(6)
     values = {
@@ -292,7 +292,7 @@ def bundles():
            tf.train.CheckpointOptions(experimental_sharding_callback=policy), False)
 
 
-# --- TensorFlow's field numbers ---------------------------------------------------------------------
+# --- TensorFlow's field numbers -------------------------------------------------------------------
 def descriptors():
     """Every field of every message of TensorFlow's that flowc's tf_formats.proto names."""
     from google.protobuf import descriptor_pool
