@@ -45,9 +45,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    model_help = ("model file: IR text (*.ir), a text-DSL file (*.flow, see docs/dsl.md) or a "
-                  "Python file whose build() returns (graph, fetches[, feeds]); see "
-                  "compiler/model_loader.py")
+    model_help = ("model file: IR text (*.ir), a text-DSL file (*.flow, see docs/dsl.md), a "
+                  "Python file whose build() returns (graph, fetches[, feeds]), a TensorFlow "
+                  "GraphDef (*.pb, *.pbtxt), an ONNX model (*.onnx), or a TensorFlow SavedModel "
+                  "folder (with --signature); see compiler/model_loader.py")
     p = sub.add_parser("compile", help="compile a model into an artifact folder",
                        description="Compile a model file into an artifact folder (manifest.json, "
                        "generated C, shared object, IR) that `flowc run` loads.")
@@ -220,6 +221,12 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help="another step the model file defines instead of its outputs: 'train' "
                         "for a .flow file with training declarations (the optimizer's update "
                         "of every variable, fetching the loss), 'eval' (the loss and metrics)")
+    p.add_argument("--signature", metavar="NAME",
+                   help="a SavedModel's signature to compile (default: serving_default, or its "
+                        "only one); its input and output keys name the feeds and fetches")
+    p.add_argument("--tag", metavar="TAG", action="append", default=[],
+                   help="a SavedModel's MetaGraphDef by its tags (repeatable, or comma-separated "
+                        "as in saved_model_cli's --tag_set; default: serve, or its only one)")
 
 
 def _dispatch(args: argparse.Namespace) -> int:
