@@ -26,7 +26,7 @@ from compiler.ir.construct import make_node
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.reachability import needed_nodes
 from compiler.ir.types import TensorType
-from compiler.passes.prune import ROOT_OPS, is_removable
+from compiler.passes.prune import is_removable
 from runtime.checkpoint import CheckpointError, read_checkpoint
 from runtime.checkpoint_state import resolve_checkpoint
 from runtime.dtypes import DType
@@ -120,10 +120,14 @@ _READS = ("ReadVariableOp", "ResourceGather", "VarIsInitializedOp", "Identity")
 
 
 def freeze_variables(graph: Graph, values: Dict[str, np.ndarray],
-                     variables: Optional[Sequence[Node]] = None) -> List[str]:
+                     variables: Optional[Sequence[Node]] = None, keep_reads: bool = True
+                     ) -> List[str]:
     """Turn ``variables`` (default: every variable of ``graph`` that ``values`` has, by
     key) into constants of their values, in place; the keys frozen, in graph order.
-    A variable the graph also writes is an error naming the writers (nothing changes)."""
+    ``keep_reads``: each read becomes an ``Identity`` of the constant (TensorFlow's frozen
+    form); without it, a read with no control edges is replaced by the constant itself (a
+    step graph, so an ONNX initializer has the variable's name). A variable the graph also
+    writes is an error naming the writers (nothing changes)."""
     chosen = [v for v in (variables if variables is not None else variables_of(graph))
               if variable_key(v) in values]
     writers = []
@@ -136,11 +140,11 @@ def freeze_variables(graph: Graph, values: Dict[str, np.ndarray],
                           + ", ".join(writers) + " (a training step keeps its variables: give "
                           "the checkpoint at run time, e.g. flowc run --checkpoint)")
     for v in chosen:
-        _freeze_one(graph, v, values[variable_key(v)])
+        _freeze_one(graph, v, values[variable_key(v)], keep_reads)
     return [variable_key(v) for v in chosen]
 
 
-def _freeze_one(graph: Graph, handle: Node, value: np.ndarray) -> None:
+def _freeze_one(graph: Graph, handle: Node, value: np.ndarray, keep_reads: bool) -> None:
     dtype: DType = handle.attrs["dtype"]
     value = np.array(value, dtype=dtype.np, copy=True)
     users = _handle_users(handle)
@@ -152,7 +156,12 @@ def _freeze_one(graph: Graph, handle: Node, value: np.ndarray) -> None:
     const.assigned_device = handle.assigned_device
     value_out = const.output(0)
     for user in users:
-        if user.op == "ReadVariableOp":           # a copy of the value: the constant
+        if user.op == "ReadVariableOp" and not keep_reads and not user.control_inputs \
+                and not any(user in u.control_inputs for u in user.users):
+            graph.replace_all_uses_with(user.output(0), value_out)
+            user.set_inputs([])
+            graph.erase_node(user)
+        elif user.op == "ReadVariableOp":         # a copy of the value: the constant
             user.op, user.attrs = "Identity", {"T": dtype}
             user.set_inputs([value_out])
         elif user.op == "ResourceGather":
@@ -237,8 +246,3 @@ def _erase_unused(graph: Graph, nodes: Iterable[Node]) -> None:
         producers = [i.node for i in node.inputs] + list(node.control_inputs)
         graph.erase_node(node)
         stack.extend(producers)
-
-
-def step_roots(graph: Graph) -> List[Node]:
-    """The nodes a step graph computes for (``_Retval``, ``_Sink``)."""
-    return [n for n in graph if n.op in ROOT_OPS]

@@ -13,7 +13,7 @@ from dsl.array_ops import identity
 from dsl.context import name_scope
 from dsl.nn_losses import dropout as _nn_dropout
 from dsl.ops import convert_to_tensor
-from dsl.training_switch import smart_select
+from dsl.training_switch import constant_switch, smart_select
 
 __all__ = ["dropout", "Dropout"]
 
@@ -44,11 +44,13 @@ class Dropout:
     def __call__(self, inputs, training=False):
         with name_scope(self.name):
             x = convert_to_tensor(inputs)
+            if constant_switch(training) is False:
+                return identity(x)                 # as TensorFlow: the layer's output op
             return smart_select(
                 training,
                 lambda: _nn_dropout(x, rate=self.rate, noise_shape=self.noise_shape,
                                     seed=self.seed),
-                lambda: identity(x),
+                lambda: x,
                 name="select")
 
     apply = __call__

@@ -56,7 +56,7 @@ def freeze_step(step: StepGraph, checkpoint: str, model: str) -> List[str]:
     if not variables:
         return []
     values = checkpoint_values(checkpoint, variables, model)
-    return freeze_variables(step.graph, values, variables)
+    return freeze_variables(step.graph, values, variables, keep_reads=False)
 
 
 def _weights_note(names: Sequence[str], checkpoint: str) -> str:

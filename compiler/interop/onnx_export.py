@@ -342,7 +342,7 @@ def export_model_onnx(model, path: str, checkpoint: Optional[str] = None) -> int
         variables = variables_of(step.graph)
         if variables:
             freeze_variables(step.graph, checkpoint_values(checkpoint, variables, model.path),
-                             variables)
+                             variables, keep_reads=False)
     PassManager(PipelineOptions(passes=EXPORT_PASSES)).run(step.graph)
     retvals = sorted((n for n in step.graph if n.op == "_Retval"), key=lambda r: r.attrs["index"])
     fetches = [r.inputs[0] for r in retvals]
