@@ -30,6 +30,8 @@ from dsl.clip_ops import *  # noqa: F401,F403
 from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl import nn
+from dsl import layers
+from dsl import graph_util
 from dsl import bitwise
 from dsl import summary
 from dsl import train
