@@ -47,12 +47,23 @@ def default_opset(model: onnx.ModelProto) -> int:
     return 1
 
 
+def domain_opset(model: onnx.ModelProto, domain: str, default: int) -> int:
+    """The opset a node of ``domain`` was written for (``default``: the default domain's)."""
+    if domain in DEFAULT_DOMAINS:
+        return default
+    for imp in model.opset_import:
+        if imp.domain == domain:
+            return imp.version
+    return 1
+
+
 def check_supported(model: onnx.ModelProto, path: str) -> None:
     """Raise ``UnsupportedOpsError`` naming every op the model uses that flowc cannot lower."""
     opset = default_opset(model)
     missing: Dict[Tuple[str, str], List[int]] = {}
     for i, node in enumerate(model.graph.node):
-        fn, why = find_lowering(node.op_type, node.domain, opset)
+        fn, why = find_lowering(node.op_type, node.domain,
+                                domain_opset(model, node.domain, opset))
         if fn is None:
             missing.setdefault((node.op_type, why), []).append(i)
     if missing:
@@ -125,7 +136,7 @@ def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = Non
                 values[vi.name] = inputs[vi.name] = _placeholder(vi, path, scope)
         fed = {t.output.node: name for name, t in inputs.items()}
         for i, node in enumerate(g.node):
-            _lower_node(node, i, opset, values, path, fed)
+            _lower_node(node, i, domain_opset(model, node.domain, opset), values, path, fed)
     outputs = {}
     for vi in g.output:
         if vi.name not in values:
