@@ -1,0 +1,174 @@
+"""``_GridSample``: flowc's own op (TensorFlow has none) for sampling an N-D image at the
+points of a grid, ONNX's ``GridSample`` (PyTorch's ``grid_sample``).
+
+- ``input`` is ``[N, C, D1, ..., Dr]``, ``grid`` is ``[N, H1, ..., Hr, r]``: each grid point
+  holds r normalized coordinates in [-1, 1], innermost dim first (x, y[, z]: x runs along
+  Dr); the output is ``[N, C, H1, ..., Hr]``.
+- A coordinate ``u`` on a dim of size L is the pixel position ``(u + 1) / 2 * (L - 1)`` with
+  ``align_corners`` (-1 and 1 are the centres of the corner pixels), else
+  ``((u + 1) * L - 1) / 2`` (-1 and 1 are the corner pixels' outer edges).
+- ``mode``: ``nearest`` (rounded half to even), ``linear`` (2 taps per dim) or ``cubic`` (4
+  taps per dim, Keys' kernel with a = -0.75), separable: the innermost dim is interpolated
+  first, then the next, as ONNX's reference does.
+- ``padding_mode``: ``zeros`` (taps outside the input read 0), ``border`` (positions outside
+  the border [-0.5, L - 0.5], or [0, L - 1] with ``align_corners``, clamp to [0, L - 1], and
+  taps clamp to the input) or ``reflection`` (positions and taps reflect at the border).
+- A coordinate that is NaN, or infinite with reflection, samples 0. Coordinates far outside
+  the input cost nothing extra: all their taps are outside.
+
+The C lowering is ``compiler/codegen/c_ops/grid_sample.py``.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+from compiler.errors import ExecutionError
+from compiler.ir.op_registry import register_op
+
+MODES = ("nearest", "linear", "cubic")
+PADDING_MODES = ("zeros", "border", "reflection")
+CUBIC_A = -0.75
+
+
+def taps_per_dim(mode: str) -> int:
+    return {"nearest": 1, "linear": 2, "cubic": 4}[mode]
+
+
+def _check_attrs(attrs, fail) -> None:
+    if attrs["mode"] not in MODES:
+        raise fail(f"mode must be one of {', '.join(MODES)}, got '{attrs['mode']}'")
+    if attrs["padding_mode"] not in PADDING_MODES:
+        raise fail(f"padding_mode must be one of {', '.join(PADDING_MODES)}, got "
+                   f"'{attrs['padding_mode']}'")
+
+
+def _grid_sample_shape(ctx) -> list:
+    _check_attrs(ctx.attrs, ctx.error)
+    x, g = ctx.input_shape(0), ctx.input_shape(1)
+    if x is not None and len(x) < 3:
+        raise ctx.error(f"input must have rank 3 or more ([N, C, spatial...]), got {len(x)}")
+    if x is None:
+        return [None]
+    if g is None:
+        return [(x[0], x[1]) + (None,) * (len(x) - 2)]
+    if len(g) != len(x):
+        raise ctx.error(f"grid must have rank {len(x)} for an input of rank {len(x)}, got "
+                        f"{len(g)}")
+    if g[-1] is not None and g[-1] != len(x) - 2:
+        raise ctx.error(f"grid's last dim must be {len(x) - 2} (one coordinate per spatial "
+                        f"dim), got {g[-1]}")
+    if x[0] is not None and g[0] is not None and x[0] != g[0]:
+        raise ctx.error(f"grid's batch {g[0]} does not match input's {x[0]}")
+    n = x[0] if x[0] is not None else g[0]
+    return [(n, x[1]) + tuple(g[1:-1])]
+
+
+# --- numpy reference ---------------------------------------------------------------------------
+def reflect(c: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Positions outside [lo, hi] reflected back into it, by the near border repeatedly."""
+    span = hi - lo
+    if span <= 0:
+        return np.where(np.isnan(c), c, lo).astype(c.dtype)
+    with np.errstate(invalid="ignore"):
+        below = np.fmod(lo - c, 2 * span)
+        above = np.fmod(c - hi, 2 * span)
+    from_below = np.where(below < span, lo + below, hi - (below - span))
+    from_above = np.where(above < span, hi - above, lo + (above - span))
+    return np.where(c < lo, from_below, np.where(c > hi, from_above, c)).astype(c.dtype)
+
+
+def cubic_weights(t: np.ndarray) -> List[np.ndarray]:
+    """Keys' cubic convolution weights of the 4 taps at -1, 0, 1, 2 for fraction ``t``."""
+    a = t.dtype.type(CUBIC_A)
+    one, two = t.dtype.type(1), t.dtype.type(2)
+    return [((a * (t + one) - 5 * a) * (t + one) + 8 * a) * (t + one) - 4 * a,
+            ((a + 2) * t - (a + 3)) * t * t + one,
+            ((a + 2) * (one - t) - (a + 3)) * (one - t) * (one - t) + one,
+            ((a * (two - t) - 5 * a) * (two - t) + 8 * a) * (two - t) - 4 * a]
+
+
+def dim_taps(u: np.ndarray, size: int, mode: str, padding: str, align: bool
+             ) -> Tuple[List[np.ndarray], List[np.ndarray], List[np.ndarray]]:
+    """For normalized coordinates ``u`` on a dim of ``size``: per tap, (index, weight,
+    valid) arrays shaped like ``u``."""
+    ft = u.dtype.type
+    lo, hi = (ft(0), ft(size - 1)) if align else (ft(-0.5), ft(size - 0.5))
+    with np.errstate(invalid="ignore", over="ignore"):
+        c = ((u + ft(1)) / ft(2) * ft(size - 1) if align
+             else ((u + ft(1)) * ft(size) - ft(1)) / ft(2))
+        if mode == "nearest":
+            c = np.rint(c)
+        outside = (c < lo) | (c > hi)
+        if padding == "border":
+            c = np.where(outside, np.clip(c, ft(0), ft(max(size - 1, 0))), c)
+        elif padding == "reflection":
+            c = np.where(outside, reflect(c, lo, hi), c)
+    finite = np.isfinite(c) & (size > 0)
+    c = np.where(finite, np.clip(c, ft(-4), ft(size + 4)), ft(0))
+    if mode == "nearest":
+        bases, weights = [c.astype(np.int64)], [np.ones_like(c)]
+    else:
+        b = np.floor(c)
+        t = (c - b).astype(u.dtype)
+        b = b.astype(np.int64)
+        if mode == "linear":
+            bases, weights = [b, b + 1], [ft(1) - t, t]
+        else:
+            bases, weights = [b - 1, b, b + 1, b + 2], cubic_weights(t)
+    index, valid = [], []
+    for i in bases:
+        if padding == "zeros":
+            ok = finite & (i >= 0) & (i < size)
+        else:
+            ok = finite.copy()
+            if padding == "reflection":
+                i = np.trunc(reflect(i.astype(u.dtype), lo, hi)).astype(np.int64)
+            i = np.clip(i, 0, max(size - 1, 0))
+        index.append(np.where(ok, i, 0))
+        valid.append(ok)
+    return index, weights, valid
+
+
+def _grid_sample_ref(ctx, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    mode, padding = ctx.attrs["mode"], ctx.attrs["padding_mode"]
+    align = bool(ctx.attrs["align_corners"])
+    r = x.ndim - 2
+    if grid.shape[0] != x.shape[0] or grid.shape[-1] != r:
+        raise ExecutionError(f"grid of shape {list(grid.shape)} does not fit an input of shape "
+                             f"{list(x.shape)}", ctx.node)
+    n, ch, spatial = x.shape[0], x.shape[1], x.shape[2:]
+    points = grid.shape[1:-1]
+    g = grid.reshape(n, int(np.prod(points, dtype=np.int64)), r)
+    taps = [dim_taps(g[:, :, r - 1 - d], spatial[d], mode, padding, align) for d in range(r)]
+    xt = np.moveaxis(x, 1, -1)                                   # [N, spatial..., C]
+    acc_type = np.float64 if x.dtype == np.float64 else np.float32
+    batch = np.arange(n)[:, None]
+
+    def level(d: int, chosen: list) -> np.ndarray:
+        """The interpolation over dims d.. with taps ``chosen`` of the dims before: [N, P, C]."""
+        total = None
+        for idx, w, ok in zip(*taps[d]):
+            picked = chosen + [(idx, ok)]
+            if d + 1 < r:
+                value = level(d + 1, picked)
+            else:
+                value = xt[(batch,) + tuple(i for i, _ in picked)].astype(acc_type)
+                allowed = np.logical_and.reduce([o for _, o in picked])
+                value = np.where(allowed[..., None], value, acc_type(0))
+            term = value if mode == "nearest" else w.astype(acc_type)[..., None] * value
+            total = term if total is None else total + term
+        return total
+
+    y = level(0, []) if g.shape[1] and ch else np.zeros((n, g.shape[1], ch), acc_type)
+    return np.moveaxis(y, -1, 1).reshape((n, ch) + points).astype(x.dtype)
+
+
+register_op("_GridSample", inputs=["input: T", "grid: Tgrid"], outputs=["output: T"],
+            attrs=["T: {float}", "Tgrid: {float}", 'mode: string = "linear"',
+                   'padding_mode: string = "zeros"', "align_corners: bool = false"],
+            shape=_grid_sample_shape, kernel=_grid_sample_ref, group="other",
+            doc="Samples input [N, C, D1..Dr] at grid [N, H1..Hr, r] (normalized coordinates, "
+                "innermost dim first): nearest, linear or cubic; zeros, border or reflection "
+                "padding (ONNX's GridSample).")
