@@ -30,6 +30,7 @@ from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl import nn
 from dsl import bitwise
+from dsl import image
 from dsl import summary
 from dsl import train
 from dsl.config import ConfigProto, RunMetadata, RunOptions
