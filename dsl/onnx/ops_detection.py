@@ -1,6 +1,6 @@
 """Detection ops: NonMaxSuppression as TensorFlow's NonMaxSuppressionV5 (hard NMS) per batch
 entry and class, its selections stacked into ONNX's [selected, 3] rows of (batch, class,
-box)."""
+box); RoiAlign as flowc's ``_RoiAlign``."""
 from __future__ import annotations
 
 import numpy as np
@@ -69,6 +69,26 @@ def lower_non_max_suppression(ctx):
     return apply_op("ConcatV2", [rows, index_scalar(0)])
 
 
+def lower_roi_align(ctx):
+    x, rois, batch_indices = ctx.input(0), ctx.input(1), ctx.input(2)
+    if ctx.opset >= 16:
+        transform = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    else:                                # opset 10: no attribute, the output_half_pixel rule
+        transform = "output_half_pixel"
+    if transform not in ("half_pixel", "output_half_pixel"):
+        raise ctx.error(f"unknown coordinate_transformation_mode '{transform}'")
+    if batch_indices.dtype not in (fl.int32, fl.int64):
+        batch_indices = fl.cast(batch_indices, fl.int64)
+    return apply_op("_RoiAlign", [x, fl.cast(rois, x.dtype), batch_indices],
+                    {"mode": ctx.attr("mode", "avg"),
+                     "output_height": int(ctx.attr("output_height", 1)),
+                     "output_width": int(ctx.attr("output_width", 1)),
+                     "sampling_ratio": int(ctx.attr("sampling_ratio", 0)),
+                     "spatial_scale": float(ctx.attr("spatial_scale", 1.0)),
+                     "half_pixel": transform == "half_pixel"})
+
+
 LOWERINGS = {
+    "RoiAlign": [(10, None, lower_roi_align)],
     "NonMaxSuppression": [(10, None, lower_non_max_suppression)],
 }
