@@ -38,7 +38,10 @@ from dsl.ops import apply_op
 
 
 def _wider_float(*dtypes):
-    """The float type numpy would compute in (float64 if any is, else float32)."""
+    """The float type numpy computes in: the operands' own when they share one (float16
+    scales multiply in float16, as in the reference), else float64 if any is, else float32."""
+    if all(d is dtypes[0] for d in dtypes) and dtypes[0].is_floating:
+        return dtypes[0]
     return fl.float64 if any(d is fl.float64 for d in dtypes) else fl.float32
 
 
