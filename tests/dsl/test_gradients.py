@@ -234,6 +234,16 @@ CASES: Dict[str, Builder] = {
                                           fl.einsum("aij,bjk->abk", a[:1], b),
                                           fl.einsum("...ij,...jk->...ik", a[:1], b)])(
         p.n(2, 3, 4), p.n(2, 4, 2), p.n(3, 4)),
+    "_DFT": lambda p: (lambda x, r: [
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(6))], {"axis": 1}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(4))], {"axis": 1, "onesided": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(7))], {"axis": 0, "inverse": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(8))],
+                    {"axis": 1, "inverse": True, "onesided": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(5))],
+                    {"axis": 1, "inverse": True, "onesided": True}),
+        fl.apply_op("_DFT", [r, fl.constant(np.int64(5))], {"axis": 0, "onesided": True})])(
+        p.n(3, 5, 2), p.n(4, 1)),
     "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
     "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
                                            fl.matrix_inverse(a, adjoint=True)])(
