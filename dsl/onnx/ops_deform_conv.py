@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import dsl as fl
-from dsl.onnx.values import binary, index_const, index_scalar, rank_of, static_shape
+from dsl.onnx.values import binary, index_const, rank_of, static_shape
 from dsl.ops import apply_op
 
 

@@ -117,7 +117,8 @@ def test_conv_integer_and_qlinear_conv_with_per_channel_weights(group, rng):
     attrs = dict(pads=[1, 0, 1, 1], strides=[2, 1], group=group)
     feeds = {"x": x, "w": w, "xz": np.array(128, np.uint8),
              "wz": rng.integers(100, 150, 6, dtype=np.uint8),
-             "xs": np.array(0.01, np.float32), "ws": rng.uniform(0.001, 0.004, 6).astype(np.float32),
+             "xs": np.array(0.01, np.float32),
+             "ws": rng.uniform(0.001, 0.004, 6).astype(np.float32),
              "ys": np.array(0.5, np.float32), "yz": np.array(120, np.uint8),
              "bias": rng.integers(-3000, 3000, 6).astype(np.int32)}
     nodes = [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["c"], **attrs),

@@ -1,7 +1,8 @@
 """_GridSample (ONNX's GridSample): compiled C against the numpy interpreter for every mode,
 padding mode and align_corners, on 1-, 2- and 3-D images, float32 and float64, with grid
 points far outside, NaN and infinite coordinates, dims fed at run time, and the batch
-mismatch error. (The interpreter's agreement with onnx's reference: tests/dsl/test_onnx_image.py.)"""
+mismatch error. (The interpreter's agreement with onnx's reference:
+tests/dsl/test_onnx_image.py.)"""
 import itertools
 
 import numpy as np
