@@ -1,4 +1,6 @@
-"""The ``ai.onnx.ml`` operator set: TreeEnsemble (opset 5).
+"""The ``ai.onnx.ml`` operator set: TreeEnsemble (opset 5), Binarizer (``x > threshold`` as
+x's type) and ArrayFeatureExtractor (a GatherV2 along the last axis: indices out of range are
+its error; a vector becomes one row, as in onnxruntime).
 
 The trees are attributes, known at import, so the whole ensemble becomes a few dense flowc
 ops and no data-dependent control flow:
@@ -168,6 +170,22 @@ def lower_tree_ensemble(ctx):
     return apply_op("Reshape", [y, index_const([-1, n_targets])])
 
 
+def lower_binarizer(ctx):
+    x = ctx.input(0)
+    threshold = fl.constant(np.asarray(ctx.attr("threshold", 0.0), x.dtype.np), dtype=x.dtype)
+    return fl.cast(binary("Greater", x, threshold), x.dtype)
+
+
+def lower_array_feature_extractor(ctx):
+    x, indices = ctx.input(0), ctx.input(1)
+    if rank_of(x, ctx) == 1:
+        x = apply_op("ExpandDims", [x, index_scalar(0)])
+    flat = apply_op("Reshape", [fl.cast(indices, fl.int64), index_const([-1])])
+    return apply_op("GatherV2", [x, flat, index_scalar(-1)])
+
+
 LOWERINGS = {
     "TreeEnsemble": [(5, None, lower_tree_ensemble)],
+    "Binarizer": [(1, None, lower_binarizer)],
+    "ArrayFeatureExtractor": [(1, None, lower_array_feature_extractor)],
 }

@@ -90,3 +90,25 @@ def test_tree_ensemble_set_members_may_be_zero():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 5)])
     (y,) = run_flowc(model, {"x": np.array([[0], [3], [1], [np.nan]], np.float32)})
     np.testing.assert_array_equal(y.reshape(-1), [1, 1, 2, 2])
+
+
+def _ml_model(node, feeds):
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                            list(v.shape)) for n, v in feeds.items()]
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info(
+        o, TensorProto.UNDEFINED, None) for o in node.output])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 3)])
+
+
+@pytest.mark.parametrize("shape,index", [((3, 4, 5), [[4, 0, 4]]), ((6,), [5, 1])])
+def test_binarizer_and_array_feature_extractor_match_the_reference(shape, index, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[0] = np.nan
+    feeds = {"x": x, "i": np.asarray(index, np.int64)}
+    for node in (helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml",
+                                  threshold=0.3),
+                 helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"],
+                                  domain="ai.onnx.ml")):
+        used = {k: v for k, v in feeds.items() if k in node.input}
+        got, want = run_both(_ml_model(node, used), used)
+        assert_close(got, want)
