@@ -16,10 +16,17 @@ points of a grid, ONNX's ``GridSample`` (PyTorch's ``grid_sample``).
 - A coordinate that is NaN, or infinite with reflection, samples 0. Coordinates far outside
   the input cost nothing extra: all their taps are outside.
 
+``_GridSampleGrad`` is its gradient (``dsl/grad/grid_sample_grad.py``): the input's gradient
+adds each output's gradient times each tap's weight into the tap's pixel; the grid's is the
+derivative of the interpolation along each coordinate (the weights' derivatives), times that
+of the coordinate transform (0 where ``border`` clamps, +-1 through ``reflection``, 0 for
+``nearest``, whose output is piecewise constant).
+
 The C lowering is ``compiler/codegen/c_ops/grid_sample.py``.
 """
 from __future__ import annotations
 
+import itertools
 from typing import List, Tuple
 
 import numpy as np
@@ -89,10 +96,51 @@ def cubic_weights(t: np.ndarray) -> List[np.ndarray]:
             ((a * (two - t) - 5 * a) * (two - t) + 8 * a) * (two - t) - 4 * a]
 
 
-def dim_taps(u: np.ndarray, size: int, mode: str, padding: str, align: bool
-             ) -> Tuple[List[np.ndarray], List[np.ndarray], List[np.ndarray]]:
+def cubic_weight_slopes(t: np.ndarray) -> List[np.ndarray]:
+    """d/dt of the 4 cubic weights."""
+    a = t.dtype.type(CUBIC_A)
+    one, two = t.dtype.type(1), t.dtype.type(2)
+    s0, s2, s3 = t + one, one - t, two - t
+    return [(3 * a * s0 - 10 * a) * s0 + 8 * a,
+            (3 * (a + 2) * t - 2 * (a + 3)) * t,
+            -((3 * (a + 2) * s2 - 2 * (a + 3)) * s2),
+            -((3 * a * s3 - 10 * a) * s3 + 8 * a)]
+
+
+def coordinate_slope(u: np.ndarray, size: int, mode: str, padding: str, align: bool
+                     ) -> np.ndarray:
+    """d(pixel position)/du, through the padding mode's clamp or reflection."""
+    ft = u.dtype.type
+    scale = ft(size - 1) / ft(2) if align else ft(size) / ft(2)
+    if mode == "nearest":
+        return np.zeros_like(u)
+    lo, hi = (ft(0), ft(size - 1)) if align else (ft(-0.5), ft(size - 0.5))
+    with np.errstate(invalid="ignore", over="ignore"):
+        c = ((u + ft(1)) / ft(2) * ft(size - 1) if align
+             else ((u + ft(1)) * ft(size) - ft(1)) / ft(2))
+        below, above = c < lo, c > hi
+        slope = np.full_like(u, scale)
+        if padding == "border":
+            slope = np.where(below | above, ft(0), slope)
+        elif padding == "reflection":
+            span = hi - lo
+            if span <= 0:
+                slope = np.where(below | above, ft(0), slope)
+            else:
+                m_below = np.fmod(lo - c, 2 * span)
+                m_above = np.fmod(c - hi, 2 * span)
+                sign = np.where(below, np.where(m_below < span, ft(-1), ft(1)),
+                                np.where(above, np.where(m_above < span, ft(-1), ft(1)),
+                                         ft(1)))
+                slope = slope * sign
+    return np.where(np.isfinite(slope) & np.isfinite(c), slope, ft(0))
+
+
+def dim_taps(u: np.ndarray, size: int, mode: str, padding: str, align: bool,
+             with_slopes: bool = False) -> Tuple[List[np.ndarray], ...]:
     """For normalized coordinates ``u`` on a dim of ``size``: per tap, (index, weight,
-    valid) arrays shaped like ``u``."""
+    valid) arrays shaped like ``u`` (and, ``with_slopes``, the weights' derivatives along the
+    pixel position)."""
     ft = u.dtype.type
     lo, hi = (ft(0), ft(size - 1)) if align else (ft(-0.5), ft(size - 0.5))
     with np.errstate(invalid="ignore", over="ignore"):
@@ -117,6 +165,13 @@ def dim_taps(u: np.ndarray, size: int, mode: str, padding: str, align: bool
             bases, weights = [b, b + 1], [ft(1) - t, t]
         else:
             bases, weights = [b - 1, b, b + 1, b + 2], cubic_weights(t)
+    if with_slopes:
+        if mode == "nearest":
+            slopes = [np.zeros_like(c)]
+        elif mode == "linear":
+            slopes = [np.full_like(c, -1), np.ones_like(c)]
+        else:
+            slopes = cubic_weight_slopes(t)
     index, valid = [], []
     for i in bases:
         if padding == "zeros":
@@ -128,6 +183,8 @@ def dim_taps(u: np.ndarray, size: int, mode: str, padding: str, align: bool
             i = np.clip(i, 0, max(size - 1, 0))
         index.append(np.where(ok, i, 0))
         valid.append(ok)
+    if with_slopes:
+        return index, weights, valid, slopes
     return index, weights, valid
 
 
@@ -163,6 +220,60 @@ def _grid_sample_ref(ctx, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
     y = level(0, []) if g.shape[1] and ch else np.zeros((n, g.shape[1], ch), acc_type)
     return np.moveaxis(y, -1, 1).reshape((n, ch) + points).astype(x.dtype)
+
+
+def _grid_sample_grad_shape(ctx) -> list:
+    _check_attrs(ctx.attrs, ctx.error)
+    return [ctx.input_shape(1), ctx.input_shape(2)]
+
+
+def _grid_sample_grad_ref(ctx, dy: np.ndarray, x: np.ndarray, grid: np.ndarray):
+    mode, padding = ctx.attrs["mode"], ctx.attrs["padding_mode"]
+    align = bool(ctx.attrs["align_corners"])
+    r = x.ndim - 2
+    n, ch, spatial = x.shape[0], x.shape[1], x.shape[2:]
+    if grid.shape[0] != n or grid.shape[-1] != r or dy.shape != (n, ch) + grid.shape[1:-1]:
+        raise ExecutionError(f"gradient {list(dy.shape)}, input {list(x.shape)} and grid "
+                             f"{list(grid.shape)} do not fit", ctx.node)
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    pts = int(np.prod(grid.shape[1:-1], dtype=np.int64))
+    g = grid.reshape(n, pts, r)
+    taps = [dim_taps(g[:, :, r - 1 - d], spatial[d], mode, padding, align, True)
+            for d in range(r)]
+    slopes = [coordinate_slope(g[:, :, r - 1 - d], spatial[d], mode, padding, align)
+              for d in range(r)]
+    gy = np.moveaxis(dy.reshape(n, ch, pts), 1, -1).astype(acc)       # [N, P, C]
+    xt = np.moveaxis(x, 1, -1).astype(acc)                            # [N, spatial, C]
+    dx = np.zeros_like(xt)
+    dcoord = np.zeros((r, n, pts), acc)
+    batch = np.broadcast_to(np.arange(n)[:, None], (n, pts))
+    k = taps_per_dim(mode)
+    for combo in itertools.product(range(k), repeat=r):
+        idx = tuple(taps[d][0][combo[d]] for d in range(r))
+        ok = np.logical_and.reduce([taps[d][2][combo[d]] for d in range(r)])
+        w = [taps[d][1][combo[d]].astype(acc) for d in range(r)]
+        weight = np.where(ok, np.prod(w, axis=0), acc(0))
+        np.add.at(dx, (batch,) + idx, gy * weight[..., None])
+        if mode == "nearest":
+            continue
+        value = np.where(ok[..., None], xt[(batch,) + idx], acc(0))
+        along = np.sum(gy * value, axis=-1)                            # [N, P]
+        for d in range(r):
+            others = [w[e] for e in range(r) if e != d]
+            rest = np.prod(others, axis=0) if others else np.ones_like(along)
+            dcoord[d] += along * taps[d][3][combo[d]].astype(acc) * rest
+    dgrid = np.stack([dcoord[r - 1 - j] * np.stack(slopes)[r - 1 - j].astype(acc)
+                      for j in range(r)], axis=-1)
+    return (np.moveaxis(dx, -1, 1).astype(x.dtype),
+            dgrid.reshape(grid.shape).astype(grid.dtype))
+
+
+register_op("_GridSampleGrad", inputs=["grad: T", "input: T", "grid: Tgrid"],
+            outputs=["input_grad: T", "grid_grad: Tgrid"],
+            attrs=["T: {float}", "Tgrid: {float}", 'mode: string = "linear"',
+                   'padding_mode: string = "zeros"', "align_corners: bool = false"],
+            shape=_grid_sample_grad_shape, kernel=_grid_sample_grad_ref, group="other",
+            doc="The gradients of _GridSample with respect to its input and its grid.")
 
 
 register_op("_GridSample", inputs=["input: T", "grid: Tgrid"], outputs=["output: T"],

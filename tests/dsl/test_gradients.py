@@ -244,6 +244,16 @@ CASES: Dict[str, Builder] = {
                     {"axis": 1, "inverse": True, "onesided": True}),
         fl.apply_op("_DFT", [r, fl.constant(np.int64(5))], {"axis": 0, "onesided": True})])(
         p.n(3, 5, 2), p.n(4, 1)),
+    "_GridSample": lambda p: (lambda x, g, g3, x3: [
+        fl.apply_op("_GridSample", [x, g], {"mode": mode, "padding_mode": padding,
+                                            "align_corners": align})
+        for mode, padding, align in (("linear", "zeros", False), ("cubic", "border", True),
+                                     ("linear", "reflection", False),
+                                     ("cubic", "reflection", True),
+                                     ("nearest", "zeros", False))] + [
+        fl.apply_op("_GridSample", [x3, g3], {"padding_mode": "border"})])(
+        p.n(1, 2, 4, 5), p(np.random.default_rng(3).uniform(-1.3, 1.3, (1, 3, 2, 2))),
+        p(np.random.default_rng(4).uniform(-0.9, 0.9, (1, 2, 2, 2, 3))), p.n(1, 1, 3, 2, 4)),
     "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
     "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
                                            fl.matrix_inverse(a, adjoint=True)])(

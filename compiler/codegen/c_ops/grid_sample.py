@@ -37,11 +37,12 @@ def _reflect_helper(kc: KernelContext, ga: str) -> str:
 
 
 def _taps_helper(kc: KernelContext, ga: str, ta: str, mode: str, padding: str,
-                 align: bool) -> str:
+                 align: bool, grad: bool = False) -> str:
     """A C function filling ``ix``, ``w``, ``ok`` (one entry per tap) for coordinate ``u`` on
-    a dim of size ``L``."""
+    a dim of size ``L`` (``grad``: also ``dw``, the weights' derivatives along the position,
+    and ``*slope``, the position's derivative along u)."""
     k = taps_per_dim(mode)
-    fn = f"flowc_gs_taps_{ga}_{ta}_{mode}_{padding}_{int(align)}"
+    fn = f"flowc_gs_taps_{ga}_{ta}_{mode}_{padding}_{int(align)}{'_grad' if grad else ''}"
     f = "" if ga == "double" else "f"
     one = f"({ga})1"
     if align:
@@ -50,7 +51,22 @@ def _taps_helper(kc: KernelContext, ga: str, ta: str, mode: str, padding: str,
     else:
         bounds = [f"    const {ga} lo = ({ga})-0.5, hi = ({ga})L - ({ga})0.5;",
                   f"    {ga} c = ((u + {one}) * ({ga})L - {one}) / ({ga})2;"]
-    lines = [f"static void {fn}({ga} u, int64_t L, int64_t *ix, {ta} *w, int *ok) {{", *bounds]
+    extra = f", {ta} *dw, {ga} *slope" if grad else ""
+    lines = [f"static void {fn}({ga} u, int64_t L, int64_t *ix, {ta} *w, int *ok{extra}) {{",
+             *bounds]
+    if grad:
+        scale = f"({ga})(L - 1) / ({ga})2" if align else f"({ga})L / ({ga})2"
+        lines.append(f"    {ga} dc = {'0' if mode == 'nearest' else scale};")
+        if padding == "border":
+            lines.append("    if (c < lo || c > hi) dc = 0;")
+        elif padding == "reflection":
+            fmod = "fmod" if ga == "double" else "fmodf"
+            lines += ["    if ((c < lo || c > hi) && !(hi - lo > 0)) dc = 0;",
+                      f"    else if (c < lo) dc = {fmod}(lo - c, 2 * (hi - lo)) < hi - lo "
+                      "? -dc : dc;",
+                      f"    else if (c > hi) dc = {fmod}(c - hi, 2 * (hi - lo)) < hi - lo "
+                      "? -dc : dc;"]
+        lines.append("    *slope = isfinite(dc) && isfinite(c) ? dc : 0;")
     if mode == "nearest":
         lines.append(f"    c = rint{f}(c);")
     if padding == "border":
@@ -65,11 +81,15 @@ def _taps_helper(kc: KernelContext, ga: str, ta: str, mode: str, padding: str,
               f"    int64_t base[{k}];"]
     if mode == "nearest":
         lines += ["    base[0] = (int64_t)c;", "    w[0] = 1;"]
+        if grad:
+            lines.append("    dw[0] = 0;")
     else:
         lines += [f"    const {ga} b = floor{f}(c), t = c - b;"]
         if mode == "linear":
             lines += ["    base[0] = (int64_t)b; base[1] = base[0] + 1;",
                       f"    w[0] = ({ta})({one} - t); w[1] = ({ta})t;"]
+            if grad:
+                lines.append("    dw[0] = -1; dw[1] = 1;")
         else:
             a = f"({ga}){CUBIC_A!r}"
             t1, s, t2 = f"(t + {one})", f"({one} - t)", f"(({ga})2 - t)"
@@ -79,6 +99,12 @@ def _taps_helper(kc: KernelContext, ga: str, ta: str, mode: str, padding: str,
                 f"    w[1] = ({ta})((({a} + 2) * t - ({a} + 3)) * t * t + {one});",
                 f"    w[2] = ({ta})((({a} + 2) * {s} - ({a} + 3)) * {s} * {s} + {one});",
                 f"    w[3] = ({ta})((({a} * {t2} - 5 * {a}) * {t2} + 8 * {a}) * {t2} - 4 * {a});"]
+            if grad:
+                lines += [
+                    f"    dw[0] = ({ta})((3 * {a} * {t1} - 10 * {a}) * {t1} + 8 * {a});",
+                    f"    dw[1] = ({ta})((3 * ({a} + 2) * t - 2 * ({a} + 3)) * t);",
+                    f"    dw[2] = ({ta})(-((3 * ({a} + 2) * {s} - 2 * ({a} + 3)) * {s}));",
+                    f"    dw[3] = ({ta})(-((3 * {a} * {t2} - 10 * {a}) * {t2} + 8 * {a}));"]
     lines += [f"    for (int k = 0; k < {k}; k++) {{", "        int64_t i = base[k];"]
     if padding == "zeros":
         lines.append("        ok[k] = finite && i >= 0 && i < L;")
@@ -151,3 +177,73 @@ def _grid_sample_c(kc: KernelContext) -> str:
 
 
 set_c_kernel("_GridSample", _grid_sample_c, _grid_sample_dims)
+
+
+def _grid_sample_grad_dims(kc: KernelContext) -> List[List[str]]:
+    dy, x, g = kc.inputs
+    r = x.rank - 2
+    kc.check_dims_equal(g.dim(0), x.dim(0), "grid's batch must match the input's")
+    kc.check_dims_equal(g.dim(-1), str(r), "grid's last dim must be the input's spatial rank")
+    for k, (a, b) in enumerate(zip(dy.dims, [x.dim(0), x.dim(1)] + g.dims[1:-1])):
+        kc.check_dims_equal(a, b, f"the gradient's dim {k} must match the output's")
+    return [x.dims, g.dims]
+
+
+def _grid_sample_grad_c(kc: KernelContext) -> str:
+    dy, x, g = kc.inputs
+    dx, dg = kc.outputs
+    mode, padding = kc.attr("mode"), kc.attr("padding_mode")
+    align = bool(kc.attr("align_corners"))
+    r, k = x.rank - 2, taps_per_dim(mode)
+    ga, ta = _acc(g.dtype), _acc(x.dtype)
+    taps = _taps_helper(kc, ga, ta, mode, padding, align, grad=True)
+    strides = [x.dim_product(2 + d + 1) for d in range(r)]
+    loops, closes = [], []
+    for d in range(r):
+        pad = "            " + "    " * d
+        loops.append(f"{pad}for (int k{d} = 0; k{d} < {k}; k{d}++) {{")
+        closes.insert(0, f"{pad}}}")
+    inner = "            " + "    " * r
+    ok = " && ".join(f"ok[{j}][k{j}]" for j in range(r))
+    at = " + ".join(f"ix[{j}][k{j}] * {strides[j]}" for j in range(r))
+    weight = " * ".join(f"w[{j}][k{j}]" for j in range(r))
+    body = [f"{inner}if (!({ok})) continue;",
+            f"{inner}xc_grad[{at}] += ({x.ctype})(gv * {weight});"]
+    if mode != "nearest":
+        body.append(f"{inner}const {ta} v = ({ta})xc[{at}];")
+        for d in range(r):
+            others = " * ".join([f"w[{j}][k{j}]" for j in range(r) if j != d] or ["1"])
+            body.append(f"{inner}gd[{d}] += gv * v * dw[{d}][k{d}] * {others};")
+    return "\n".join([
+        f"const {dy.ctype} *gyd = {dy.data};",
+        f"const {x.ctype} *xd = {x.data};",
+        f"const {g.ctype} *gd_in = {g.data};",
+        f"{dx.ctype} *dxd = {dx.data};",
+        f"{dg.ctype} *dgd = {dg.data};",
+        f"const int64_t N = {x.dim(0)}, C = {x.dim(1)}, P = {product(g.dims[1:-1])};",
+        f"const int64_t L[{r}] = {{{', '.join(x.dims[2:])}}};",
+        f"const int64_t plane = {x.dim_product(2)};",
+        f"if ({x.size} > 0) memset(dxd, 0, (size_t)({x.size}) * sizeof({dx.ctype}));",
+        "for (int64_t n = 0; n < N; n++) {",
+        "    for (int64_t p = 0; p < P; p++) {",
+        f"        const {g.ctype} *gp = gd_in + (n * P + p) * {r};",
+        f"        int64_t ix[{r}][{k}]; {ta} w[{r}][{k}], dw[{r}][{k}]; int ok[{r}][{k}];",
+        f"        {ga} slope[{r}];",
+        f"        for (int d = 0; d < {r}; d++) {taps}(({ga})gp[{r - 1} - d], L[d], ix[d], w[d], "
+        "ok[d], dw[d], &slope[d]);",
+        f"        {ta} gd[{r}] = {{0}};",
+        "        for (int64_t c = 0; c < C; c++) {",
+        f"            const {ta} gv = ({ta})gyd[(n * C + c) * P + p];",
+        f"            const {x.ctype} *xc = xd + (n * C + c) * plane;",
+        f"            {dx.ctype} *xc_grad = dxd + (n * C + c) * plane;",
+        *loops, *body, *closes,
+        "            (void)xc;",
+        "        }",
+        f"        for (int d = 0; d < {r}; d++) dgd[(n * P + p) * {r} + {r - 1} - d] = "
+        f"({dg.ctype})(gd[d] * slope[d]);",
+        "    }",
+        "}",
+        "(void)L; (void)plane;"])
+
+
+set_c_kernel("_GridSampleGrad", _grid_sample_grad_c, _grid_sample_grad_dims)

@@ -77,3 +77,26 @@ def test_grid_sample_batch_mismatch_and_bad_attrs_are_errors(graph):
         A("_GridSample", [x, g], {"mode": "bilinear"})
     with pytest.raises(ShapeError, match="grid's last dim must be 2"):
         A("_GridSample", [x, fl.placeholder(fl.float32, [None, 1, 1, 3])])
+
+
+@pytest.mark.parametrize("spatial", [(5, 4), (3, 4, 2)], ids=["2d", "3d"])
+def test_grid_sample_grad_matches_the_interpreter(graph, rng, spatial):
+    r = len(spatial)
+    x = fl.placeholder(fl.float32, [None, 2, *spatial], name="x")
+    g = fl.placeholder(fl.float32, [None] + [3] * r + [r], name="g")
+    dy = fl.placeholder(fl.float32, [None, 2] + [3] * r, name="dy")
+    fetches = {}
+    for mode, padding, align in COMBOS:
+        attrs = {"mode": mode, "padding_mode": padding, "align_corners": align}
+        dx, dg = A("_GridSampleGrad", [dy, x, g], attrs)
+        fetches[f"x_{mode}_{padding}_{align}"] = dx
+        fetches[f"g_{mode}_{padding}_{align}"] = dg
+    feed = {x: rng.standard_normal((2, 2, *spatial)).astype(np.float32),
+            g: _grid(rng, (2,) + (3,) * r + (r,), np.float32),
+            dy: rng.standard_normal((2, 2) + (3,) * r).astype(np.float32)}
+    got = check_against_interpreter(graph, fetches, feed, rtol=1e-4, atol=1e-5)
+    assert got["g_linear_zeros_False"].any() and not got["g_nearest_zeros_True"].any()
+    # with border padding every output's gradient lands on the input (but at NaN points)
+    nan_point = np.isnan(feed[g]).any(axis=-1)
+    total = np.where(nan_point[:, None], 0, feed[dy]).sum()
+    np.testing.assert_allclose(got["x_linear_border_True"].sum(), total, rtol=1e-4)
