@@ -13,6 +13,11 @@ interest; TensorFlow's nearest op, CropAndResize, samples differently).
   ONNX's reference (and onnxruntime) do.
 - Coordinates and weights are computed in double precision, as the reference does.
 
+``_RoiAlignGrad`` is its gradient with respect to the input (``dsl/grad/roi_align_grad.py``;
+the boxes get none, as in torchvision): each bin's gradient goes to the corners of its samples
+by their weights (over the sample count for ``avg``; for ``max`` to the one weighted corner
+that was the maximum, the first in sample and corner order).
+
 The C lowering is ``compiler/codegen/c_ops/roi_align.py``.
 """
 from __future__ import annotations
@@ -83,9 +88,7 @@ def _axis_samples(start, bin_size, grid, pooled, size):
             valid)
 
 
-def _roi_align_ref(ctx, x, rois, batch_indices):
-    n, ch, height, width = x.shape
-    ph, pw = ctx.attrs["output_height"], ctx.attrs["output_width"]
+def _check_boxes(ctx, n, rois, batch_indices) -> None:
     if rois.ndim != 2 or rois.shape[1] != 4 or batch_indices.shape != (rois.shape[0],):
         raise ExecutionError(f"rois {list(rois.shape)} and batch_indices "
                              f"{list(batch_indices.shape)} do not match", ctx.node)
@@ -93,26 +96,88 @@ def _roi_align_ref(ctx, x, rois, batch_indices):
     if bad.size:
         raise ExecutionError(f"batch_indices[{bad[0]}] = {batch_indices[bad[0]]} is not in "
                              f"[0, {n})", ctx.node)
+
+
+def box_corners(ctx, roi, height: int, width: int):
+    """The four weighted corners of every sample of one box: [(rows, cols, weights)], each
+    [ph, gh, pw, gw] (weight 0 for samples outside the image), and the sample count."""
+    ph, pw = ctx.attrs["output_height"], ctx.attrs["output_width"]
+    sh, sw, bh, bw, gh, gw = bin_grid(ctx, roi.astype(np.float64), ph, pw)
+    yl, yh, ly, vy = _axis_samples(sh, bh, gh, ph, height)
+    xl, xh, lx, vx = _axis_samples(sw, bw, gw, pw, width)
+    ok = (vy[:, :, None, None] & vx[None, None, :, :])
+    hy, hx = 1.0 - ly, 1.0 - lx
+    corners = []
+    for yi, xi, wy, wx in ((yl, xl, hy, hx), (yl, xh, hy, lx), (yh, xl, ly, hx),
+                           (yh, xh, ly, lx)):
+        w = np.where(ok, wy[:, :, None, None] * wx[None, None, :, :], 0.0)
+        rows = np.broadcast_to(yi[:, :, None, None], w.shape)
+        cols = np.broadcast_to(xi[None, None, :, :], w.shape)
+        corners.append((rows, cols, w))
+    return corners, gh * gw
+
+
+def _roi_align_ref(ctx, x, rois, batch_indices):
+    n, ch, height, width = x.shape
+    ph, pw = ctx.attrs["output_height"], ctx.attrs["output_width"]
+    _check_boxes(ctx, n, rois, batch_indices)
     out = np.zeros((rois.shape[0], ch, ph, pw), np.float64)
     for r in range(rois.shape[0]):
-        sh, sw, bh, bw, gh, gw = bin_grid(ctx, rois[r].astype(np.float64), ph, pw)
-        yl, yh, ly, vy = _axis_samples(sh, bh, gh, ph, height)
-        xl, xh, lx, vx = _axis_samples(sw, bw, gw, pw, width)
+        corners, samples = box_corners(ctx, rois[r], height, width)
         img = x[int(batch_indices[r])].astype(np.float64)           # [C, H, W]
-        ok = (vy[:, :, None, None] & vx[None, None, :, :])          # [ph, gh, pw, gw]
-        hy, hx = 1.0 - ly, 1.0 - lx
-
-        def corner(yi, xi, wy, wx):
-            w = np.where(ok, wy[:, :, None, None] * wx[None, None, :, :], 0.0)
-            return w * img[:, yi[:, :, None, None], xi[None, None, :, :]]
-        parts = [corner(yl, xl, hy, hx), corner(yl, xh, hy, lx), corner(yh, xl, ly, hx),
-                 corner(yh, xh, ly, lx)]                              # each [C, ph, gh, pw, gw]
+        parts = [w * img[:, rows, cols] for rows, cols, w in corners]  # [C, ph, gh, pw, gw]
         if ctx.attrs["mode"] == "avg":
             total = ((parts[0] + parts[1]) + parts[2]) + parts[3]
-            out[r] = total.sum(axis=(2, 4)) / max(gh * gw, 1)
-        elif gh * gw:
+            out[r] = total.sum(axis=(2, 4)) / max(samples, 1)
+        elif samples:
             out[r] = np.maximum.reduce(parts).max(axis=(2, 4))
     return out.astype(x.dtype)
+
+
+def _roi_align_grad_ref(ctx, dy, x, rois, batch_indices):
+    n, ch, height, width = x.shape
+    ph, pw = ctx.attrs["output_height"], ctx.attrs["output_width"]
+    _check_boxes(ctx, n, rois, batch_indices)
+    if dy.shape != (rois.shape[0], ch, ph, pw):
+        raise ExecutionError(f"the gradient has shape {list(dy.shape)}, not "
+                             f"{[rois.shape[0], ch, ph, pw]}", ctx.node)
+    dx = np.zeros((n, ch, height, width), np.float64)
+    for r in range(rois.shape[0]):
+        corners, samples = box_corners(ctx, rois[r], height, width)
+        b = int(batch_indices[r])
+        g = dy[r].astype(np.float64)                                  # [C, ph, pw]
+        if ctx.attrs["mode"] == "avg":
+            for rows, cols, w in corners:
+                share = g[:, :, None, :, None] * w / max(samples, 1)     # [C, ph, gh, pw, gw]
+                np.add.at(dx[b], (slice(None), rows, cols), share)
+            continue
+        if not samples:
+            continue
+        img = x[b].astype(np.float64)
+        # candidates in the kernel's order: sample (row-major over gh, gw), then corner
+        values = np.stack([w * img[:, rows, cols] for rows, cols, w in corners], -1)
+        values = np.moveaxis(values, 3, 2).reshape(ch, ph, pw, -1)   # [C, ph, pw, S * 4]
+        best = np.argmax(values, axis=-1)                             # the first maximum
+        sample, corner = np.divmod(best, 4)
+        gw = corners[0][2].shape[3]
+        iy, ix = np.divmod(sample, gw)
+        for q, (rows, cols, w) in enumerate(corners):
+            pick = corner == q                                        # [C, ph, pw]
+            c_idx, i_idx, j_idx = np.nonzero(pick)
+            yy = rows[i_idx, iy[pick], j_idx, ix[pick]]
+            xx = cols[i_idx, iy[pick], j_idx, ix[pick]]
+            ww = w[i_idx, iy[pick], j_idx, ix[pick]]
+            np.add.at(dx[b], (c_idx, yy, xx), g[c_idx, i_idx, j_idx] * ww)
+    return dx.astype(x.dtype)
+
+
+register_op("_RoiAlignGrad", inputs=["grad: T", "input: T", "rois: T", "batch_indices: Tidx"],
+            outputs=["output: T"],
+            attrs=["T: {float}", "Tidx: {i32, i64} = i64", 'mode: string = "avg"',
+                   "output_height: int = 1", "output_width: int = 1", "sampling_ratio: int = 0",
+                   "spatial_scale: float = 1.0", "half_pixel: bool = true"],
+            shape=lambda ctx: [ctx.input_shape(1)], kernel=_roi_align_grad_ref, group="other",
+            doc="The gradient of _RoiAlign with respect to its input.")
 
 
 register_op("_RoiAlign", inputs=["input: T", "rois: T", "batch_indices: Tidx"],

@@ -58,3 +58,21 @@ def test_roi_align_batch_index_out_of_range_is_an_error(graph):
             with pytest.raises(FlowcError, match=r"batch_indices\[1\] = 2 is not in \[0, 2\)"):
                 sess.run(y, {x: np.zeros((2, 1, 4, 4), np.float32),
                              idx: np.array([1, 2], np.int32)})
+
+
+def test_roi_align_grad_matches_the_interpreter(graph, rng):
+    x = fl.placeholder(fl.float32, [None, 3, None, None], name="x")
+    rois = fl.placeholder(fl.float32, [None, 4], name="rois")
+    idx = fl.placeholder(fl.int32, [None], name="idx")
+    dy = fl.placeholder(fl.float32, [None, 3, 3, 4], name="dy")
+    fetches = {}
+    for mode, ratio, half in itertools.product(["avg", "max"], [0, 2], [True, False]):
+        attrs = {"mode": mode, "output_height": 3, "output_width": 4, "sampling_ratio": ratio,
+                 "spatial_scale": 0.7, "half_pixel": half}
+        fetches[f"{mode}_{ratio}_{half}"] = A("_RoiAlignGrad", [dy, x, rois, idx], attrs)
+    n = 7
+    feed = {x: rng.standard_normal((2, 3, 8, 6)).astype(np.float32),
+            rois: _rois(rng, n, 7).astype(np.float32), idx: rng.integers(0, 2, n).astype(np.int32),
+            dy: rng.standard_normal((n, 3, 3, 4)).astype(np.float32)}
+    got = check_against_interpreter(graph, fetches, feed, rtol=1e-5, atol=1e-5)
+    assert got["avg_2_True"].shape == (2, 3, 8, 6) and got["max_2_True"].any()
