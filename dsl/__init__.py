@@ -33,6 +33,7 @@ from dsl import nn
 from dsl import layers
 from dsl import graph_util
 from dsl import bitwise
+from dsl import image
 from dsl import summary
 from dsl import train
 from dsl.config import ConfigProto, RunMetadata, RunOptions

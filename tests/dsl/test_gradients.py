@@ -234,6 +234,34 @@ CASES: Dict[str, Builder] = {
                                           fl.einsum("aij,bjk->abk", a[:1], b),
                                           fl.einsum("...ij,...jk->...ik", a[:1], b)])(
         p.n(2, 3, 4), p.n(2, 4, 2), p.n(3, 4)),
+    "_DFT": lambda p: (lambda x, r: [
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(6))], {"axis": 1}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(4))], {"axis": 1, "onesided": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(7))], {"axis": 0, "inverse": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(8))],
+                    {"axis": 1, "inverse": True, "onesided": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(5))],
+                    {"axis": 1, "inverse": True, "onesided": True}),
+        fl.apply_op("_DFT", [r, fl.constant(np.int64(5))], {"axis": 0, "onesided": True})])(
+        p.n(3, 5, 2), p.n(4, 1)),
+    "_GridSample": lambda p: (lambda x, g, g3, x3: [
+        fl.apply_op("_GridSample", [x, g], {"mode": mode, "padding_mode": padding,
+                                            "align_corners": align})
+        for mode, padding, align in (("linear", "zeros", False), ("cubic", "border", True),
+                                     ("linear", "reflection", False),
+                                     ("cubic", "reflection", True),
+                                     ("nearest", "zeros", False))] + [
+        fl.apply_op("_GridSample", [x3, g3], {"padding_mode": "border"})])(
+        p.n(1, 2, 4, 5), p(np.random.default_rng(3).uniform(-1.3, 1.3, (1, 3, 2, 2))),
+        p(np.random.default_rng(4).uniform(-0.9, 0.9, (1, 2, 2, 2, 3))), p.n(1, 1, 3, 2, 4)),
+    "_RoiAlign": lambda p: (lambda x, rois, idx: [
+        fl.apply_op("_RoiAlign", [x, rois, idx], {"mode": mode, "output_height": 2,
+                                                  "output_width": 3, "sampling_ratio": ratio,
+                                                  "half_pixel": half})
+        for mode, ratio, half in (("avg", 2, True), ("avg", 0, False), ("max", 2, True))])(
+        p.n(2, 2, 6, 5), fl.constant(np.array([[0.3, 0.6, 3.7, 4.2], [-1.2, 1.1, 2.4, 6.5],
+                                               [1.5, 0.2, 2.1, 1.3]])),
+        fl.constant(np.array([1, 0, 1], np.int64))),
     "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
     "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
                                            fl.matrix_inverse(a, adjoint=True)])(
