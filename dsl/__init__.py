@@ -24,11 +24,16 @@ from dsl.control_ops import *  # noqa: F401,F403
 from dsl.control_flow_ops import *  # noqa: F401,F403
 from dsl.indexed_slices import IndexedSlices
 from dsl.variables import *  # noqa: F401,F403
+from dsl.variable_scope import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl.clip_ops import *  # noqa: F401,F403
 from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl import nn
+from dsl import layers
+from dsl import losses
+from dsl import metrics
+from dsl import contrib
 from dsl import bitwise
 from dsl import summary
 from dsl import train
