@@ -50,4 +50,5 @@ from runtime.errors import (AbortedError, CancelledError, DeadlineExceededError,
 float16, float32, float64 = DType.f16, DType.f32, DType.f64
 int8, int16, int32, int64, uint8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8
 bool_ = DType.bool
+bool = DType.bool  # noqa: A001  (tf.bool; set last: nothing above reads the builtin)
 f32, f64, i32, i64 = DType.f32, DType.f64, DType.i32, DType.i64

@@ -67,7 +67,8 @@ from dsl.candidate_sampling import (log_uniform_candidate_sampler,  # noqa: E402
                                     uniform_candidate_sampler)
 from dsl.nn_sampled import compute_sampled_logits, sampled_softmax_loss  # noqa: E402,F401
 from dsl import nn_norm as _nn_norm  # noqa: E402
-from dsl.nn_norm import batch_normalization, fused_batch_norm, moments  # noqa: E402,F401
+from dsl.nn_norm import (batch_normalization, fused_batch_norm, l2_normalize,  # noqa: E402,F401
+                         moments)
 from dsl import nn_activations as _nn_activations  # noqa: E402
 from dsl.nn_activations import gelu, leaky_relu, selu, softsign  # noqa: E402,F401
 

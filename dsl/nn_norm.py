@@ -7,13 +7,13 @@ from typing import Optional, Sequence
 
 from dsl.array_ops import squeeze, stop_gradient
 from dsl.context import name_scope
-from dsl.math_ops import cast, rsqrt, squared_difference
+from dsl.math_ops import cast, maximum, multiply, rsqrt, square, squared_difference
 from dsl.ops import apply_op, convert_to_tensor, constant
-from dsl.reduction_ops import reduce_mean
+from dsl.reduction_ops import reduce_mean, reduce_sum
 from dsl.tensor import Tensor
 from runtime.dtypes import DType
 
-__all__ = ["moments", "batch_normalization", "fused_batch_norm"]
+__all__ = ["moments", "batch_normalization", "fused_batch_norm", "l2_normalize"]
 
 # cuDNN's least epsilon, which TensorFlow's fused_batch_norm applies on every device
 _MIN_FUSED_EPSILON = 1.001e-5
@@ -83,3 +83,17 @@ def fused_batch_norm(x, scale, offset, mean=None, variance=None, epsilon: float 
                      "data_format": data_format, "is_training": bool(is_training)},
                     name=name or "FusedBatchNormV3")
     return outs[0], outs[1], outs[2]
+
+
+def l2_normalize(x, axis=None, epsilon: float = 1e-12, name: Optional[str] = None,
+                 dim=None) -> Tensor:
+    """``x / sqrt(max(sum(x^2, axis), epsilon))`` (``tf.nn.l2_normalize``; all axes when
+    ``axis`` is None)."""
+    if axis is not None and dim is not None:
+        raise ValueError("Cannot specify both 'axis' and 'dim'")
+    axis = dim if axis is None else axis
+    with name_scope(name or "l2_normalize") as scope:
+        x = convert_to_tensor(x)
+        square_sum = reduce_sum(square(x), axis, keepdims=True)
+        inv_norm = rsqrt(maximum(square_sum, convert_to_tensor(epsilon, dtype=x.dtype)))
+        return multiply(x, inv_norm, name=scope)

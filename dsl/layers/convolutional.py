@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
 
+from dsl.array_ops import transpose
 from dsl.init_ops import zeros_initializer
 from dsl.layers.base import InputSpec, Layer
 from dsl.layers.core import _data_format
@@ -117,16 +118,18 @@ class Conv2D(Layer):
         self.built = True
 
     def call(self, inputs: Tensor) -> Tensor:
-        fmt = "NCHW" if self.data_format == "channels_first" else "NHWC"
-        strides = [1, 1] + list(self.strides) if fmt == "NCHW" else \
-            [1] + list(self.strides) + [1]
-        dilations = [1, 1] + list(self.dilation_rate) if fmt == "NCHW" else \
-            [1] + list(self.dilation_rate) + [1]
-        outputs = nn_conv2d(inputs, self.kernel, strides=strides,
-                            padding=self.padding.upper(), data_format=fmt,
-                            dilations=dilations, name="Conv2D")
+        # channels_first runs as NHWC between two transposes: flowc's compiled Conv2D is
+        # NHWC (as TensorFlow's CPU kernel, which refuses NCHW)
+        first = self.data_format == "channels_first"
+        if first:
+            inputs = transpose(inputs, [0, 2, 3, 1])
+        outputs = nn_conv2d(inputs, self.kernel, strides=[1] + list(self.strides) + [1],
+                            padding=self.padding.upper(), data_format="NHWC",
+                            dilations=[1] + list(self.dilation_rate) + [1], name="Conv2D")
         if self.use_bias:
-            outputs = bias_add(outputs, self.bias, data_format=fmt)
+            outputs = bias_add(outputs, self.bias, data_format="NHWC")
+        if first:
+            outputs = transpose(outputs, [0, 3, 1, 2])
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs

@@ -5,8 +5,9 @@ Variables: ``gamma`` (ones; when ``scale``), ``beta`` (zeros; when ``center``), 
 non-trainable ``moving_mean`` (zeros) and ``moving_variance`` (ones), shaped like the
 normalized axis. In training the batch's statistics normalize, and two update ops, put in
 ``GraphKeys.UPDATE_OPS``, move the moving averages: ``moving -= (moving - batch) * (1 -
-momentum)`` (the batch's biased variance, as Keras keeps it); in inference the moving
-averages normalize. A 4-D input normalized over its channel axis (1 or 3), in float32, runs
+momentum)``, where the batch's variance is the unbiased one in the fused form (what
+FusedBatchNormV3 gives) and the biased one otherwise (``fl.nn.moments``), as in TensorFlow;
+in inference the moving averages normalize. A 4-D input normalized over its channel axis (1 or 3), in float32, runs
 as one ``FusedBatchNormV3`` node (``fused=None`` or ``True``, as TensorFlow 1.x chooses;
 epsilon then at least 1.001e-5); anything else as ``fl.nn.moments`` and
 ``fl.nn.batch_normalization``. A ``training`` tensor selects per step, without a ``cond``:
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Union
 
-from dsl.array_ops import reshape, size
+from dsl.array_ops import reshape
 from dsl.context import colocate_with, name_scope
 from dsl.init_ops import ones_initializer, zeros_initializer
 from dsl.layers.base import InputSpec, Layer, select_by_training, training_value
@@ -156,14 +157,9 @@ class BatchNormalization(Layer):
         beta = self.beta.value() if self.center else constant(0.0, dtype, self._param_shape)
         gamma = self.gamma.value() if self.scale else constant(1.0, dtype, self._param_shape)
 
-        def bessel(variance, remove: bool):
-            n = cast(size(inputs), variance.dtype) / cast(size(variance), variance.dtype)
-            one = convert_to_tensor(1.0, dtype=variance.dtype)
-            return variance * ((n - one) / n if remove else n / (n - one))
-
         def train():
             return fused_batch_norm(inputs, gamma, beta, mean=self.moving_mean.value(),
-                                    variance=bessel(self.moving_variance.value(), False),
+                                    variance=self.moving_variance.value(),
                                     epsilon=self.epsilon, is_training=True,
                                     data_format=self._data_format)
 
@@ -175,7 +171,6 @@ class BatchNormalization(Layer):
 
         output, mean, variance = select_by_training(training, train, infer)
         if training_value(training) is not False:
-            variance = bessel(variance, True)        # the batch's biased variance, as Keras
             momentum = self._momentum(training)
             self.add_update(self._assign_moving_average(self.moving_mean, mean, momentum))
             self.add_update(self._assign_moving_average(self.moving_variance, variance,

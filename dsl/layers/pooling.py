@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from dsl.array_ops import transpose
 from dsl.layers.base import InputSpec, Layer
 from dsl.layers.convolutional import conv_output_length, normalize_padding, normalize_tuple
 from dsl.layers.core import _data_format
@@ -31,14 +32,14 @@ class _Pooling2D(Layer):
         if inputs.shape is not None and len(inputs.shape) != 4:
             raise ValueError(f"Input 0 of layer {self.name} is incompatible with the layer: "
                              f"expected ndim=4, found ndim={len(inputs.shape)}")
-        if self.data_format == "channels_first":
-            fmt, ksize = "NCHW", [1, 1] + list(self.pool_size)
-            strides = [1, 1] + list(self.strides)
-        else:
-            fmt, ksize = "NHWC", [1] + list(self.pool_size) + [1]
-            strides = [1] + list(self.strides) + [1]
-        return type(self)._fn(inputs, ksize=ksize, strides=strides,
-                              padding=self.padding.upper(), data_format=fmt)
+        # channels_first runs as NHWC between two transposes (the compiled pools are NHWC)
+        first = self.data_format == "channels_first"
+        if first:
+            inputs = transpose(inputs, [0, 2, 3, 1])
+        outputs = type(self)._fn(inputs, ksize=[1] + list(self.pool_size) + [1],
+                                 strides=[1] + list(self.strides) + [1],
+                                 padding=self.padding.upper(), data_format="NHWC")
+        return transpose(outputs, [0, 3, 1, 2]) if first else outputs
 
     def compute_output_shape(self, input_shape):
         if self.data_format == "channels_first":
