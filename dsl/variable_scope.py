@@ -274,8 +274,7 @@ class _VariableStore:
                              "be fully defined.")
         v = Variable(init_value, trainable=True if trainable is None else trainable,
                      collections=collections, validate_shape=validate_shape, name=name,
-                     dtype=var_dtype, shape=var_shape)
-        v._constraint = constraint
+                     dtype=var_dtype, shape=var_shape, constraint=constraint)
         self.vars[name] = v
         if regularizer:
             with colocate_with(v), name_scope(name + "/Regularizer/"):

@@ -71,19 +71,23 @@ class Variable:
 
     ``initial_value`` is a tensor, a numpy/Python value, a callable returning one, or an
     initializer (``fl.glorot_uniform_initializer(seed=1)``; then ``shape`` is required).
+    ``constraint``: a function the optimizers apply to the value after each update.
     """
 
     def __init__(self, initial_value=None, trainable: bool = True, collections=None,
                  validate_shape: bool = True, name: Optional[str] = None, dtype=None,
-                 shape=None, initializer=None):
+                 shape=None, initializer=None, constraint=None):
         from dsl.init_ops import Initializer
         if initial_value is None:
             initial_value = initializer
         if initial_value is None:
             raise ValueError("fl.Variable needs an initial_value or an initializer")
+        if constraint is not None and not callable(constraint):
+            raise ValueError("The `constraint` argument must be a callable.")
         g = get_default_graph()
         self.graph = g
         self.trainable = bool(trainable)
+        self._constraint = constraint
         dtype = None if dtype is None else as_dtype(dtype)
         with name_scope(name or "Variable") as scope:
             var_name = scope.rstrip("/")
@@ -157,6 +161,12 @@ class Variable:
     @property
     def initializer(self) -> Operation:
         return self._initializer_op
+
+    @property
+    def constraint(self):
+        """A projection the optimizers apply after each update (``var.assign(constraint(var))``),
+        or None."""
+        return self._constraint
 
     @property
     def initial_value(self) -> Tensor:

@@ -233,3 +233,19 @@ def test_channels_first_layers_agree_with_channels_last():
         s.run(tf.global_variables_initializer())
         a, b = s.run([last, first], {x: data})
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_constraints_project_the_weights_after_each_optimizer_update():
+    x = tf.placeholder(tf.float32, [None, 3])
+    y = tf.layers.dense(x, 2, kernel_constraint=lambda w: tf.clip_by_value(w, -0.05, 0.05),
+                        bias_constraint=lambda b: tf.maximum(b, 0.0))
+    layer_vars = tf.trainable_variables()
+    assert layer_vars[0].constraint is not None
+    train = tf.train.GradientDescentOptimizer(10.0).minimize(-tf.reduce_sum(y))
+    feed = {x: np.ones((4, 3), np.float32)}
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        s.run(train, feed)
+        kernel, bias = s.run(layer_vars)
+    np.testing.assert_allclose(kernel, np.full((3, 2), 0.05))   # pushed far up, projected back
+    np.testing.assert_allclose(bias, np.full(2, 40.0))           # d(-sum y)/db = -4 per unit
