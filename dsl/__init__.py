@@ -22,6 +22,7 @@ from dsl.random_ops import *  # noqa: F401,F403
 from dsl.gradients import *  # noqa: F401,F403
 from dsl.control_ops import *  # noqa: F401,F403
 from dsl.control_flow_ops import *  # noqa: F401,F403
+from dsl.tensor_array_ops import TensorArray
 from dsl.indexed_slices import IndexedSlices
 from dsl.variables import *  # noqa: F401,F403
 from dsl.variable_scope import *  # noqa: F401,F403
@@ -34,6 +35,7 @@ from dsl import layers
 from dsl import losses
 from dsl import metrics
 from dsl import contrib
+from dsl import graph_util
 from dsl import bitwise
 from dsl import summary
 from dsl import train

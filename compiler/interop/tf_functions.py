@@ -91,22 +91,28 @@ def _has_variant_type(nd) -> bool:
     return any(v.WhichOneof("value") == "type" and v.type == DT_VARIANT for v in nd.attr.values())
 
 
-def import_functional(gd, path: str, name: Optional[str] = None):
+def import_functional(gd, path: str, name: Optional[str] = None,
+                      rewrite: Optional[Callable[[object], None]] = None):
     """The flowc graph of a GraphDef with functions, control flow ops or TensorLists (see
     ``import_lowered``)."""
-    return import_lowered(gd, path, name)[0]
+    return import_lowered(gd, path, name, rewrite)[0]
 
 
-def import_lowered(gd, path: str, name: Optional[str] = None):
+def import_lowered(gd, path: str, name: Optional[str] = None,
+                   rewrite: Optional[Callable[[object], None]] = None):
     """(the flowc graph, the ``Lowering``) of a GraphDef with functions, control flow ops or
     TensorLists: lowered (``lower_functions``), imported, and imported again with the element
     shapes of its lists made known (``compiler/interop/tf_lists.py``). ``lowered_output``
     names the graph's tensor that a call's output became (a SavedModel signature's
     ``StatefulPartitionedCall:0``); the outputs of a call that the GraphDef reads nowhere are
-    kept only if the call itself is read by nothing (it is then one of the model's ends)."""
+    kept only if the call itself is read by nothing (it is then one of the model's ends).
+    ``rewrite``, when given, changes the flat GraphDef in place before it is imported (a
+    SavedModel's variables become constants)."""
     from compiler.interop.tf_lists import check_list_shapes, refine_list_shapes
     lowering = lower_functions(gd, path)
     flat = lowering.graph_def
+    if rewrite is not None:
+        rewrite(flat)
     graph = graphdef_to_graph(flat, path, name, lowered=True)
     for _ in range(4):
         refined = refine_list_shapes(flat, graph, path)

@@ -10,21 +10,20 @@ again reuses its weights. A regularizer's loss goes to ``GraphKeys.REGULARIZATIO
 when its weight is made, and ``updates`` (batch normalization's moving averages) to
 ``GraphKeys.UPDATE_OPS`` after each call.
 
-``training`` (dropout, batch normalization) is TensorFlow 1.x's switch: a Python bool picks
-one behaviour when the graph is built; a bool tensor (usually a
-``placeholder_with_default(False, [])``) picks at run time, without a ``cond``: both
-behaviours are built and ``where`` selects (``select_by_training``).
+``training`` (dropout, batch normalization) is TensorFlow 1.x's switch
+(``dsl/training_switch.py``): a Python bool picks one behaviour when the graph is built; a
+scalar bool tensor (usually a ``placeholder_with_default(False, [])``) picks at run time,
+without a ``cond``: both behaviours are built and ``where`` selects (``select_by_training``);
+a step that leaves such a switch unfed folds to the inference side.
 """
 from __future__ import annotations
 
 import re
 from typing import Callable, List, Optional
 
-from compiler.ir.construct import constant_value
 from dsl.context import get_default_graph, name_scope
-from dsl.math_ops import where
 from dsl.ops import convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.training_switch import constant_switch, smart_select
 from dsl.variable_scope import VariableScope, variable_scope
 from dsl.variables import GraphKeys, Variable
 from runtime.dtypes import DType, as_dtype
@@ -40,36 +39,28 @@ def _snake_case(name: str) -> str:
     return s if not s.startswith("_") else "private" + s
 
 
-def training_value(training):
-    """``training`` as a Python bool when it is known while building (a bool, or a constant
-    tensor), else None (a tensor fed at run time)."""
+def _switch(training):
+    """``training`` as ``dsl/training_switch.py`` takes it: None is False (TF1 layers' default
+    learning phase) and a bool variable is its value."""
     if training is None:
         return False
-    if isinstance(training, (bool, int)) and not isinstance(training, Tensor):
-        return bool(training)
-    if hasattr(training, "_as_graph_tensor"):        # a bool variable
-        return None
-    t = convert_to_tensor(training)
-    if t.dtype is not DType.bool:
-        raise TypeError(f"training must be a bool or a bool tensor, got {t.dtype}")
-    value = constant_value(t.output)
-    return None if value is None else bool(value)
+    if hasattr(training, "_as_graph_tensor"):
+        return training._as_graph_tensor()
+    return training
+
+
+def training_value(training) -> Optional[bool]:
+    """``training`` as a Python bool when it is known while building (a bool, or a constant
+    tensor), else None (a tensor fed at run time); anything but a Python bool or a scalar bool
+    tensor is a TypeError."""
+    return constant_switch(_switch(training))
 
 
 def select_by_training(training, when_training: Callable, when_not: Callable):
     """``when_training()`` or ``when_not()``: one of them while building when ``training`` is
     known then, else both, selected per step with ``where(training, ...)`` (elementwise over
-    a list or tuple of results)."""
-    known = training_value(training)
-    if known is True:
-        return when_training()
-    if known is False:
-        return when_not()
-    pred = convert_to_tensor(training, dtype=DType.bool)
-    a, b = when_training(), when_not()
-    if isinstance(a, (list, tuple)):
-        return type(a)(where(pred, x, y) for x, y in zip(a, b))
-    return where(pred, a, b)
+    a list or tuple of results): ``smart_select`` of ``dsl/training_switch.py``."""
+    return smart_select(_switch(training), when_training, when_not, name="select")
 
 
 class InputSpec:

@@ -36,13 +36,10 @@ with open(os.path.join(ROOT, FOLDER, "manifest.json"), encoding="utf-8") as _f:
 # Models flowc cannot compile and run yet -> the first line of the failure today (`flowc
 # compile MODEL` run from the repository root). Remove a model's line when it passes.
 NOT_YET: Dict[str, str] = {
-    "tf_saved_model": "flowc: error: unrecognized arguments: --signature serving_default",
 }
 
 # Failing models whose failure is not one clean `flowc: error:` naming the model file yet.
 UNCLEAN: Dict[str, str] = {
-    "tf_saved_model": "`flowc compile` has no --signature option yet: argparse's usage error "
-                      "(exit status 2) does not name the model",
 }
 
 # What reading each format needs (the test extra has both).

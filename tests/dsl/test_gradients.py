@@ -296,6 +296,15 @@ CASES: Dict[str, Builder] = {
         orig_input=x, orig_output=fl.nn.max_pool(x, 3, 2, "SAME"), grad=p.n(1, 5, 4, 2),
         ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"))(
         p(np.random.default_rng(7).permutation(40).reshape(1, 5, 4, 2) * 0.1)),
+    # TensorArrays: writes and scatters gathered; an element read twice (its gradients add up)
+    "TensorArrayWriteV3": lambda p: fl.TensorArray(f64, size=2).write(0, p.n(2, 3)).write(
+        1, p.n(2, 3)).gather([0, 1]),
+    "TensorArrayGatherV3": lambda p: fl.TensorArray(f64, size=3, element_shape=[2]).scatter(
+        [2, 0], p.n(2, 2)).gather([1, 2, 0]),
+    "TensorArrayScatterV3": lambda p: fl.TensorArray(f64, size=2).scatter(
+        [1, 0], p.n(2, 3)).gather([0, 1]),
+    "TensorArrayReadV3": lambda p: (lambda ta: [ta.read(1), ta.read(1) * ta.read(0)])(
+        fl.TensorArray(f64, size=2, clear_after_read=False).scatter([0, 1], p.n(2, 3))),
 }
 
 EPS = {"Cast": 1e-2}       # the float32 round trip needs a larger step

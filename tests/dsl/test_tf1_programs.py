@@ -168,3 +168,36 @@ def test_auto_reuse_builds_a_shared_embedding_on_first_use(reuse):
             sess.run(tf.global_variables_initializer())
             av, bv = sess.run([a, b])
     np.testing.assert_array_equal(av, bv[::-1])
+
+
+# --- the same layers in a .flow model, trained by flowc train ----------------------------------
+FLOW_CNN = """
+input x: f32[?, 64]
+input y: i32[?]
+let image = reshape(x, [-1, 8, 8, 1])
+let conv = layers.conv2d(image, filters=8, kernel_size=3, padding="same", use_bias=false)
+let normed = nn.relu(layers.batch_normalization(conv, momentum=0.9, training=training))
+let flat = layers.flatten(layers.max_pooling2d(normed, pool_size=2, strides=2))
+let hidden = layers.dropout(layers.dense(flat, 32, activation=nn.relu), rate=0.2,
+                            training=training)
+let logits = layers.dense(hidden, 10)
+output predictions = argmax(logits, axis=1, output_type=i32)
+loss = reduce_mean(nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+metric accuracy = reduce_mean(cast(equal(predictions, y), f32))
+optimizer = adam(learning_rate=0.01)
+data = "DATA"
+train(steps=150, batch_size=64, eval_every=150)
+"""
+
+
+def test_flowc_train_runs_the_update_ops_of_batch_norm_in_a_flow_model(tmp_path, capsys):
+    from cli_runner import flowc
+    model = tmp_path / "cnn.flow"
+    model.write_text(FLOW_CNN.replace("DATA", os.path.join(EXAMPLES, "data", "digits.npz")))
+    rc, out, err = flowc(capsys, "train", model, "--checkpoint-dir", tmp_path / "run")
+    assert rc == 0, err
+    accuracy = float(out.strip().splitlines()[-1].split("accuracy ")[1].split()[0])
+    assert accuracy > 0.85, out                      # evaluated with the moving statistics
+    ckpt = tf.train.latest_checkpoint(str(tmp_path / "run"))
+    moving = tf.train.load_variable(ckpt, "batch_normalization/moving_variance")
+    assert not np.allclose(moving, 1.0)              # the update ops ran with the steps
