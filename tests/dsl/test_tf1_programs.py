@@ -201,3 +201,14 @@ def test_flowc_train_runs_the_update_ops_of_batch_norm_in_a_flow_model(tmp_path,
     ckpt = tf.train.latest_checkpoint(str(tmp_path / "run"))
     moving = tf.train.load_variable(ckpt, "batch_normalization/moving_variance")
     assert not np.allclose(moving, 1.0)              # the update ops ran with the steps
+    # deployed: the inference step (FusedBatchNormV3 with the moving statistics) as ONNX
+    onnx = pytest.importorskip("onnx")
+    from onnx.reference import ReferenceEvaluator
+    path = tmp_path / "cnn.onnx"
+    rc, _, err = flowc(capsys, "export", model, "--checkpoint", tmp_path / "run", "--format",
+                       "onnx", "-o", path)
+    assert rc == 0, err
+    proto = onnx.load(str(path))
+    assert "BatchNormalization" in {n.op_type for n in proto.graph.node}
+    (pred,) = ReferenceEvaluator(proto).run(None, {"x": TEST[0]})
+    assert abs((pred == TEST[1]).mean() - accuracy) < 1e-3
