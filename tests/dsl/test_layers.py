@@ -249,3 +249,34 @@ def test_constraints_project_the_weights_after_each_optimizer_update():
         kernel, bias = s.run(layer_vars)
     np.testing.assert_allclose(kernel, np.full((3, 2), 0.05))   # pushed far up, projected back
     np.testing.assert_allclose(bias, np.full(2, 40.0))           # d(-sum y)/db = -4 per unit
+
+
+def test_batch_norm_options_center_scale_axis_and_fused_or_not_agree():
+    rng = np.random.default_rng(9)
+    data = (rng.standard_normal((3, 4, 5, 2)) * 2 + 1).astype(np.float32)
+    x = tf.placeholder(tf.float32, [None, 4, 5, 2])
+    fused = tf.layers.batch_normalization(x, training=True, epsilon=0.01, name="f")
+    plain = tf.layers.batch_normalization(x, training=True, epsilon=0.01, fused=False,
+                                          name="p")
+    bare = tf.layers.batch_normalization(x, training=True, center=False, scale=False,
+                                         name="bare")
+    seq = tf.placeholder(tf.float32, [None, 3, 6])
+    by_time = tf.layers.batch_normalization(seq, axis=1, training=True, epsilon=0.01)
+    assert [v.name for v in tf.global_variables("bare")] == [
+        "bare/moving_mean:0", "bare/moving_variance:0"]
+    assert [v.name for v in tf.global_variables("batch_normalization")][0] == \
+        "batch_normalization/gamma:0"
+    assert tf.global_variables("batch_normalization")[0].shape == (3,)
+    seq_data = rng.standard_normal((4, 3, 6)).astype(np.float32)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        f, p, b, t = s.run([fused, plain, bare, by_time], {x: data, seq: seq_data})
+    flat = data.reshape(-1, 2).astype(np.float64)
+    want = ((flat - flat.mean(0)) / np.sqrt(flat.var(0) + 0.01)).reshape(data.shape)
+    np.testing.assert_allclose(f, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(p, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b, ((flat - flat.mean(0)) / np.sqrt(flat.var(0) + 1e-3))
+                               .reshape(data.shape), rtol=1e-4, atol=1e-5)
+    m = seq_data.mean((0, 2), keepdims=True)
+    v = seq_data.var((0, 2), keepdims=True)
+    np.testing.assert_allclose(t, (seq_data - m) / np.sqrt(v + 0.01), rtol=1e-4, atol=1e-5)
