@@ -317,6 +317,34 @@ def _pool(e: _Exporter, n: Node) -> None:
     _to_nhwc(e, y, e.name(n.output(0)))
 
 
+@_exports("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
+def _batch_norm(e: _Exporter, n: Node) -> None:
+    """Inference-mode batch normalization as ONNX BatchNormalization (NCHW: NHWC inputs go
+    through Transposes); the statistics outputs repeat the given mean and variance."""
+    if n.attrs.get("is_training", True):
+        raise OnnxExportError(f"node '{n.name}' ({n.op}): batch normalization in training mode "
+                              "(batch statistics) does not export; export the model in "
+                              "inference mode")
+    fmt = n.attrs.get("data_format", "NHWC")
+    if fmt not in ("NHWC", "NCHW"):
+        raise OnnxExportError(f"node '{n.name}' ({n.op}): data_format {fmt} does not export")
+    x, scale, offset, mean, var = (e.name(i) for i in n.inputs)
+    out = e.name(n.output(0))
+    eps = float(n.attrs.get("epsilon", 1e-4))
+    if fmt == "NHWC":
+        y = e.fresh(n.name + "/bn")
+        e.emit("BatchNormalization", [_to_nchw(e, x, n.name), scale, offset, mean, var], [y],
+               epsilon=eps)
+        _to_nhwc(e, y, out)
+    else:
+        e.emit("BatchNormalization", [x, scale, offset, mean, var], [out], epsilon=eps)
+    for k, src in ((1, mean), (2, var), (3, mean), (4, var)):
+        e.emit("Identity", [src], [e.name(n.output(k))])
+    if len(n.outputs) == 6:                          # V3's reserve_space_3: a scalar 0
+        zero = e.const_input(np.zeros((), n.output(5).dtype.np), n.name + "/zero")
+        e.emit("Identity", [zero], [e.name(n.output(5))])
+
+
 def export_onnx(graph: Graph, feeds: List[Output], fetches: List[Output],
                 fetch_names: List[str], graph_name: str = "flowc"):
     """The ``onnx.ModelProto`` of ``graph`` computing ``fetches`` from ``feeds`` (checked with

@@ -66,6 +66,18 @@ def _stacked(lst: fl.Tensor) -> fl.Tensor:
     return fl.raw_ops.TensorListStack(input_handle=lst, element_shape=-1, element_dtype=f64)
 
 
+def _batch_norm(p: "Inputs", op: str) -> list:
+    stats = {"mean": fl.constant(np.array([0.3, -0.2, 0.1])),
+             "variance": fl.constant(np.array([0.5, 1.5, 2.0]))}
+    empty = {"mean": fl.constant(np.zeros(0)), "variance": fl.constant(np.zeros(0))}
+    fn = getattr(fl.raw_ops, op)
+    train = fn(x=p.n(2, 3, 2, 3), scale=p.n(3), offset=p.n(3), epsilon=0.01,
+               **(stats if op == "FusedBatchNorm" else empty))[0]
+    infer = fn(x=p.n(2, 3, 2, 2), scale=p.n(3), offset=p.n(3), epsilon=0.01, is_training=False,
+               data_format="NCHW", **stats)[0]
+    return [train, infer]
+
+
 # One entry per op with a gradient function: builds a graph using that op from placeholders.
 CASES: Dict[str, Builder] = {
     "Neg": lambda p: fl.negative(p.n(2, 3)),
@@ -210,6 +222,11 @@ CASES: Dict[str, Builder] = {
         fl.nn.depthwise_conv2d(x, f, [1, 2, 2, 1], "SAME"),
         fl.nn.depthwise_conv2d(x, f, [1, 1, 1, 1], "VALID", rate=[1, 2])])(
         p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)),
+    # fused batch normalization: y only (the statistics outputs are not differentiated, as in
+    # TensorFlow), training (batch statistics) and inference (given ones, NCHW)
+    "FusedBatchNorm": lambda p: _batch_norm(p, "FusedBatchNorm"),
+    "FusedBatchNormV2": lambda p: _batch_norm(p, "FusedBatchNormV2"),
+    "FusedBatchNormV3": lambda p: _batch_norm(p, "FusedBatchNormV3"),
     "MaxPool": lambda p: fl.nn.max_pool(p(np.random.default_rng(5).permutation(32).reshape(
         1, 4, 4, 2) * 0.1), ksize=2, strides=1, padding="SAME"),
     "AvgPool": lambda p: fl.nn.avg_pool(p.n(1, 5, 4, 2), ksize=3, strides=2, padding="SAME"),
