@@ -177,14 +177,15 @@ def _fold(graph: Graph, producer: Node, fi: int, w: np.ndarray, nodes: List[Node
     dtype = producer.output_types[0].dtype
     last = nodes[-1]
     old_filter = producer.inputs[fi].node
-    with graph.inserting_before(producer):
-        scaled = _scaled(producer, w, s)
-        filt = make_node(graph, "Const", [], {"value": scaled, "dtype": dtype},
-                         name=f"{producer.name}/folded_filter", device=producer.device,
-                         location=producer.location,
-                         output_types=[TensorType(dtype, scaled.shape)])
-    filt.assigned_device = producer.assigned_device
-    producer.set_input(fi, filt.output(0))
+    if np.any(s != 1):                           # shifts alone leave the filter as it is
+        with graph.inserting_before(producer):
+            scaled = _scaled(producer, w, s)
+            filt = make_node(graph, "Const", [], {"value": scaled, "dtype": dtype},
+                             name=f"{producer.name}/folded_filter", device=producer.device,
+                             location=producer.location,
+                             output_types=[TensorType(dtype, scaled.shape)])
+        filt.assigned_device = producer.assigned_device
+        producer.set_input(fi, filt.output(0))
     with graph.inserting_after(producer):
         bias = make_node(graph, "Const", [], {"value": t.astype(dtype.np), "dtype": dtype},
                          name=f"{last.name}/folded_bias", device=producer.device,

@@ -40,7 +40,8 @@ from compiler.ir.op_registry import get_op, has_op
 from compiler.ir.types import TensorType
 from compiler.passes.manager import Pass, PassContext, register_pass
 from compiler.passes.prune import erase_if_unused
-from compiler.passes.simplify import RULES as SIMPLIFY_RULES, apply_rewrite, find_rewrite
+from compiler.passes.simplify import (MAX_SWEEPS as SIMPLIFY_SWEEPS, RULES as SIMPLIFY_RULES,
+                                     apply_rewrite, find_rewrite)
 from runtime.dtypes import DType
 
 TO_NHWC = (0, 2, 3, 1)
@@ -514,7 +515,7 @@ def _push_transposes(graph: Graph) -> bool:
         if t not in graph:
             continue
         perm = perm_of(t)
-        if perm is None or t.control_inputs or _identity(perm):
+        if perm is None or t.control_inputs or _identity(perm) or t.inputs[0].shape is None:
             continue
         budget -= 1
         new_work: List[Node] = []
@@ -565,13 +566,16 @@ def _cleanup(graph: Graph) -> bool:
             graph.rename(r, name)
         changed = True
     rules = {op: SIMPLIFY_RULES.get(op, []) for op in ("Transpose", "Reshape")}
-    for node in graph:
-        if node not in graph:
-            continue
-        rewrite = find_rewrite(node, rules)
-        if rewrite is not None:
-            apply_rewrite(graph, node, rewrite)
-            changed = True
+    for _ in range(SIMPLIFY_SWEEPS):
+        swept = False
+        for node in graph:
+            rewrite = find_rewrite(node, rules) if node in graph else None
+            if rewrite is not None:
+                apply_rewrite(graph, node, rewrite)
+                swept = True
+        changed |= swept
+        if not swept:
+            break
     return changed
 
 
