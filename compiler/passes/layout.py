@@ -6,8 +6,9 @@ NCHW after), and TensorFlow graphs written for GPUs carry ``data_format="NCHW"``
 each layer of a CNN copies its activations twice. This pass, before placement and fusion:
 
 1. rewrites each NCHW ``Conv2D``, ``DepthwiseConv2dNative``, ``MaxPool``, ``AvgPool``,
-   ``BiasAdd`` (rank 4) and ``FusedBatchNorm*`` as its NHWC form between two Transposes
-   (strides, dilations, windows and explicit paddings reordered);
+   ``BiasAdd`` (rank 4), ``FusedBatchNorm*`` and their gradients as the NHWC op between
+   Transposes (strides, dilations, windows and explicit paddings reordered, an input
+   gradient's ``input_sizes`` too): the C and CUDA kernels are NHWC;
 2. folds each Transpose of a constant into a constant (whatever its size when the constant
    has no other use: the result is no larger, so ``--fold-max-elements`` does not hold a big
    filter back);
@@ -47,15 +48,37 @@ from runtime.dtypes import DType
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 
-# NCHW ops rewritten as NHWC between Transposes -> their attrs that hold one value per dim
-# (in data_format order). Only input 0 and output 0 are activations.
-NCHW_OPS: Dict[str, Tuple[str, ...]] = {
-    "Conv2D": ("strides", "dilations"),
-    "DepthwiseConv2dNative": ("strides", "dilations"),
-    "MaxPool": ("ksize", "strides"),
-    "AvgPool": ("ksize", "strides"),
-    "BiasAdd": (),
-    "FusedBatchNorm": (), "FusedBatchNormV2": (), "FusedBatchNormV3": (),
+@dataclass(frozen=True)
+class NchwOp:
+    """Where an op with a ``data_format`` attr has NCHW operands: its 4-D activation inputs
+    and outputs, its inputs that are 4 sizes in that order (an input gradient's
+    ``input_sizes``), and its attrs that hold one value per dim."""
+    inputs: Tuple[int, ...]
+    outputs: Tuple[int, ...] = (0,)
+    sizes: Tuple[int, ...] = ()
+    dims: Tuple[str, ...] = ()
+
+
+_CONV_DIMS = ("strides", "dilations")
+_POOL_DIMS = ("ksize", "strides")
+# The ops rewritten as their NHWC form between Transposes when they are NCHW.
+NCHW_OPS: Dict[str, NchwOp] = {
+    "Conv2D": NchwOp((0,), dims=_CONV_DIMS),
+    "Conv2DBackpropInput": NchwOp((2,), sizes=(0,), dims=_CONV_DIMS),
+    "Conv2DBackpropFilter": NchwOp((0, 2), outputs=(), dims=_CONV_DIMS),
+    "DepthwiseConv2dNative": NchwOp((0,), dims=_CONV_DIMS),
+    "DepthwiseConv2dNativeBackpropInput": NchwOp((2,), sizes=(0,), dims=_CONV_DIMS),
+    "DepthwiseConv2dNativeBackpropFilter": NchwOp((0, 2), outputs=(), dims=_CONV_DIMS),
+    "MaxPool": NchwOp((0,), dims=_POOL_DIMS),
+    "AvgPool": NchwOp((0,), dims=_POOL_DIMS),
+    "MaxPoolGrad": NchwOp((0, 1, 2), dims=_POOL_DIMS),
+    "AvgPoolGrad": NchwOp((1,), sizes=(0,), dims=_POOL_DIMS),
+    "BiasAdd": NchwOp((0,)),
+    "BiasAddGrad": NchwOp((0,), outputs=()),
+    "FusedBatchNorm": NchwOp((0,)), "FusedBatchNormV2": NchwOp((0,)),
+    "FusedBatchNormV3": NchwOp((0,)),
+    "FusedBatchNormGrad": NchwOp((0, 1)), "FusedBatchNormGradV2": NchwOp((0, 1)),
+    "FusedBatchNormGradV3": NchwOp((0, 1)),
 }
 
 REDUCTIONS = ("Sum", "Mean", "Prod", "Max", "Min", "All", "Any")
@@ -326,6 +349,17 @@ class _Rewriter:
 
     def __init__(self, graph: Graph):
         self.graph = graph
+        self._made: Dict[Tuple[Output, Tuple[int, ...]], Node] = {}
+
+    def shared_transpose(self, value: Output, perm: Sequence[int], near: Node,
+                         name: str) -> Output:
+        """``value`` transposed by ``perm`` before ``near``: the Transpose made for an
+        earlier node (earlier in the graph) when there is one."""
+        key = (value, tuple(perm))
+        made = self._made.get(key)
+        if made is None or made not in self.graph:
+            made = self._made[key] = self.transpose(value, perm, near, name)
+        return made.output(0)
 
     def const(self, array: np.ndarray, dtype: DType, near: Node, name: str,
               control: Sequence[Node] = ()) -> Output:
@@ -464,36 +498,64 @@ def _fold_constant_transposes(graph: Graph, limit: int) -> bool:
     return changed
 
 
+def _nhwc_attrs(node: Node, spec: NchwOp) -> Dict:
+    attrs = dict(node.attrs, data_format="NHWC")
+    for a in spec.dims:
+        if a in attrs and attrs[a] is not None and len(attrs[a]) == 4:
+            attrs[a] = [attrs[a][k] for k in TO_NHWC]
+    pads = attrs.get("explicit_paddings")
+    if pads and len(pads) == 8:
+        attrs["explicit_paddings"] = [v for k in TO_NHWC for v in pads[2 * k:2 * k + 2]]
+    return attrs
+
+
+def _nhwc_sizes(value: Output, node: Node, rw: _Rewriter) -> Output:
+    """A 4-vector of NCHW sizes in NHWC order: a constant, or a gather at run time."""
+    c = constant_value(value)
+    if c is not None:
+        c = np.asarray(c).reshape(-1)
+        return rw.const(c[list(TO_NHWC)], value.dtype, node, f"{node.name}/nhwc_sizes")
+    order = rw.const(np.asarray(TO_NHWC, np.int32), DType.i32, node, f"{node.name}/order")
+    axis = rw.const(np.asarray(0, np.int32), DType.i32, node, f"{node.name}/axis")
+    with rw.graph.inserting_before(node):
+        g = make_node(rw.graph, "GatherV2", [value, order, axis], {},
+                      name=f"{node.name}/nhwc_sizes", device=node.device, location=node.location)
+    g.assigned_device = node.assigned_device
+    return g.output(0)
+
+
 def _to_nhwc(graph: Graph) -> bool:
-    """Every NCHW op of ``NCHW_OPS`` (4-D) as its NHWC form between two Transposes."""
+    """Every NCHW op of ``NCHW_OPS`` as its NHWC form between Transposes."""
     changed = False
     rw = _Rewriter(graph)
     for node in graph:
-        dims = NCHW_OPS.get(node.op)
-        if dims is None or node.attrs.get("data_format") != "NCHW":
+        spec = NCHW_OPS.get(node.op)
+        if spec is None or node.attrs.get("data_format") != "NCHW":
             continue
-        x = node.inputs[0]
-        if x.shape is None or len(x.shape) != 4:
+        if any(node.inputs[i].shape is None or len(node.inputs[i].shape) != 4
+               for i in spec.inputs):
             continue
-        attrs = dict(node.attrs, data_format="NHWC")
-        for a in dims:
-            if a in attrs and attrs[a] is not None and len(attrs[a]) == 4:
-                attrs[a] = [attrs[a][k] for k in TO_NHWC]
-        pads = attrs.get("explicit_paddings")
-        if pads and len(pads) == 8:
-            attrs["explicit_paddings"] = [v for k in TO_NHWC for v in pads[2 * k:2 * k + 2]]
-        xt = rw.transpose(x, TO_NHWC, node, f"{node.name}/to_nhwc").output(0)
+        inputs = list(node.inputs)
+        for i in spec.inputs:
+            inputs[i] = rw.shared_transpose(inputs[i], TO_NHWC, node,
+                                            f"{node.name}/to_nhwc{i or ''}")
+        for i in spec.sizes:
+            inputs[i] = _nhwc_sizes(inputs[i], node, rw)
         with graph.inserting_before(node):
-            new = graph.add_node(node.op, [xt] + list(node.inputs[1:]), attrs,
+            new = graph.add_node(node.op, inputs, _nhwc_attrs(node, spec),
                                  name=f"{node.name}/nhwc", control_inputs=node.control_inputs,
                                  device=node.device, location=node.location,
                                  output_types=node.output_types)
         new.output_types = infer_types(new)
         new.assigned_device = node.assigned_device
-        back = rw.transpose(new.output(0), TO_NCHW, new, f"{node.name}/to_nchw", after=True)
-        graph.replace_all_uses_with(node.output(0), back.output(0))
-        for i in range(1, node.num_outputs):
-            graph.replace_all_uses_with(node.output(i), new.output(i))
+        anchor = new
+        for i in range(node.num_outputs):
+            out = new.output(i)
+            if i in spec.outputs and node.output_users(i):
+                anchor = rw.transpose(out, TO_NCHW, anchor, f"{node.name}/to_nchw{i or ''}",
+                                      after=True)
+                out = anchor.output(0)
+            graph.replace_all_uses_with(node.output(i), out)
         for user in list(node.users):
             user.remove_control_input(node)
             user.add_control_input(new)

@@ -13,6 +13,7 @@ import pytest
 import dsl as fl
 from compiler.errors import CodegenError, ExecutionError, ShapeError
 from compiler.ir.op_registry import get_op
+from compiler.options import PipelineOptions
 from oracle import NO_FOLDING, check_against_interpreter
 from runtime.errors import RuntimeExecutionError
 
@@ -298,7 +299,9 @@ def test_run_time_shape_errors_name_the_node(graph):
 
 
 def test_nchw_in_the_interpreter_equals_transposed_nhwc(graph, rng):
-    """NCHW runs in the interpreter as the NHWC op on transposed operands; C refuses it."""
+    """NCHW runs in the interpreter as the NHWC op on transposed operands. The C kernels are
+    NHWC only: the layout pass makes each NCHW op its NHWC form between Transposes, and
+    without it C refuses NCHW."""
     xv = rng.standard_normal((2, 3, 7, 6))                              # NCHW
     fv = rng.standard_normal((3, 2, 3, 4))
     x, f = fl.constant(xv), fl.constant(fv)
@@ -326,7 +329,9 @@ def test_nchw_in_the_interpreter_equals_transposed_nhwc(graph, rng):
         got = s.run({k: t for k, (t, _) in fetches.items()})
     for k, (_, back) in fetches.items():
         np.testing.assert_allclose(back(want[k]), got[k], rtol=1e-12, atol=1e-12, err_msg=k)
-    with fl.Session(graph=graph, backend="c", options=NO_FOLDING) as s:
+    check_against_interpreter(graph, {k: t for k, (t, _) in fetches.items()})
+    no_layout = PipelineOptions(disable=("fold-constants", "layout"))
+    with fl.Session(graph=graph, backend="c", options=no_layout) as s:
         with pytest.raises(CodegenError, match="NCHW"):
             s.run(fetches["conv"][0])
 
