@@ -135,8 +135,10 @@ def by_reshape(shape, perm: Sequence[int]) -> bool:
 
 
 def _reshape_target(shape) -> Optional[List[int]]:
-    """``shape`` as a Reshape's target (-1 for one unknown dim), or None with more unknowns."""
-    if shape is None or sum(d is None for d in shape) > 1:
+    """``shape`` as a Reshape's target (-1 for one unknown dim), or None with more unknowns
+    (or an unknown beside a 0, which -1 could not recover)."""
+    unknown = sum(d is None for d in shape) if shape is not None else 2
+    if unknown > 1 or (unknown and 0 in shape):
         return None
     return [-1 if d is None else int(d) for d in shape]
 

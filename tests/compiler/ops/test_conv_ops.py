@@ -14,7 +14,7 @@ import dsl as fl
 from compiler.errors import CodegenError, ExecutionError, ShapeError
 from compiler.ir.op_registry import get_op
 from compiler.options import PipelineOptions
-from oracle import NO_FOLDING, check_against_interpreter
+from oracle import check_against_interpreter
 from runtime.errors import RuntimeExecutionError
 
 # (input HW, filter/window HW, strides, dilations, padding, explicit pads)
