@@ -352,6 +352,7 @@ class _Rewriter:
     def __init__(self, graph: Graph):
         self.graph = graph
         self._made: Dict[Tuple[Output, Tuple[int, ...]], Node] = {}
+        self._perms: Dict[tuple, Output] = {}
 
     def shared_transpose(self, value: Output, perm: Sequence[int], near: Node,
                          name: str) -> Output:
@@ -374,10 +375,22 @@ class _Rewriter:
         c.assigned_device = near.assigned_device
         return c.output(0)
 
+    def perm(self, perm: Sequence[int], near: Node, name: str) -> Output:
+        """A constant ``perm`` for Transposes on ``near``'s device (one per perm and device)."""
+        key = (tuple(perm), near.device, near.assigned_device)
+        made = self._perms.get(key)
+        if made is None or made.node not in self.graph:
+            first = next(iter(self.graph))
+            made = self._perms[key] = self.const(np.asarray(perm, np.int32), DType.i32, first,
+                                                 name)
+            made.node.device, made.node.assigned_device = near.device, near.assigned_device
+            made.node.location = near.location
+        return made
+
     def transpose(self, value: Output, perm: Sequence[int], near: Node, name: str,
                   after: bool = False) -> Node:
         """Transpose ``value`` by ``perm``, placed before ``near`` (after it: ``after``)."""
-        p = self.const(np.asarray(perm, np.int32), DType.i32, near, f"{name}/perm")
+        p = self.perm(perm, near, f"{name}/perm")
         where = self.graph.inserting_after(near) if after else self.graph.inserting_before(near)
         with where:
             t = make_node(self.graph, "Transpose", [value, p], {}, name=name,
@@ -412,35 +425,22 @@ class _Rewriter:
         return self.relayout(o.value, o.perm, near, name)
 
     def apply(self, plan: Plan) -> List[Node]:
-        """Carry out ``plan``; returns the Transposes it put after the node."""
+        """Carry out ``plan`` on its node, in place; returns the Transposes it put after it."""
         g, node = self.graph, plan.node
         inputs = [self.operand(o, node, f"{node.name}/in{i}") for i, o in enumerate(plan.operands)]
-        with g.inserting_before(node):
-            new = g.add_node(node.op, inputs, plan.attrs, name=f"{node.name}/moved",
-                             control_inputs=node.control_inputs, device=node.device,
-                             location=node.location, output_types=node.output_types)
-        new.output_types = infer_types(new)
-        new.assigned_device = node.assigned_device
+        producers = [v.node for v in node.inputs]
+        node.set_inputs(inputs)
+        node.attrs = dict(plan.attrs)
+        node.output_types = infer_types(node)
         created: List[Node] = []
-        outs: List[Output] = []
-        anchor = new
+        anchor = node
         for i, q in enumerate(plan.out_perms):
             if q is None or _identity(q) or not _data_users(node.output(i)):
-                outs.append(new.output(i))
                 continue
-            t = self.transpose(new.output(i), q, anchor, f"{node.name}/back{i}", after=True)
+            t = self.transpose(node.output(i), q, anchor, f"{node.name}/back{i}", after=True)
+            g.replace_all_uses_with(node.output(i), t.output(0))     # all but t itself
             anchor = t
             created.append(t)
-            outs.append(t.output(0))
-        for i, out in enumerate(outs):
-            g.replace_all_uses_with(node.output(i), out)
-        for user in list(node.users):              # control uses wait for the new node
-            user.remove_control_input(node)
-            user.add_control_input(new)
-        producers = [v.node for v in node.inputs]
-        name = node.name
-        g.erase_node(node)
-        g.rename(new, name)
         erase_if_unused(g, producers + sorted(plan.dead, key=lambda n: n.name))
         return created
 
@@ -462,7 +462,7 @@ def _compose(graph: Graph, first: Node, second: Node, perm: List[int],
             user.add_control_input(source.node)
         erase_if_unused(graph, [second])
         return True, None
-    p = rw.const(np.asarray(composed, np.int32), DType.i32, second, f"{second.name}/perm")
+    p = rw.perm(composed, second, f"{second.name}/perm")
     old = second.inputs[1].node
     second.set_input(0, source)
     second.set_input(1, p)
@@ -471,7 +471,7 @@ def _compose(graph: Graph, first: Node, second: Node, perm: List[int],
     return True, second
 
 
-def _fold_constant_transposes(graph: Graph, limit: int) -> bool:
+def _fold_constant_transposes(graph: Graph, limit: int, rw: "_Rewriter") -> bool:
     """Transposes of constants become constants: at any size when the constant has no other
     use (the result is no larger), else up to ``limit`` elements."""
     changed = False
@@ -485,7 +485,6 @@ def _fold_constant_transposes(graph: Graph, limit: int) -> bool:
             continue
         if not _only_read_by(src, node) and np.size(value) > limit:
             continue
-        rw = _Rewriter(graph)
         c = rw.const(np.ascontiguousarray(np.transpose(value, perm)), node.output_types[0].dtype,
                      node, f"{node.name}/folded", src.node.control_inputs)
         graph.replace_all_uses_with(node.output(0), c)
@@ -526,10 +525,9 @@ def _nhwc_sizes(value: Output, node: Node, rw: _Rewriter) -> Output:
     return g.output(0)
 
 
-def _to_nhwc(graph: Graph) -> bool:
+def _to_nhwc(graph: Graph, rw: "_Rewriter") -> bool:
     """Every NCHW op of ``NCHW_OPS`` as its NHWC form between Transposes."""
     changed = False
-    rw = _Rewriter(graph)
     for node in graph:
         spec = NCHW_OPS.get(node.op)
         if spec is None or node.attrs.get("data_format") != "NCHW":
@@ -568,9 +566,8 @@ def _to_nhwc(graph: Graph) -> bool:
     return changed
 
 
-def _push_transposes(graph: Graph) -> bool:
+def _push_transposes(graph: Graph, rw: "_Rewriter") -> bool:
     """Push every Transpose forward while that removes Transposes (or keeps their count)."""
-    rw = _Rewriter(graph)
     work = deque(n for n in graph if n.op == "Transpose")
     budget = MAX_PUSHES_PER_NODE * max(len(graph), 1)
     changed = False
@@ -605,11 +602,10 @@ def _push_transposes(graph: Graph) -> bool:
     return changed
 
 
-def _cleanup(graph: Graph) -> bool:
+def _cleanup(graph: Graph, rw: "_Rewriter") -> bool:
     """Transposes that move only dims of size 1 become Reshapes; Reshape and Transpose
     chains the pushes left collapse (simplify's rules)."""
     changed = False
-    rw = _Rewriter(graph)
     for node in graph:
         if node not in graph:
             continue
@@ -645,10 +641,11 @@ def _cleanup(graph: Graph) -> bool:
 
 def layout(graph: Graph, fold_limit: int) -> bool:
     """Run the pass on ``graph``; whether it changed."""
-    changed = _to_nhwc(graph)
-    changed |= _fold_constant_transposes(graph, fold_limit)
-    changed |= _push_transposes(graph)
-    changed |= _cleanup(graph)
+    rw = _Rewriter(graph)
+    changed = _to_nhwc(graph, rw)
+    changed |= _fold_constant_transposes(graph, fold_limit, rw)
+    changed |= _push_transposes(graph, rw)
+    changed |= _cleanup(graph, rw)
     return changed
 
 
