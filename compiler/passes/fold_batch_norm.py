@@ -167,6 +167,8 @@ def fold_batch_norm(graph: Graph) -> bool:
         nodes, s, t = _chain(producer, channels)
         if not nodes or (len(nodes) == 1 and nodes[0].op == "BiasAdd"):
             continue
+        if not (np.all(np.isfinite(s)) and np.all(np.isfinite(t))):
+            continue                   # an infinite scale: 0 * inf in the filter is no fold
         _fold(graph, producer, fi, w, nodes, s, t)
         changed = True
     return changed
