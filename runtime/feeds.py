@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from runtime.dtypes import DType
+from runtime.dtypes import DType, numpy_kind
 from runtime.errors import FeedError
 
 
@@ -70,16 +70,17 @@ class FeedCheck:
             except (ValueError, TypeError) as e:
                 raise FeedError(f"feed for '{name}' is not a tensor: {e}") from None
         src = arr.dtype
-        if src.kind not in "biuf":
+        kind = numpy_kind(src)
+        if kind not in "biuf":
             raise FeedError(f"feed for '{name}' is not numeric ({_describe(value, src)}); "
                             f"the placeholder is {dtype}")
-        if dtype.is_bool != (src.kind == "b"):
+        if dtype.is_bool != (kind == "b"):
             raise FeedError(f"feed for '{name}' has dtype {src} but the placeholder is {dtype}"
                             + ("" if dtype.is_bool else "; booleans do not feed numbers"))
-        if dtype.is_integer and src.kind == "f":
+        if dtype.is_integer and kind == "f":
             raise FeedError(f"feed for '{name}' holds floats ({src}) but the placeholder is "
                             f"{dtype}; cast it first if truncation is intended")
-        if dtype.is_integer and src.kind in "iu" and arr.size and \
+        if dtype.is_integer and kind in "iu" and arr.size and \
                 not np.can_cast(src, self.np_dtype, casting="safe"):
             info = np.iinfo(self.np_dtype)
             lo, hi = arr.min(), arr.max()

@@ -278,7 +278,7 @@ def _read_record(view: memoryview, pos: int, k: int):
         dtype = DType.from_code(code)
     except KeyError:
         raise WireFormatError(f"tensor {k} has an unknown dtype code {code}") from None
-    if dtype in (DType.resource, DType.bf16):
+    if dtype is DType.resource:
         raise WireFormatError(f"tensor {k} has dtype {dtype.ir_name}, which cannot be sent")
     if not 0 <= rank <= MAX_RANK:
         raise WireFormatError(f"tensor {k} has rank {rank} (0..{MAX_RANK})")

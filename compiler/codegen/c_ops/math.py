@@ -190,19 +190,47 @@ lower_unary("LogicalNot", "!a0")
 
 
 # --- Cast ----------------------------------------------------------------------------------
+def half_to_float(kc: KernelContext, dtype: DType, a: str) -> str:
+    """C of the f16/bf16 value ``a`` as a float (exact)."""
+    if dtype is DType.bf16:
+        return f"{_helper(kc, 'bf16_to_f32', DType.bf16)}({a})"
+    return f"(float)({a})"
+
+
+def float_to_half(kc: KernelContext, dtype: DType, a: str, src: DType) -> str:
+    """C of the ``src`` value ``a`` rounded once to the nearest ``dtype`` (f16/bf16), ties to
+    even, NaN kept (bf16: the quiet NaN with its sign)."""
+    if dtype is DType.f16:
+        return f"({kc.target.c_type(DType.f16)})({a})"
+    if src in (DType.f32, DType.f16, DType.bf16, DType.bool) or (
+            src.is_integer and src.itemsize <= 2):          # exact in f32
+        return f"{_helper(kc, 'f32_to_bf16', DType.bf16)}((float)({a}))"
+    return f"{_helper(kc, 'f64_to_bf16', DType.bf16)}((double)({a}))"
+
+
 def _cast_expr(kc: KernelContext) -> str:
     src, dst = kc.attr("SrcT"), kc.attr("DstT")
     a = "a0"
+    if src is dst:
+        return a
+    if src.is_half:                          # exact in f32: convert from there
+        a, src = half_to_float(kc, src, a), DType.f32
+        if src is dst:
+            return a
     if kc.attr("Truncate") and src is DType.f64 and dst is DType.f32:
-        a = f"{_helper(kc, 'truncate_f64_mantissa', DType.f64)}(a0)"
+        a = f"{_helper(kc, 'truncate_f64_mantissa', DType.f64)}({a})"
     if dst is DType.bool:
         return f"{a} != 0"
+    if dst.is_half:
+        return float_to_half(kc, dst, a, src)
     if src.is_floating and dst.is_integer:
         info = np.iinfo(dst.np)
         lo = kc.literal(float(info.min), DType.f64)
         hi = kc.literal(float(info.max + 1), DType.f64)
-        return (f"isnan(a0) ? 0 : (a0 <= {lo} ? {kc.target.min_value(dst)} : "
-                f"(a0 >= {hi} ? {kc.target.max_value(dst)} : ({kc.out.ctype})a0))")
+        v = "a0" if a == "a0" else "c0"
+        expr = (f"isnan({v}) ? 0 : ({v} <= {lo} ? {kc.target.min_value(dst)} : "
+                f"({v} >= {hi} ? {kc.target.max_value(dst)} : ({kc.out.ctype}){v}))")
+        return expr if v == "a0" else f"({{ const float c0 = {a}; {expr}; }})"
     return f"({kc.out.ctype}){a}"
 
 

@@ -241,7 +241,8 @@ def test_env_flags_apply_when_a_pipeline_starts(monkeypatch):
     monkeypatch.setenv(ENV_VAR, "--disable-passes=cse --print-ir-after=simplify")
     g, pm, out = run(PipelineOptions(), env=True)
     assert [r.name for r in pm.records] == ["prune", "infer-shapes", "fold-constants", "simplify",
-                                            "place", "fuse-updates", "fuse-accumulate",
+                                            "place", "legalize-types", "fuse-updates",
+                                            "fuse-accumulate",
                                             "fuse-conv", "fuse-matmul-bias", "fuse", "partition",
                                             "plan-memory"]
     assert "// ----- IR after simplify -----" in out
