@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from runtime.dtypes import DType
+from runtime.dtypes import DType, f32_to_half
 
 _MATH_F32 = {"exp", "log", "log1p", "sqrt", "tanh", "floor", "ceil", "fabs", "pow", "expm1",
              "fmax", "fmin", "fmod", "rint", "round", "sin", "cos", "tan", "atan", "asin", "acos",
@@ -34,9 +34,15 @@ class CTarget:
         return fn
 
     def literal(self, value, dtype: DType) -> str:
-        """An exact C literal of ``value`` in ``dtype``."""
+        """An exact C literal of ``value`` in ``dtype`` (f16: its value, rounded to f16 first;
+        bf16: its bits, as bf16 values are stored)."""
         if dtype is DType.bool:
             return "true" if bool(value) else "false"
+        if dtype is DType.bf16:
+            bits = int(np.asarray(f32_to_half(np.float32(value), DType.bf16)).view(np.uint16))
+            return f"(uint16_t)0x{bits:04x}"
+        if dtype is DType.f16:
+            value = float(np.float16(value))
         if dtype.is_floating:
             v = float(value)
             if math.isnan(v):
@@ -55,9 +61,15 @@ class CTarget:
             return f"INT64_C({v})" if v >= -(2**63) + 1 else "INT64_MIN"
         if dtype is DType.i32:
             return str(v) if v != -(2**31) else "INT32_MIN"
+        if dtype is DType.u64:
+            return f"UINT64_C({v})"
+        if dtype is DType.u32:
+            return f"{v}u"
         return str(v)
 
     def min_value(self, dtype: DType) -> str:
+        if dtype is DType.bf16:
+            return "(uint16_t)0xff80"
         if dtype.is_floating:
             return "(-INFINITY)"
         if dtype is DType.bool:
@@ -66,6 +78,8 @@ class CTarget:
         return self.literal(info.min, dtype)
 
     def max_value(self, dtype: DType) -> str:
+        if dtype is DType.bf16:
+            return "(uint16_t)0x7f80"
         if dtype.is_floating:
             return "INFINITY"
         if dtype is DType.bool:
