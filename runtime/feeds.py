@@ -69,6 +69,12 @@ class FeedCheck:
                 arr = np.asarray(value)
             except (ValueError, TypeError) as e:
                 raise FeedError(f"feed for '{name}' is not a tensor: {e}") from None
+            if arr.dtype.kind in "fO" and dtype.is_integer and _python_ints(value):
+                try:                    # ints numpy reads as floats (above 2**63): exact
+                    return np.array(value, dtype=self.np_dtype)
+                except OverflowError:
+                    raise FeedError(f"feed for '{name}' holds a value out of range for "
+                                    f"{dtype}") from None
         src = arr.dtype
         kind = numpy_kind(src)
         if kind not in "biuf":
@@ -89,6 +95,12 @@ class FeedCheck:
                 raise FeedError(f"feed for '{name}' holds {bad}, which is out of range for "
                                 f"{dtype}")
         return np.asarray(arr, dtype=self.np_dtype, order="C")
+
+
+def _python_ints(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_python_ints(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _describe(value, src: np.dtype) -> str:

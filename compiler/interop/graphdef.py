@@ -39,11 +39,13 @@ SHAPES_ATTR = "_output_shapes"
 
 # TensorFlow DataType enum values (types.proto) of flowc's dtypes.
 _TF_DTYPE = {DType.f32: 1, DType.f64: 2, DType.i32: 3, DType.u8: 4, DType.i16: 5, DType.i8: 6,
-             DType.i64: 9, DType.bool: 10, DType.bf16: 14, DType.f16: 19, DType.resource: 20}
+             DType.i64: 9, DType.bool: 10, DType.bf16: 14, DType.u16: 17, DType.f16: 19,
+             DType.resource: 20, DType.u32: 22, DType.u64: 23}
 _FROM_TF = {v: k for k, v in _TF_DTYPE.items()}
 _TF_NAME = {1: "DT_FLOAT", 2: "DT_DOUBLE", 3: "DT_INT32", 4: "DT_UINT8", 5: "DT_INT16",
             6: "DT_INT8", 7: "DT_STRING", 9: "DT_INT64", 10: "DT_BOOL", 14: "DT_BFLOAT16",
-            17: "DT_UINT16", 19: "DT_HALF", 20: "DT_RESOURCE"}
+            17: "DT_UINT16", 19: "DT_HALF", 20: "DT_RESOURCE", 22: "DT_UINT32",
+            23: "DT_UINT64"}
 
 # Attrs a TensorFlow GraphDef carries that flowc's op definitions leave out, dropped on import
 # only when they hold TensorFlow's default (their value cannot change the result).
@@ -104,7 +106,32 @@ def tensor_proto(value: np.ndarray, dtype: DType, pb):
 
 _VAL_FIELDS = {DType.f32: "float_val", DType.f64: "double_val", DType.i32: "int_val",
                DType.i16: "int_val", DType.i8: "int_val", DType.u8: "int_val",
-               DType.i64: "int64_val", DType.bool: "bool_val", DType.f16: "half_val"}
+               DType.u16: "int_val", DType.i64: "int64_val", DType.bool: "bool_val",
+               DType.f16: "half_val", DType.bf16: "half_val"}
+# TensorProto's uint32_val and uint64_val (field numbers), which the protobufs flowc reads
+# with (tensorboardX's copy) predate: read from the message's unknown fields.
+_UNKNOWN_VAL_FIELDS = {DType.u32: 16, DType.u64: 17}
+
+
+def _varints(data: bytes) -> List[int]:
+    out, value, shift = [], 0, 0
+    for b in data:
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            out.append(value)
+            value, shift = 0, 0
+    return out
+
+
+def _unknown_varint_field(proto, number: int) -> List[int]:
+    """The values of repeated varint field ``number`` the proto's schema does not know."""
+    from google.protobuf.unknown_fields import UnknownFieldSet
+    vals: List[int] = []
+    for f in UnknownFieldSet(proto):
+        if f.field_number == number:
+            vals.extend(_varints(f.data) if f.wire_type == 2 else [f.data])
+    return vals
 
 
 def tensor_value(proto, where: str) -> Tuple[np.ndarray, DType]:
@@ -115,7 +142,7 @@ def tensor_value(proto, where: str) -> Tuple[np.ndarray, DType]:
     if shape is None or any(d is None for d in shape):
         raise GraphDefImportError(f"{where}: a constant needs a fully known shape")
     count = int(np.prod(shape, dtype=np.int64))
-    if dtype in (DType.resource, DType.bf16):
+    if dtype is DType.resource:
         raise GraphDefImportError(f"{where}: constants of dtype {dtype} are not supported")
     if proto.tensor_content:
         raw = proto.tensor_content
@@ -123,9 +150,12 @@ def tensor_value(proto, where: str) -> Tuple[np.ndarray, DType]:
             raise GraphDefImportError(f"{where}: tensor_content holds {len(raw)} bytes; "
                                       f"{dtype}{list(shape)} needs {count * dtype.itemsize}")
         return np.frombuffer(raw, dtype=dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape), dtype
-    vals = list(getattr(proto, _VAL_FIELDS[dtype]))
-    if dtype is DType.f16:
-        vals = np.array(vals, dtype=np.uint16).view(np.float16).tolist()
+    if dtype in _UNKNOWN_VAL_FIELDS:
+        vals = _unknown_varint_field(proto, _UNKNOWN_VAL_FIELDS[dtype])
+    else:
+        vals = list(getattr(proto, _VAL_FIELDS[dtype]))
+    if dtype.is_half:                       # half_val holds the bits
+        vals = list(np.array(vals, dtype=np.uint16).view(dtype.np))
     if len(vals) > count:
         raise GraphDefImportError(f"{where}: {len(vals)} values for a tensor of {count} elements")
     if count and not vals:

@@ -47,7 +47,7 @@ def lower_isinf(ctx):
 
 
 def _cast(ctx, x, to):
-    if to.np.kind == "b" and x.dtype.np.kind == "f":
+    if to.is_bool and x.dtype.is_floating:
         return binary("NotEqual", x, scalar(0, x))
     if x.dtype == to:
         return apply_op("Identity", [x])
