@@ -57,10 +57,13 @@ EXPLANATIONS = {
         "mask's distribution agrees (test_onnx_import.py checks it; ratio 0 cases pass)"),
 }
 
-# element types flowc's kernels take (float16 exists as a dtype, but no kernel accepts it)
-FLOWC_ELEM_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.INT8,
-                    onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
-                    onnx.TensorProto.UINT8, onnx.TensorProto.BOOL}
+# element types flowc has (f16/bf16 stored as such, computed in f32 where a kernel has no half
+# arithmetic)
+FLOWC_ELEM_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+                    onnx.TensorProto.BFLOAT16, onnx.TensorProto.INT8, onnx.TensorProto.INT16,
+                    onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.UINT8,
+                    onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+                    onnx.TensorProto.BOOL}
 
 
 def skip_reason(case: NodeCase) -> Optional[str]:
@@ -130,7 +133,10 @@ def compare(case: NodeCase, got: List[np.ndarray]) -> Outcome:
             return Outcome(False, f"output {i}: got {g.dtype}{list(g.shape)}, "
                                   f"expected {w.dtype}{list(w.shape)}")
         try:
-            if w.dtype.kind in "fc":
+            if w.dtype.name == "bfloat16":      # as onnx's runner: through f32, two bf16 ulps
+                np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32),
+                                           rtol=max(RTOL, 2**-6), atol=ATOL, equal_nan=True)
+            elif w.dtype.kind in "fc":
                 np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, equal_nan=True)
             else:
                 np.testing.assert_array_equal(g, w)

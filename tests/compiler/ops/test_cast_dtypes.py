@@ -1,6 +1,8 @@
 """Cast between every pair of flowc's element types, compiled C against the numpy interpreter,
 bit for bit: rounding to f16/bf16 (to nearest even, once, from f64 and i64 too; overflow to
 inf; NaN kept), saturating float-to-integer casts, the unsigned integers' full ranges."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ TYPES = [DType.f16, DType.bf16, DType.f32, DType.f64, DType.i8, DType.i16, DType
 # floats that round differently in f16 and bf16: ties, the f16 overflow edge (65520 rounds to
 # inf, 65519 to 65504), subnormals, values where rounding via f32 would round twice
 FLOAT_VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, 65504.0, 65519.0, 65520.0, -65520.0,
-                1e-8, 3e-8, 6e-8, -6e-5, 1e-40, 1e30, 3.4e38, -3.4e38, 1 + 2**-8, 1 + 2**-8 + 2**-40,
+                1e-8, 3e-8, 6e-8, -6e-5, 2**-25, 3 * 2**-25, -5 * 2**-25, 2**-14 - 2**-25, 1e-40, 1e30, 3.4e38, -3.4e38, 1 + 2**-8, 1 + 2**-8 + 2**-40,
                 1 + 2**-11, 1 + 2**-11 + 2**-40, 2049.0, 300.7, -129.5, 255.9, 4e9, -4e9, 1.8e19,
                 2**24 + 2**16 + 1, 1e300, -1e300, np.inf, -np.inf, np.nan, -np.nan]
 INT_VALUES = [0, 1, -1, 2, 127, -128, 255, 256, 2049, 32767, -32768, 65535, 65536, 2**24 + 1,
@@ -80,3 +82,35 @@ def test_cast_between_every_pair(graph, truncate):
     i = values_of(DType.i32)
     exact = want["i32->bf16"].astype(np.float64)
     assert exact[list(i).index(2**24 + 2**16 + 1)] == 2**24 + 2**17   # once, not via f32
+
+
+GPU0 = "/device:GPU:0"
+
+
+def test_cast_and_movement_on_the_gpu(gpu_target, capsys):
+    """The CUDA target stores f16 as its bits (nvcc has no _Float16): its casts convert with
+    bit-exact helpers, and its copies move halves as they are."""
+    g = fl.Graph()
+    feeds, fetches = {}, {}
+    with g.as_default():
+        for src in TYPES:
+            x = fl.placeholder(src, [None], name=f"x_{src}")
+            feeds[x] = values_of(src)
+            with fl.device(GPU0):
+                for dst in TYPES:
+                    fetches[f"{src}->{dst}"] = fl.raw_ops.Cast(x=x, DstT=dst, name=f"cast_{src}_{dst}")
+                fetches[f"{src} moved"] = fl.concat([x, fl.gather(x, [1, 0])], axis=0,
+                                                    name=f"concat_{src}")
+    with np.errstate(all="ignore"):
+        with fl.Session(graph=g, backend="interpreter") as s:
+            want = s.run(fetches, feeds)
+    capsys.readouterr()
+    options = dataclasses.replace(NO_FOLDING, log_device_placement=True)
+    with fl.Session(graph=g, options=options) as s:
+        got = s.run(fetches, feeds)
+    report = capsys.readouterr()
+    placed = [line for line in (report.out + report.err).splitlines()
+              if "cast_" in line or "concat_" in line]
+    assert placed and all("GPU:0" in line for line in placed), "\n".join(placed)
+    for name in fetches:
+        same_bits(want[name], got[name], name)
