@@ -85,6 +85,9 @@ def legalize_types(graph: Graph) -> bool:
     cache: Dict[Tuple[Output, str], Output] = {}
     for node in todo:
         legalize_node(graph, node, cache)
+    for out in {out for out, _ in cache}:          # half constants all widened: gone
+        if out.node.op == "Const" and not out.node.users and out.node in graph:
+            graph.erase_node(out.node)
     return bool(todo)
 
 
