@@ -55,6 +55,10 @@ EXPLANATIONS = {
         "(np.random.seed(seed); uniform(0, 1, shape) >= ratio); ONNX leaves the generator to "
         "the backend and flowc's random ops are Philox-4x32-10 (TensorFlow's), so only the "
         "mask's distribution agrees (test_onnx_import.py checks it; ratio 0 cases pass)"),
+    "test_attention_4d_causal_fp16_expanded": (
+        "numerical: onnx's expected values round every float16 partial sum (numpy's float16 "
+        "reductions); flowc accumulates float16 in f32 and rounds once, as onnxruntime does, "
+        "and lands nearer the f32 result (2 of 192 elements differ by 2 float16 ulps)"),
 }
 
 # element types flowc has (f16/bf16 stored as such, computed in f32 where a kernel has no half
