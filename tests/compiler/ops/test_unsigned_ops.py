@@ -25,12 +25,8 @@ def unsigned_rows(rng, np_dtype, nonzero=False):
     return values.reshape(-1, 4)
 
 
-@pytest.mark.parametrize("dt,np_dt", UNSIGNED, ids=[d.ir_name for d, _ in UNSIGNED])
-def test_unsigned_elementwise_and_reductions(graph, rng, dt, np_dt):
-    x = fl.placeholder(dt, [None, 4], name="x")
-    y = fl.placeholder(dt, [None, 4], name="y")
-    xv, yv = unsigned_rows(rng, np_dt), unsigned_rows(rng, np_dt, nonzero=True)[::-1].copy()
-    fetches = {
+def unsigned_cases(x, y):
+    return {
         "add": x + y, "sub": x - y, "mul": x * y, "floordiv": fl.floordiv(x, y),
         "floormod": fl.floormod(x, y), "max": fl.maximum(x, y), "min": fl.minimum(x, y),
         "square": fl.square(x), "relu": fl.nn.relu(x), "add_n": fl.add_n([x, y, x]),
@@ -44,7 +40,14 @@ def test_unsigned_elementwise_and_reductions(graph, rng, dt, np_dt):
         "gather": fl.gather(x, [3, 0, 0]), "tile": fl.tile(y, [2, 1]),
         "pad": fl.pad(x, [[1, 0], [0, 2]]), "slice": x[1:3, ::2],
     }
-    got = check_against_interpreter(graph, fetches, {x: xv, y: yv})
+
+
+@pytest.mark.parametrize("dt,np_dt", UNSIGNED, ids=[d.ir_name for d, _ in UNSIGNED])
+def test_unsigned_elementwise_and_reductions(graph, rng, dt, np_dt):
+    x = fl.placeholder(dt, [None, 4], name="x")
+    y = fl.placeholder(dt, [None, 4], name="y")
+    xv, yv = unsigned_rows(rng, np_dt), unsigned_rows(rng, np_dt, nonzero=True)[::-1].copy()
+    got = check_against_interpreter(graph, unsigned_cases(x, y), {x: xv, y: yv})
     with np.errstate(over="ignore"):
         assert (got["add"] == xv + yv).all() and (got["sub"] == xv - yv).all()
         assert (got["mul"] == xv * yv).all()
@@ -76,3 +79,17 @@ def test_unsigned_feeds_keep_their_range(graph):
         assert got.dtype == np.uint64 and got.tolist() == [2**64 - 1, 1]
         with pytest.raises(fl.FeedError, match="out of range"):
             s.run(y, {x: np.array([-1], np.int64)})
+
+
+def test_unsigned_kernels_on_the_gpu(gpu_target, rng):
+    g = fl.Graph()
+    feeds, fetches = {}, {}
+    with g.as_default():
+        for dt, np_dt in (UNSIGNED[1], UNSIGNED[3]):
+            x = fl.placeholder(dt, [6, 4], name=f"x_{dt}")
+            y = fl.placeholder(dt, [6, 4], name=f"y_{dt}")
+            feeds[x], feeds[y] = unsigned_rows(rng, np_dt), unsigned_rows(rng, np_dt, True)
+            with fl.device("/device:GPU:0"):
+                for k, v in unsigned_cases(x, y).items():
+                    fetches[f"{k}_{dt}"] = v
+    check_against_interpreter(g, fetches, feeds)
