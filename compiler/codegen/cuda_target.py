@@ -1,8 +1,9 @@
 """The CUDA target: the C target with CUDA's qualifiers, thread indexing and launch shape.
 
 Type names, literals and math function names are the C target's (CUDA's device math library
-has ``expf``, ``log1pf``, ... under the same names) but f16, stored as its bits; what differs is how a pointer is marked
-restrict, how device helpers and kernels are qualified, and how a thread finds its elements.
+has ``expf``, ``log1pf``, ... under the same names) but f16, stored as its bits; what differs
+is how a pointer is marked restrict, how device helpers and kernels are qualified, and how a
+thread finds its elements.
 """
 from __future__ import annotations
 

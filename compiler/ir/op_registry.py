@@ -34,7 +34,7 @@ REQUIRED = object()
 
 # The type groups an op's type attr may name, as TensorFlow's kernels take them: ``float`` is
 # TF's half, bfloat16, float and double (an op computes f16/bf16 in f32 where its kernel has no
-# half arithmetic: ``compute_dtypes`` below and the ``legalize-types`` pass); ``int`` the
+# half arithmetic: ``computes_half_in_f32`` below and the ``legalize-types`` pass); ``int`` the
 # signed and unsigned integers; ``signed`` what has a sign (Neg, Abs, Sign: TF's
 # {half, bfloat16, float, double, int8, int16, int32, int64}).
 HALF_TYPES = (DType.f16, DType.bf16)

@@ -47,8 +47,9 @@ def _check_names(ctx, count: int, what: str) -> List[str]:
 def _check_dtypes(ctx, dtypes) -> None:
     for name, dt in zip(ctx.attr("tensor_names"), dtypes):
         if dt in _NO_CHECKPOINT_TYPES:
+            need = " (bf16 needs ml_dtypes)" if dt is DType.bf16 else ""
             raise ctx.error(f"tensor '{name}' is {dt}; checkpoints hold float, integer and "
-                            "bool tensors" + (" (bf16 needs ml_dtypes)" if dt is DType.bf16 else ""))
+                            f"bool tensors{need}")
 
 
 def _save_shape(ctx):

@@ -17,7 +17,7 @@ f16 ops rounds after each op, as the f16 graph says. The reference interpreter c
 nodes the same way (``compiler/ir/construct.py``'s ``run_reference``), so compiled code and
 interpreter agree. An op that keeps state of its type attr's dtype (an accumulator) keeps it
 in f32. Runs after ``place`` (the casts go on their node's device) and before the fusions,
-which then fuse the casts into the elementwise kernels around them.
+which see the f32 ops. A half value several nodes on one device compute with is widened once.
 """
 from __future__ import annotations
 
@@ -40,9 +40,10 @@ def _widened(graph: Graph, node: Node, out: Output,
     t = out.type
     with graph.inserting_before(node):
         if src.op == "Const":
-            f32 = graph.add_node("Const", [], {"value": half_to_f32(src.attrs["value"], t.dtype),
-                                               "dtype": DType.f32},
-                                 name=f"{src.name}/f32", output_types=[TensorType(DType.f32, t.shape)],
+            value = half_to_f32(src.attrs["value"], t.dtype)
+            f32 = graph.add_node("Const", [], {"value": value, "dtype": DType.f32},
+                                 name=f"{src.name}/f32",
+                                 output_types=[TensorType(DType.f32, t.shape)],
                                  device=node.device, location=src.location)
         else:
             f32 = graph.add_node("Cast", [out], {"SrcT": t.dtype, "DstT": DType.f32,

@@ -16,7 +16,8 @@ TYPES = [DType.f16, DType.bf16, DType.f32, DType.f64, DType.i8, DType.i16, DType
 # floats that round differently in f16 and bf16: ties, the f16 overflow edge (65520 rounds to
 # inf, 65519 to 65504), subnormals, values where rounding via f32 would round twice
 FLOAT_VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, 65504.0, 65519.0, 65520.0, -65520.0,
-                1e-8, 3e-8, 6e-8, -6e-5, 2**-25, 3 * 2**-25, -5 * 2**-25, 2**-14 - 2**-25, 1e-40, 1e30, 3.4e38, -3.4e38, 1 + 2**-8, 1 + 2**-8 + 2**-40,
+                1e-8, 3e-8, 6e-8, -6e-5, 2**-25, 3 * 2**-25, -5 * 2**-25, 2**-14 - 2**-25, 1e-40,
+                1e30, 3.4e38, -3.4e38, 1 + 2**-8, 1 + 2**-8 + 2**-40,
                 1 + 2**-11, 1 + 2**-11 + 2**-40, 2049.0, 300.7, -129.5, 255.9, 4e9, -4e9, 1.8e19,
                 2**24 + 2**16 + 1, 1e300, -1e300, np.inf, -np.inf, np.nan, -np.nan]
 INT_VALUES = [0, 1, -1, 2, 127, -128, 255, 256, 2049, 32767, -32768, 65535, 65536, 2**24 + 1,
@@ -98,7 +99,8 @@ def test_cast_and_movement_on_the_gpu(gpu_target, capsys):
             feeds[x] = values_of(src)
             with fl.device(GPU0):
                 for dst in TYPES:
-                    fetches[f"{src}->{dst}"] = fl.raw_ops.Cast(x=x, DstT=dst, name=f"cast_{src}_{dst}")
+                    fetches[f"{src}->{dst}"] = fl.raw_ops.Cast(x=x, DstT=dst,
+                                                               name=f"cast_{src}_{dst}")
                 fetches[f"{src} moved"] = fl.concat([x, fl.gather(x, [1, 0])], axis=0,
                                                     name=f"concat_{src}")
     with np.errstate(all="ignore"):

@@ -72,7 +72,8 @@ def test_matmul_and_conv_accumulate_in_f32(graph, rng, dt, np_dt):
     exact = av.astype(np.float64) @ bv.astype(np.float64)
     # f32 accumulation, one rounding: within an ulp of the exact product (f16 accumulation of
     # 64 terms would be far off)
-    ulp = np.abs(exact).astype(np_dt).astype(np.float64) * (2.0 ** -10 if dt is fl.float16 else 2.0 ** -7)
+    eps = 2.0 ** -10 if dt is fl.float16 else 2.0 ** -7
+    ulp = np.abs(exact).astype(np_dt).astype(np.float64) * eps
     assert got["matmul"].dtype == np_dt
     assert (np.abs(got["matmul"].astype(np.float64) - exact) <= ulp + 1e-6).all()
 
