@@ -243,3 +243,38 @@ def test_compile_and_run_halves_from_the_command_line(capsys, tmp_path):
     assert b.tolist() == np.exp(a.astype(np.float32)).astype(DType.bf16.np).tolist()
     assert saved["g"].dtype == np.float16 and saved["g"].tolist() == [2.25, np.inf, 0.0625]
     assert saved["v"].tolist() == [10]                   # 2 * (2**63 + 5) wraps
+
+
+RAW_BF16_SCRIPT = """
+import sys
+sys.modules["ml_dtypes"] = None                      # as if ml_dtypes were not installed
+import numpy as np
+import dsl as fl
+from runtime.dtypes import DType, bf16_numpy_is_raw
+assert bf16_numpy_is_raw() and DType.bf16.np == np.uint16
+assert DType.from_numpy(np.uint16) is DType.u16
+g = fl.Graph("raw")
+with g.as_default():
+    x = fl.placeholder(fl.bfloat16, [4], name="x")
+    outs = [fl.exp(x), fl.cast(x, fl.float32), fl.cast(fl.cast(x, fl.float32) * 3.0, fl.bfloat16)]
+bits = (np.array([0.5, 1.0, -2.0, np.nan], np.float32).view(np.uint32) >> 16).astype(np.uint16)
+results = []
+for backend in ("interpreter", "c"):
+    with fl.Session(graph=g, backend=backend) as s:
+        results.append(s.run(outs, {x: bits}))
+for want, got in zip(*results):
+    assert want.dtype == got.dtype and want.tobytes() == got.tobytes()
+assert results[0][0].dtype == np.uint16 and results[0][2].tolist()[:3] == [16320, 16448, 49344]
+print("ok")
+"""
+
+
+def test_without_ml_dtypes_bf16_is_raw_bits():
+    import os
+    import subprocess
+    import sys
+    from repo_paths import ROOT
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", RAW_BF16_SCRIPT], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
