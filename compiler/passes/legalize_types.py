@@ -15,9 +15,11 @@ onnxruntime and XLA do on CPUs:
 So ``MatMul`` of f16 operands multiplies and accumulates in f32 and rounds once, and a chain of
 f16 ops rounds after each op, as the f16 graph says. The reference interpreter computes such
 nodes the same way (``compiler/ir/construct.py``'s ``run_reference``), so compiled code and
-interpreter agree. An op that keeps state of its type attr's dtype (an accumulator) keeps it
-in f32. Runs after ``place`` (the casts go on their node's device) and before the fusions,
-which see the f32 ops. A half value several nodes on one device compute with is widened once.
+interpreter agree. An op that keeps state in its type attr's dtype is half_native (a legalized
+one would disagree with its state): variables' reads and assignments, queues and the gradient
+accumulators are; variables' in-place arithmetic updates take no half type. Runs after
+``place`` (the casts go on their node's device) and before the fusions, which see the f32 ops.
+A half value several nodes on one device compute with is widened once.
 """
 from __future__ import annotations
 

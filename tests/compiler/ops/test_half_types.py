@@ -278,3 +278,19 @@ def test_without_ml_dtypes_bf16_is_raw_bits():
     done = subprocess.run([sys.executable, "-c", RAW_BF16_SCRIPT], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dt,np_dt", HALVES, ids=IDS)
+def test_gradient_accumulators_hold_halves(graph, dt, np_dt):
+    acc = fl.apply_op("ConditionalAccumulator", [], {"dtype": dt, "shape": [3]}, name="acc")
+    grad = fl.placeholder(dt, [3], name="grad")
+    apply = fl.apply_op("AccumulatorApplyGradient", [acc, fl.constant(np.int64(0)), grad], {})
+    take = fl.apply_op("AccumulatorTakeGradient", [acc, fl.constant(np.int32(2))], {"dtype": dt})
+    got = []
+    for backend in ("interpreter", "c"):
+        with fl.Session(graph=graph, backend=backend) as s:
+            s.run(apply, {grad: np.array([1.0, 2.0, -0.5], np_dt)})
+            s.run(apply, {grad: np.array([2.0, 3.5, 0.25], np_dt)})
+            got.append(s.run(take))
+    for g in got:
+        assert g.dtype == np_dt and g.astype(np.float32).tolist() == [1.5, 2.75, -0.125]
