@@ -50,7 +50,7 @@ def _widened(graph: Graph, node: Node, out: Output,
         else:
             f32 = graph.add_node("Cast", [out], {"SrcT": t.dtype, "DstT": DType.f32,
                                                  "Truncate": False},
-                                 name=f"{out.name.replace(':', '_')}/to_f32",
+                                 name=f"{src.name}/f32" + (f"_{out.index}" if out.index else ""),
                                  output_types=[TensorType(DType.f32, t.shape)],
                                  device=node.device, location=node.location)
     f32.assigned_device = node.assigned_device
@@ -70,11 +70,11 @@ def legalize_node(graph: Graph, node: Node, cache: Dict[Tuple[Output, str], Outp
                          for t in node.output_types]
     for k, dtype in reversed(half_outputs):
         out = node.output(k)
-        suffix = "" if node.num_outputs == 1 else f"_{k}"
+        suffix = f"_{k}" if k else ""
         with graph.inserting_after(node):
             back = graph.add_node("Cast", [out], {"SrcT": DType.f32, "DstT": dtype,
                                                   "Truncate": False},
-                                  name=f"{node.name}/to_{dtype.ir_name}{suffix}",
+                                  name=f"{node.name}/{dtype.ir_name}{suffix}",
                                   output_types=[TensorType(dtype, out.type.shape)],
                                   device=node.device, location=node.location)
         back.assigned_device = node.assigned_device
