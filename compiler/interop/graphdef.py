@@ -108,9 +108,9 @@ _VAL_FIELDS = {DType.f32: "float_val", DType.f64: "double_val", DType.i32: "int_
                DType.i16: "int_val", DType.i8: "int_val", DType.u8: "int_val",
                DType.u16: "int_val", DType.i64: "int64_val", DType.bool: "bool_val",
                DType.f16: "half_val", DType.bf16: "half_val"}
-# TensorProto's uint32_val and uint64_val (field numbers), which the protobufs flowc reads
-# with (tensorboardX's copy) predate: read from the message's unknown fields.
-_UNKNOWN_VAL_FIELDS = {DType.u32: 16, DType.u64: 17}
+# TensorProto's uint32_val and uint64_val (name, field number): read from the message's unknown
+# fields where the protobufs at hand predate them (tensorboardX's copy).
+_UINT_VAL_FIELDS = {DType.u32: ("uint32_val", 16), DType.u64: ("uint64_val", 17)}
 
 
 def _varints(data: bytes) -> List[int]:
@@ -150,8 +150,12 @@ def tensor_value(proto, where: str) -> Tuple[np.ndarray, DType]:
             raise GraphDefImportError(f"{where}: tensor_content holds {len(raw)} bytes; "
                                       f"{dtype}{list(shape)} needs {count * dtype.itemsize}")
         return np.frombuffer(raw, dtype=dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape), dtype
-    if dtype in _UNKNOWN_VAL_FIELDS:
-        vals = _unknown_varint_field(proto, _UNKNOWN_VAL_FIELDS[dtype])
+    if dtype in _UINT_VAL_FIELDS:
+        field, number = _UINT_VAL_FIELDS[dtype]
+        if field in proto.DESCRIPTOR.fields_by_name:
+            vals = list(getattr(proto, field))
+        else:
+            vals = _unknown_varint_field(proto, number)
     else:
         vals = list(getattr(proto, _VAL_FIELDS[dtype]))
     if dtype.is_half:                       # half_val holds the bits
