@@ -63,6 +63,30 @@ def load_or_write(step: StepGraph, key: str, load: Loader = load_artifact, *,
     return artifact
 
 
+STEPS_TABLE = "steps.tsv"
+
+
+def _dump_per_step(step: StepGraph, options: PipelineOptions, instrumentation: Instrumentation,
+                   archs: str) -> PipelineOptions:
+    """``--dump-to DIR`` when a session or ``flowc train`` compiles several steps: each step's
+    dumps go to ``DIR/step-<hash>`` (the hash of the step before its passes, so the same step
+    always lands in the same folder) and ``DIR/steps.tsv`` says which step each folder is."""
+    identity = source_key(step, dataclasses.replace(options, dump_to=None), instrumentation, archs)
+    folder = f"step-{(identity or 'unhashed')[:12]}"
+    os.makedirs(options.dump_to, exist_ok=True)
+    table = os.path.join(options.dump_to, STEPS_TABLE)
+    line = "\t".join([folder, ",".join(step.fetch_names) or "-", ",".join(step.feed_names) or "-",
+                      str(len(step.graph))]) + "\n"
+    known = []
+    if os.path.exists(table):
+        with open(table, encoding="utf-8") as f:
+            known = [row for row in f.readlines()[1:] if not row.startswith(folder + "\t")]
+    with open(table, "w", encoding="utf-8") as f:
+        f.write("folder\tfetches\tfeeds\tnodes\n")
+        f.writelines(known + [line])
+    return dataclasses.replace(options, dump_to=os.path.join(options.dump_to, folder))
+
+
 def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch = None,
                  load: Loader = load_artifact, profiled: bool = False) -> Artifact:
     """Compile ``step`` (not yet optimized) with ``options`` (``FLOWC_FLAGS`` merged under
@@ -79,6 +103,8 @@ def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch 
     key = cached_step_key(cache, source)
     artifact = load_cached(artifact_path(key), load) if key else None
     if artifact is None:
+        if effective.dump_to:
+            options = _dump_per_step(step, effective, instrumentation, archs)
         optimize(step, options)
         key = step_key(step, instrumentation, archs)
         artifact = load_or_write(step, key, load, instrumentation=instrumentation,

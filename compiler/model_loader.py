@@ -57,6 +57,11 @@ class Model:
     fetch_names: List[str]
     feeds: Optional[List[Output]] = None      # None: every Placeholder the fetches need
     targets: List[Node] = field(default_factory=list)
+    # the artifact's names of ``feeds`` (a SavedModel's signature keys); None: tensor names
+    feed_names: Optional[List[str]] = None
+    # other steps the file defines, built on demand (``--step train``: a .flow file's
+    # training step adds the optimizer's ops to the graph, so it is not built unless asked)
+    steps: Dict[str, Callable[[], "Model"]] = field(default_factory=dict)
 
     def feed_outputs(self) -> List[Output]:
         """The fed tensors: the model's, or every Placeholder the fetches and targets need."""
@@ -64,6 +69,12 @@ class Model:
             return list(self.feeds)
         need = needed_nodes(self.fetches, self.targets, set())
         return [n.output(0) for n in self.graph if n in need and n.op == "Placeholder"]
+
+    def feed_names_of(self, feeds: Sequence[Output]) -> List[str]:
+        """The names the artifact gives ``feeds``: the model's own name of a feed where it
+        has one (a signature key), its tensor name otherwise."""
+        own = dict(zip(self.feeds or (), self.feed_names or ()))
+        return [own.get(f, tensor_name(f)) for f in feeds]
 
 
 def tensor_name(out: Output) -> str:
@@ -90,12 +101,25 @@ def _entry_point_loader(suffix: str) -> Optional[Callable[[str], "Model"]]:
     return None
 
 
-def load_model(path: str) -> Model:
-    """Load ``path`` (``*.ir``, ``*.py`` or a registered suffix) into a ``Model``."""
+def load_model(path: str, signature: Optional[str] = None,
+               tags: Optional[Sequence[str]] = None) -> Model:
+    """Load ``path`` (``*.ir``, ``*.py``, a registered suffix, or a TensorFlow SavedModel
+    folder) into a ``Model``. ``signature`` and ``tags`` choose a SavedModel's signature and
+    MetaGraphDef (``compiler/interop/saved_model.py``); other models have neither."""
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such file")
+    saved_model = _saved_model_folder(path)
+    if saved_model is not None:
+        from compiler.interop.saved_model import load_saved_model
+        return load_saved_model(saved_model, signature, tags)
+    if signature or tags:
+        option = "--signature" if signature else "--tag"
+        raise ModelError(f"{option} applies to TensorFlow SavedModel folders (with a "
+                         f"saved_model.pb); {path} is not one")
     if os.path.isdir(path):
-        raise ModelError(f"{path} is a directory; expected a model file (*.ir or *.py)")
+        raise ModelError(f"{path} is a directory, and not a SavedModel (no saved_model.pb in "
+                         f"it); expected a model file ({', '.join(known_suffixes())}) or a "
+                         "SavedModel folder")
     suffix = os.path.splitext(path)[1]
     if suffix == ".ir":
         return _load_ir(path)
@@ -105,7 +129,36 @@ def load_model(path: str) -> Model:
     if loader is not None:
         return loader(path)
     raise ModelError(f"{path}: unsupported model file type '{suffix or '(none)'}'; "
-                     f"expected one of {', '.join(MODEL_SUFFIXES + tuple(_LOADERS))}")
+                     f"flowc takes {', '.join(known_suffixes())}")
+
+
+SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+
+
+def _saved_model_folder(path: str) -> Optional[str]:
+    """The SavedModel folder ``path`` is (a folder with a saved_model.pb or .pbtxt) or
+    names the saved_model.pb of (a file of that name beside a variables/ folder), else None."""
+    if os.path.isdir(path):
+        if any(os.path.isfile(os.path.join(path, f)) for f in SAVED_MODEL_FILES):
+            return path
+        return None
+    folder = os.path.dirname(path) or "."
+    if os.path.basename(path) in SAVED_MODEL_FILES and \
+            os.path.isdir(os.path.join(folder, "variables")):
+        return folder
+    return None
+
+
+def known_suffixes() -> List[str]:
+    """Every model file suffix flowc can load: its own, registered loaders' and those the
+    ``flowc.model_loaders`` entry points declare."""
+    found = list(MODEL_SUFFIXES) + list(_LOADERS)
+    try:
+        from importlib.metadata import entry_points
+        found += ["." + ep.name for ep in entry_points(group="flowc.model_loaders")]
+    except Exception:                  # metadata unreadable: the ones known so far
+        pass
+    return list(dict.fromkeys(found))
 
 
 def read_ir_file(path: str) -> Graph:
@@ -264,12 +317,19 @@ def _lookup(graph: Graph, name: str, what: str) -> Output:
                          f"@{graph.name}") from None
 
 
-def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = ()) -> Model:
-    """Override a model's fetches and feeds by name (``--fetch`` / ``--feed``).
+def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = (),
+           step: Optional[str] = None) -> Model:
+    """Choose one of a model's other steps (``--step``), then override its fetches and feeds
+    by name (``--fetch`` / ``--feed``).
 
     A fetch name is one of the model's fetch names or any tensor name of the graph; a feed name
     is a tensor name of the graph.
     """
+    if step:
+        if step not in model.steps:
+            have = ", ".join(sorted(model.steps)) or "none besides the default"
+            raise ModelError(f"{model.path}: no step named '{step}' (the file defines: {have})")
+        model = model.steps[step]()
     if fetch:
         by_name = dict(zip(model.fetch_names, model.fetches))
         fetches, names = [], []
@@ -286,5 +346,8 @@ def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = ()) ->
             names.append(name)
         model = replace(model, fetches=fetches, fetch_names=names)
     if feed:
-        model = replace(model, feeds=[_lookup(model.graph, n, "feed") for n in dict.fromkeys(feed)])
+        own = dict(zip(model.feed_names or (), model.feeds or ()))
+        feeds = [own[n] if n in own else _lookup(model.graph, n, "feed")
+                 for n in dict.fromkeys(feed)]
+        model = replace(model, feeds=feeds, feed_names=model.feed_names_of(feeds))
     return model

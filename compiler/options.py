@@ -117,7 +117,9 @@ FLAGS: List[Flag] = [
     Flag("print-ir-after-all", "bool", "print_ir_after_all", "print the IR after every pass"),
     Flag("print-ir-before-all", "bool", "print_ir_before_all", "print the IR before every pass"),
     Flag("dump-to", "path", "dump_to",
-         "write NNNN.after_<pass>.ir per pass, passes.tsv, and reproducer.ir on failure to DIR"),
+         "write NNNN.after_<pass>.ir per pass, passes.tsv, and reproducer.ir on failure to DIR "
+         "(a Session or flowc train: one DIR/step-<hash> folder per compiled step, listed in "
+         "DIR/steps.tsv)"),
     Flag("time-passes", "bool", "time_passes", "print the time each pass took"),
     Flag("keep-going", "bool", "keep_going", "continue after a failing pass if the graph is still valid"),
     Flag("no-verify", "bool", "verify_each", "do not run the verifier after each pass", value=False),

@@ -1,5 +1,6 @@
 """TensorFlow-named math functions (``fl.add``, ``fl.cast``, ``fl.where``, ...) and the Tensor
-operator overloads (``+ - * / // % ** @``, unary ``-``, ``abs()``, ``< <= > >=``, ``& | ^ ~``).
+operator overloads (``+ - * / // % ** @``, unary ``-``, ``abs()``, ``< <= > >=``, ``& | ^ ~``:
+logical on bool tensors, bitwise on integers, as in TensorFlow 2).
 
 Python scalars, lists and numpy values on either side of a binary function are converted to
 the tensor side's dtype (``x + 1`` on f32 stays f32). ``==`` and ``!=`` stay identity tests, as
@@ -297,6 +298,22 @@ def _matmul(a, b) -> Tensor:
     return matmul(a, b)
 
 
+def _logical_or_bitwise(logical, bitwise_op: str):
+    """``& | ^`` as TensorFlow 2 has them: logical on bool tensors, bitwise on integers."""
+    def fn(x, y) -> Tensor:
+        x, y = _binary_operands(x, y)
+        if x.dtype.is_integer:
+            return apply_op(bitwise_op, [x, y])
+        return logical(x, y)
+    return fn
+
+
+def _invert(x) -> Tensor:
+    """``~x``: LogicalNot on bool tensors, Invert (every bit flipped) on integers."""
+    x = convert_to_tensor(x)
+    return apply_op("Invert", [x]) if x.dtype.is_integer else logical_not(x)
+
+
 def _install_operators() -> None:
     """Attach TensorFlow's operator overloads to ``Tensor`` (``==``/``!=`` stay identity)."""
     def binop(fn):
@@ -309,15 +326,17 @@ def _install_operators() -> None:
 
     for dunder, fn in (("add", add), ("sub", subtract), ("mul", multiply), ("truediv", truediv),
                        ("floordiv", floordiv), ("mod", floormod), ("pow", pow),
-                       ("matmul", _matmul), ("and", logical_and), ("or", logical_or),
-                       ("xor", logical_xor)):
+                       ("matmul", _matmul),
+                       ("and", _logical_or_bitwise(logical_and, "BitwiseAnd")),
+                       ("or", _logical_or_bitwise(logical_or, "BitwiseOr")),
+                       ("xor", _logical_or_bitwise(logical_xor, "BitwiseXor"))):
         setattr(Tensor, f"__{dunder}__", binop(fn))
         setattr(Tensor, f"__r{dunder}__", rbinop(fn))
     for dunder, fn in (("lt", less), ("le", less_equal), ("gt", greater), ("ge", greater_equal)):
         setattr(Tensor, f"__{dunder}__", binop(fn))
     Tensor.__neg__ = lambda self: negative(self)
     Tensor.__abs__ = lambda self: abs(self)
-    Tensor.__invert__ = lambda self: logical_not(self)
+    Tensor.__invert__ = _invert
 
 
 _install_operators()

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Optional
 
 from compiler.ir.op_registry import has_op
+from dsl.indexing_ops import top_k
 from dsl.math_ops import elu, relu, relu6, sigmoid, softplus, tanh
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "bias_add", "relu", "relu6", "elu", "softplus", "sigmoid",
-           "tanh"]
+           "tanh", "top_k"]
 
 
 def _softmax(op: str, logits, axis, name: Optional[str], dim) -> Tensor:
@@ -65,7 +66,10 @@ from dsl.nn_losses import *  # noqa: E402,F401,F403  (softmax_cross_entropy_with
 from dsl.candidate_sampling import (log_uniform_candidate_sampler,  # noqa: E402,F401
                                     uniform_candidate_sampler)
 from dsl.nn_sampled import compute_sampled_logits, sampled_softmax_loss  # noqa: E402,F401
+from dsl import nn_activations as _nn_activations  # noqa: E402
+from dsl.nn_activations import gelu, leaky_relu, selu, softsign  # noqa: E402,F401
 
 __all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
+__all__ += _nn_activations.__all__
 __all__ += ["uniform_candidate_sampler", "log_uniform_candidate_sampler", "sampled_softmax_loss",
             "compute_sampled_logits"]

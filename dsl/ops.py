@@ -14,6 +14,7 @@ from compiler.ir.location import caller_location
 from compiler.ir.types import TensorType, normalize_shape
 from compiler.ir.op_registry import get_op, has_op, all_ops, OpDef
 from dsl.context import PendingOp, device_for, get_default_graph
+from dsl.raw_op_names import PYTHON_NAMES
 from dsl.tensor import Operation, Tensor
 from runtime.dtypes import DType, as_dtype, numpy_kind
 
@@ -337,6 +338,7 @@ class _RawOps:
         op = get_op(op_name)
 
         def call(*args, name: Optional[str] = None, **kwargs):
+            kwargs = _graph_keywords(op_name, kwargs)
             if len(args) > len(op.inputs):
                 raise OpError(f"{op_name} takes at most {len(op.inputs)} positional inputs",
                               None, caller_location())
@@ -347,7 +349,10 @@ class _RawOps:
                                   "name)", None, caller_location())
             for arg in op.inputs[len(args):]:
                 if arg.name not in kwargs:
-                    raise OpError(f"{op_name} needs input '{arg.name}'", None, caller_location())
+                    python = PYTHON_NAMES.get(op_name, {}).get(arg.name)
+                    also = f" (GraphDef name '{arg.name}')" if python else ""
+                    raise OpError(f"{op_name} needs input '{python or arg.name}'{also}", None,
+                                  caller_location())
                 inputs.append(kwargs.pop(arg.name))
             return apply_op(op_name, inputs, kwargs, name=name)
 
@@ -359,9 +364,27 @@ class _RawOps:
         return sorted(all_ops())
 
 
+def _graph_keywords(op_name: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """``kwargs`` with TensorFlow's Python keyword names (``axis`` of ``Sum``) turned into the
+    GraphDef names the op registry uses (``reduction_indices``); both are accepted."""
+    renames = PYTHON_NAMES.get(op_name)
+    if not renames:
+        return kwargs
+    out = dict(kwargs)
+    for graph, python in renames.items():
+        if python in out:
+            if graph in out:
+                raise OpError(f"{op_name} got '{python}' and '{graph}': they name the same "
+                              f"argument (TensorFlow's Python name and its GraphDef name)",
+                              None, caller_location())
+            out[graph] = out.pop(python)
+    return out
+
+
 def _signature_doc(op: OpDef) -> str:
-    ins = ", ".join(a.name for a in op.inputs)
-    attrs = ", ".join(f"{a.name}: {a.kind}" for a in op.attrs.values())
+    renames = PYTHON_NAMES.get(op.name, {})
+    ins = ", ".join(renames.get(a.name, a.name) for a in op.inputs)
+    attrs = ", ".join(f"{renames.get(a.name, a.name)}: {a.kind}" for a in op.attrs.values())
     return f"{op.name}({ins}) attrs: {attrs}\n{op.doc}"
 
 

@@ -48,8 +48,8 @@ class SummaryValue:
         return [t for _, _, t in self.entries], self._serialize
 
     def _serialize(self, values: List[np.ndarray]) -> bytes:
-        from compiler.interop.protos import tf_protos
-        pb = tf_protos()
+        from compiler.interop.protos import event_protos
+        pb = event_protos()
         out = pb.summary_pb2.Summary()
         for (kind, tag, _), value in zip(self.entries, values):
             value = np.asarray(value)
@@ -144,8 +144,8 @@ class FileWriter:
     """Writes summaries and the graph to an event file in ``logdir`` for TensorBoard."""
 
     def __init__(self, logdir: str, graph=None, flush_secs: int = 120, filename_suffix: str = ""):
-        from compiler.interop.protos import tf_protos
-        tf_protos()                            # a clear error when tensorboardX is missing
+        from compiler.interop.protos import event_protos
+        event_protos()                         # a clear error when tensorboardX is missing
         from tensorboardX.writer import FileWriter as _TbxFileWriter
         self.logdir = logdir
         self._writer = _TbxFileWriter(logdir, flush_secs=flush_secs,
@@ -155,27 +155,27 @@ class FileWriter:
 
     def add_summary(self, summary, global_step: Optional[int] = None) -> None:
         """Add a fetched summary (bytes) or a ``Summary`` proto at ``global_step``."""
-        from compiler.interop.protos import tf_protos
+        from compiler.interop.protos import event_protos
         if isinstance(summary, (bytes, bytearray)):
-            proto = tf_protos().summary_pb2.Summary()
+            proto = event_protos().summary_pb2.Summary()
             proto.ParseFromString(bytes(summary))
             summary = proto
         self._writer.add_summary(summary, None if global_step is None else int(global_step))
 
     def add_scalar(self, tag: str, value: float, global_step: Optional[int] = None) -> None:
         """Add one scalar computed outside the graph (e.g. steps per second)."""
-        from compiler.interop.protos import tf_protos
-        proto = tf_protos().summary_pb2.Summary()
+        from compiler.interop.protos import event_protos
+        proto = event_protos().summary_pb2.Summary()
         proto.value.add(tag=tag, simple_value=float(value))
         self.add_summary(proto, global_step)
 
     def add_graph(self, graph) -> None:
         """Add the graph for TensorBoard's graph view (name scopes and devices shown)."""
         from compiler.interop.graphdef import graph_to_graphdef
-        from compiler.interop.protos import tf_protos
+        from compiler.interop.protos import event_protos
         g = getattr(graph, "graph", graph)       # a dsl Graph wraps the IR graph
         gd = graph_to_graphdef(g)
-        self._writer.add_event(tf_protos().event_pb2.Event(graph_def=gd.SerializeToString()))
+        self._writer.add_event(event_protos().event_pb2.Event(graph_def=gd.SerializeToString()))
 
     def flush(self) -> None:
         self._writer.flush()

@@ -260,6 +260,15 @@ class _Signals:
         return False
 
 
+def _without_node(message: str) -> str:
+    """A restore error's message without its "node 'save/RestoreV2': checkpoint 'P' ..."
+    preamble (the caller names the model and the checkpoint)."""
+    marker = "does not match what is restored from it (nothing was restored): "
+    if marker in message:
+        return "it was written by another model: " + message.split(marker, 1)[1]
+    return message
+
+
 def _global_step(graph: Graph):
     """``train.get_or_create_global_step()`` of ``graph``."""
     from dsl import train as train_lib
@@ -321,7 +330,14 @@ class Trainer:
             path = self._latest(self.checkpoint_dir) if os.path.isdir(self.checkpoint_dir) \
                 else None
             if path is not None:
-                self.saver.restore(self.session, path)
+                try:
+                    self.saver.restore(self.session, path)
+                except FlowcError as e:
+                    # the checkpoint's own words, said of the model being trained (the
+                    # restore node was made here, not in the model file)
+                    detail = getattr(e, "message", None) or str(e)
+                    raise TrainError(f"{self.spec.name}: cannot resume from checkpoint {path} "
+                                     f"(nothing was restored): {_without_node(detail)}") from None
                 return int(self.session.run(self.global_step)), path
         self.session.run(self.init_op)
         return 0, None

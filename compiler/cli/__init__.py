@@ -45,9 +45,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    model_help = ("model file: IR text (*.ir), a text-DSL file (*.flow, see docs/dsl.md) or a "
-                  "Python file whose build() returns (graph, fetches[, feeds]); see "
-                  "compiler/model_loader.py")
+    model_help = ("model file: IR text (*.ir), a text-DSL file (*.flow, see docs/dsl.md), a "
+                  "Python file whose build() returns (graph, fetches[, feeds]), a TensorFlow "
+                  "GraphDef (*.pb, *.pbtxt), an ONNX model (*.onnx), or a TensorFlow SavedModel "
+                  "folder (with --signature); see compiler/model_loader.py")
     p = sub.add_parser("compile", help="compile a model into an artifact folder",
                        description="Compile a model file into an artifact folder (manifest.json, "
                        "generated C, shared object, IR) that `flowc run` loads.")
@@ -143,6 +144,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("artifact", metavar="DIR", help="artifact folder written by `flowc compile`")
     p.add_argument("--feed", metavar="NAME=FILE.npy", action="append", default=[],
                    help="value of a feed, from a .npy file (repeatable)")
+    p.add_argument("--feeds", metavar="FILE.npz", action="append", default=[],
+                   help="values of feeds, from a .npz file (numpy.savez): each array feeds the "
+                        "tensor of its name (repeatable; combines with --feed, but no name may "
+                        "be given twice)")
     p.add_argument("--fetch", metavar="NAME", action="append", default=[],
                    help="print only this fetch (repeatable; default: all of the artifact's)")
     p.add_argument("--save", metavar="PATH",
@@ -155,6 +160,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="STEPS", nargs="?", type=int, const=1,
                    help="run STEPS steps (default 1) of an artifact compiled with --profile "
                    "and print the time of each kernel (docs/profiling.md)")
+    p.add_argument("--repeat", metavar="N", type=int, default=1,
+                   help="run the step N times (variables carry over from run to run, as in "
+                        "a training loop), print the last run's fetches, and the time per run "
+                        "(median and fastest) on stderr")
     p.add_argument("--verify-key", metavar="FILE",
                    help="refuse the artifact unless its manifest is signed with the key in FILE "
                         "(`flowc compile --sign-key FILE`); without it, hashes catch damage but "
@@ -208,6 +217,16 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    "repeatable; default: the model's fetches)")
     p.add_argument("--feed", metavar="NAME", action="append", default=[],
                    help="feed this tensor (repeatable; default: every Placeholder needed)")
+    p.add_argument("--step", metavar="NAME",
+                   help="another step the model file defines instead of its outputs: 'train' "
+                        "for a .flow file with training declarations (the optimizer's update "
+                        "of every variable, fetching the loss), 'eval' (the loss and metrics)")
+    p.add_argument("--signature", metavar="NAME",
+                   help="a SavedModel's signature to compile (default: serving_default, or its "
+                        "only one); its input and output keys name the feeds and fetches")
+    p.add_argument("--tag", metavar="TAG", action="append", default=[],
+                   help="a SavedModel's MetaGraphDef by its tags (repeatable, or comma-separated "
+                        "as in saved_model_cli's --tag_set; default: serve, or its only one)")
 
 
 def _dispatch(args: argparse.Namespace) -> int:

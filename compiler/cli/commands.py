@@ -36,8 +36,10 @@ def step_for(model: Model) -> StepGraph:
     """The step graph of a model: its feeds become Placeholders, its fetches ``_Retval``s."""
     if not model.fetches and not model.targets:
         raise ModelError(f"{model.path}: nothing to compute: the model has no fetches")
-    step = make_step_graph(model.graph, model.feed_outputs(), model.fetches, model.targets)
+    feeds = model.feed_outputs()
+    step = make_step_graph(model.graph, feeds, model.fetches, model.targets)
     step.fetch_names = list(model.fetch_names)
+    step.feed_names = model.feed_names_of(feeds)
     return step
 
 
@@ -71,7 +73,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     arch = getattr(args, "cuda_arch", None)
     if target == "cuda":
         options = cuda_target_options(options, arch)
-    model = select(load_model(args.model), args.fetch, args.feed)
+    model = select(load_model(args.model, args.signature, args.tag), args.fetch, args.feed,
+                   args.step)
     step = step_for(model)
     optimize(step, options)
     instrumentation = Instrumentation.from_options(resolve_options(options))  # --profile ...
@@ -95,9 +98,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def _compile_c_library(args: argparse.Namespace, options: PipelineOptions) -> int:
     """``compile --emit c-library``: the step as lib<name>.so and <name>.h in the output folder."""
     from compiler.codegen.c_library import check_library_folder, library_name, write_c_library
-    name = library_name(args.model, args.name)
+    name = library_name(os.path.normpath(args.model), args.name)   # a folder's own name
     check_library_folder(args.output)
-    model = select(load_model(args.model), args.fetch, args.feed)
+    model = select(load_model(args.model, args.signature, args.tag), args.fetch, args.feed,
+                   args.step)
     step = step_for(model)
     optimize(step, options)
     lib = write_c_library(step, args.output, name, args.checkpoint, source=args.model)
@@ -127,9 +131,11 @@ def _pipeline_until(options: PipelineOptions, after: str) -> PipelineOptions:
 CHECK_PASSES = ("prune", "infer-shapes")
 
 
-def check_model(path: str, fetch: Sequence[str] = (), feed: Sequence[str] = ()) -> str:
+def check_model(path: str, fetch: Sequence[str] = (), feed: Sequence[str] = (),
+                step: Optional[str] = None, signature: Optional[str] = None,
+                tags: Sequence[str] = ()) -> str:
     """Build a model, cut its step graph and infer shapes; the ok summary, or a FlowcError."""
-    model = select(load_model(path), fetch, feed)
+    model = select(load_model(path, signature, tags), fetch, feed, step)
     step = step_for(model)
     PassManager(PipelineOptions(passes=CHECK_PASSES)).run(step.graph)
     inputs = ", ".join(_spec_text(n, p.output(0)) for n, p in zip(step.feed_names, step.feeds))
@@ -144,7 +150,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.models:
         try:
-            sys.stdout.write(check_model(path, args.fetch, args.feed))
+            sys.stdout.write(check_model(path, args.fetch, args.feed, args.step,
+                                         args.signature, args.tag))
         except FlowcError as e:
             report(e)
             failed += 1
@@ -188,7 +195,12 @@ def _emit(graph: Graph, fmt: str, elide_constants: bool = False,
 def cmd_ir(args: argparse.Namespace) -> int:
     """Print a model's IR as built, or its step graph after one pass of the pipeline."""
     options = options_from_args(args)
-    model = select(load_model(args.model), args.fetch, args.feed)
+    model = select(load_model(args.model, args.signature, args.tag), args.fetch, args.feed,
+                   args.step)
+    if args.after is None and (options.print_ir_after_all or options.print_ir_before_all
+                               or options.print_ir_after):
+        # printing between passes means running them: the whole pipeline, then its result
+        args.after = resolve_options(options).pipeline()[-1]
     if args.after is None:
         if pipeline_flags_given(args):
             print("flowc: note: no passes run without --after; pipeline flags ignored",
@@ -223,7 +235,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from compiler.interop.graphdef import write_graphdef
     fmt = args.format or ("onnx" if args.output.endswith(".onnx") else "graphdef")
     options = options_from_args(args)
-    model = select(load_model(args.model), args.fetch, args.feed)
+    model = select(load_model(args.model, args.signature, args.tag), args.fetch, args.feed,
+                   args.step)
     if fmt == "onnx":
         if args.after is not None:
             raise ModelError("--after applies to GraphDef exports; ONNX exports the step graph "

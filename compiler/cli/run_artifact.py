@@ -1,5 +1,6 @@
 """``flowc run``: load an artifact with the runtime alone (its GPU modules on this machine's
-GPU, or on the CUDA simulator where they were built for it), feed ``.npy`` files, print or save
+GPU, or on the CUDA simulator where they were built for it), feed ``.npy`` files (or the arrays
+of ``.npz`` archives, by name), print or save
 the fetched values; with ``--profile`` (an artifact compiled with ``--profile``), also the time
 of each kernel (``runtime/profile.py``)."""
 from __future__ import annotations
@@ -8,6 +9,8 @@ import argparse
 import contextlib
 import os
 import sys
+import time
+import zipfile
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -27,26 +30,56 @@ def _spec_text(spec) -> str:
     return f"{spec.dtype.ir_name}[{dims}]"
 
 
-def parse_feeds(items: Sequence[str]) -> Dict[str, np.ndarray]:
-    """``name=file.npy`` pairs -> arrays (``allow_pickle`` stays off)."""
+def parse_feeds(items: Sequence[str], archives: Sequence[str] = ()) -> Dict[str, np.ndarray]:
+    """The feeds of ``--feed NAME=FILE.npy`` pairs and ``--feeds FILE.npz`` archives (every
+    array of an archive feeds the tensor of its name); a name given twice is an error.
+    ``allow_pickle`` stays off."""
     feeds: Dict[str, np.ndarray] = {}
+    origin: Dict[str, str] = {}
+    for path in archives:
+        for name, value in _read_npz(path).items():
+            if name in feeds:
+                raise CommandLineError(f"feed '{name}' is given twice ({origin[name]} and "
+                                       f"--feeds {path})")
+            feeds[name], origin[name] = value, f"--feeds {path}"
     for item in items:
         name, eq, path = item.partition("=")
         if not eq or not name or not path:
             raise CommandLineError(f"--feed expects NAME=FILE.npy, got '{item}'")
         if name in feeds:
-            raise CommandLineError(f"--feed '{name}' is given twice")
+            where = f" ({origin[name]} and --feed)" if name in origin else ""
+            raise CommandLineError(f"--feed '{name}' is given twice{where}")
         if not os.path.isfile(path):
             raise CommandLineError(f"--feed {name}: {path}: no such file")
         try:
             value = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
             raise CommandLineError(f"--feed {name}: {path} is not a readable .npy file: {e}") from None
         if not isinstance(value, np.ndarray):
+            value.close()
             raise CommandLineError(f"--feed {name}: {path} holds several arrays (.npz); "
-                                   "give one .npy file per feed")
+                                   f"give one .npy file per feed, or pass --feeds {path}")
         feeds[name] = value
     return feeds
+
+
+def _read_npz(path: str) -> Dict[str, np.ndarray]:
+    """Every array of the ``.npz`` archive ``path``, by name (``np.savez``'s keyword names)."""
+    if not os.path.isfile(path):
+        raise CommandLineError(f"--feeds {path}: no such file")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise CommandLineError(f"--feeds {path} is not a readable .npz file: {e}") from None
+    if isinstance(loaded, np.ndarray):
+        raise CommandLineError(f"--feeds {path} holds one unnamed array (.npy); pass it as "
+                               "--feed NAME=FILE.npy, or save the feeds with "
+                               "numpy.savez(FILE, name=array, ...)")
+    try:
+        with loaded:
+            return {name: loaded[name] for name in loaded.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # damaged, or objects
+        raise CommandLineError(f"--feeds {path} is not a readable .npz file: {e}") from None
 
 
 def _check_feeds(artifact: Artifact, feeds: Dict[str, np.ndarray]) -> None:
@@ -58,7 +91,7 @@ def _check_feeds(artifact: Artifact, feeds: Dict[str, np.ndarray]) -> None:
     missing = [s for s in artifact.feeds if s.name not in feeds]
     if missing:
         raise FeedError("missing feed(s): " + ", ".join(f"{s.name} {_spec_text(s)}" for s in missing)
-                        + f"; pass --feed {missing[0].name}=FILE.npy")
+                        + f"; pass --feed {missing[0].name}=FILE.npy (or --feeds FILE.npz)")
 
 
 def select_fetches(artifact: Artifact, names: Sequence[str]) -> List[int]:
@@ -131,13 +164,19 @@ def load_any_artifact(path: str, verify_key: Optional[bytes] = None):
 def _run(args: argparse.Namespace, artifact: Artifact) -> int:
     if getattr(args, "checkpoint", None):
         artifact.restore(args.checkpoint)
-    feeds = parse_feeds(args.feed)
+    feeds = parse_feeds(args.feed, getattr(args, "feeds", None) or ())
     indices = select_fetches(artifact, args.fetch)
     _check_feeds(artifact, feeds)
     steps = getattr(args, "profile", None)
+    repeat = getattr(args, "repeat", 1)
+    if repeat < 1:
+        raise CommandLineError(f"--repeat {repeat}: the number of runs must be at least 1")
+    if repeat > 1 and steps is not None:
+        raise CommandLineError("--repeat and --profile both set how many steps run: give one "
+                               "(--profile STEPS times each kernel over STEPS runs)")
     report = None
     if steps is None:
-        results = artifact.run(feeds)
+        results = _repeated_runs(artifact, feeds, repeat)
     else:
         results, report = _profiled_run(artifact, feeds, steps, args.artifact)
     values = {artifact.fetches[i].name: results[i] for i in indices}
@@ -151,6 +190,26 @@ def _run(args: argparse.Namespace, artifact: Artifact) -> int:
     if report is not None:
         sys.stdout.write("\n" + report.format())
     return 0
+
+
+def _repeated_runs(artifact: Artifact, feeds: Dict[str, np.ndarray], repeat: int):
+    """Run ``repeat`` steps; the last one's fetches. More than one: the time per run on
+    stderr (median and fastest, the first run included: the artifact is already loaded)."""
+    times = []
+    results = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        results = artifact.run(feeds)
+        times.append(time.perf_counter() - start)
+    if repeat > 1:
+        times.sort()
+        print(f"flowc: {repeat} runs: median {_ms(times[len(times) // 2])}, fastest "
+              f"{_ms(times[0])} per run", file=sys.stderr)
+    return results
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.1f} us"
 
 
 def _profiled_run(artifact: Artifact, feeds: Dict[str, np.ndarray], steps: int, path: str):

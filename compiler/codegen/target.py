@@ -13,7 +13,7 @@ from runtime.dtypes import DType, f32_to_half
 
 _MATH_F32 = {"exp", "log", "log1p", "sqrt", "tanh", "floor", "ceil", "fabs", "pow", "expm1",
              "fmax", "fmin", "fmod", "rint", "round", "sin", "cos", "tan", "atan", "asin", "acos",
-             "sinh", "cosh", "erf", "erfc", "atan2", "lgamma", "trunc", "copysign", "nearbyint"}
+             "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "atan2", "lgamma", "trunc", "copysign", "nearbyint"}
 
 
 class CTarget:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from compiler.interop.graphdef import graph_to_graphdef
-from compiler.interop.protos import tf_protos
+from compiler.interop.protos import event_protos
 from compiler.ir.graph import Graph
 
 
@@ -14,7 +14,7 @@ def write_graph_event(graph: Graph, logdir: str) -> str:
     TensorBoard groups nodes by name scope (``dense1/...``), shows devices as colours
     (``--color by device``) and each edge's shape from the ``_output_shapes`` attr.
     """
-    pb = tf_protos()
+    pb = event_protos()
     from tensorboardX.writer import FileWriter
     gd = graph_to_graphdef(graph)
     before = set(os.listdir(logdir)) if os.path.isdir(logdir) else set()

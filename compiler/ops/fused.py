@@ -1,7 +1,9 @@
 """``Fused``: a chain of elementwise ops as one kernel (made by the ``fuse`` pass).
 
 Its ``expr`` attr is the chain as nested op calls over the node's inputs ``$0``, ``$1``...,
-e.g. ``Relu(AddV2(Mul($0, $1), $2))``; ``fused_from`` lists the nodes it replaced (their
+e.g. ``Relu(AddV2(Mul($0, $1), $2))``; an op with scalar attrs it declares fusable
+(``fused_attrs``, e.g. LeakyRelu's alpha) carries them in brackets:
+``LeakyRelu[alpha=0.2]($0)``. ``fused_from`` lists the nodes it replaced (their
 names; the IR keeps the last one's source location). Elementwise ops commute with
 broadcasting, so the fused kernel evaluates the whole expression once per output element,
 reading every input broadcast to the output's shape: one loop, no intermediate buffers.
@@ -12,7 +14,7 @@ The numpy reference runs each op's own reference kernel; the C kernel is
 from __future__ import annotations
 
 import re
-from typing import List, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 import numpy as np
 
@@ -21,9 +23,44 @@ from compiler.ir.types import TensorType
 from compiler.ir.op_registry import ReferenceContext as RefContext
 from compiler.ir.op_registry import get_op, register_op
 
-Expr = Union[int, Tuple[str, list]]        # an input index, or (op name, argument exprs)
+Expr = Union[int, Tuple[str, list]]        # an input index, or (op text, argument exprs)
 
-_TOKEN = re.compile(r"\s*(?:(\$\d+)|([A-Za-z_][A-Za-z0-9_]*)|([(),]))")
+_TOKEN = re.compile(r"\s*(?:(\$\d+)|([A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?)|([(),]))")
+_ATTR = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)=([^,\]]+)")
+
+
+def op_text(op: str, attrs: Dict[str, Any]) -> str:
+    """An op with its fused attrs as the expression writes it: ``LeakyRelu[alpha=0.2]``
+    (``repr`` of each value, which reads back exactly)."""
+    if not attrs:
+        return op
+    return op + "[" + ", ".join(f"{k}={v!r}" for k, v in sorted(attrs.items())) + "]"
+
+
+def _attr_value(text: str):
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def split_op(text: str) -> Tuple[str, Dict[str, Any]]:
+    """``LeakyRelu[alpha=0.2]`` -> ("LeakyRelu", {"alpha": 0.2})."""
+    if "[" not in text:
+        return text, {}
+    name, rest = text.split("[", 1)
+    attrs = {}
+    for part in rest.rstrip("]").split(","):
+        m = _ATTR.fullmatch(part.rstrip())
+        if not m:
+            raise OpError(f"bad fused op attrs in {text!r}")
+        try:
+            attrs[m.group(1)] = _attr_value(m.group(2).strip())
+        except ValueError:
+            raise OpError(f"bad fused op attr value in {text!r}") from None
+    return name, attrs
 
 
 def parse_expr(text: str) -> Expr:
@@ -75,7 +112,7 @@ def format_expr(expr: Expr) -> str:
 def _ops(expr: Expr) -> List[str]:
     if isinstance(expr, int):
         return []
-    return [expr[0]] + [o for a in expr[1] for o in _ops(a)]
+    return [split_op(expr[0])[0]] + [o for a in expr[1] for o in _ops(a)]
 
 
 # --- shape and reference -------------------------------------------------------------------
@@ -94,9 +131,10 @@ def _kernel(ctx, *xs):
     def run(expr):
         if isinstance(expr, int):
             return xs[expr]
-        op, args = expr
-        vals = [run(a) for a in args]
-        out = get_op(op).kernel(RefContext(ctx.node, {"T": T}, types, ctx.state), *vals)
+        op, attrs = split_op(expr[0])
+        vals = [run(a) for a in expr[1]]
+        out = get_op(op).kernel(RefContext(ctx.node, {**attrs, "T": T}, types, ctx.state),
+                                *vals)
         return np.asarray(out, T.np)
 
     try:

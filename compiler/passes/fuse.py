@@ -1,8 +1,9 @@
 """fuse: merge chains of elementwise ops on one device into single ``Fused`` nodes.
 
-A node is fusable when its op is elementwise, floating-point, without attrs other than ``T``,
-with a scalar C expression and no data error to report (integer division by zero and the
-like stay separate kernels). ``BiasAdd`` over the last dim is fused as the broadcasting add
+A node is fusable when its op is elementwise, floating-point, without attrs other than ``T``
+and the scalar ones its op declares fusable (``fused_attrs``: LeakyRelu's alpha, carried in
+the expression), with a scalar C expression and no data error to report (integer division
+by zero and the like stay separate kernels). ``BiasAdd`` over the last dim is fused as the broadcasting add
 it is (``bias_add + relu``, the most common pair in a network, is one kernel). A fusable node whose only use is one input of a fusable
 consumer on the same device is folded into that consumer; the chain becomes one ``Fused``
 node whose inputs are the chain's external operands (each read once per output element,
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from compiler.ir.graph import Graph, Node, Output
-from compiler.ops.fused import Expr, format_expr
+from compiler.ops.fused import Expr, format_expr, op_text
 from compiler.ir.op_registry import get_op, has_op
 from compiler.passes.manager import Pass, PassContext, register_pass
 from compiler.passes.rewrite import single_use, take_place
@@ -57,7 +58,7 @@ def fusable(node: Node) -> bool:
         return False
     if op.extra.get("data_error") is not None:
         return False
-    if set(node.attrs) - {"T"} or node.control_inputs:
+    if set(node.attrs) - {"T", *op.extra.get("fused_attrs", ())} or node.control_inputs:
         return False
     t = node.output_types[0]
     if t.dtype not in _FLOATS or any(i.dtype is not t.dtype for i in node.inputs):
@@ -97,7 +98,11 @@ def _expr_of(node: Node):
     from compiler.ops.fused import parse_expr
     if node.op == "Fused":
         return parse_expr(node.attrs["expr"]), list(node.inputs), list(node.attrs["fused_from"])
-    op = "AddV2" if _is_bias_add(node) else node.op     # bias [C] broadcasts over [..., C]
+    if _is_bias_add(node):
+        op = "AddV2"                                     # bias [C] broadcasts over [..., C]
+    else:
+        fused_attrs = get_op(node.op).extra.get("fused_attrs", ())
+        op = op_text(node.op, {a: node.attrs[a] for a in fused_attrs if a in node.attrs})
     return (op, list(range(len(node.inputs)))), list(node.inputs), [node.name]
 
 

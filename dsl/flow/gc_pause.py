@@ -3,7 +3,15 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from typing import Iterator
+
+# Pauses overlap (a build parses inside a build; two threads build models at once): the
+# collector is disabled by the first to start and restored by the last to end, under one lock,
+# so no pause ends another's early and no two threads freeze and unfreeze at once.
+_lock = threading.Lock()
+_active = 0
+_was_enabled = False
 
 
 @contextlib.contextmanager
@@ -18,13 +26,19 @@ def gc_paused() -> Iterator[None]:
     oldest generation instead (``freeze`` then ``unfreeze`` moves them there without a scan),
     where a full collection finds any garbage among them, as it would for any old object.
     That is skipped when someone else froze objects (``unfreeze`` would release theirs too)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _active, _was_enabled
+    with _lock:
+        if _active == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _active += 1
     try:
         yield
     finally:
-        if was_enabled:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
+        with _lock:
+            _active -= 1
+            if _active == 0 and _was_enabled:
+                if gc.get_freeze_count() == 0:
+                    gc.freeze()
+                    gc.unfreeze()
+                gc.enable()

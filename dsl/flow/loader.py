@@ -73,4 +73,30 @@ def load_flow_model(path: str) -> Model:
     else:
         fetches = sink_outputs(program.graph)
         names = [tensor_name(f) for f in fetches]
-    return Model(path, program.graph, program.graph, fetches, names)
+    steps = {}
+    if program.training.loss is not None:
+        steps["eval"] = lambda: _eval_step(program)
+        if program.training.optimizer is not None:
+            steps["train"] = lambda: _train_step(program)
+    return Model(path, program.graph, program.graph, fetches, names, steps=steps)
+
+
+def _eval_step(program: FlowProgram) -> Model:
+    """The evaluation step of a file's training declarations: the loss and each metric."""
+    decl = program.training
+    fetches = {"loss": decl.loss.value}
+    fetches.update((name, d.value) for name, d in decl.metrics.items())
+    return Model(program.path, program.graph, program.graph,
+                 [t.output for t in fetches.values()], list(fetches))
+
+
+def _train_step(program: FlowProgram) -> Model:
+    """The step ``flowc train`` runs: the optimizer's update of every trainable variable and
+    of the global step, fetching the loss (builds the optimizer's ops into the graph)."""
+    from dsl import train as train_lib
+    decl = program.training
+    with program.graph.as_default():
+        global_step = train_lib.get_or_create_global_step()
+        train_op = decl.optimizer.value.minimize(decl.loss.value, global_step=global_step)
+    return Model(program.path, program.graph, program.graph, [decl.loss.value.output], ["loss"],
+                 targets=[train_op.node])

@@ -84,12 +84,6 @@ def lower_clip(ctx):
     return x if (lo is not None or hi is not None) else apply_op("Identity", [x])
 
 
-def lower_leaky_relu(ctx):
-    x = ctx.input(0)
-    alpha = scalar(ctx.attr("alpha", 0.01), x)
-    return fl.where(binary("GreaterEqual", x, scalar(0, x)), x, binary("Mul", x, alpha))
-
-
 def lower_prelu(ctx):
     x, slope = ctx.input(0), ctx.input(1)
     return fl.where(binary("Less", x, scalar(0, x)), binary("Mul", x, slope), x)
@@ -100,13 +94,6 @@ def lower_elu(ctx):
     alpha = ctx.attr("alpha", 1.0)
     expm1 = binary("Sub", unary("Exp", x), scalar(1, x))
     return fl.where(binary("Greater", x, scalar(0, x)), x, binary("Mul", expm1, scalar(alpha, x)))
-
-
-def lower_selu(ctx):
-    x = ctx.input(0)
-    alpha, gamma = ctx.attr("alpha", 1.67326319217681884765625), ctx.attr("gamma", 1.05070102214813232421875)
-    neg = binary("Mul", binary("Sub", unary("Exp", x), scalar(1, x)), scalar(alpha, x))
-    return binary("Mul", fl.where(binary("Greater", x, scalar(0, x)), x, neg), scalar(gamma, x))
 
 
 def lower_celu(ctx):
@@ -135,11 +122,6 @@ def lower_hard_sigmoid(ctx):
 def lower_hard_swish(ctx):
     x = ctx.input(0)
     return binary("Mul", x, _hard_sigmoid(x, 1.0 / 6, 0.5))
-
-
-def lower_softsign(ctx):
-    x = ctx.input(0)
-    return binary("RealDiv", x, binary("AddV2", unary("Abs", x), scalar(1, x)))
 
 
 def lower_mish(ctx):
@@ -194,11 +176,8 @@ LOWERINGS = {
     "Sigmoid": [(6, None, _same_op("Sigmoid"))],
     "Tanh": [(6, None, _same_op("Tanh"))],
     "Softplus": [(1, None, _same_op("Softplus"))],
-    "Softsign": [(1, None, lower_softsign)],
     "Elu": [(6, None, lower_elu)],
-    "Selu": [(6, None, lower_selu)],
     "Celu": [(12, None, lower_celu)],
-    "LeakyRelu": [(6, None, lower_leaky_relu)],
     "PRelu": [(7, None, lower_prelu)],
     "ThresholdedRelu": [(10, None, lower_thresholded_relu)],
     "HardSigmoid": [(6, None, lower_hard_sigmoid)],

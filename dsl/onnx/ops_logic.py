@@ -1,7 +1,6 @@
 """Comparisons, logical ops, Where, Cast."""
 from __future__ import annotations
 
-import numpy as np
 
 from dsl.onnx.dtypes import flowc_dtype, onnx_type_name
 from dsl.onnx.values import binary, scalar, unary
@@ -25,25 +24,6 @@ def lower_xor(ctx):
 
 def lower_where(ctx):
     return apply_op("SelectV2", [ctx.input(0), ctx.input(1), ctx.input(2)])
-
-
-def lower_isnan(ctx):
-    x = ctx.input(0)
-    return binary("NotEqual", x, x)
-
-
-def lower_isinf(ctx):
-    x = ctx.input(0)
-    pos = binary("Equal", x, scalar(np.inf, x))
-    neg = binary("Equal", x, scalar(-np.inf, x))
-    want_pos, want_neg = ctx.attr("detect_positive", 1), ctx.attr("detect_negative", 1)
-    if want_pos and want_neg:
-        return binary("LogicalOr", pos, neg)
-    if want_pos:
-        return pos
-    if want_neg:
-        return neg
-    return binary("LogicalAnd", pos, neg)          # neither: always false
 
 
 def _cast(ctx, x, to):
@@ -77,8 +57,6 @@ LOWERINGS = {
     "Xor": [(7, None, lower_xor)],
     "Not": [(1, None, lower_not)],
     "Where": [(9, None, lower_where)],
-    "IsNaN": [(9, None, lower_isnan)],
-    "IsInf": [(10, None, lower_isinf)],
     "Cast": [(6, None, lower_cast)],
     "CastLike": [(15, None, lower_cast_like)],
 }

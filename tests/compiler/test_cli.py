@@ -1,5 +1,6 @@
 """The ``flowc`` command line: compile, ir, opt and run, dumps, saving, and its error messages."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -219,6 +220,75 @@ def test_run_feed_errors(work, capsys, tmp_path):
     assert rc == 1 and "no such artifact folder" in err
 
 
+TWO_FEEDS_IR = textwrap.dedent("""\
+    graph @two {
+      %a = Placeholder() {dtype=f32, shape=[3]} : f32[3]
+      %n = Placeholder() {dtype=i32, shape=[]} : i32[]
+      %f = Cast(%n) {SrcT=i32, DstT=f32} : f32[]
+      %y = Mul(%a, %f) {T=f32} : f32[3]
+    }
+""")
+
+
+def test_run_takes_all_feeds_from_an_npz_by_name(capsys, tmp_path):
+    (tmp_path / "two.ir").write_text(TWO_FEEDS_IR)
+    rc, _, err = flowc(capsys, "compile", tmp_path / "two.ir", "-o", tmp_path / "art")
+    assert rc == 0, err
+    a = np.array([1.5, -2.0, 0.25], np.float32)
+    np.savez(tmp_path / "both.npz", a=a, n=np.array(3, np.int32))
+    rc, out, err = flowc(capsys, "run", tmp_path / "art", "--feeds", tmp_path / "both.npz",
+                         "--save", tmp_path / "y.npy")
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), a * 3)
+    # --feeds and --feed combine (several archives too); no name may come twice
+    np.savez(tmp_path / "a.npz", a=a)
+    np.savez(tmp_path / "n.npz", n=np.array(-2, np.int32))
+    np.save(tmp_path / "n.npy", np.array(5, np.int32))
+    rc, _, err = flowc(capsys, "run", tmp_path / "art", "--feeds", tmp_path / "a.npz",
+                       "--feed", f"n={tmp_path / 'n.npy'}", "--save", tmp_path / "y5.npy")
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "y5.npy"), a * 5)
+    rc, _, err = flowc(capsys, "run", tmp_path / "art", "--feeds", tmp_path / "a.npz",
+                       "--feeds", tmp_path / "n.npz", "--save", tmp_path / "y-2.npy")
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "y-2.npy"), a * -2)
+    rc, _, err = flowc(capsys, "run", tmp_path / "art", "--feeds", tmp_path / "both.npz",
+                       "--feed", f"n={tmp_path / 'n.npy'}")
+    assert rc == 1
+    assert err == (f"flowc: error: --feed 'n' is given twice (--feeds {tmp_path / 'both.npz'} "
+                   "and --feed)\n")
+    rc, _, err = flowc(capsys, "run", tmp_path / "art", "--feeds", tmp_path / "both.npz",
+                       "--feeds", tmp_path / "n.npz")
+    assert rc == 1 and "feed 'n' is given twice" in err
+
+
+def test_run_feeds_errors(capsys, tmp_path):
+    (tmp_path / "two.ir").write_text(TWO_FEEDS_IR)
+    assert flowc(capsys, "compile", tmp_path / "two.ir", "-o", tmp_path / "art")[0] == 0
+    art = tmp_path / "art"
+    np.savez(tmp_path / "a.npz", a=np.zeros(3, np.float32))
+    rc, _, err = flowc(capsys, "run", art, "--feeds", tmp_path / "a.npz")
+    assert rc == 1 and "missing feed(s): n i32[]" in err
+    np.savez(tmp_path / "extra.npz", a=np.zeros(3, np.float32), n=np.array(1, np.int32),
+             m=np.zeros(2))
+    rc, _, err = flowc(capsys, "run", art, "--feeds", tmp_path / "extra.npz")
+    assert rc == 1 and "unknown feed 'm'" in err
+    rc, _, err = flowc(capsys, "run", art, "--feeds", tmp_path / "none.npz")
+    assert rc == 1 and err == f"flowc: error: --feeds {tmp_path / 'none.npz'}: no such file\n"
+    np.save(tmp_path / "one.npy", np.zeros(3, np.float32))
+    rc, _, err = flowc(capsys, "run", art, "--feeds", tmp_path / "one.npy")
+    assert rc == 1 and "holds one unnamed array (.npy)" in err and "--feed NAME=FILE.npy" in err
+    good = (tmp_path / "a.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(good[:len(good) // 2])
+    rc, _, err = flowc(capsys, "run", art, "--feeds", tmp_path / "cut.npz")
+    assert rc == 1 and "is not a readable .npz file" in err
+    np.savez(tmp_path / "objects.npz", a=np.array([{}], dtype=object))
+    rc, _, err = flowc(capsys, "run", art, "--feeds", tmp_path / "objects.npz")
+    assert rc == 1 and "is not a readable .npz file" in err
+    rc, _, err = flowc(capsys, "run", art, "--feed", f"a={tmp_path / 'a.npz'}")
+    assert rc == 1 and f"or pass --feeds {tmp_path / 'a.npz'}" in err
+
+
 def test_python_model_errors_point_at_the_users_line(capsys, tmp_path):
     (tmp_path / "failing.py").write_text(FAILING_MODEL)
     rc, _, err = flowc(capsys, "ir", tmp_path / "failing.py")
@@ -277,3 +347,21 @@ def test_ir_can_elide_large_constants(capsys, tmp_path):
     elided.write_text(short)
     rc, _, err = flowc(capsys, "opt", elided)
     assert rc == 1 and "elided IR does not parse" in err
+
+
+def test_run_repeat_runs_the_step_n_times_and_reports_the_time(capsys, work):
+    d, x = work
+    rc, out, err = flowc(capsys, "run", d / "art", "--feed", f"x={d / 'x.npy'}", "--repeat", 3,
+                         "--save", d / "rep.npz")
+    assert rc == 0, err
+    assert re.search(r"^flowc: 3 runs: median [0-9.]+ (ms|us), fastest [0-9.]+ (ms|us) per run$",
+                     err, re.M), err
+    h, e = expected(x)
+    with np.load(d / "rep.npz") as z:
+        np.testing.assert_allclose(z["h"], h)
+        np.testing.assert_allclose(z["decay"], e, rtol=1e-6)
+    rc, out, err = flowc(capsys, "run", d / "art", "--feed", f"x={d / 'x.npy'}", "--repeat", 0)
+    assert rc == 1 and "--repeat 0: the number of runs must be at least 1" in err
+    rc, out, err = flowc(capsys, "run", d / "art", "--feed", f"x={d / 'x.npy'}", "--repeat", 2,
+                         "--profile", 2)
+    assert rc == 1 and "--repeat and --profile" in err

@@ -88,3 +88,12 @@ def test_random_programs_parse_the_same_with_both(parts):
 @given(st.text(alphabet="abx01.e-+*/@()[]{},:=?\"#\\ \t\n", max_size=60))
 def test_random_text_parses_the_same_with_both(text):
     _assert_same(text + "\n")
+
+
+def test_the_fast_loop_runs_only_on_tested_lark_releases():
+    from dsl.flow.lalr_driver import lark_version_tested
+    assert lark_version_tested()              # the installed lark (setup.cfg pins the range)
+    assert fast_parser() is not None
+    assert not lark_version_tested("1.4.0") and not lark_version_tested("2.0")
+    assert not lark_version_tested("1.0.9") and not lark_version_tested("garbage")
+    assert lark_version_tested("1.1.9") and lark_version_tested("1.3.1")

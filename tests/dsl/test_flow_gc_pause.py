@@ -57,3 +57,25 @@ def test_objects_someone_else_froze_stay_frozen():
         assert _generation_of(theirs) == -1  # still in the permanent generation
     finally:
         gc.unfreeze()
+
+
+def test_overlapping_pauses_in_threads_restore_the_collector_once():
+    import threading
+    inside = threading.Barrier(2)
+    leave = threading.Event()
+    seen = []
+
+    def build():
+        with gc_paused():
+            inside.wait()
+            leave.wait()
+            seen.append(gc.isenabled())
+
+    t = threading.Thread(target=build)
+    t.start()
+    with gc_paused():
+        inside.wait()
+    assert not gc.isenabled()               # the other thread's pause is still on
+    leave.set()
+    t.join()
+    assert seen == [False] and gc.isenabled()

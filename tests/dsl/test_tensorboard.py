@@ -14,10 +14,11 @@ pytest.importorskip("tensorboardX", reason="TensorBoard support needs the tensor
 import dsl as fl  # noqa: E402
 from compiler.cli import main as flowc_main  # noqa: E402
 from compiler.errors import ShapeError  # noqa: E402
-from compiler.interop.protos import tf_protos  # noqa: E402
+from compiler.interop.protos import event_protos, tf_protos  # noqa: E402
 from repo_paths import ROOT
 
 PB = tf_protos()
+EV = event_protos()
 
 
 def read_events(logdir):
@@ -28,7 +29,7 @@ def read_events(logdir):
         pos = 0
         while pos < len(data):
             (n,) = struct.unpack("<Q", data[pos:pos + 8])
-            ev = PB.event_pb2.Event()
+            ev = EV.event_pb2.Event()
             ev.ParseFromString(data[pos + 12:pos + 12 + n])
             events.append(ev)
             pos += 16 + n
@@ -66,7 +67,7 @@ def test_summaries_fetch_as_serialized_summary_protos(backend):
         sess.run(g.init)
         data, loss = sess.run([merged, y], {x: np.ones((4, 3), np.float32)})
     assert isinstance(data, bytes)
-    s = PB.summary_pb2.Summary()
+    s = EV.summary_pb2.Summary()
     s.ParseFromString(data)
     by_tag = {v.tag: v for v in s.value}
     assert set(by_tag) == {"layer/loss", "layer/w"}

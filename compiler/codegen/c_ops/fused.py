@@ -12,9 +12,21 @@ from compiler.codegen.elementwise import broadcast_output_dims, emit_elementwise
 from compiler.codegen.kernel_context import KernelContext, TensorRef
 from compiler.ir.op_registry import get_op, set_c_kernel
 from compiler.ir.types import TensorType
-from compiler.ops.fused import Expr, parse_expr
+from compiler.ops.fused import Expr, parse_expr, split_op
 
 _ARG = re.compile(r"\ba(\d+)\b")
+
+
+class _OpContext(KernelContext):
+    """One op of a fused expression: its C expression reads its own attrs (LeakyRelu's
+    alpha), which the expression carries, not the Fused node's."""
+
+    def __init__(self, node, inputs, outputs, target, module, op_attrs):
+        super().__init__(node, inputs, outputs, target, module)
+        self.op_attrs = op_attrs
+
+    def attr(self, name: str):
+        return self.op_attrs[name] if name in self.op_attrs else super().attr(name)
 
 
 def _c_expr(kc: KernelContext, expr: Expr, names: Optional[Iterator[int]] = None) -> str:
@@ -23,7 +35,8 @@ def _c_expr(kc: KernelContext, expr: Expr, names: Optional[Iterator[int]] = None
     names = itertools.count() if names is None else names
     if isinstance(expr, int):
         return f"a{expr}"
-    op_name, args = expr
+    op_name, attrs = split_op(expr[0])
+    args = expr[1]
     op = get_op(op_name, kc.node)
     c_expr = op.extra.get("c_expr")
     if c_expr is None:
@@ -32,8 +45,8 @@ def _c_expr(kc: KernelContext, expr: Expr, names: Optional[Iterator[int]] = None
     if callable(c_expr):
         T = kc.out.dtype
         scalar = TensorType(T, ())
-        sub = KernelContext(kc.node, [TensorRef(f"a{i}", scalar, kc.target) for i in range(len(args))],
-                            [TensorRef("o", scalar, kc.target)], kc.target, kc.module)
+        sub = _OpContext(kc.node, [TensorRef(f"a{i}", scalar, kc.target) for i in range(len(args))],
+                         [TensorRef("o", scalar, kc.target)], kc.target, kc.module, attrs)
         c_expr = c_expr(sub)
     # An operand the op's expression reads more than once (Square is ``a0 * a0``) is bound
     # to a local first (a GNU statement expression), so the text of a long chain stays

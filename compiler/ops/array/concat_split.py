@@ -87,10 +87,12 @@ def _split_kernel(ctx, axis, x):
     return [_contiguous(p) for p in np.split(x, n, axis=a)]
 
 
-register_op("Split", inputs=["axis: i32", "value: T"], outputs=["output: num_split * T"],
+register_op("Split", inputs=["split_dim: i32", "value: T"], outputs=["output: num_split * T"],
             attrs=["num_split: int >= 1", "T: {all}"], shape=_split_shape, kernel=_split_kernel,
             group="movement",
-            doc="Splits ``value`` along ``axis`` into ``num_split`` equal parts.", half_native=True)
+            half_native=True,
+            doc="Splits ``value`` along ``split_dim`` (``axis`` in TensorFlow's Python API) into "
+                "``num_split`` equal parts.")
 
 
 def _split_sizes(sizes: Sequence[int], dim: Dim) -> List[Dim]:
@@ -141,11 +143,12 @@ def _split_v_kernel(ctx, x, size_splits, axis):
             for k in range(n)]
 
 
-register_op("SplitV", inputs=["value: T", "size_splits: Tlen", "axis: i32"],
+register_op("SplitV", inputs=["value: T", "size_splits: Tlen", "split_dim: i32"],
             outputs=["output: num_split * T"],
             attrs=["num_split: int >= 1", "T: {all}", "Tlen: {i32, i64} = i64"],
             shape=_split_v_shape, kernel=_split_v_kernel, group="movement", half_native=True,
-            doc="Splits ``value`` along ``axis`` into parts of ``size_splits`` (one may be -1).")
+            doc="Splits ``value`` along ``split_dim`` (``axis`` in TensorFlow's Python API) into "
+                "parts of ``size_splits`` (one may be -1).")
 
 
 def _pack_shape(ctx):
