@@ -9,7 +9,9 @@ is called with no arguments. ``build()`` returns one of:
 
 - a graph: fetches default as for IR text;
 - ``(graph, fetches)`` or ``(graph, fetches, feeds)``;
-- a dict with ``"graph"`` and optionally ``"fetches"``, ``"feeds"`` and ``"targets"``.
+- a dict with ``"graph"`` and optionally ``"fetches"``, ``"feeds"``, ``"targets"`` and
+  ``"training"`` (the model's train/eval switch, a scalar bool ``placeholder_with_default``
+  that ``--training`` switches on).
 
 ``fetches`` is a list of tensors (``fl.Tensor``, an IR ``Output`` or a tensor name such as
 ``"probs"`` or ``"split:1"``), or a dict mapping the fetch names the artifact will use to
@@ -33,11 +35,16 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+import numpy as np
+
 from compiler.errors import CompileError, IRSyntaxError
+from compiler.ir.construct import make_node
 from compiler.ir.reachability import needed_nodes
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.parser import parse_graph
 from compiler.ir.source_text import read_source
+from compiler.ir.types import TensorType
+from runtime.dtypes import DType
 from runtime.errors import FlowcError
 
 MODEL_SUFFIXES = (".ir", ".py")
@@ -62,6 +69,11 @@ class Model:
     # other steps the file defines, built on demand (``--step train``: a .flow file's
     # training step adds the optimizer's ops to the graph, so it is not built unless asked)
     steps: Dict[str, Callable[[], "Model"]] = field(default_factory=dict)
+    # the train/eval switch: a scalar bool ``PlaceholderWithDefault`` (default false) that
+    # dropout and batch normalization read as ``training=`` (the .flow built-in ``training``,
+    # a Python build()'s "training"); steps that do not feed it are inference steps
+    training: Optional[Output] = None
+    training_mode: bool = False               # compile with the switch on (``--step train``)
 
     def feed_outputs(self) -> List[Output]:
         """The fed tensors: the model's, or every Placeholder the fetches and targets need."""
@@ -246,11 +258,11 @@ def _from_build_result(path: str, result: Any) -> Model:
     if isinstance(result, Graph):
         parts = {"graph": result}
     elif isinstance(result, dict):
-        unknown = set(result) - {"graph", "fetches", "feeds", "targets"}
+        unknown = set(result) - {"graph", "fetches", "feeds", "targets", "training"}
         if unknown:
             raise ModelError(f"{path}: build() returned a dict with unknown key(s) "
                              f"{', '.join(sorted(map(str, unknown)))}; "
-                             "allowed: graph, fetches, feeds, targets")
+                             "allowed: graph, fetches, feeds, targets, training")
         parts = dict(result)
     elif isinstance(result, tuple) and len(result) in (2, 3):
         parts = dict(zip(("graph", "fetches", "feeds"), result))
@@ -274,7 +286,10 @@ def _from_build_result(path: str, result: Any) -> Model:
     feeds = None
     if parts.get("feeds") is not None:
         feeds = [_as_output(graph, v, path, "feed") for v in _as_list(parts["feeds"], "feeds", path)]
-    return Model(path, graph, graph, fetches, names, feeds, targets)
+    switch = None
+    if parts.get("training") is not None:
+        switch = _as_output(graph, parts["training"], path, "training switch")
+    return Model(path, graph, graph, fetches, names, feeds, targets, training=switch)
 
 
 def _as_list(value: Any, what: str, path: str) -> list:
@@ -315,6 +330,35 @@ def _lookup(graph: Graph, name: str, what: str) -> Output:
     except (CompileError, ValueError):
         raise ModelError(f"unknown {what} '{name}': no tensor of that name in graph "
                          f"@{graph.name}") from None
+
+
+def apply_training_mode(model: Model, training: bool = False) -> Model:
+    """Switch the model's ``training`` input on when asked (``--training``) or when its step
+    is a training step (``training_mode``): its default becomes true, so steps that do not
+    feed it train (dropout drops). Changes the model's graph; without either, nothing
+    changes and steps are inference steps."""
+    switch = model.training
+    if training and switch is None:
+        raise ModelError(f"{model.path}: --training: the model has no training switch (a "
+                         "'.flow' file gets one by using the built-in 'training'; a Python "
+                         "build() returns it as \"training\" in its dict)")
+    if not (training or model.training_mode) or switch is None:
+        return model
+    node = switch.node
+    if node.op != "PlaceholderWithDefault" or switch.dtype is not DType.bool \
+            or switch.shape != ():
+        raise ModelError(f"{model.path}: the training switch '{tensor_name(switch)}' is a "
+                         f"{node.op} {switch.type}; it must be a scalar bool "
+                         "placeholder_with_default (feed a Placeholder switch instead)")
+    old = node.inputs[0].node
+    with model.graph.inserting_before(node):
+        on = make_node(model.graph, "Const", [], {"value": np.array(True), "dtype": DType.bool},
+                       name=f"{node.name}/on", location=node.location,
+                       output_types=[TensorType(DType.bool, ())])
+    node.set_input(0, on.output(0))
+    if old.op == "Const" and not old.users:
+        model.graph.erase_node(old)
+    return model
 
 
 def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = (),

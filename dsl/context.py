@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from typing import Callable, Iterable, List, Optional, Union
 
@@ -64,8 +65,29 @@ class Graph(_IRGraph):
     def add_to_collection(self, name: str, value) -> None:
         self.collections.setdefault(name, []).append(value)
 
-    def get_collection(self, name: str) -> list:
-        return list(self.collections.get(name, []))
+    def get_collection(self, name: str, scope: Optional[str] = None) -> list:
+        """A copy of collection ``name``; with ``scope``, only the items that have a ``name``
+        matched at its start by the regular expression ``scope`` (TensorFlow's rule)."""
+        items = list(self.collections.get(name, []))
+        if scope is None:
+            return items
+        regex = re.compile(scope)
+        out = []
+        for item in items:
+            item_name = getattr(item, "name", None)
+            if isinstance(item_name, str) and regex.match(item_name):
+                out.append(item)
+        return out
+
+    def get_collection_ref(self, name: str) -> list:
+        """Collection ``name`` itself, made empty if missing (changes to it are kept)."""
+        return self.collections.setdefault(name, [])
+
+    def get_all_collection_keys(self) -> list:
+        return sorted(self.collections)
+
+    def clear_collection(self, name: str) -> None:
+        self.collections.pop(name, None)
 
     @property
     def current_name_scope(self) -> str:
@@ -90,6 +112,29 @@ class Graph(_IRGraph):
                     seen.add(n)
                     out.append(n)
         return out
+
+    @contextlib.contextmanager
+    def lifted(self):
+        """Ops created inside go to the start of the graph, outside every name scope, device
+        block, colocation, control dependency and ``cond``/``while_loop`` being built (what
+        TensorFlow's ``init_scope`` does for control flow): they run once per step, whatever
+        construct first asked for them. They may read only each other (a switch such as
+        the ``.flow`` built-in ``training``)."""
+        saved = (self._name_stack, self._device_stack, self._control_stack,
+                 self._colocation_stack, self._insert_at)
+        self._name_stack, self._device_stack, self._control_stack = [], [], []
+        self._colocation_stack = []
+        self._insert_at = 0
+        lifted = self.__dict__.setdefault("_lifted_nodes", set())
+        before = set(self._nodes)
+        try:
+            yield
+        finally:
+            lifted.update(n for n in self._nodes[:self._insert_at] if n not in before)
+            (self._name_stack, self._device_stack, self._control_stack,
+             self._colocation_stack, self._insert_at) = saved
+            if saved[4] is not None:              # an enclosing insertion point moved on
+                self._insert_at = saved[4] + len(self._nodes) - len(before)
 
     def _record_created(self, node: Node) -> None:
         for group in self._control_stack:

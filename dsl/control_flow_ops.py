@@ -65,7 +65,10 @@ def _same_structure(a, b) -> bool:
 
 # --- capturing the ops a function creates -----------------------------------------------------
 def _created_since(g, before: Set[Node]) -> List[Node]:
-    return [n for n in g if n not in before]
+    """The nodes created since ``before``, less those made outside every construct
+    (``Graph.lifted``)."""
+    lifted = g.__dict__.get("_lifted_nodes", ())
+    return [n for n in g if n not in before and n not in lifted]
 
 
 def _capture(created: List[Node], inside: Set[Node], boundary: Callable[[Output], Output],

@@ -21,7 +21,7 @@ __all__ = [
     "tanh", "sigmoid", "floor", "ceil", "round", "cast",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
     "logical_not", "logical_and", "logical_or", "logical_xor", "where",
-    "unsorted_segment_sum",
+    "unsorted_segment_sum", "div_no_nan", "divide_no_nan",
 ]
 
 # truediv's int -> float promotion (as tf.math.truediv)
@@ -290,6 +290,22 @@ def where(condition, x=None, y=None, name: Optional[str] = None) -> Tensor:
     condition = convert_to_tensor(condition, dtype=DType.bool)
     x, y = _binary_operands(x, y)
     return apply_op("SelectV2", [condition, x, y], name=name)
+
+
+def div_no_nan(x, y, name: Optional[str] = None) -> Tensor:
+    """``x / y``, and 0 where ``y`` is 0 (``tf.div_no_nan``), built so that its gradient is
+    finite too: the division sees 1 where ``y`` is 0, and ``where`` then picks 0."""
+    from dsl.array_ops import ones_like, zeros_like
+    from dsl.context import name_scope
+    with name_scope(name or "div_no_nan"):
+        x, y = _binary_operands(x, y)
+        zero = equal(y, convert_to_tensor(0, dtype=y.dtype))
+        safe = where(zero, ones_like(y), y)
+        q = realdiv(x, safe) if x.dtype.is_floating else divide(x, safe)
+        return where(zero, zeros_like(q), q)
+
+
+divide_no_nan = div_no_nan
 
 
 # --- operator overloads ---------------------------------------------------------------------

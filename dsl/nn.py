@@ -66,10 +66,14 @@ from dsl.nn_losses import *  # noqa: E402,F401,F403  (softmax_cross_entropy_with
 from dsl.candidate_sampling import (log_uniform_candidate_sampler,  # noqa: E402,F401
                                     uniform_candidate_sampler)
 from dsl.nn_sampled import compute_sampled_logits, sampled_softmax_loss  # noqa: E402,F401
+from dsl import nn_norm as _nn_norm  # noqa: E402
+from dsl.nn_norm import (batch_normalization, fused_batch_norm, l2_normalize,  # noqa: E402,F401
+                         moments)
 from dsl import nn_activations as _nn_activations  # noqa: E402
 from dsl.nn_activations import gelu, leaky_relu, selu, softsign  # noqa: E402,F401
 
 __all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
 __all__ += _nn_activations.__all__
+__all__ += _nn_norm.__all__
 __all__ += ["uniform_candidate_sampler", "log_uniform_candidate_sampler", "sampled_softmax_loss",
             "compute_sampled_logits"]

@@ -7,8 +7,10 @@ Layout: flowc's convolutions and pools are NHWC as in TensorFlow; ONNX's are NCH
 wrapped in two Transposes (as tf2onnx does before its optimizer removes the pairs).
 
 Each flowc op maps through one function of ``_EXPORTERS`` (opset 17). A graph with ops that have
-no ONNX form is refused with one error listing them all with counts; variables are refused with
-a pointer to freezing them (``flowc export`` of a ``Session``'s values is later work).
+no ONNX form is refused with one error listing them all with counts; variables are refused
+unless a checkpoint gives their values (``flowc export --checkpoint``: they become
+initializers, ``compiler/freeze.py``). The step is an inference step unless the model's
+``training`` switch is on (``--training``): dropout leaves it.
 """
 from __future__ import annotations
 
@@ -122,9 +124,9 @@ class _Exporter:
                 missing[n.op] += 1
         lines = []
         if state:
-            lines.append("  variables have no ONNX form: export a graph whose weights are "
-                         "constants (" + ", ".join(f"{op} x{c}" for op, c in sorted(state.items()))
-                         + ")")
+            lines.append("  variables have no ONNX form: bake the trained weights in as "
+                         "constants with --checkpoint PREFIX_OR_DIR ("
+                         + ", ".join(f"{op} x{c}" for op, c in sorted(state.items())) + ")")
         if missing:
             lines.append(f"  {len(missing)} op(s) without an ONNX export ("
                          f"{sum(missing.values())} node(s)): "
@@ -316,6 +318,34 @@ def _pool(e: _Exporter, n: Node) -> None:
     _to_nhwc(e, y, e.name(n.output(0)))
 
 
+@_exports("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
+def _batch_norm(e: _Exporter, n: Node) -> None:
+    """Inference-mode batch normalization as ONNX BatchNormalization (NCHW: NHWC inputs go
+    through Transposes); the statistics outputs repeat the given mean and variance."""
+    if n.attrs.get("is_training", True):
+        raise OnnxExportError(f"node '{n.name}' ({n.op}): batch normalization in training mode "
+                              "(batch statistics) does not export; export the model in "
+                              "inference mode")
+    fmt = n.attrs.get("data_format", "NHWC")
+    if fmt not in ("NHWC", "NCHW"):
+        raise OnnxExportError(f"node '{n.name}' ({n.op}): data_format {fmt} does not export")
+    x, scale, offset, mean, var = (e.name(i) for i in n.inputs)
+    out = e.name(n.output(0))
+    eps = float(n.attrs.get("epsilon", 1e-4))
+    if fmt == "NHWC":
+        y = e.fresh(n.name + "/bn")
+        e.emit("BatchNormalization", [_to_nchw(e, x, n.name), scale, offset, mean, var], [y],
+               epsilon=eps)
+        _to_nhwc(e, y, out)
+    else:
+        e.emit("BatchNormalization", [x, scale, offset, mean, var], [out], epsilon=eps)
+    for k, src in ((1, mean), (2, var), (3, mean), (4, var)):
+        e.emit("Identity", [src], [e.name(n.output(k))])
+    if len(n.outputs) == 6:                          # V3's reserve_space_3: a scalar 0
+        zero = e.const_input(np.zeros((), n.output(5).dtype.np), n.name + "/zero")
+        e.emit("Identity", [zero], [e.name(n.output(5))])
+
+
 def export_onnx(graph: Graph, feeds: List[Output], fetches: List[Output],
                 fetch_names: List[str], graph_name: str = "flowc"):
     """The ``onnx.ModelProto`` of ``graph`` computing ``fetches`` from ``feeds`` (checked with
@@ -326,13 +356,22 @@ def export_onnx(graph: Graph, feeds: List[Output], fetches: List[Output],
 EXPORT_PASSES = ("prune", "infer-shapes", "fold-constants")
 
 
-def export_model_onnx(model, path: str) -> int:
-    """Export a loaded model's step graph (see the module docstring) to ``path``; node count."""
+def export_model_onnx(model, path: str, checkpoint: Optional[str] = None) -> int:
+    """Export a loaded model's step graph (see the module docstring) to ``path``; node count.
+    ``checkpoint`` (a prefix or a folder): the variables the step reads become initializers
+    of their values there (``flowc export --checkpoint``)."""
     import os
+    from compiler.freeze import checkpoint_values, freeze_variables, variables_of
     from compiler.passes.manager import PassManager
     from compiler.options import PipelineOptions
     from compiler.step import make_step_graph
     step = make_step_graph(model.graph, model.feed_outputs(), model.fetches, model.targets)
+    if checkpoint:
+        PassManager(PipelineOptions(passes=("prune",))).run(step.graph)
+        variables = variables_of(step.graph)
+        if variables:
+            freeze_variables(step.graph, checkpoint_values(checkpoint, variables, model.path),
+                             variables, keep_reads=False)
     PassManager(PipelineOptions(passes=EXPORT_PASSES)).run(step.graph)
     retvals = sorted((n for n in step.graph if n.op == "_Retval"), key=lambda r: r.attrs["index"])
     fetches = [r.inputs[0] for r in retvals]

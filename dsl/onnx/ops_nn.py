@@ -92,7 +92,12 @@ def _pad_nhwc(x, pairs, value=0.0):
 
 
 def lower_conv(ctx):
-    x, w = ctx.input(0), ctx.input(1)
+    return conv(ctx, ctx.input(0), ctx.input(1), ctx.optional_input(2))
+
+
+def conv(ctx, x, w, bias=None):
+    """ONNX's Conv of ``x`` (NCW or NCHW) by ``w`` with ``ctx``'s attributes (pads, strides,
+    dilations, group), plus ``bias`` (or None)."""
     spatial = _spatial_rank(ctx, x)
     wshape = static_shape(w)
     if wshape is None or None in wshape[2:]:
@@ -117,7 +122,7 @@ def lower_conv(ctx):
         kh, kw = kernel
         wd = apply_op("Reshape", [w, index_const([group, wshape[0] // group, kh, kw])])
         y = apply_op("DepthwiseConv2dNative", [xh, _transpose(wd, [2, 3, 0, 1])], attrs)
-        return _finish_conv(ctx, y, spatial)
+        return _finish_conv(y, bias, spatial)
     wh = _transpose(w, [2, 3, 1, 0])                          # OIHW -> HWIO
     if group == 1:
         y = apply_op("Conv2D", [xh, wh], attrs)
@@ -126,12 +131,11 @@ def lower_conv(ctx):
         ws = apply_op("Split", [fl.constant(np.int32(3)), wh], {"num_split": group})
         y = apply_op("ConcatV2", [[apply_op("Conv2D", [a, b], attrs) for a, b in zip(xs, ws)],
                                   index_scalar(3)])
-    return _finish_conv(ctx, y, spatial)
+    return _finish_conv(y, bias, spatial)
 
 
-def _finish_conv(ctx, y, spatial: int):
+def _finish_conv(y, bias, spatial: int):
     """The optional bias added to an NHWC convolution output, back in ONNX's layout."""
-    bias = ctx.optional_input(2)
     if bias is not None:
         y = apply_op("BiasAdd", [y, bias])
     return _from_2d(_transpose(y, _TO_NCHW), spatial)

@@ -55,6 +55,15 @@ EXPLANATIONS = {
         "(np.random.seed(seed); uniform(0, 1, shape) >= ratio); ONNX leaves the generator to "
         "the backend and flowc's random ops are Philox-4x32-10 (TensorFlow's), so only the "
         "mask's distribution agrees (test_onnx_import.py checks it; ratio 0 cases pass)"),
+    "test_bernoulli": (
+        "unmatchable: the expected draws are numpy's (np.random.binomial, or uniform for the "
+        "expanded RandomUniformLike body); flowc's random ops are Philox-4x32-10 "
+        "(TensorFlow's), so only the distribution agrees (tests/dsl/test_onnx_random.py "
+        "checks it)"),
+    "test_dft_inverse": (
+        "unmatchable: the expected imaginary parts that are exactly 0 hold ~2e-7 of float32 "
+        "round-off (numpy 2's pocketfft in complex64, bit for bit); flowc's DFT sums in double "
+        "precision (~3e-15 there), and the test's atol is 1e-7"),
     "test_attention_4d_causal_fp16": (
         "numerical: onnx's expected values round every float16 partial sum (numpy's float16 "
         "reductions); flowc accumulates float16 in f32 and rounds once, as onnxruntime does, "

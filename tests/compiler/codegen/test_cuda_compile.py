@@ -113,6 +113,30 @@ def _other_cases(t):
     made.append(fl.apply_op("ResourceScatterUpdate", [h, rows, fl.constant(1.0)], {}))
     # the fused sparse SGD step (fuse-updates)
     made.append(fl.apply_op("_ResourceScatterSubScaled", [h, rows, x, fl.constant(0.25)], {}))
+    return made + _batch_norm_cases(t)
+
+
+def _batch_norm_cases(t):
+    """Fused batch normalization: training (empty statistics; a moving-average factor),
+    inference, NCHW, the gradients in both modes, and the V1 and V2 forms."""
+    x4 = t["x4"]                                              # NHWC [2, 3, 4, 5]
+    c5 = fl.constant(np.linspace(0.5, 1.5, 5, dtype=np.float32))
+    c3 = fl.constant(np.linspace(-1.0, 1.0, 3, dtype=np.float32))
+    empty = fl.constant(np.zeros(0, np.float32))
+    bn = fl.apply_op("FusedBatchNormV3", [x4, c5, c5 * 0.5, empty, empty], {"epsilon": 0.001})
+    made = list(bn)
+    made += fl.apply_op("FusedBatchNormV3", [x4, c5, c5, c5, c5 + 1.0],
+                        {"exponential_avg_factor": 0.3})
+    made += fl.apply_op("FusedBatchNormV3", [x4, c3, c3, c3, c3 + 2.0],
+                        {"data_format": "NCHW", "is_training": False})
+    made += fl.apply_op("FusedBatchNormGradV3", [x4 * 2.0, x4, c5, bn[3], bn[4], bn[5]], {})
+    made += fl.apply_op("FusedBatchNormGradV3", [x4, x4, c3, c3, c3 + 2.0, bn[5]],
+                        {"data_format": "NCHW", "is_training": False})
+    made += fl.apply_op("FusedBatchNorm", [x4, c5, c5, c5, c5 + 1.0], {"is_training": False})
+    made += fl.apply_op("FusedBatchNormV2", [x4, c5, c5, empty, empty], {})
+    made += fl.apply_op("FusedBatchNormGrad", [x4, x4, c5, bn[3], bn[4]], {})
+    made += fl.apply_op("FusedBatchNormGradV2", [x4, x4, c5, c5, c5 + 1.0],
+                        {"is_training": False})
     return made
 
 
@@ -256,6 +280,9 @@ def case_steps():
 
 def test_every_cuda_kernel_has_a_case_and_stays_on_the_gpu(case_steps):
     covered = {n.op for step in case_steps for n in step.graph if n.assigned_device == GPU0}
+    # A step graph never holds a PlaceholderWithDefault: fed, it is the step's Placeholder;
+    # unfed, an Identity of its default (compiler/step.py). Its kernel serves IR run as is.
+    covered.add("PlaceholderWithDefault")
     missing = set(ops_with_cuda_kernels()) - covered
     assert not missing, f"ops with CUDA kernels but no case on the GPU: {sorted(missing)}"
     on_cpu = [f"{n.name} ({n.op})" for step in case_steps for n in step.graph
