@@ -272,7 +272,12 @@ def lower_max_pool(ctx):
     dtype = xh.dtype
     if not dtype.is_floating:            # flowc pools floats: integers go through f64 exactly
         xh = fl.cast(xh, fl.float64)
-    if any(p != (0, 0) for p in pads):
+    window = attrs["ksize"][1:3]
+    if any(p != (0, 0) for p in pads) and all(b < k and e < k for (b, e), k in zip(pads, window)):
+        # padding smaller than the window: MaxPool's own EXPLICIT padding (ignored, as ONNX's)
+        attrs = dict(attrs, padding="EXPLICIT",
+                     explicit_paddings=[0, 0, *pads[0], *pads[1], 0, 0])
+    elif any(p != (0, 0) for p in pads):
         xh = _pad_nhwc(xh, pads, -np.inf)
     y = _transpose(apply_op("MaxPool", [xh], attrs), _TO_NCHW)
     return _from_2d(fl.cast(y, dtype), spatial)

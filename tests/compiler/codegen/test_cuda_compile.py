@@ -192,12 +192,16 @@ def _conv_cases(t):
              fl.apply_op("MaxPoolGradGrad", [x4, mp, x4 * 2.0], pool),
              fl.apply_op("AvgPoolGrad", [fl.constant([2, 3, 4, 5]), fl.ones_like(ap)],
                          dict(pool, padding="SAME")),
-             # the fused forms the fuse-updates pass makes on a GPU
-             fl.apply_op("_FusedConv2D", [x4, f, t["y"][:2]],
+             # the fused forms the fuse-conv pass makes on a GPU
+             fl.apply_op("_FusedConv2D", [x4, f, [t["y"][:2]]],
                          dict(window, fused_ops=["BiasAdd", "Relu"])),
-             fl.apply_op("_FusedConv2D", [x4, f, t["y"][:2]],
+             fl.apply_op("_FusedConv2D", [x4, f, [t["y"][:2]]],
                          {"strides": [1, 1, 1, 1], "padding": "VALID",
                           "fused_ops": ["BiasAdd"]}),
+             fl.apply_op("_FusedConv2D", [x4, f, [t["y"][:2], y * 0.5]],
+                         dict(window, fused_ops=["BiasAdd", "Add", "Relu6"])),
+             fl.apply_op("_FusedConv2D", [x4, f, [t["y"][:2]]],
+                         dict(window, fused_ops=["BiasAdd", "LeakyRelu"], leakyrelu_alpha=0.1)),
              fl.apply_op("_MaxPoolReluGrad", [x4, mp, x4[:, :2, :2, :] * 3.0], pool)]
     # depthwise: multiplier 2 with a stride, multiplier 1 dilated and VALID; backprops with
     # constant sizes and with sizes the host reads from the GPU (a Shape of a GPU tensor)
@@ -205,7 +209,9 @@ def _conv_cases(t):
     dwin = {"strides": [1, 2, 1, 1], "padding": "SAME"}
     yd = fl.apply_op("DepthwiseConv2dNative", [x4, fd], dwin)
     dyd = fl.ones_like(yd) * 0.5
-    made += [yd, fl.apply_op("DepthwiseConv2dNative", [x4, fd[:, :, :, :1]],
+    made += [yd, fl.apply_op("_FusedDepthwiseConv2dNative", [x4, fd, [t["y"][:10], yd * 2.0]],
+                             dict(dwin, fused_ops=["BiasAdd", "Add", "Elu"])),
+             fl.apply_op("DepthwiseConv2dNative", [x4, fd[:, :, :, :1]],
                              {"strides": [1, 1, 1, 1], "padding": "VALID",
                               "dilations": [1, 1, 2, 1]}),
              fl.apply_op("DepthwiseConv2dNativeBackpropInput", [fl.constant([2, 3, 4, 5]), fd, dyd],
