@@ -26,7 +26,8 @@ __all__ = [
 
 # truediv's int -> float promotion (as tf.math.truediv)
 _TRUEDIV_FLOAT = {DType.i8: DType.f32, DType.i16: DType.f32, DType.u8: DType.f32,
-                  DType.i32: DType.f64, DType.i64: DType.f64}
+                  DType.u16: DType.f32, DType.i32: DType.f64, DType.i64: DType.f64,
+                  DType.u32: DType.f64, DType.u64: DType.f64}
 
 
 def _binary_operands(x, y):

@@ -16,7 +16,7 @@ from compiler.ir.op_registry import get_op, has_op, all_ops, OpDef
 from dsl.context import PendingOp, device_for, get_default_graph
 from dsl.raw_op_names import PYTHON_NAMES
 from dsl.tensor import Operation, Tensor
-from runtime.dtypes import DType, as_dtype
+from runtime.dtypes import DType, as_dtype, numpy_kind
 
 
 _CONST = get_op("Const")
@@ -62,7 +62,7 @@ def _to_array(value, dtype: DType, what: str = "value") -> np.ndarray:
         arr = np.asarray(value)
     except (ValueError, TypeError) as e:
         raise TypeError(f"{what} {value!r} cannot be converted to a {dtype} tensor: {e}") from None
-    kind = arr.dtype.kind
+    kind = numpy_kind(arr.dtype)
     if kind not in "biuf":
         if kind == "O" and _all_ints(value):
             raise TypeError(f"{what} {value!r} is out of range for {dtype}")

@@ -40,8 +40,9 @@ def _onnx():
     return onnx, helper, numpy_helper
 
 
-_ONNX_DTYPE = {DType.f32: 1, DType.u8: 2, DType.i8: 3, DType.i16: 5, DType.i32: 6, DType.i64: 7,
-               DType.bool: 9, DType.f16: 10, DType.f64: 11, DType.bf16: 16}
+_ONNX_DTYPE = {DType.f32: 1, DType.u8: 2, DType.i8: 3, DType.u16: 4, DType.i16: 5, DType.i32: 6,
+               DType.i64: 7, DType.bool: 9, DType.f16: 10, DType.f64: 11, DType.u32: 12,
+               DType.u64: 13, DType.bf16: 16}
 
 
 class _Exporter:

@@ -240,7 +240,7 @@ for _name, _r3, _formats in (("FusedBatchNormV2", False, FORMATS_4D),
                 inputs=["x: T", "scale: U", "offset: U", "mean: U", "variance: U"],
                 outputs=["y: T", "batch_mean: U", "batch_variance: U", "reserve_space_1: U",
                          "reserve_space_2: U"] + (["reserve_space_3: U"] if _r3 else []),
-                attrs=_attrs(["T: {f32, f64}", "U: {f32, f64}"]),
+                attrs=_attrs(["T: {float}", "U: {f32, f64}"]),
                 shape=lambda ctx, r3=_r3, f=_formats: _forward_shape(ctx, r3, f),
                 kernel=lambda ctx, *a, r3=_r3, f=_formats: batch_norm_forward(
                     ctx, *a, reserve_3=r3, formats=f),
@@ -254,12 +254,12 @@ for _name, _inputs, _outputs, _types, _formats in (
         ("FusedBatchNormGradV2",
          ["y_backprop: T", "x: T", "scale: U", "reserve_space_1: U", "reserve_space_2: U"],
          ["x_backprop: T", "scale_backprop: U", "offset_backprop: U", "reserve_space_3: U",
-          "reserve_space_4: U"], ["T: {f32, f64}", "U: {f32, f64}"], FORMATS_4D),
+          "reserve_space_4: U"], ["T: {float}", "U: {f32, f64}"], FORMATS_4D),
         ("FusedBatchNormGradV3",
          ["y_backprop: T", "x: T", "scale: U", "reserve_space_1: U", "reserve_space_2: U",
           "reserve_space_3: U"],
          ["x_backprop: T", "scale_backprop: U", "offset_backprop: U", "reserve_space_4: U",
-          "reserve_space_5: U"], ["T: {f32, f64}", "U: {f32, f64}"], tuple(FORMATS))):
+          "reserve_space_5: U"], ["T: {float}", "U: {f32, f64}"], tuple(FORMATS))):
     register_op(_name, inputs=_inputs, outputs=_outputs, attrs=_types + _GRAD_ATTRS,
                 shape=lambda ctx, f=_formats: _grad_shape(ctx, f),
                 kernel=lambda ctx, *a, f=_formats: batch_norm_grad(ctx, *a, formats=f),

@@ -5,7 +5,8 @@
 - To a larger type (``k * sizeof(T) = sizeof(type)``): the last dim must be ``k``, and goes.
 
 bool is refused, as TensorFlow does (its bytes are not a number's). The C lowering copies the
-bytes (``compiler/codegen/c_ops/bitcast.py``).
+bytes (``compiler/codegen/c_ops/bitcast.py``); f16/bf16 are taken as stored (``half_native``:
+computed in f32 they would not be their bits).
 """
 from __future__ import annotations
 
@@ -56,6 +57,6 @@ def _bitcast_ref(ctx, x: np.ndarray) -> np.ndarray:
 
 register_op("Bitcast", inputs=["input: T"], outputs=["output: type"],
             attrs=["T: {numeric}", "type: {numeric}"], shape=_bitcast_shape,
-            kernel=_bitcast_ref, group="movement",
+            kernel=_bitcast_ref, group="movement", half_native=True,
             doc="The input's bytes as elements of ``type`` (a last dim added or removed when "
                 "the sizes differ).")

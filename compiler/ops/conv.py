@@ -440,10 +440,10 @@ class _Ctx:
 
 
 # --- registration ----------------------------------------------------------------------------
-_CONV_ATTRS = ["T: {f32, f64}", "strides: list(int)", "use_cudnn_on_gpu: bool = true",
+_CONV_ATTRS = ["T: {float}", "strides: list(int)", "use_cudnn_on_gpu: bool = true",
                "padding: string", "explicit_paddings: list(int) = []",
                'data_format: string = "NHWC"', "dilations: list(int) = [1, 1, 1, 1]"]
-_POOL_ATTRS = ["T: {f32, f64}", "ksize: list(int)", "strides: list(int)", "padding: string",
+_POOL_ATTRS = ["T: {float}", "ksize: list(int)", "strides: list(int)", "padding: string",
                'data_format: string = "NHWC"']
 _COMMON = dict(group="other")
 

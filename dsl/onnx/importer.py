@@ -115,8 +115,8 @@ def _constant(array: np.ndarray, name: str, path: str, what: str) -> Tensor:
                        name=node_name(name, "initializer"))
 
 
-_FLOWC_NUMPY_TYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
-                      "uint8", "bool")
+_FLOWC_NUMPY_TYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
+                      "int64", "uint8", "uint16", "uint32", "uint64", "bool")
 
 
 def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = None, *,

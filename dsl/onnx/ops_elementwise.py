@@ -23,7 +23,7 @@ def _binary_op(op: str):
 
 
 def _is_float(x) -> bool:
-    return x.dtype.np.kind == "f"
+    return x.dtype.is_floating
 
 
 def lower_div(ctx):
@@ -31,7 +31,7 @@ def lower_div(ctx):
     if _is_float(a):
         return binary("RealDiv", a, b)
     q = binary("FloorDiv", a, b)
-    if a.dtype.np.kind == "u":
+    if a.dtype.is_unsigned:
         return q
     zero = scalar(0, a)
     rem = binary("FloorMod", a, b)
@@ -46,7 +46,7 @@ def lower_mod(ctx):
         return binary("FloorMod", a, b)
     # fmod: the remainder takes the sign of the dividend
     r = binary("FloorMod", unary("Abs", a), unary("Abs", b))
-    return binary("Mul", unary("Sign", a), r) if a.dtype.np.kind != "u" else r
+    return binary("Mul", unary("Sign", a), r) if not a.dtype.is_unsigned else r
 
 
 def lower_pow(ctx):

@@ -270,7 +270,7 @@ def lower_max_pool(ctx):
         return _max_pool_by_windows(ctx)
     xh, attrs, pads, _, spatial = _pool_setup(ctx)
     dtype = xh.dtype
-    if dtype.np.kind != "f":             # flowc pools floats: integers go through f64 exactly
+    if not dtype.is_floating:            # flowc pools floats: integers go through f64 exactly
         xh = fl.cast(xh, fl.float64)
     window = attrs["ksize"][1:3]
     if any(p != (0, 0) for p in pads) and all(b < k and e < k for (b, e), k in zip(pads, window)):

@@ -54,7 +54,7 @@ def _abs(x):
 
 
 def _sqrt(x):
-    return unary("Sqrt", x) if x.dtype.np.kind == "f" else \
+    return unary("Sqrt", x) if x.dtype.is_floating else \
         fl.cast(unary("Sqrt", fl.cast(x, fl.float32)), x.dtype)
 
 

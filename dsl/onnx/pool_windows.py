@@ -74,7 +74,7 @@ def _pad(x: Tensor, win: Windows, fill) -> Tensor:
 
 
 def _lowest(dtype) -> object:
-    return -np.inf if dtype.np.kind == "f" else np.iinfo(dtype.np).min
+    return -np.inf if dtype.is_floating else np.iinfo(dtype.np).min
 
 
 def max_pool(x: Tensor, win: Windows, indices: bool = False, storage_order: int = 0,

@@ -41,6 +41,12 @@ def _elementwise_cases(t):
         if name == "Cast":
             made.append(fl.apply_op("Cast", [t["x"]], {"DstT": DType.i32}))
             made.append(fl.apply_op("Cast", [t["x64"]], {"DstT": DType.f32, "Truncate": True}))
+            # f16 and bf16 are bits on the GPU: converted by helpers, moved as they are
+            for src, dst in (("h", DType.f32), ("x", DType.f16), ("x64", DType.f16),
+                             ("x64", DType.bf16), ("hb", DType.f16), ("h", DType.bf16),
+                             ("hb", DType.i32), ("is", DType.u64), ("is", DType.bf16)):
+                made.append(fl.apply_op("Cast", [t[src]], {"DstT": dst}))
+            made.append(fl.transpose(fl.apply_op("Cast", [t["is"]], {"DstT": DType.u16})))
             continue
         allowed = op.attrs["T"].allowed if "T" in op.attrs else ()
         dtype = next((d for d in (DType.f32, DType.i32, DType.bool) if d in allowed), None)
@@ -234,6 +240,8 @@ def build_case_graph(group: str):
              "b2": fl.placeholder(DType.bool, [None, 16], name="b2"),
              "y": fl.placeholder(fl.float32, [16], name="y"),
              "x64": fl.placeholder(fl.float64, [None, 16], name="x64"),
+             "h": fl.placeholder(fl.float16, [None, 16], name="h"),
+             "hb": fl.placeholder(fl.bfloat16, [None, 16], name="hb"),
              "i": fl.placeholder(fl.int32, [None, 16], name="i"),
              "i2": fl.placeholder(fl.int32, [16, 16], name="i2"),
              "b": fl.placeholder(DType.bool, [None, 16], name="b"),

@@ -48,3 +48,22 @@ def test_bitcast_to_a_larger_type_needs_the_ratio_as_last_dim(graph):
         fl.bitcast(fl.constant(np.zeros((2, 3), np.uint8)), fl.int32)
     with pytest.raises(ShapeError, match="a scalar has no last dim"):
         fl.bitcast(fl.constant(np.int16(1)), fl.int64)
+
+
+def test_bitcast_of_halves_is_their_bits(graph):
+    """f16 and bf16 are bitcast as stored (Bitcast is half_native: never computed in f32)."""
+    h = fl.placeholder(fl.float16, [3], name="h")
+    b = fl.placeholder(fl.bfloat16, [3], name="b")
+    u = fl.placeholder(fl.uint16, [2, 2], name="u")
+    hv = np.array([1.5, -0.0, 65504.0], np.float16)
+    bv = np.array([1.5, -2.0, 3e38], fl.bfloat16.np)
+    uv = np.array([[0x3c00, 0x7e00], [0x3f80, 0xffc0]], np.uint16)
+    fetches = {"h_u16": fl.bitcast(h, fl.uint16), "b_i16": fl.bitcast(b, fl.int16),
+               "h_bf16": fl.bitcast(h, fl.bfloat16), "u_f32": fl.bitcast(u, fl.float32),
+               "u_f16": fl.bitcast(u, fl.float16)}
+    got = check_against_interpreter(graph, fetches, {h: hv, b: bv, u: uv})
+    np.testing.assert_array_equal(got["h_u16"], hv.view(np.uint16))
+    np.testing.assert_array_equal(got["b_i16"], bv.view(np.int16))
+    np.testing.assert_array_equal(got["h_bf16"].view(np.uint16), hv.view(np.uint16))
+    np.testing.assert_array_equal(got["u_f32"], uv.view(np.float32).reshape(2))
+    np.testing.assert_array_equal(got["u_f16"].view(np.uint16), uv)

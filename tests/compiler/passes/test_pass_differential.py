@@ -51,9 +51,9 @@ def const_chain(b: Builder) -> Output:
 
 def test_default_pipeline_is_the_documented_one():
     assert DEFAULT_PIPELINE == ("prune", "infer-shapes", "fold-constants", "cse", "simplify",
-                                "layout", "fold-batch-norm", "place", "fuse-updates",
-                                "fuse-accumulate", "fuse-conv", "fuse-matmul-bias", "fuse",
-                                "partition", "plan-memory")
+                                "layout", "fold-batch-norm", "place", "legalize-types",
+                                "fuse-updates", "fuse-accumulate", "fuse-conv",
+                                "fuse-matmul-bias", "fuse", "partition", "plan-memory")
 
 
 def test_elementwise_step_keeps_its_results(rng):
