@@ -69,6 +69,11 @@ from dsl.nn_sampled import compute_sampled_logits, sampled_softmax_loss  # noqa:
 from dsl import nn_activations as _nn_activations  # noqa: E402
 from dsl.nn_activations import gelu, leaky_relu, selu, softsign  # noqa: E402,F401
 
+from dsl import rnn_cell  # noqa: E402,F401  (fl.nn.rnn_cell.BasicLSTMCell, ...)
+from dsl import rnn as _rnn  # noqa: E402
+from dsl.rnn import *  # noqa: E402,F401,F403  (dynamic_rnn, static_rnn, ...)
+
+__all__ += _rnn.__all__ + ["rnn_cell"]
 __all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
 __all__ += _nn_activations.__all__
 __all__ += ["uniform_candidate_sampler", "log_uniform_candidate_sampler", "sampled_softmax_loss",
