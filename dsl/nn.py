@@ -7,10 +7,11 @@ from typing import Optional
 from compiler.ir.op_registry import has_op
 from dsl.indexing_ops import top_k
 from dsl.math_ops import elu, relu, relu6, sigmoid, softplus, tanh
+from dsl.context import name_scope
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
-__all__ = ["softmax", "log_softmax", "bias_add", "relu", "relu6", "elu", "softplus", "sigmoid",
+__all__ = ["softmax", "log_softmax", "bias_add", "xw_plus_b", "relu", "relu6", "elu", "softplus", "sigmoid",
            "tanh", "top_k"]
 
 
@@ -58,6 +59,13 @@ def bias_add(value, bias, data_format: Optional[str] = None, name: Optional[str]
     elif fmt.startswith("N") and fmt.endswith("C"):
         fmt = "NHWC"
     return apply_op("BiasAdd", [value, bias], {"data_format": fmt}, name=name or "BiasAdd")
+
+def xw_plus_b(x, weights, biases, name: Optional[str] = None) -> Tensor:
+    """``matmul(x, weights) + biases`` (``tf.nn.xw_plus_b``)."""
+    from dsl.linalg_ops import matmul
+    with name_scope(name or "xw_plus_b"):
+        return bias_add(matmul(x, weights), biases)
+
 
 from dsl import nn_conv as _nn_conv, nn_losses as _nn_losses  # noqa: E402
 from dsl.embedding_ops import embedding_lookup  # noqa: E402,F401

@@ -150,7 +150,10 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
                              swap_memory=swap_memory)
         final_tas = results[1:1 + len(output_tas)]
         final_state = pack_as(state, list(results[1 + len(output_tas):]))
-        flat_outputs = [ta.stack() for ta in final_tas]
+        from dsl.array_ops import range as fl_range
+        with name_scope("stack"):                  # [time, batch, ...]: a known length stays
+            every_step = fl_range(0, steps)
+            flat_outputs = [ta.gather(every_step) for ta in final_tas]
         if not time_major:
             flat_outputs = [_transpose_batch_time(o) for o in flat_outputs]
         outputs = pack_as(cell.output_size, flat_outputs) \

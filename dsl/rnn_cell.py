@@ -16,8 +16,11 @@ Names, as TF1 gives them (``dynamic_rnn`` opens the scope ``rnn``)::
     MultiRNNCell   rnn/multi_rnn_cell/cell_0/basic_lstm_cell/kernel, ...
 
 A cell's scope name is its ``name`` (default: the class name in snake case), made unique
-within the enclosing scope as TF1's ``variable_scope(default_name=...)`` does (``lstm_cell``,
-``lstm_cell_1``); ``reuse=True`` takes the variables of that exact name made before.
+within the enclosing scope as TF1's ``variable_scope(default_name=...)`` does: two cells
+called at the top level are ``basic_rnn_cell`` and ``basic_rnn_cell_1``, but a scope entered
+by name (``rnn``) counts afresh, so a second new cell in ``dynamic_rnn``'s default scope
+clashes with the first ("Variable rnn/basic_lstm_cell/kernel already exists"), as in TF1;
+give it another ``scope=``, or ``reuse=True`` to take the variables made before.
 
 Gate order and formulas are TF1's: LSTM gates ``i, j, f, o`` from one matmul of
 ``[inputs, h]`` with ``forget_bias`` added to ``f``; GRU gates ``r, u`` (bias initialized to
@@ -117,16 +120,26 @@ def variable_scope_of(name: Optional[str] = None, default_name: Optional[str] = 
     """Enter the variable scope ``name`` (exact) or ``default_name`` (made unique) under the
     current one, or ``absolute`` (a full scope name, to come back to); yields its full name."""
     scopes = _scopes()
+    saved = None
     if absolute is not None:
         full = absolute
+        saved = collections.Counter(scopes.opened)    # TF1 restores them on leaving
+    elif name:
+        full = scopes.full(name)
+        # entering a scope by name starts its sub-scope counts afresh (TF1): a second new
+        # cell in "rnn" is "rnn/basic_lstm_cell" again, and clashes with the first
+        for key in [k for k in scopes.opened if k.startswith(full + "/")]:
+            del scopes.opened[key]
     else:
-        full = scopes.full(name if name else scopes.unique(default_name))
+        full = scopes.full(scopes.unique(default_name))
     scopes.opened[full] += 1
     scopes.stack.append(full)
     try:
         yield full
     finally:
         scopes.stack.pop()
+        if saved is not None:
+            scopes.opened = saved
 
 
 def _existing_variable(full_name: str):
