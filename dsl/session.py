@@ -572,6 +572,8 @@ class Session:
         try:
             return self._compiled(feeds, plan.outputs, plan.targets, feed_shapes=feed_shapes)
         except StaticValueNeeded as e:
+            if not feeds:
+                raise                       # nothing fed can tell what it needs
             return ShapeSpecializedStep(
                 feeds, lambda feed_shapes, feed_values: self._compiled(
                     feeds, plan.outputs, plan.targets, feed_shapes=feed_shapes,
