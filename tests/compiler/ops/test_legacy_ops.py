@@ -32,7 +32,7 @@ def test_select_picks_rows_elements_or_everything(graph, rng):
     fetches = {"rows": fl.raw_ops.Select(condition=c_rows, t=t, e=e),
                "same": fl.raw_ops.Select(condition=c_same, t=t, e=e),
                "scalar": fl.raw_ops.Select(condition=c_scalar, t=t, e=e),
-               "rows3": fl.raw_ops.Select(condition=c_rows, t=t3, e=e3),
+               "rows3": fl.raw_ops.Select(condition=c_rows, x=t3, y=e3),   # TF's Python names
                "where_v1": fl.where(c_rows, t, e)}
     assert fetches["where_v1"].op.type == "Select"
     for n in (4, 1, 0):
