@@ -1,8 +1,9 @@
 """TF1 RNN programs written as ``import dsl as tf`` (tests/data/tf1_programs/): an LSTM
-language model trained with dynamic_rnn, and every cell under dynamic_rnn, static_rnn and
-bidirectional_dynamic_rnn. flowc must give what TensorFlow gave for the same programs with only
-the import changed (recorded by record_tf1_programs.py into tf1_programs.npz); where
-TensorFlow with its TF1 cells is installed, the programs also run under it here."""
+language model trained with dynamic_rnn, every cell under dynamic_rnn, static_rnn and
+bidirectional_dynamic_rnn, and an RNN restored from a checkpoint TensorFlow wrote. flowc must
+give what TensorFlow gave for the same programs with only the import changed (recorded by
+record_tf1_programs.py into tf1_programs.npz); where TensorFlow with its TF1 cells is
+installed, the language model also runs under it here."""
 import importlib.util
 import os
 
@@ -28,7 +29,7 @@ def _recorded(prefix: str) -> dict:
 
 
 def test_the_programs_say_flowc_only_in_their_import_line():
-    for name in ("lstm_language_model", "rnn_cell_zoo"):
+    for name in ("lstm_language_model", "rnn_cell_zoo", "rnn_checkpoint"):
         with open(os.path.join(HERE, name + ".py")) as f:
             lines = [ln for ln in f if "dsl" in ln]
         assert lines == ["import dsl as tf\n"], (name, lines)
@@ -54,6 +55,25 @@ def test_every_cell_and_rnn_gives_tensorflows_outputs_states_and_gradients():
             assert list(got[key]) == list(want[key]), key
             continue
         np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=2e-5, err_msg=key)
+
+
+def test_a_checkpoint_tensorflow_wrote_loads_by_tf1s_variable_names():
+    import dsl as fl
+    from compiler.interop.tensor_bundle import open_bundle
+    program = _program("rnn_checkpoint")
+    want = _recorded("rnn_checkpoint")
+    bundle = open_bundle(os.path.join(HERE, "rnn_checkpoint", "model.ckpt"))
+    with fl.Graph().as_default():
+        x, lengths, fetches = program.build()
+        variables = fl.global_variables()
+        assert sorted(v.name for v in variables) == list(want["variables"])
+        assert sorted(bundle.keys()) == sorted(v.name[:-2] for v in variables)
+        with fl.Session() as s:
+            for v in variables:                       # each by its own name
+                v.load(bundle.read(v.name[:-2]), s)
+            got = s.run(fetches, {x: program.inputs(), lengths: [5, 3]})
+    for k, value in enumerate(got):
+        np.testing.assert_allclose(value, want[f"fetch{k}"], rtol=1e-5, atol=1e-6)
 
 
 def _tensorflow_v1():

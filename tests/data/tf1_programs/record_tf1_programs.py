@@ -13,7 +13,7 @@ import types
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROGRAMS = ("lstm_language_model", "rnn_cell_zoo")
+PROGRAMS = ("lstm_language_model", "rnn_cell_zoo", "rnn_checkpoint")
 TF_IMPORT = "import tensorflow.compat.v1 as tf"
 
 
@@ -30,6 +30,28 @@ def load_under(module_name: str, import_line: str):
     return module
 
 
+def record_checkpoint(tf) -> dict:
+    """rnn_checkpoint.py under TensorFlow, initialized by TensorFlow (seeded), saved with
+    tf.train.Saver into rnn_checkpoint/model.ckpt; returns its outputs and variable names."""
+    program = load_under("rnn_checkpoint", TF_IMPORT)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.set_random_seed(42)
+        x, lengths, fetches = program.build()
+        saver = tf.train.Saver()
+        with tf.Session() as session:
+            session.run(tf.global_variables_initializer())
+            folder = os.path.join(HERE, "rnn_checkpoint")
+            os.makedirs(folder, exist_ok=True)
+            saver.save(session, os.path.join(folder, "model.ckpt"), write_meta_graph=False,
+                       write_state=False)
+            got = session.run(fetches, {x: program.inputs(), lengths: [5, 3]})
+            names = sorted(v.name for v in tf.global_variables())
+    out = {f"rnn_checkpoint/fetch{k}": v for k, v in enumerate(got)}
+    out["rnn_checkpoint/variables"] = np.array(names)
+    return out
+
+
 def main() -> None:
     import tensorflow.compat.v1 as tf
     tf.disable_v2_behavior()
@@ -42,6 +64,7 @@ def main() -> None:
     zoo = load_under("rnn_cell_zoo", TF_IMPORT)
     for key, value in zoo.main().items():
         out["rnn_cell_zoo/" + key] = value
+    out.update(record_checkpoint(tf))
     np.savez(os.path.join(HERE, "tf1_programs.npz"), **out)
     print(len(out), "values recorded with TensorFlow", tf.__version__)
     print("train", train[:3], "...", train[-3:])
