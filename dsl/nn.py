@@ -11,8 +11,8 @@ from dsl.context import name_scope
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
-__all__ = ["softmax", "log_softmax", "bias_add", "xw_plus_b", "relu", "relu6", "elu", "softplus", "sigmoid",
-           "tanh", "top_k"]
+__all__ = ["softmax", "log_softmax", "bias_add", "xw_plus_b", "relu", "relu6", "elu", "softplus",
+           "sigmoid", "tanh", "top_k"]
 
 
 def _softmax(op: str, logits, axis, name: Optional[str], dim) -> Tensor:

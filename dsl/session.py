@@ -22,7 +22,7 @@ import numpy as np
 from compiler.errors import GraphError, StaticValueNeeded
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
-from compiler.options import PipelineOptions
+from compiler.options import PipelineOptions, resolve_options
 from compiler.master import compile_step
 from compiler.step import make_step_graph
 from dsl.context import Graph, get_default_graph
@@ -583,7 +583,7 @@ class Session:
         """Say how a step is compiled per shapes fed: on stderr under log_device_placement
         (``--log-device-placement``), and to the ``flowc`` logger."""
         logging.getLogger("flowc").info(line)
-        if self.options.log_device_placement:
+        if resolve_options(self.options).log_device_placement:     # FLOWC_FLAGS too
             print(line, file=sys.stderr)
 
     def _compiled(self, feeds: List[Output], fetches: List[Output], targets: List[Node],

@@ -71,6 +71,14 @@ def test_each_variant_is_said_under_log_device_placement(graph, capsys):
     assert "variant" not in capsys.readouterr().err
 
 
+def test_flowc_flags_log_device_placement_shows_the_variants_too(graph, capsys, monkeypatch):
+    monkeypatch.setenv("FLOWC_FLAGS", "--log-device-placement")
+    x = fl.placeholder(fl.float32, [None, None], name="x")
+    with fl.Session(graph=graph) as s:
+        assert s.run(fl.squeeze(x), {x: np.ones((3, 1), np.float32)}).shape == (3,)
+    assert "compiled a variant of the step for feed shapes x=[3, 1]" in capsys.readouterr().err
+
+
 def test_unknown_rank_make_callable_and_traced_runs(graph, rng):
     x = fl.placeholder(fl.float32, name="x")           # no rank at all
     y = fl.reduce_mean(fl.squeeze(x), axis=0)

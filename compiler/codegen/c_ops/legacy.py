@@ -30,7 +30,7 @@ def _select_c(kc: KernelContext) -> str:
 
 
 def _select_c_dims(kc: KernelContext) -> List[List[str]]:
-    cond, t = kc.inputs[0], kc.inputs[1]
+    t = kc.inputs[1]
     dims = list(t.dims)
     out = kc.out
     for d in range(out.rank):                 # a dim only the condition knows
