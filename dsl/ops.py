@@ -237,7 +237,10 @@ def _converted_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any], g
                 known[k] = as_dtype(v)
             except (TypeError, ValueError) as e:
                 raise OpError(f"attr {k} of {op_name}: {e}", None, loc) from None
-    inputs = [v if type(v) is Tensor else _graph_value(v) for v in inputs]
+    # a variable stands for its value, or for its handle where the op takes a resource
+    inputs = [v if type(v) is Tensor else
+              v.handle if arg.dtype is DType.resource and hasattr(v, "_as_graph_tensor")
+              else _graph_value(v) for arg, v in zip(op_inputs, inputs)]
     for arg, value in zip(op_inputs, inputs):
         if arg.type_attr and arg.type_attr not in known:
             if type(value) is Tensor:

@@ -163,6 +163,18 @@ _SAME_NAME = {"Identity": "Identity", "Relu": "Relu", "Sigmoid": "Sigmoid", "Tan
 def _same(e: _Exporter, n: Node) -> None:
     if n.op == "BiasAdd" and n.attrs.get("data_format", "NHWC") != "NHWC":
         raise OnnxExportError(f"node '{n.name}' (BiasAdd): only data_format NHWC exports")
+    if n.op == "Select":
+        c, t = n.inputs[0].type.shape, n.inputs[1].type.shape
+        if c is None or t is None:
+            raise OnnxExportError(f"node '{n.name}' (Select): its ranks must be known")
+        if len(c) == 1 and len(t) > 1:           # a row per element: [n] -> [n, 1, ...]
+            rows = e.fresh(n.name + "/rows")
+            axes = np.arange(1, len(t), dtype=np.int64)
+            e.emit("Unsqueeze", [e.name(n.inputs[0]), e.const_input(axes, n.name + "/axes")],
+                   [rows])
+            e.emit("Where", [rows, e.name(n.inputs[1]), e.name(n.inputs[2])],
+                   [e.name(n.output(0))])
+            return
     e.emit(_SAME_NAME[n.op], [e.name(i) for i in n.inputs], [e.name(n.output(0))])
 
 

@@ -88,7 +88,7 @@ def _pad_nhwc(x, pairs, value=0.0):
     if value == 0.0:
         return padded
     inside = apply_op("Pad", [apply_op("Fill", [shape_i64(x), fl.constant(np.uint8(1))]), paddings])
-    return fl.where(binary("Equal", inside, fl.constant(np.uint8(1))), padded, scalar(value, x))
+    return fl.where_v2(binary("Equal", inside, fl.constant(np.uint8(1))), padded, scalar(value, x))
 
 
 def lower_conv(ctx):
@@ -433,7 +433,7 @@ def lower_lp_normalization(ctx):
     norm = apply_op("Sum", [part, index_const([axis])], {"keep_dims": True})
     if p == 2:
         norm = unary("Sqrt", norm)
-    safe = fl.where(binary("Equal", norm, scalar(0, norm)), scalar(1, norm), norm)
+    safe = fl.where_v2(binary("Equal", norm, scalar(0, norm)), scalar(1, norm), norm)
     return binary("RealDiv", x, safe)
 
 

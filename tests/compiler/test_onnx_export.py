@@ -57,7 +57,8 @@ def test_op_by_op_against_the_reference_evaluator():
                                                   fl.f32),
                 fl.concat([h, h], axis=1), fl.transpose(h), fl.expand_dims(h, 1),
                 fl.squeeze(fl.expand_dims(h, 2), axis=[2]), fl.nn.log_softmax(h),
-                fl.maximum(h, 0.5), fl.where(h > 0.0, h, -h)]
+                fl.maximum(h, 0.5), fl.where(h > 0.0, h, -h),
+                fl.where(fl.reduce_max(h, axis=1) > 0.5, h, -h)]     # Select: rows
     xv = r.rand(5, 4).astype(np.float32)
     feeds = [x.output]
     proto = export_onnx(g, feeds, [o.output for o in outs], [f"y{i}" for i in range(len(outs))])
