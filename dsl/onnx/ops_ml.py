@@ -153,10 +153,10 @@ def lower_tree_ensemble(ctx):
     elif aggregate in (2, 3):
         info = np.finfo(t.np)
         empty = info.max if aggregate == 2 else info.min
-        vals = fl.where(reached, fl.constant(weights.astype(t.np), dtype=t),
+        vals = fl.where_v2(reached, fl.constant(weights.astype(t.np), dtype=t),
                         fl.constant(np.asarray(empty, t.np)))                # [B, paths]
         mask = fl.constant(onehot.T.astype(bool))                              # [targets, paths]
-        per = fl.where(mask, apply_op("ExpandDims", [vals, index_scalar(1)]),
+        per = fl.where_v2(mask, apply_op("ExpandDims", [vals, index_scalar(1)]),
                        fl.constant(np.asarray(empty, t.np)))
         y = apply_op("Min" if aggregate == 2 else "Max", [per, index_scalar(-1)])
     else:

@@ -166,7 +166,7 @@ def lower_dynamic_quantize_linear(ctx):
     flat = _reshape(xf, [-1])
     hi = binary("Maximum", apply_op("Max", [flat, index_scalar(0)]), scalar(0, xf))
     lo = binary("Minimum", apply_op("Min", [flat, index_scalar(0)]), scalar(0, xf))
-    span = fl.where(binary("Equal", hi, lo), scalar(1, xf), binary("Sub", hi, lo))
+    span = fl.where_v2(binary("Equal", hi, lo), scalar(1, xf), binary("Sub", hi, lo))
     y_scale = binary("RealDiv", span, scalar(255, xf))
     zp = binary("Sub", scalar(0, xf), binary("RealDiv", lo, y_scale))
     zp = unary("Round", binary("Minimum", binary("Maximum", zp, scalar(0, xf)), scalar(255, xf)))

@@ -56,7 +56,7 @@ def lower_momentum(ctx):
         r = _scalar_of(ctx.input(0), x)
         g = _regularized(ctx, x, g)
         # the gradient's coefficient is 1 on the first step
-        b = fl.where(_first_step(ctx, x), scalar(1.0, x), scalar(beta, x))
+        b = fl.where_v2(_first_step(ctx, x), scalar(1.0, x), scalar(beta, x))
         v_new = binary("AddV2", binary("Mul", scalar(alpha, x), v), binary("Mul", b, g))
         step = v_new if mode == "standard" else binary(
             "AddV2", g, binary("Mul", scalar(alpha, x), v_new))
@@ -103,7 +103,7 @@ def lower_adam(ctx):
         corrected = binary("RealDiv", binary("Mul", r, unary("Sqrt", binary(
             "Sub", scalar(1.0, x), binary("Pow", scalar(beta, x), t)))),
             binary("Sub", scalar(1.0, x), binary("Pow", scalar(alpha, x), t)))
-        r = fl.where(_first_step(ctx, x), r, corrected)
+        r = fl.where_v2(_first_step(ctx, x), r, corrected)
         x_new = binary("Sub", x, binary("Mul", r, binary("RealDiv", v_new, root)))
         if post != 0.0:
             x_new = binary("Mul", scalar(1.0 - post, x), x_new)
