@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple, Union
 from dsl.array_ops import transpose
 from dsl.init_ops import zeros_initializer
 from dsl.layers.base import InputSpec, Layer
-from dsl.layers.core import _data_format
+from dsl.layers.core import _data_format, add_kernel_and_bias
 from dsl.nn import bias_add
 from dsl.nn_conv import conv2d as nn_conv2d
 from dsl.tensor import Tensor
@@ -102,20 +102,7 @@ class Conv2D(Layer):
                              f"{self._channel_axis} (0-based) is the channel dimension, which "
                              "found to be `None`.")
         self.input_spec = InputSpec(ndim=4, axes={self._channel_axis: channels})
-        self.kernel = self.add_weight("kernel", shape=list(self.kernel_size) + [channels,
-                                                                                 self.filters],
-                                      initializer=self.kernel_initializer,
-                                      regularizer=self.kernel_regularizer,
-                                      constraint=self.kernel_constraint, dtype=self.dtype,
-                                      trainable=True)
-        self.bias = None
-        if self.use_bias:
-            self.bias = self.add_weight("bias", shape=[self.filters],
-                                        initializer=self.bias_initializer,
-                                        regularizer=self.bias_regularizer,
-                                        constraint=self.bias_constraint, dtype=self.dtype,
-                                        trainable=True)
-        self.built = True
+        add_kernel_and_bias(self, list(self.kernel_size) + [channels, self.filters], self.filters)
 
     def call(self, inputs: Tensor) -> Tensor:
         # channels_first runs as NHWC between two transposes: flowc's compiled Conv2D is

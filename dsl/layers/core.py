@@ -18,6 +18,24 @@ from dsl.tensor import Tensor
 __all__ = ["Dense", "Dropout", "Flatten", "dense", "dropout", "flatten"]
 
 
+def add_kernel_and_bias(layer: Layer, kernel_shape, bias_size: int) -> None:
+    """``layer.kernel`` (and ``layer.bias`` when it uses one) from the layer's own
+    initializers, regularizers and constraints, as Dense and Conv2D make them; built."""
+    layer.kernel = layer.add_weight("kernel", shape=list(kernel_shape),
+                                    initializer=layer.kernel_initializer,
+                                    regularizer=layer.kernel_regularizer,
+                                    constraint=layer.kernel_constraint, dtype=layer.dtype,
+                                    trainable=True)
+    layer.bias = None
+    if layer.use_bias:
+        layer.bias = layer.add_weight("bias", shape=[bias_size],
+                                      initializer=layer.bias_initializer,
+                                      regularizer=layer.bias_regularizer,
+                                      constraint=layer.bias_constraint, dtype=layer.dtype,
+                                      trainable=True)
+    layer.built = True
+
+
 class Dense(Layer):
     """``activation(inputs @ kernel + bias)``; ``kernel`` is [last input dim, units]. Inputs
     of rank > 2 are multiplied along their last dim."""
@@ -53,19 +71,7 @@ class Dense(Layer):
             raise ValueError("The last dimension of the inputs to a Dense layer should be "
                              f"defined. Found None. Full input shape received: {input_shape}")
         self.input_spec = InputSpec(min_ndim=2, axes={-1: last})
-        self.kernel = self.add_weight("kernel", shape=[last, self.units],
-                                      initializer=self.kernel_initializer,
-                                      regularizer=self.kernel_regularizer,
-                                      constraint=self.kernel_constraint, dtype=self.dtype,
-                                      trainable=True)
-        self.bias = None
-        if self.use_bias:
-            self.bias = self.add_weight("bias", shape=[self.units],
-                                        initializer=self.bias_initializer,
-                                        regularizer=self.bias_regularizer,
-                                        constraint=self.bias_constraint, dtype=self.dtype,
-                                        trainable=True)
-        self.built = True
+        add_kernel_and_bias(self, [last, self.units], self.units)
 
     def call(self, inputs: Tensor) -> Tensor:
         rank = None if inputs.shape is None else len(inputs.shape)
