@@ -8,7 +8,7 @@ import contextlib
 import functools
 import re
 from collections import Counter
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from compiler.errors import GraphError
 from compiler.ir.location import SourceLocation
@@ -78,7 +78,8 @@ class Output:
         return isinstance(other, Output) and other.node is self.node and other.index == self.index
 
     def __hash__(self) -> int:
-        return hash((id(self.node), self.index))
+        # no tuple: outputs are dict keys all through the passes and the emitter
+        return id(self.node) ^ self.index
 
     def __repr__(self) -> str:
         return f"Output({self.name})"
@@ -98,14 +99,14 @@ class Node:
         self.device = device                 # requested device spec (may be partial)
         self.assigned_device = ""            # set by placement
         self.location = location
-        self._inputs: List[Output] = []
+        self._inputs: Tuple[Output, ...] = ()     # a tuple: ``inputs`` hands it out as is
         self._control_inputs: List[Node] = []
         self.users: Counter = _Users()       # user node -> number of edges (data + control)
 
     # --- edges -------------------------------------------------------------------------
     @property
     def inputs(self) -> tuple:
-        return tuple(self._inputs)
+        return self._inputs
 
     @property
     def control_inputs(self) -> tuple:
@@ -114,13 +115,13 @@ class Node:
     def set_inputs(self, inputs: Sequence[Output]) -> None:
         for old in self._inputs:
             old.node._drop_user(self)
-        self._inputs = list(inputs)
+        self._inputs = tuple(inputs)
         for new in self._inputs:
             new.node.users[self] += 1
 
     def set_input(self, i: int, value: Output) -> None:
         self._inputs[i].node._drop_user(self)
-        self._inputs[i] = value
+        self._inputs = self._inputs[:i] + (value,) + self._inputs[i + 1:]
         value.node.users[self] += 1
 
     def set_control_inputs(self, nodes: Iterable["Node"]) -> None:
@@ -279,7 +280,7 @@ class Graph:
         else:
             name = self.unique_name(name or op)
         node = Node(self, name, op, dict(attrs) if attrs else {}, output_types, device, location)
-        node._inputs = inputs                 # a new node: no old inputs to leave
+        node._inputs = tuple(inputs)          # a new node: no old inputs to leave
         for new in inputs:
             users = new.node.users
             users[node] = users.get(node, 0) + 1
