@@ -9,7 +9,9 @@ is called with no arguments. ``build()`` returns one of:
 
 - a graph: fetches default as for IR text;
 - ``(graph, fetches)`` or ``(graph, fetches, feeds)``;
-- a dict with ``"graph"`` and optionally ``"fetches"``, ``"feeds"`` and ``"targets"``.
+- a dict with ``"graph"`` and optionally ``"fetches"``, ``"feeds"``, ``"targets"`` and
+  ``"training"`` (the model's train/eval switch, a scalar bool ``placeholder_with_default``
+  that ``--training`` switches on).
 
 ``fetches`` is a list of tensors (``fl.Tensor``, an IR ``Output`` or a tensor name such as
 ``"probs"`` or ``"split:1"``), or a dict mapping the fetch names the artifact will use to
@@ -33,11 +35,16 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+import numpy as np
+
 from compiler.errors import CompileError, IRSyntaxError
+from compiler.ir.construct import make_node
 from compiler.ir.reachability import needed_nodes
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.parser import parse_graph
 from compiler.ir.source_text import read_source
+from compiler.ir.types import TensorType
+from runtime.dtypes import DType
 from runtime.errors import FlowcError
 
 MODEL_SUFFIXES = (".ir", ".py")
@@ -57,9 +64,16 @@ class Model:
     fetch_names: List[str]
     feeds: Optional[List[Output]] = None      # None: every Placeholder the fetches need
     targets: List[Node] = field(default_factory=list)
+    # the artifact's names of ``feeds`` (a SavedModel's signature keys); None: tensor names
+    feed_names: Optional[List[str]] = None
     # other steps the file defines, built on demand (``--step train``: a .flow file's
     # training step adds the optimizer's ops to the graph, so it is not built unless asked)
     steps: Dict[str, Callable[[], "Model"]] = field(default_factory=dict)
+    # the train/eval switch: a scalar bool ``PlaceholderWithDefault`` (default false) that
+    # dropout and batch normalization read as ``training=`` (the .flow built-in ``training``,
+    # a Python build()'s "training"); steps that do not feed it are inference steps
+    training: Optional[Output] = None
+    training_mode: bool = False               # compile with the switch on (``--step train``)
 
     def feed_outputs(self) -> List[Output]:
         """The fed tensors: the model's, or every Placeholder the fetches and targets need."""
@@ -67,6 +81,12 @@ class Model:
             return list(self.feeds)
         need = needed_nodes(self.fetches, self.targets, set())
         return [n.output(0) for n in self.graph if n in need and n.op == "Placeholder"]
+
+    def feed_names_of(self, feeds: Sequence[Output]) -> List[str]:
+        """The names the artifact gives ``feeds``: the model's own name of a feed where it
+        has one (a signature key), its tensor name otherwise."""
+        own = dict(zip(self.feeds or (), self.feed_names or ()))
+        return [own.get(f, tensor_name(f)) for f in feeds]
 
 
 def tensor_name(out: Output) -> str:
@@ -93,12 +113,25 @@ def _entry_point_loader(suffix: str) -> Optional[Callable[[str], "Model"]]:
     return None
 
 
-def load_model(path: str) -> Model:
-    """Load ``path`` (``*.ir``, ``*.py`` or a registered suffix) into a ``Model``."""
+def load_model(path: str, signature: Optional[str] = None,
+               tags: Optional[Sequence[str]] = None) -> Model:
+    """Load ``path`` (``*.ir``, ``*.py``, a registered suffix, or a TensorFlow SavedModel
+    folder) into a ``Model``. ``signature`` and ``tags`` choose a SavedModel's signature and
+    MetaGraphDef (``compiler/interop/saved_model.py``); other models have neither."""
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such file")
+    saved_model = _saved_model_folder(path)
+    if saved_model is not None:
+        from compiler.interop.saved_model import load_saved_model
+        return load_saved_model(saved_model, signature, tags)
+    if signature or tags:
+        option = "--signature" if signature else "--tag"
+        raise ModelError(f"{option} applies to TensorFlow SavedModel folders (with a "
+                         f"saved_model.pb); {path} is not one")
     if os.path.isdir(path):
-        raise ModelError(f"{path} is a directory; expected a model file ({', '.join(known_suffixes())})")
+        raise ModelError(f"{path} is a directory, and not a SavedModel (no saved_model.pb in "
+                         f"it); expected a model file ({', '.join(known_suffixes())}) or a "
+                         "SavedModel folder")
     suffix = os.path.splitext(path)[1]
     if suffix == ".ir":
         return _load_ir(path)
@@ -109,6 +142,23 @@ def load_model(path: str) -> Model:
         return loader(path)
     raise ModelError(f"{path}: unsupported model file type '{suffix or '(none)'}'; "
                      f"flowc takes {', '.join(known_suffixes())}")
+
+
+SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+
+
+def _saved_model_folder(path: str) -> Optional[str]:
+    """The SavedModel folder ``path`` is (a folder with a saved_model.pb or .pbtxt) or
+    names the saved_model.pb of (a file of that name beside a variables/ folder), else None."""
+    if os.path.isdir(path):
+        if any(os.path.isfile(os.path.join(path, f)) for f in SAVED_MODEL_FILES):
+            return path
+        return None
+    folder = os.path.dirname(path) or "."
+    if os.path.basename(path) in SAVED_MODEL_FILES and \
+            os.path.isdir(os.path.join(folder, "variables")):
+        return folder
+    return None
 
 
 def known_suffixes() -> List[str]:
@@ -208,11 +258,11 @@ def _from_build_result(path: str, result: Any) -> Model:
     if isinstance(result, Graph):
         parts = {"graph": result}
     elif isinstance(result, dict):
-        unknown = set(result) - {"graph", "fetches", "feeds", "targets"}
+        unknown = set(result) - {"graph", "fetches", "feeds", "targets", "training"}
         if unknown:
             raise ModelError(f"{path}: build() returned a dict with unknown key(s) "
                              f"{', '.join(sorted(map(str, unknown)))}; "
-                             "allowed: graph, fetches, feeds, targets")
+                             "allowed: graph, fetches, feeds, targets, training")
         parts = dict(result)
     elif isinstance(result, tuple) and len(result) in (2, 3):
         parts = dict(zip(("graph", "fetches", "feeds"), result))
@@ -236,7 +286,10 @@ def _from_build_result(path: str, result: Any) -> Model:
     feeds = None
     if parts.get("feeds") is not None:
         feeds = [_as_output(graph, v, path, "feed") for v in _as_list(parts["feeds"], "feeds", path)]
-    return Model(path, graph, graph, fetches, names, feeds, targets)
+    switch = None
+    if parts.get("training") is not None:
+        switch = _as_output(graph, parts["training"], path, "training switch")
+    return Model(path, graph, graph, fetches, names, feeds, targets, training=switch)
 
 
 def _as_list(value: Any, what: str, path: str) -> list:
@@ -279,6 +332,35 @@ def _lookup(graph: Graph, name: str, what: str) -> Output:
                          f"@{graph.name}") from None
 
 
+def apply_training_mode(model: Model, training: bool = False) -> Model:
+    """Switch the model's ``training`` input on when asked (``--training``) or when its step
+    is a training step (``training_mode``): its default becomes true, so steps that do not
+    feed it train (dropout drops). Changes the model's graph; without either, nothing
+    changes and steps are inference steps."""
+    switch = model.training
+    if training and switch is None:
+        raise ModelError(f"{model.path}: --training: the model has no training switch (a "
+                         "'.flow' file gets one by using the built-in 'training'; a Python "
+                         "build() returns it as \"training\" in its dict)")
+    if not (training or model.training_mode) or switch is None:
+        return model
+    node = switch.node
+    if node.op != "PlaceholderWithDefault" or switch.dtype is not DType.bool \
+            or switch.shape != ():
+        raise ModelError(f"{model.path}: the training switch '{tensor_name(switch)}' is a "
+                         f"{node.op} {switch.type}; it must be a scalar bool "
+                         "placeholder_with_default (feed a Placeholder switch instead)")
+    old = node.inputs[0].node
+    with model.graph.inserting_before(node):
+        on = make_node(model.graph, "Const", [], {"value": np.array(True), "dtype": DType.bool},
+                       name=f"{node.name}/on", location=node.location,
+                       output_types=[TensorType(DType.bool, ())])
+    node.set_input(0, on.output(0))
+    if old.op == "Const" and not old.users:
+        model.graph.erase_node(old)
+    return model
+
+
 def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = (),
            step: Optional[str] = None) -> Model:
     """Choose one of a model's other steps (``--step``), then override its fetches and feeds
@@ -308,5 +390,8 @@ def select(model: Model, fetch: Sequence[str] = (), feed: Sequence[str] = (),
             names.append(name)
         model = replace(model, fetches=fetches, fetch_names=names)
     if feed:
-        model = replace(model, feeds=[_lookup(model.graph, n, "feed") for n in dict.fromkeys(feed)])
+        own = dict(zip(model.feed_names or (), model.feeds or ()))
+        feeds = [own[n] if n in own else _lookup(model.graph, n, "feed")
+                 for n in dict.fromkeys(feed)]
+        model = replace(model, feeds=feeds, feed_names=model.feed_names_of(feeds))
     return model

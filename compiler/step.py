@@ -2,7 +2,8 @@
 as C, built, and written as an artifact the runtime loads.
 
 A step is keyed by its signature: the graph version, the fed tensors, the fetched tensors and
-the target nodes. Fed tensors become ``Placeholder`` nodes, fetches ``_Retval`` nodes and
+the target nodes. Fed tensors become ``Placeholder`` nodes (a ``PlaceholderWithDefault`` the
+step does not feed becomes an ``Identity`` of its default), fetches ``_Retval`` nodes and
 targets control inputs of one ``_Sink``.
 """
 from __future__ import annotations
@@ -82,6 +83,13 @@ def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Out
         g.replace_all_uses_with(src, ph.output(0))
         feed_nodes.append(ph)
         fed[src] = ph.output(0)
+    for n in g:
+        if n.op == "PlaceholderWithDefault":
+            # Not fed in this step (a fed one was replaced above): it is its default, so
+            # what depends only on constants through it folds (an unfed ``training`` switch
+            # is false, and the training-only ops behind it leave the step).
+            n.op = "Identity"
+            n.attrs = {"T": n.attrs["dtype"]}
     retvals = []
     for i, f in enumerate(fetches):
         src = Output(mapping[f.node], f.index)

@@ -17,10 +17,12 @@ from dsl.math_special import *  # noqa: F401,F403
 from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
+from dsl.indexing_ops import *  # noqa: F401,F403
 from dsl.random_ops import *  # noqa: F401,F403
 from dsl.gradients import *  # noqa: F401,F403
 from dsl.control_ops import *  # noqa: F401,F403
 from dsl.control_flow_ops import *  # noqa: F401,F403
+from dsl.tensor_array_ops import TensorArray
 from dsl.indexed_slices import IndexedSlices
 from dsl.variables import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
@@ -28,6 +30,8 @@ from dsl.clip_ops import *  # noqa: F401,F403
 from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl import nn
+from dsl import layers
+from dsl import graph_util
 from dsl import bitwise
 from dsl import summary
 from dsl import train

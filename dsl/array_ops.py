@@ -21,6 +21,7 @@ __all__ = [
     "reshape", "transpose", "concat", "split", "slice", "strided_slice", "stack", "unstack",
     "squeeze", "expand_dims", "tile", "pad", "fill", "zeros", "ones", "zeros_like", "ones_like",
     "one_hot", "range", "gather", "shape", "size", "rank", "identity", "stop_gradient", "newaxis",
+    "reverse",
 ]
 
 newaxis = None
@@ -114,6 +115,16 @@ def expand_dims(input, axis=None, name: Optional[str] = None, dim=None) -> Tenso
     axis = dim if axis is None else axis
     return apply_op("ExpandDims", [convert_to_tensor(input), _axis_tensor(axis)],
                     name=name or "ExpandDims")
+
+
+def reverse(tensor, axis, name: Optional[str] = None) -> Tensor:
+    """``tensor`` with its elements along each of ``axis`` (a list of ints) in reverse order
+    (``tf.reverse``, the op ReverseV2)."""
+    axes = np.reshape(np.asarray(axis, dtype=np.int64), -1)
+    dtype = DType.i64 if axes.size and (axes.min() < _I32.min or axes.max() > _I32.max) \
+        else DType.i32
+    return apply_op("ReverseV2", [convert_to_tensor(tensor), axes.astype(dtype.np)],
+                    name=name or "ReverseV2")
 
 
 def shape(input, name: Optional[str] = None, out_type=DType.i32) -> Tensor:  # noqa: A002

@@ -91,6 +91,29 @@ class Graph(_IRGraph):
                     out.append(n)
         return out
 
+    @contextlib.contextmanager
+    def lifted(self):
+        """Ops created inside go to the start of the graph, outside every name scope, device
+        block, colocation, control dependency and ``cond``/``while_loop`` being built (what
+        TensorFlow's ``init_scope`` does for control flow): they run once per step, whatever
+        construct first asked for them. They may read only each other (a switch such as
+        the ``.flow`` built-in ``training``)."""
+        saved = (self._name_stack, self._device_stack, self._control_stack,
+                 self._colocation_stack, self._insert_at)
+        self._name_stack, self._device_stack, self._control_stack = [], [], []
+        self._colocation_stack = []
+        self._insert_at = 0
+        lifted = self.__dict__.setdefault("_lifted_nodes", set())
+        before = set(self._nodes)
+        try:
+            yield
+        finally:
+            lifted.update(n for n in self._nodes[:self._insert_at] if n not in before)
+            (self._name_stack, self._device_stack, self._control_stack,
+             self._colocation_stack, self._insert_at) = saved
+            if saved[4] is not None:              # an enclosing insertion point moved on
+                self._insert_at = saved[4] + len(self._nodes) - len(before)
+
     def _record_created(self, node: Node) -> None:
         for group in self._control_stack:
             group.created.add(node)

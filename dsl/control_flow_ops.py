@@ -22,6 +22,7 @@ from compiler.errors import OpError
 from dsl.context import get_default_graph, name_scope
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Operation, Tensor
+from dsl.tensor_array_ops import TensorArray
 from runtime.dtypes import DType
 
 from dsl.grad import control_flow_grad  # noqa: F401  (registers the gradients of Switch/Merge)
@@ -42,6 +43,8 @@ def _pack(structure, flat: List[Any]):
     it = iter(flat)
 
     def build(s):
+        if isinstance(s, TensorArray):        # a loop carries its flow
+            return s._with_flow(next(it))
         if isinstance(s, tuple):
             return tuple(build(v) for v in s)
         if isinstance(s, list):
@@ -62,7 +65,10 @@ def _same_structure(a, b) -> bool:
 
 # --- capturing the ops a function creates -----------------------------------------------------
 def _created_since(g, before: Set[Node]) -> List[Node]:
-    return [n for n in g if n not in before]
+    """The nodes created since ``before``, less those made outside every construct
+    (``Graph.lifted``)."""
+    lifted = g.__dict__.get("_lifted_nodes", ())
+    return [n for n in g if n not in before and n not in lifted]
 
 
 def _capture(created: List[Node], inside: Set[Node], boundary: Callable[[Output], Output],
@@ -257,7 +263,7 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
     g = get_default_graph()
     flat_inv = (None if shape_invariants is None else
                 _flatten_like(structure, shape_invariants))
-    flat_init = [convert_to_tensor(v) for v in _flatten(structure)]
+    flat_init = [_loop_value(v) for v in _flatten(structure)]
     if not flat_init:
         raise ValueError("while_loop needs at least one loop variable")
     with name_scope(name or "while") as scope:
@@ -283,7 +289,7 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
         body_in = [identity(sw[1], name="Identity") for sw in switches]
         result = _call(body, _pack(structure, body_in), structure)
         result = _as_structure(result, structure)
-        flat_out = [convert_to_tensor(v) for v in _flatten(result)]
+        flat_out = [_loop_value(v) for v in _flatten(result)]
         if len(flat_out) != len(flat_init):
             raise OpError(f"the body of while_loop returns {len(flat_out)} tensors for "
                           f"{len(flat_init)} loop variables", None, caller_location())
@@ -348,6 +354,11 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
     if single:
         return out[0]
     return out
+
+
+def _loop_value(v) -> Tensor:
+    """The tensor a loop carries for loop variable ``v`` (a TensorArray's flow)."""
+    return v.flow if isinstance(v, TensorArray) else convert_to_tensor(v)
 
 
 def _flatten_like(structure, value) -> List[Any]:

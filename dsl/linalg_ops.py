@@ -1,4 +1,5 @@
-"""TensorFlow-named linalg functions: ``matmul`` (MatMul, or BatchMatMulV2 above rank 2)."""
+"""TensorFlow-named linalg functions: ``matmul`` (MatMul, or BatchMatMulV2 above rank 2),
+``matrix_determinant`` and ``matrix_inverse``."""
 from __future__ import annotations
 
 from typing import Optional
@@ -6,7 +7,7 @@ from typing import Optional
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "matrix_determinant", "matrix_inverse"]
 
 
 def _operands(a, b):
@@ -35,3 +36,17 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, adjoint_a
                         name=name or "MatMul")
     return apply_op("MatMul", [a, b], {"transpose_a": ta, "transpose_b": tb},
                     name=name or "MatMul")
+
+
+def matrix_determinant(input, name: Optional[str] = None) -> Tensor:  # noqa: A002
+    """The determinant of each square matrix in the last two dims (``tf.linalg.det``)."""
+    return apply_op("MatrixDeterminant", [convert_to_tensor(input)],
+                    name=name or "MatrixDeterminant")
+
+
+def matrix_inverse(input, adjoint: bool = False,  # noqa: A002
+                   name: Optional[str] = None) -> Tensor:
+    """The inverse of each square matrix in the last two dims (``tf.linalg.inv``); a
+    singular one is a run-time error."""
+    return apply_op("MatrixInverse", [convert_to_tensor(input)], {"adjoint": bool(adjoint)},
+                    name=name or "MatrixInverse")

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Optional
 
 from compiler.ir.op_registry import has_op
+from dsl.indexing_ops import top_k
 from dsl.math_ops import elu, relu, relu6, sigmoid, softplus, tanh
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "bias_add", "relu", "relu6", "elu", "softplus", "sigmoid",
-           "tanh"]
+           "tanh", "top_k"]
 
 
 def _softmax(op: str, logits, axis, name: Optional[str], dim) -> Tensor:

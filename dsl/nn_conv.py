@@ -1,4 +1,5 @@
-"""`fl.nn` convolution and pooling: conv2d, max_pool, avg_pool (NHWC) and the conv backprops."""
+"""`fl.nn` convolution and pooling: conv2d, depthwise_conv2d, max_pool, avg_pool (NHWC) and the
+convolution backprops."""
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple, Union
@@ -6,22 +7,25 @@ from typing import List, Optional, Sequence, Tuple, Union
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
-__all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "max_pool", "avg_pool"]
+__all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "depthwise_conv2d",
+           "depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
+           "depthwise_conv2d_native_backprop_filter", "max_pool", "avg_pool"]
 
 IntOrList = Union[int, Sequence[int]]
 
 
-def _four(value: Optional[IntOrList], what: str, default: int = 1) -> List[int]:
-    """An int, 2 (H, W) or 4 (NHWC) values as the 4-list the ops take."""
+def _four(value: Optional[IntOrList], what: str, default: int = 1,
+          data_format: str = "NHWC") -> List[int]:
+    """An int, 2 (H, W) or 4 (in ``data_format`` order) values as the 4-list the ops take."""
     if value is None:
         value = default
     if isinstance(value, int):
-        return [1, value, value, 1]
+        value = [value]
     v = [int(x) for x in value]
     if len(v) == 1:
-        return [1, v[0], v[0], 1]
+        v = v * 2
     if len(v) == 2:
-        return [1, v[0], v[1], 1]
+        return [1, 1, v[0], v[1]] if data_format == "NCHW" else [1, v[0], v[1], 1]
     if len(v) == 4:
         return v
     raise ValueError(f"{what} must be an int or a list of 1, 2 or 4 ints, got {value!r}")
@@ -74,6 +78,70 @@ def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList
     return apply_op("Conv2DBackpropFilter", [x, sizes, dy],
                     _conv_attrs(strides, padding, data_format, dilations),
                     name=name or "Conv2DBackpropFilter")
+
+
+def _depthwise_attrs(strides, padding, data_format: Optional[str], dilations) -> dict:
+    fmt = data_format or "NHWC"
+    pad, explicit = _padding(padding)          # explicit pairs: in data_format's order
+    return {"strides": _four(strides, "strides", data_format=fmt), "padding": pad,
+            "explicit_paddings": explicit, "data_format": fmt,
+            "dilations": _four(dilations, "dilations", data_format=fmt)}
+
+
+def depthwise_conv2d(input, filter, strides: IntOrList, padding, rate=None,
+                     name: Optional[str] = None, data_format: Optional[str] = None,
+                     dilations: Optional[IntOrList] = None) -> Tensor:
+    """Depthwise 2-D convolution, as TensorFlow 1.x's ``tf.nn.depthwise_conv2d``: input channel
+    ``c`` convolved with its ``M`` filters ``filter[:, :, c, :]`` gives output channels
+    ``c*M .. c*M+M-1`` (``filter`` is ``[KH, KW, C, M]``; the output has ``C*M`` channels).
+    ``rate`` (or its alias ``dilations``) is the (height, width) dilation of the filter; one
+    ``DepthwiseConv2dNative`` node does the whole convolution, dilated or not."""
+    if rate is not None and dilations is not None:
+        raise ValueError("depthwise_conv2d takes rate or dilations, not both")
+    x = convert_to_tensor(input)
+    f = convert_to_tensor(filter, dtype=x.dtype)
+    return apply_op("DepthwiseConv2dNative", [x, f],
+                    _depthwise_attrs(strides, padding, data_format,
+                                     rate if rate is not None else dilations),
+                    name=name or "depthwise")
+
+
+def depthwise_conv2d_native(input, filter, strides: IntOrList, padding,
+                            data_format: str = "NHWC", dilations: Optional[IntOrList] = None,
+                            name: Optional[str] = None) -> Tensor:
+    """The ``DepthwiseConv2dNative`` op (``tf.nn.depthwise_conv2d_native``)."""
+    x = convert_to_tensor(input)
+    f = convert_to_tensor(filter, dtype=x.dtype)
+    return apply_op("DepthwiseConv2dNative", [x, f],
+                    _depthwise_attrs(strides, padding, data_format, dilations),
+                    name=name or "DepthwiseConv2dNative")
+
+
+def depthwise_conv2d_native_backprop_input(input_sizes, filter, out_backprop, strides: IntOrList,
+                                           padding, data_format: str = "NHWC",
+                                           dilations: Optional[IntOrList] = None,
+                                           name: Optional[str] = None) -> Tensor:
+    """Gradient of depthwise_conv2d_native with respect to its input (of shape ``input_sizes``)."""
+    f = convert_to_tensor(filter)
+    dy = convert_to_tensor(out_backprop, dtype=f.dtype)
+    sizes = convert_to_tensor(input_sizes, dtype="int32")
+    return apply_op("DepthwiseConv2dNativeBackpropInput", [sizes, f, dy],
+                    _depthwise_attrs(strides, padding, data_format, dilations),
+                    name=name or "DepthwiseConv2dNativeBackpropInput")
+
+
+def depthwise_conv2d_native_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList,
+                                            padding, data_format: str = "NHWC",
+                                            dilations: Optional[IntOrList] = None,
+                                            name: Optional[str] = None) -> Tensor:
+    """Gradient of depthwise_conv2d_native with respect to its filter (of shape
+    ``filter_sizes``)."""
+    x = convert_to_tensor(input)
+    dy = convert_to_tensor(out_backprop, dtype=x.dtype)
+    sizes = convert_to_tensor(filter_sizes, dtype="int32")
+    return apply_op("DepthwiseConv2dNativeBackpropFilter", [x, sizes, dy],
+                    _depthwise_attrs(strides, padding, data_format, dilations),
+                    name=name or "DepthwiseConv2dNativeBackpropFilter")
 
 
 def _pool(op: str, value, ksize, strides, padding: str, data_format: str, name) -> Tensor:

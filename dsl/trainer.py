@@ -47,7 +47,10 @@ class TrainError(FlowcError):
 @dataclass
 class TrainSpec:
     """What training needs: the graph, a scalar ``loss``, an optimizer, scalar ``metrics``
-    (means over a batch), the data file and the default settings of ``flowc train``."""
+    (means over a batch), the data file, the default settings of ``flowc train``, and the
+    model's train/eval switch (``training``: a scalar bool tensor that training steps feed
+    True; evaluation leaves a ``placeholder_with_default`` to its default and feeds a plain
+    placeholder False)."""
     graph: Graph
     loss: Tensor
     optimizer: Any
@@ -58,6 +61,9 @@ class TrainSpec:
     eval_every: Optional[int] = None               # None: a fifth of the steps
     seed: int = 0
     name: str = "<model>"                          # the model file, for messages
+    # the train/eval switch (a scalar bool tensor, usually placeholder_with_default(False)):
+    # fed True in training steps, left to its default in evaluation
+    training: Optional[Tensor] = None
 
 
 @dataclass
@@ -89,7 +95,8 @@ def spec_from_flow(path: str, check_data: bool = True) -> TrainSpec:
                      {k: d.value for k, d in decl.metrics.items()},
                      decl.data.value if decl.data is not None else None,
                      decl.setting("steps"), decl.setting("batch_size"),
-                     decl.setting("eval_every"), decl.setting("seed"), path)
+                     decl.setting("eval_every"), decl.setting("seed"), path,
+                     program.training_switch)
 
 
 def spec_from_python(path: str) -> TrainSpec:
@@ -322,6 +329,19 @@ class Trainer:
         needed = {t.output for t in fed_inputs(graph, [spec.loss])}
         # (placeholder, training rows) of the inputs a training step needs
         self.train_feeds = [(t, a) for t, a in zip(data.inputs, data.train) if t.output in needed]
+        # what training steps feed besides the batch: the switch on; evaluation leaves a
+        # placeholder_with_default to its default (off: the inference step has no dropout
+        # ops at all) and feeds a plain placeholder False
+        switch = spec.training
+        self.mode_feed = {switch: True} if switch is not None else {}
+        self.eval_feed = {switch: False} if switch is not None and \
+            switch.op.node.op == "Placeholder" else {}
+
+    def train_feed(self, rows) -> dict:
+        """The feed of a training step on ``rows`` of the training split."""
+        feed = {t: a[rows] for t, a in self.train_feeds}
+        feed.update(self.mode_feed)
+        return feed
 
     # --- state --------------------------------------------------------------------------
     def start(self, resume: bool) -> Tuple[int, Optional[str]]:
@@ -356,6 +376,7 @@ class Trainer:
         totals = np.zeros(len(self.eval_fetches))
         for lo in range(0, n, EVAL_CHUNK):
             feed = {t: a[lo:lo + EVAL_CHUNK] for t, a in zip(self.data.inputs, self.data.test)}
+            feed.update(self.eval_feed)
             values = self.session.run(self.eval_fetches, feed)
             totals += np.asarray(values, np.float64) * min(EVAL_CHUNK, n - lo)
         means = totals / max(n, 1)
@@ -411,12 +432,15 @@ def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[
         if t.shape is None or len(t.shape) != 0:
             raise TrainError(f"{spec.name}: {what} must be a scalar, but {t.name} is "
                              f"{t.output.type}")
+    _check_switch(spec)
     path = data if data is not None else spec.data
     if path is None:
         raise TrainError(f"{spec.name}: no data: declare 'data = \"file.npz\"' in the model or "
                          "give --data FILE.npz")
     fetched = [spec.loss] + list(spec.metrics.values())
-    dataset = load_data(path, fed_inputs(spec.graph, fetched), seed)
+    switch = spec.training.output if spec.training is not None else None
+    dataset = load_data(path, [t for t in fed_inputs(spec.graph, fetched)
+                               if t.output != switch], seed)
     if dataset.note:
         print(f"flowc: note: {dataset.note}", file=err)
     trainer = Trainer(spec, dataset, backend, checkpoint_dir)
@@ -430,6 +454,23 @@ def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[
         return _loop(trainer, start, steps, batch_size, eval_every, seed, progress, out, err, log)
     finally:
         log.close()
+
+
+def _check_switch(spec: TrainSpec) -> None:
+    """The spec's ``training`` switch, if any, is a scalar bool tensor of its graph that a
+    step can feed."""
+    t = spec.training
+    if t is None:
+        return
+    if not isinstance(t, Tensor) or t.output.node.graph is not spec.graph:
+        raise TrainError(f"{spec.name}: the training switch must be a tensor of the model's "
+                         f"graph, got {t!r}")
+    if t.dtype is not DType.bool or t.shape is None or len(t.shape) != 0:
+        raise TrainError(f"{spec.name}: the training switch must be a scalar bool, but "
+                         f"{t.name} is {t.output.type}")
+    if t.op.node.op not in ("Placeholder", "PlaceholderWithDefault"):
+        raise TrainError(f"{spec.name}: the training switch {t.name} is a {t.op.node.op}, "
+                         "which a step cannot feed; use fl.placeholder_with_default(False, [])")
 
 
 class _ScalarLog:
@@ -476,7 +517,7 @@ def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every:
     step = timed_from = start
     loss_avg = None
     train_seconds = 0.0
-    train_feeds = trainer.train_feeds
+    train_feed = trainer.train_feed
     fetches = [spec.loss, trainer.train_op]
     run = trainer.session.run
     last_postfix = 0.0
@@ -484,7 +525,7 @@ def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every:
         t0 = time.perf_counter()
         if step < steps:
             for step, rows in trainer.batches(start, batch_size, seed):
-                loss_value = run(fetches, {t: a[rows] for t, a in train_feeds})[0]
+                loss_value = run(fetches, train_feed(rows))[0]
                 step += 1
                 if not math.isfinite(loss_value):
                     raise TrainError(f"{spec.name}: the loss is {loss_value} at step {step}; "

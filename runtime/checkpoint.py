@@ -475,7 +475,8 @@ def read_checkpoint(prefix: str, names: Sequence[str], dtypes: Sequence[DType],
     and shape (``None`` dims match any size; a ``None`` shape any shape).
 
     Raises ``CheckpointError`` naming every tensor that is missing or does not match, before
-    returning anything: the caller assigns all or nothing.
+    returning anything: the caller assigns all or nothing. Its ``mismatches`` lists the
+    problems ("not in the checkpoint: 'w'", "wrong shape: ...") without the preamble.
     """
     prefix = os.fspath(prefix)
     if not (len(names) == len(dtypes) == len(shapes)):
@@ -511,10 +512,12 @@ def read_checkpoint(prefix: str, names: Sequence[str], dtypes: Sequence[DType],
     if wrong_shape:
         problems.append("wrong shape: " + "; ".join(wrong_shape))
     if problems:
-        raise CheckpointError(f"checkpoint '{prefix}' does not match what is restored from it "
+        err = CheckpointError(f"checkpoint '{prefix}' does not match what is restored from it "
                               f"(nothing was restored): " + "; ".join(problems), _NOT_FOUND
                               if missing and not wrong_dtype and not wrong_shape else
                               _INVALID_ARGUMENT)
+        err.mismatches = problems            # for callers that name the model themselves
+        raise err
     return [np.asarray(a, order="C") for a in out]
 
 

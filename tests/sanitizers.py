@@ -34,7 +34,8 @@ from runtime import sanitize  # noqa: E402
 # The tests the sanitizer job runs: the hostile inputs of every kernel that indexes with data
 # (tests/compiler/codegen/test_kernel_bounds.py) and the tests of those kernels against the
 # interpreter: row gathers and scatters, segment sums, candidate samplers, GatherV2, OneHot,
-# Range, Fill and Slice, sparse cross entropy, partition and stitch (embedding lookups).
+# Range, Fill and Slice, sparse cross entropy, partition and stitch (embedding lookups),
+# TensorArrays.
 # Chosen to stay within a few minutes of sanitized compiles on two cores. The GPU kernels'
 # cases are left out (``-k "not simulator"``): the CUDA simulator's modules are not
 # sanitized, and AddressSanitizer does not follow its fibers.
@@ -50,6 +51,7 @@ SUITE = (
     "tests/compiler/ops/test_array_ops.py::test_slice",
     "tests/compiler/ops/test_nn_grad_ops.py::test_unsorted_segment_sum",
     "tests/compiler/ops/test_nn_grad_ops.py::test_sparse_cross_entropy_bad_labels_and_shapes",
+    "tests/compiler/ops/test_tensor_array_ops.py",
     "tests/dsl/test_embedding.py",
     "-k", "not simulator",
 )

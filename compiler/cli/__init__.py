@@ -45,9 +45,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    model_help = ("model file: IR text (*.ir), a text-DSL file (*.flow, see docs/dsl.md) or a "
-                  "Python file whose build() returns (graph, fetches[, feeds]); see "
-                  "compiler/model_loader.py")
+    model_help = ("model file: IR text (*.ir), a text-DSL file (*.flow, see docs/dsl.md), a "
+                  "Python file whose build() returns (graph, fetches[, feeds]), a TensorFlow "
+                  "GraphDef (*.pb, *.pbtxt), an ONNX model (*.onnx), or a TensorFlow SavedModel "
+                  "folder (with --signature); see compiler/model_loader.py")
     p = sub.add_parser("compile", help="compile a model into an artifact folder",
                        description="Compile a model file into an artifact folder (manifest.json, "
                        "generated C, shared object, IR) that `flowc run` loads.")
@@ -57,9 +58,11 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument("--emit", choices=("artifact", "c-library"), default="artifact",
                    help="what to write: an artifact folder (default), or a shared library "
                         "lib<name>.so with a C API header <name>.h (see docs/c_library.md)")
-    p.add_argument("--checkpoint", metavar="PREFIX",
-                   help="with --emit c-library: bake the variables' values from this checkpoint "
-                        "into the library")
+    p.add_argument("--checkpoint", metavar="PREFIX_OR_DIR",
+                   help="bake the trained weights in: the values of the variables the step "
+                        "reads, from this checkpoint (a prefix, or a folder: its latest, e.g. "
+                        "`flowc train --checkpoint-dir`); an artifact gets them as constants, a "
+                        "C library as its variables' initial values")
     p.add_argument("--name", metavar="NAME",
                    help="with --emit c-library: the C name of the library and its functions "
                         "(default: the model file's name)")
@@ -115,7 +118,8 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
                        "TensorFlow GraphDef: binary for FILE.pb, text for FILE.pbtxt (node names, "
                        "ops, attrs, devices and control inputs map one to one; source locations "
                        "travel in the _flowc_location attr); or its step graph as an ONNX model "
-                       "(opset 17) for the ops that map back. See docs/interop.md.")
+                       "(opset 17) for the ops that map back. --checkpoint bakes trained "
+                       "weights in. See docs/interop.md.")
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--format", choices=("graphdef", "onnx"), default=None,
                    help="output format (default: from FILE's suffix: .pb/.pbtxt GraphDef, "
@@ -124,6 +128,15 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
                    help="file to write (.pb: binary GraphDef, .pbtxt: text GraphDef, .onnx)")
     p.add_argument("--after", metavar="PASS",
                    help="export the step graph after this pass instead of the graph as built")
+    p.add_argument("--checkpoint", metavar="PREFIX_OR_DIR",
+                   help="bake the trained weights in: the variables the fetches read become "
+                        "constants of their values in this checkpoint (a prefix, or a folder: "
+                        "its latest); a GraphDef holds only what the fetches need, as "
+                        "TensorFlow's freeze_graph writes it")
+    p.add_argument("--keep-variables", action="store_true",
+                   help="with --checkpoint, GraphDef only: keep the graph as built, its "
+                        "variables initialized to their checkpoint values (running the init op "
+                        "restores the trained weights)")
     _add_selection(p)
     add_pipeline_arguments(p)
     p.set_defaults(handler="export")
@@ -153,9 +166,9 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
                    help="write the fetched values instead: .npy for one fetch, .npz for several")
     p.add_argument("--threshold", metavar="N", type=int, default=1000,
                    help="print arrays with more than N elements summarised (numpy's threshold)")
-    p.add_argument("--checkpoint", metavar="PREFIX",
-                   help="set the artifact's variables from this checkpoint first (e.g. one "
-                        "`flowc train --checkpoint-dir` wrote)")
+    p.add_argument("--checkpoint", metavar="PREFIX_OR_DIR",
+                   help="set the artifact's variables from this checkpoint first (a prefix, "
+                        "or a folder: its latest, e.g. `flowc train --checkpoint-dir`)")
     p.add_argument("--profile", metavar="STEPS", nargs="?", type=int, const=1,
                    help="run STEPS steps (default 1) of an artifact compiled with --profile "
                    "and print the time of each kernel (docs/profiling.md)")
@@ -219,7 +232,18 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", metavar="NAME",
                    help="another step the model file defines instead of its outputs: 'train' "
                         "for a .flow file with training declarations (the optimizer's update "
-                        "of every variable, fetching the loss), 'eval' (the loss and metrics)")
+                        "of every variable, fetching the loss, the 'training' input on), 'eval' "
+                        "(the loss and metrics)")
+    p.add_argument("--training", action="store_true",
+                   help="training mode: switch the model's 'training' input on (dropout "
+                        "drops, batch normalization uses batch statistics); without it steps "
+                        "and exports are inference steps")
+    p.add_argument("--signature", metavar="NAME",
+                   help="a SavedModel's signature to compile (default: serving_default, or its "
+                        "only one); its input and output keys name the feeds and fetches")
+    p.add_argument("--tag", metavar="TAG", action="append", default=[],
+                   help="a SavedModel's MetaGraphDef by its tags (repeatable, or comma-separated "
+                        "as in saved_model_cli's --tag_set; default: serve, or its only one)")
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -1,29 +1,37 @@
 """The compiler's subcommands: ``compile`` (model -> artifact), ``check`` (build and infer
-shapes), ``ir`` (inspect the IR after a pass), ``export`` (write a GraphDef) and ``opt`` (run
-passes on IR text)."""
+shapes), ``ir`` (inspect the IR after a pass), ``export`` (write a GraphDef or ONNX) and
+``opt`` (run passes on IR text).
+
+Steps are inference steps unless ``--training`` (or ``--step train``) switches the model's
+``training`` input on; ``--checkpoint`` bakes trained weights into artifacts and exports."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import os
 import sys
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from compiler.cli.graph_dot import graph_to_dot, render_dot, render_format
 from compiler.cli.graph_json import graph_to_json
 from compiler.codegen.control_flow import saved_bytes_per_iteration
 from compiler.codegen.instrument import Instrumentation
 from compiler.flags import options_from_args, pipeline_flags_given
+from compiler.freeze import (checkpoint_values, extract_subgraph, freeze_variables,
+                             initialize_variables, variables_of)
 from compiler.options import resolve_options
 from compiler.ir.graph import Graph
 from compiler.ir.printer import print_graph
-from compiler.model_loader import Model, ModelError, load_model, read_ir_file, select
+from compiler.model_loader import (Model, ModelError, apply_training_mode, load_model,
+                                   read_ir_file, select)
 from compiler.passes.manager import PassManager, get_pass
 from compiler.options import PipelineError, PipelineOptions
 from compiler.passes.partition import split_by_device
 from compiler.codegen.cuda_target_options import cuda_target_options
 from compiler.step import StepGraph, make_step_graph, optimize, step_key, write_artifact
 from runtime.artifact import MANIFEST
+from runtime.checkpoint import CheckpointError
+from runtime.checkpoint_state import resolve_checkpoint
 from runtime.errors import FlowcError
 from runtime.signing import load_key
 
@@ -32,12 +40,41 @@ def _spec_text(name: str, out) -> str:
     return f"{name} {out.type}"
 
 
+def load_selected(args: argparse.Namespace, path: Optional[str] = None) -> Model:
+    """The model of ``args`` (``MODEL``, or ``path``), its step chosen (``--step``,
+    ``--fetch``, ``--feed``) and its training switch set (``--training``)."""
+    model = select(load_model(path or args.model, getattr(args, "signature", None),
+                              getattr(args, "tag", ())), args.fetch, args.feed, args.step)
+    return apply_training_mode(model, getattr(args, "training", False))
+
+
+def freeze_step(step: StepGraph, checkpoint: str, model: str) -> List[str]:
+    """Bake the values ``checkpoint`` holds for the variables ``step`` reads into it as
+    constants (the step is pruned first); the variable names. A checkpoint that does not
+    match, or a step that writes a variable, is an error naming the model."""
+    PassManager(PipelineOptions(passes=("prune",))).run(step.graph)
+    variables = variables_of(step.graph)
+    if not variables:
+        return []
+    values = checkpoint_values(checkpoint, variables, model)
+    return freeze_variables(step.graph, values, variables, keep_reads=False)
+
+
+def _weights_note(names: Sequence[str], checkpoint: str) -> str:
+    if not names:
+        return f"  weights: none (the step reads no variables; --checkpoint {checkpoint} unused)"
+    return (f"  weights: {len(names)} variable(s) from {resolve_checkpoint(checkpoint)}, "
+            "baked in as constants")
+
+
 def step_for(model: Model) -> StepGraph:
     """The step graph of a model: its feeds become Placeholders, its fetches ``_Retval``s."""
     if not model.fetches and not model.targets:
         raise ModelError(f"{model.path}: nothing to compute: the model has no fetches")
-    step = make_step_graph(model.graph, model.feed_outputs(), model.fetches, model.targets)
+    feeds = model.feed_outputs()
+    step = make_step_graph(model.graph, feeds, model.fetches, model.targets)
     step.fetch_names = list(model.fetch_names)
+    step.feed_names = model.feed_names_of(feeds)
     return step
 
 
@@ -63,16 +100,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return _compile_c_library(args, options)
     # the key is read first: a missing or short key is refused before anything is compiled
     sign_key = load_key(args.sign_key, "--sign-key") if getattr(args, "sign_key", None) else None
-    if getattr(args, "checkpoint", None) or getattr(args, "name", None):
-        raise ModelError("--checkpoint and --name apply to --emit c-library; an artifact "
-                         "takes its checkpoint at run time (flowc run --checkpoint)")
+    if getattr(args, "name", None):
+        raise ModelError("--name applies to --emit c-library (the C name of the library)")
     check_output_folder(args.output)
     target = getattr(args, "target", "c")
     arch = getattr(args, "cuda_arch", None)
     if target == "cuda":
         options = cuda_target_options(options, arch)
-    model = select(load_model(args.model), args.fetch, args.feed, args.step)
+    model = load_selected(args)
     step = step_for(model)
+    checkpoint = getattr(args, "checkpoint", None)
+    frozen = freeze_step(step, checkpoint, args.model) if checkpoint else None
     optimize(step, options)
     instrumentation = Instrumentation.from_options(resolve_options(options))  # --profile ...
     write_artifact(step, args.output, step_key(step, instrumentation), instrumentation,
@@ -82,6 +120,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}")
     print(f"  feeds:   {feeds or '(none)'}")
     print(f"  fetches: {fetches or '(none)'}")
+    if frozen is not None:
+        print(_weights_note(frozen, checkpoint))
     for frame, count, nbytes in saved_bytes_per_iteration(step.graph):
         print(f"  loop {frame}: saves {count} values for its gradient, {nbytes} bytes per "
               "iteration" + (" (?: a dim known at run time)" if "?" in nbytes else ""))
@@ -95,12 +135,26 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def _compile_c_library(args: argparse.Namespace, options: PipelineOptions) -> int:
     """``compile --emit c-library``: the step as lib<name>.so and <name>.h in the output folder."""
     from compiler.codegen.c_library import check_library_folder, library_name, write_c_library
-    name = library_name(args.model, args.name)
+    name = library_name(os.path.normpath(args.model), args.name)   # a folder's own name
     check_library_folder(args.output)
-    model = select(load_model(args.model), args.fetch, args.feed, args.step)
+    model = load_selected(args)
     step = step_for(model)
     optimize(step, options)
-    lib = write_c_library(step, args.output, name, args.checkpoint, source=args.model)
+    checkpoint = args.checkpoint
+    if checkpoint:
+        try:
+            checkpoint = resolve_checkpoint(checkpoint)
+        except CheckpointError as e:
+            raise ModelError(f"{args.model}: --checkpoint {args.checkpoint}: "
+                             f"{getattr(e, 'message', None) or e}") from None
+    try:
+        lib = write_c_library(step, args.output, name, checkpoint, source=args.model)
+    except CheckpointError as e:
+        problems = getattr(e, "mismatches", None)
+        if not problems:
+            raise
+        raise ModelError(f"checkpoint {checkpoint} does not match model {args.model}: "
+                         + "; ".join(problems)) from None
     print(f"wrote {lib.header} and {lib.library}")
     print(f"  inputs:  {_specs_text(lib.inputs)}")
     print(f"  outputs: {_specs_text(lib.outputs)}")
@@ -128,9 +182,11 @@ CHECK_PASSES = ("prune", "infer-shapes")
 
 
 def check_model(path: str, fetch: Sequence[str] = (), feed: Sequence[str] = (),
-                step: Optional[str] = None) -> str:
+                step: Optional[str] = None, training: bool = False,
+                signature: Optional[str] = None, tags: Sequence[str] = ()) -> str:
     """Build a model, cut its step graph and infer shapes; the ok summary, or a FlowcError."""
-    model = select(load_model(path), fetch, feed, step)
+    model = apply_training_mode(select(load_model(path, signature, tags), fetch, feed, step),
+                                training)
     step = step_for(model)
     PassManager(PipelineOptions(passes=CHECK_PASSES)).run(step.graph)
     inputs = ", ".join(_spec_text(n, p.output(0)) for n, p in zip(step.feed_names, step.feeds))
@@ -145,7 +201,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.models:
         try:
-            sys.stdout.write(check_model(path, args.fetch, args.feed, args.step))
+            sys.stdout.write(check_model(path, args.fetch, args.feed, args.step,
+                                         getattr(args, "training", False),
+                                         args.signature, args.tag))
         except FlowcError as e:
             report(e)
             failed += 1
@@ -189,7 +247,7 @@ def _emit(graph: Graph, fmt: str, elide_constants: bool = False,
 def cmd_ir(args: argparse.Namespace) -> int:
     """Print a model's IR as built, or its step graph after one pass of the pipeline."""
     options = options_from_args(args)
-    model = select(load_model(args.model), args.fetch, args.feed, args.step)
+    model = load_selected(args)
     if args.after is None and (options.print_ir_after_all or options.print_ir_before_all
                                or options.print_ir_after):
         # printing between passes means running them: the whole pipeline, then its result
@@ -224,26 +282,60 @@ def cmd_ir(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a model as a TensorFlow GraphDef (as built, or its step graph after a pass) or
-    as ONNX (its step graph, the ops that map back)."""
+    as ONNX (its step graph, the ops that map back); with ``--checkpoint``, its variables as
+    constants of their trained values (or, ``--keep-variables``, a GraphDef's variables
+    initialized to them)."""
     from compiler.interop.graphdef import write_graphdef
     fmt = args.format or ("onnx" if args.output.endswith(".onnx") else "graphdef")
     options = options_from_args(args)
-    model = select(load_model(args.model), args.fetch, args.feed, args.step)
+    checkpoint = getattr(args, "checkpoint", None)
+    keep = getattr(args, "keep_variables", False)
+    if keep and not checkpoint:
+        raise ModelError("--keep-variables sets the variables' initial values from a "
+                         "checkpoint: give --checkpoint PREFIX_OR_DIR")
+    model = load_selected(args)
     if fmt == "onnx":
         if args.after is not None:
             raise ModelError("--after applies to GraphDef exports; ONNX exports the step graph "
                              "after prune, infer-shapes and fold-constants")
+        if keep:
+            raise ModelError("--keep-variables: ONNX has no variables; without it the trained "
+                             "weights are the model's initializers")
         from compiler.interop.onnx_export import export_model_onnx
-        count = export_model_onnx(model, args.output)
+        count = export_model_onnx(model, args.output, checkpoint=checkpoint)
         print(f"wrote {args.output} ({count} ONNX nodes)")
         return 0
-    graph = model.as_built
+    note = None
     if args.after is not None:
         step = step_for(model)
+        if checkpoint:
+            if keep:
+                raise ModelError("--keep-variables exports the graph as built, with its "
+                                 "initializers; --after exports a step graph (its variables "
+                                 "become constants without --keep-variables)")
+            note = _weights_note(freeze_step(step, checkpoint, args.model), checkpoint)
         PassManager(_pipeline_until(options, args.after)).run(step.graph)
         graph = step.graph
+    elif checkpoint and keep:
+        graph = model.as_built
+        variables = variables_of(graph)
+        names = initialize_variables(graph, checkpoint_values(checkpoint, variables, args.model),
+                                     variables)
+        note = (f"  weights: {len(names)} variable(s) initialized from "
+                f"{resolve_checkpoint(checkpoint)}")
+    elif checkpoint:
+        # TensorFlow's freeze_graph: what the fetches need, its variables as constants
+        graph = extract_subgraph(model.graph, model.fetches, model.targets)
+        variables = variables_of(graph)
+        names = freeze_variables(graph, checkpoint_values(checkpoint, variables, args.model)
+                                 if variables else {}, variables)
+        note = _weights_note(names, checkpoint)
+    else:
+        graph = model.as_built
     write_graphdef(graph, args.output)
     print(f"wrote {args.output} ({len(graph)} nodes)")
+    if note:
+        print(note)
     return 0
 
 

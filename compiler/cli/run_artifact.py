@@ -163,7 +163,17 @@ def load_any_artifact(path: str, verify_key: Optional[bytes] = None):
 
 def _run(args: argparse.Namespace, artifact: Artifact) -> int:
     if getattr(args, "checkpoint", None):
-        artifact.restore(args.checkpoint)
+        from runtime.checkpoint import CheckpointError
+        from runtime.checkpoint_state import resolve_checkpoint
+        try:
+            artifact.restore(resolve_checkpoint(args.checkpoint))
+        except CheckpointError as e:
+            problems = getattr(e, "mismatches", None)
+            if not problems:
+                raise
+            raise CommandLineError(f"checkpoint {resolve_checkpoint(args.checkpoint)} does "
+                                   f"not match artifact {args.artifact}: "
+                                   + "; ".join(problems)) from None
     feeds = parse_feeds(args.feed, getattr(args, "feeds", None) or ())
     indices = select_fetches(artifact, args.fetch)
     _check_feeds(artifact, feeds)

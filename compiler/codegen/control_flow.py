@@ -195,8 +195,7 @@ class StructuredEmitter:
         em = self.em
         if root in em.owned:
             ref = em.refs[root]
-            release = "flowc_pool_release" if root in em.pooled else "free"
-            em.body.append(f"{release}({ref.var}.data); {ref.var}.data = NULL;")
+            em.body.append(f"{em._release(root)}({ref.var}.data); {ref.var}.data = NULL;")
 
     def _emit_item(self, it, frame) -> None:
         if isinstance(it, tuple):
@@ -446,7 +445,7 @@ class StructuredEmitter:
             for out in n.outputs:
                 if em.root.get(out) == out and out in em.owned and out not in em.preallocated:
                     ref = em.refs[out]
-                    em.body.append(f"free({ref.var}.data); {ref.var}.data = NULL;")
+                    em.body.append(f"{em._release(out)}({ref.var}.data); {ref.var}.data = NULL;")
 
     def _dead_fetch_checks(self) -> None:
         em = self.em

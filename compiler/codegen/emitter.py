@@ -221,8 +221,10 @@ class _Emitter(EmitterBase):
 
     def _release(self, root: Output) -> str:
         """The C function that gives an owned buffer back: the op's own (``c_release``: a
-        stack handle frees its elements too), the pool's, or free."""
+        stack handle frees its elements too; a tuple: one per output), the pool's, or free."""
         own = get_op(root.node.op).extra.get("c_release")
+        if isinstance(own, tuple):
+            own = own[root.index]
         if own is not None:
             return own
         return "flowc_pool_release" if root in self.pooled else "free"

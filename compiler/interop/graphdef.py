@@ -30,6 +30,8 @@ from compiler.ir.types import TensorType
 from compiler.ir.verifier import verify_node
 from compiler.ir.op_registry import coerce_attr, get_op, has_op
 from compiler.interop.protos import tf_protos
+from compiler.interop.tf_attr_defaults import (default_note, format_attr_value, holds_tf_default,
+                                               tf_attr_default)
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
 
@@ -45,13 +47,11 @@ _TF_NAME = {1: "DT_FLOAT", 2: "DT_DOUBLE", 3: "DT_INT32", 4: "DT_UINT8", 5: "DT_
             6: "DT_INT8", 7: "DT_STRING", 9: "DT_INT64", 10: "DT_BOOL", 14: "DT_BFLOAT16",
             17: "DT_UINT16", 19: "DT_HALF", 20: "DT_RESOURCE"}
 
-# Attrs a TensorFlow GraphDef carries that flowc's op definitions leave out, dropped on import
-# only when they hold TensorFlow's default (their value cannot change the result).
-_IGNORABLE_ATTRS = {"_output_shapes", "use_cudnn_on_gpu", "_grappler",
+# TensorFlow's internal attrs (shape hints, grappler and XLA marks), dropped on import: they do
+# not change what a node computes. Other attrs flowc's op lacks are dropped only when they hold
+# TensorFlow's default (compiler/interop/tf_attr_defaults.py), and refused by name otherwise.
+_IGNORABLE_ATTRS = {"_output_shapes", "_grappler",
                     "_XlaCompile", "_XlaScope", "_XlaSeparateCompiledGradients"}
-# Attrs of newer TensorFlow versions flowc's ops lack, dropped when they hold their default
-# (MatMul's gradient hints); any other value is reported as unsupported.
-_DEFAULT_ONLY_ATTRS = {"grad_a": False, "grad_b": False}
 
 
 class GraphDefImportError(FlowcError):
@@ -324,10 +324,15 @@ def _check_nodes(gd, path: str) -> None:
         for key in nd.attr:
             if key in op.attrs or key.startswith("_") or key in _IGNORABLE_ATTRS:
                 continue
-            if key in _DEFAULT_ONLY_ATTRS and _attr_from_proto(nd.attr[key], nd.name) == \
-                    _DEFAULT_ONLY_ATTRS[key]:
+            try:
+                value = _attr_from_proto(nd.attr[key], f"{path}: node {k + 1} '{nd.name}'")
+            except GraphDefImportError:
+                value = "<unsupported value>"
+            if holds_tf_default(nd.op, key, value):
                 continue
-            bad_attrs[f"{nd.op}.{key}"] += 1
+            note = default_note(nd.op, key)
+            bad_attrs[f"{nd.op}.{key}={format_attr_value(value)}"
+                      + (f" ({note})" if note else "")] += 1
     for k, nd in enumerate(gd.node):
         for text in nd.input:
             src, _, _ = _split_input(text)
@@ -341,7 +346,7 @@ def _check_nodes(gd, path: str) -> None:
         lines.append(f"  {len(missing_ops)} op(s) flowc does not implement ({total} node(s)): "
                      + ", ".join(f"{op} x{c}" for op, c in sorted(missing_ops.items())))
     if bad_attrs:
-        lines.append("  attrs flowc's ops do not have: "
+        lines.append("  attrs flowc's ops do not have (or only at TensorFlow's default): "
                      + ", ".join(f"{a} x{c}" for a, c in sorted(bad_attrs.items())))
     lines.extend("  " + o for o in other[:20])
     if len(other) > 20:
@@ -349,8 +354,15 @@ def _check_nodes(gd, path: str) -> None:
     raise GraphDefImportError("\n".join(lines))
 
 
-def graphdef_to_graph(gd, path: str = "<graphdef>", name: Optional[str] = None) -> Graph:
-    """Build the flowc graph of a GraphDef (see the module docstring)."""
+def graphdef_to_graph(gd, path: str = "<graphdef>", name: Optional[str] = None, *,
+                      lowered: bool = False) -> Graph:
+    """Build the flowc graph of a GraphDef (see the module docstring). One with functions,
+    functional control flow or TensorLists is lowered first (``tf_functions.py``; ``lowered``:
+    it was)."""
+    if not lowered:
+        from compiler.interop.tf_functions import import_functional, needs_lowering
+        if needs_lowering(gd):
+            return import_functional(gd, path, name)
     _check_nodes(gd, path)
     graph = Graph(name or _graph_name(path))
     by_name: Dict[str, Node] = {}
@@ -383,9 +395,7 @@ def graphdef_to_graph(gd, path: str = "<graphdef>", name: Optional[str] = None) 
         node.set_inputs(data)
         for c in ctrl:
             node.add_control_input(c)
-    for node_name in order:
-        node = by_name[node_name]
-        _fill_types(node, path)
+    _type_nodes([by_name[n] for n in order], path)
     for node in graph:
         try:
             verify_node(node)
@@ -417,8 +427,8 @@ def _add_node(graph: Graph, nd, index: int, path: str) -> Node:
         if key == ASSIGNED_ATTR:
             assigned = value.s.decode("utf-8", errors="replace")
             continue
-        if (key in _IGNORABLE_ATTRS or key in _DEFAULT_ONLY_ATTRS) and key not in op.attrs:
-            continue
+        if key not in op.attrs and (key in _IGNORABLE_ATTRS or tf_attr_default(nd.op, key)[0]):
+            continue                             # (_check_nodes saw it holds the default)
         raw = _attr_from_proto(value, where)
         try:
             attrs[key] = coerce_attr(op, key, raw, None)
@@ -436,8 +446,61 @@ def _add_node(graph: Graph, nd, index: int, path: str) -> Node:
     return node
 
 
+def _is_back_edge(out: Output) -> bool:
+    return out.node.op == "NextIteration"
+
+
+def _loop_merges(nodes: Sequence[Node]) -> List[Node]:
+    return [n for n in nodes if n.op == "Merge" and any(_is_back_edge(i) for i in n.inputs)]
+
+
+def _type_nodes(nodes: Sequence[Node], path: str) -> None:
+    """Type ``nodes`` (in topological order, back edges left out). A while loop's ``Merge``
+    comes before its ``NextIteration`` back edge, so it is typed first from its forward input
+    (the ``Enter``: the types of iteration 0); once the body is typed, each such Merge takes the
+    merge of its current type and all its inputs, and the nodes after it are typed again until
+    no Merge changes (TensorFlow's shape refiner types back edges after the body, too). A Merge
+    only ever becomes less specific (a dim unknown, then the rank), so this ends."""
+    for node in nodes:
+        _fill_types(node, path)
+    merges = _loop_merges(nodes)
+    loop_merges = set(merges)
+    position = {n: k for k, n in enumerate(nodes)}
+    while merges:
+        first = None
+        for m in merges:
+            relaxed = _merge_type(m, [m.output_types[0]] + [i.type for i in m.inputs])
+            if relaxed != m.output_types[0]:
+                m.output_types[0] = relaxed
+                first = position[m] if first is None else min(first, position[m])
+        if first is None:
+            return
+        for node in nodes[first + 1:]:
+            if node not in loop_merges:
+                _fill_types(node, path)
+
+
+def _merge_type(node: Node, types: Sequence[TensorType]) -> TensorType:
+    """The type of ``node``'s output that holds values of all ``types`` (Merge's shape rule)."""
+    try:
+        return infer_types(node, input_types=types)[0]
+    except CompileError as e:
+        raise GraphDefImportError(f"{node.location}: node '{node.name}' ({node.op}): "
+                                  f"{getattr(e, 'detail', None) or e}") from None
+
+
 def _fill_types(node: Node, path: str) -> None:
     op = get_op(node.op)
+    if node.op == "Merge" and any(_is_back_edge(i) and not i.node.output_types
+                                  for i in node.inputs):
+        typed = [i.type for i in node.inputs if i.node.output_types]
+        if not typed:
+            raise GraphDefImportError(f"{node.location}: node '{node.name}' (Merge): no input "
+                                      "outside the loop's back edges")
+        node.attrs.setdefault("T", typed[0].dtype)
+        node.attrs.setdefault("N", len(node.inputs))
+        node.output_types = [_merge_type(node, typed), TensorType(DType.i32, ())]
+        return
     k = 0
     for arg in op.inputs:                      # type and length attrs TF leaves implied
         n = 1

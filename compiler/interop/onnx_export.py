@@ -7,8 +7,10 @@ Layout: flowc's convolutions and pools are NHWC as in TensorFlow; ONNX's are NCH
 wrapped in two Transposes (as tf2onnx does before its optimizer removes the pairs).
 
 Each flowc op maps through one function of ``_EXPORTERS`` (opset 17). A graph with ops that have
-no ONNX form is refused with one error listing them all with counts; variables are refused with
-a pointer to freezing them (``flowc export`` of a ``Session``'s values is later work).
+no ONNX form is refused with one error listing them all with counts; variables are refused
+unless a checkpoint gives their values (``flowc export --checkpoint``: they become
+initializers, ``compiler/freeze.py``). The step is an inference step unless the model's
+``training`` switch is on (``--training``): dropout leaves it.
 """
 from __future__ import annotations
 
@@ -121,9 +123,9 @@ class _Exporter:
                 missing[n.op] += 1
         lines = []
         if state:
-            lines.append("  variables have no ONNX form: export a graph whose weights are "
-                         "constants (" + ", ".join(f"{op} x{c}" for op, c in sorted(state.items()))
-                         + ")")
+            lines.append("  variables have no ONNX form: bake the trained weights in as "
+                         "constants with --checkpoint PREFIX_OR_DIR ("
+                         + ", ".join(f"{op} x{c}" for op, c in sorted(state.items())) + ")")
         if missing:
             lines.append(f"  {len(missing)} op(s) without an ONNX export ("
                          f"{sum(missing.values())} node(s)): "
@@ -325,13 +327,22 @@ def export_onnx(graph: Graph, feeds: List[Output], fetches: List[Output],
 EXPORT_PASSES = ("prune", "infer-shapes", "fold-constants")
 
 
-def export_model_onnx(model, path: str) -> int:
-    """Export a loaded model's step graph (see the module docstring) to ``path``; node count."""
+def export_model_onnx(model, path: str, checkpoint: Optional[str] = None) -> int:
+    """Export a loaded model's step graph (see the module docstring) to ``path``; node count.
+    ``checkpoint`` (a prefix or a folder): the variables the step reads become initializers
+    of their values there (``flowc export --checkpoint``)."""
     import os
+    from compiler.freeze import checkpoint_values, freeze_variables, variables_of
     from compiler.passes.manager import PassManager
     from compiler.options import PipelineOptions
     from compiler.step import make_step_graph
     step = make_step_graph(model.graph, model.feed_outputs(), model.fetches, model.targets)
+    if checkpoint:
+        PassManager(PipelineOptions(passes=("prune",))).run(step.graph)
+        variables = variables_of(step.graph)
+        if variables:
+            freeze_variables(step.graph, checkpoint_values(checkpoint, variables, model.path),
+                             variables, keep_reads=False)
     PassManager(PipelineOptions(passes=EXPORT_PASSES)).run(step.graph)
     retvals = sorted((n for n in step.graph if n.op == "_Retval"), key=lambda r: r.attrs["index"])
     fetches = [r.inputs[0] for r in retvals]

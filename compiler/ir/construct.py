@@ -36,7 +36,18 @@ def constant_value(out: Output) -> Optional[np.ndarray]:
         vals = [constant_value(i) for i in node.inputs]
         if all(v is not None for v in vals):
             return np.stack(vals, axis=node.attrs.get("axis", 0))
+    if node.op == "Range" and len(node.inputs) == 3:
+        # the axes of a reduction over all dims (``range(rank(x))``), as TensorFlow's shape
+        # refiner evaluates small constant subgraphs; only when the result is small
+        vals = [constant_value(i) for i in node.inputs]
+        if all(v is not None and np.size(v) == 1 for v in vals):
+            start, limit, delta = (float(np.reshape(v, -1)[0]) for v in vals)
+            if delta != 0 and 0 <= (limit - start) / delta <= _SMALL_RANGE:
+                return run_reference(node, vals)[0]
     return None
+
+
+_SMALL_RANGE = 64
 
 
 def infer_types(node: Node, input_types: Optional[Sequence[TensorType]] = None,

@@ -3,7 +3,11 @@
 A node folds when it is stateless, has a reference kernel, and its inputs are all ``Const``
 (chains fold in one sweep, since nodes are visited in order), or when ``constant_value``
 knows its value without its inputs' values (``Shape``/``Size``/``Rank`` of a static shape).
-The result becomes a ``Const`` with the folded node's name, location and device. Results with
+The result becomes a ``Const`` with the folded node's name, location and device. A ``Select``
+or ``SelectV2`` whose condition is a constant, all true or all false, becomes the branch it
+picks (TensorFlow's constant folding does the same), and in a step graph the ops only the other
+branch needed leave the step, random ops included: an unfed ``training`` switch
+(``PlaceholderWithDefault(false)``) takes dropout out of an inference step. Results with
 more elements than ``--fold-max-elements`` stay unfolded, and so do nodes whose kernel fails
 or reports a floating-point problem (an integer division by zero is a run-time error, not a
 constant).
@@ -20,7 +24,8 @@ from compiler.ir.types import TensorType
 from compiler.ir.op_registry import get_op, has_op
 from compiler.passes.infer_shapes import InferShapes
 from compiler.passes.manager import Pass, PassContext, register_pass
-from compiler.passes.prune import erase_if_unused
+from compiler.passes.prune import Prune, erase_if_unused
+from compiler.passes.simplify import Replace, apply_rewrite
 from runtime.dtypes import DType
 
 # Ops never folded even though they may look foldable: sources and markers.
@@ -96,19 +101,49 @@ def _replace_with_consts(graph: Graph, node: Node, values: List[np.ndarray]) -> 
     erase_if_unused(graph, producers)
 
 
+SELECT_OPS = ("Select", "SelectV2")
+
+
+def constant_choice(node: Node) -> Optional[Output]:
+    """The branch a ``Select``/``SelectV2`` with a constant condition that is all true or all
+    false returns, when it is the output exactly (same dtype and shape: no broadcast)."""
+    if node.op not in SELECT_OPS or node.control_inputs or len(node.inputs) != 3:
+        return None
+    cond = node.inputs[0].node
+    if cond.op != "Const":
+        return None
+    value = np.asarray(cond.attrs["value"])
+    if value.size == 0:
+        return None
+    chosen = node.inputs[1] if value.all() else node.inputs[2] if not value.any() else None
+    if chosen is None or chosen.type != node.output_types[0]:
+        return None
+    return chosen
+
+
 @register_pass("fold-constants")
 class FoldConstants(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> bool:
         limit = ctx.options.fold_max_elements
         changed = False
+        chose = False
         for node in graph:
-            if node not in graph or not _foldable_op(node):
+            if node not in graph:
+                continue
+            chosen = constant_choice(node)
+            if chosen is not None:
+                apply_rewrite(graph, node, Replace(chosen))
+                changed = chose = True
+                continue
+            if not _foldable_op(node):
                 continue
             values = _evaluate(node, limit)
             if values is None or not _fits(node, values, limit):
                 continue
             _replace_with_consts(graph, node, values)
             changed = True
+        if chose:           # the branch not taken: its stateful ops too (in a step graph)
+            Prune().run(graph, ctx)
         if changed:         # a folded shape operand (Reshape's, Fill's) makes its users static
             InferShapes().run(graph, ctx)
         return changed

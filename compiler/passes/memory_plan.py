@@ -32,6 +32,7 @@ from typing import Collection, Dict, Hashable, List, Mapping, Optional, Sequence
 import numpy as np
 
 from compiler.errors import CompileError
+from compiler.ir.frames import is_loop_switch
 from compiler.ir.graph import Node, Output
 from compiler.ir.op_registry import get_op
 from runtime.dtypes import DType
@@ -129,26 +130,56 @@ def storage_roots(order: Sequence[Node], copies: Collection[Node] = ()) -> Dict[
     return root
 
 
+_FORWARDS = ("Switch", "Enter", "LoopCond", "NextIteration")   # pass their input's buffer on
+
+
+def _value_of(out: Output) -> Tuple[Output, bool]:
+    """The value ``out`` is a name for: views (``c_alias`` ops without a kernel) and the control
+    flow that forwards a buffer (``_FORWARDS``) followed back to the node that wrote it; and
+    whether the way back passes a buffer others see in other iterations or branches (an
+    ``Enter``: a loop invariant; a cond's ``Switch``: what both branches and later nodes read)."""
+    shared = False
+    while True:
+        n = out.node
+        op = get_op(n.op, n)
+        if n.op in _FORWARDS:
+            if n.op == "Enter" or (n.op == "Switch" and not is_loop_switch(n)):
+                shared = True
+            out = n.inputs[0]
+        elif op.c_alias is not None and op.c_kernel is None and n.inputs:
+            out = n.inputs[op.c_alias]
+        else:
+            return out, shared
+
+
 def in_place_copies(order: Sequence[Node], root: Mapping[Output, Output]) -> set:
     """Nodes of ops that write their ``c_alias`` input's buffer (``c_in_place``: an
-    accumulation made by fuse-accumulate) that must write a copy instead: the buffer is a
-    constant's (read-only memory), a feed's (the caller's array) or read by another node
-    (views aside). fuse-accumulate only makes them where none of this holds; a graph written
-    with raw ops may not."""
+    accumulation made by fuse-accumulate, an ``InplaceUpdate``) that must write a copy instead:
+    the buffer is a constant's (read-only memory), a feed's (the caller's array), a loop
+    invariant or a cond's input, or the value it holds is read by another node.
+
+    Reads are counted per value, not per buffer: the in-place node's own result, which shares
+    the buffer, is read by the ``NextIteration`` that makes it a loop variable's next value
+    (the compiled loop then keeps the variable where it is), and a loop's ``Exit`` reads the
+    variable only when the body does not run. ``root`` (the storage roots) is not needed for
+    this and kept for the callers' sake."""
+    del root
     readers: Dict[Output, int] = {}
     for n in order:
         op = get_op(n.op, n)
-        if op.c_alias is not None and op.c_kernel is None:      # a view reads nothing itself
-            continue
-        for i in set(n.inputs):
-            readers[root[i]] = readers.get(root[i], 0) + 1
+        if n.op in _FORWARDS or (op.c_alias is not None and op.c_kernel is None):
+            continue                                  # passes the value on, reads nothing
+        if n.op == "Exit" and is_loop_switch(n.inputs[0].node):
+            continue                                  # runs when the body does not
+        for v in {_value_of(i)[0] for i in n.inputs}:
+            readers[v] = readers.get(v, 0) + 1
     copies = set()
     for n in order:
         op = get_op(n.op, n)
         if not (op.extra.get("c_in_place") and n.inputs):
             continue
-        r = root[n.inputs[op.c_alias]]
-        if r.node.op in ("Const", "Placeholder") or readers.get(r, 0) > 1:
+        v, shared = _value_of(n.inputs[op.c_alias])
+        if shared or v.node.op in ("Const", "Placeholder") or readers.get(v, 0) > 1:
             copies.add(n)
     return copies
 

@@ -202,6 +202,9 @@ def _builder_message(err: BaseException) -> str:
         else str(err)
 
 
+# The built-in input that switches a model between training and inference (docs/dsl.md).
+TRAINING = "training"
+
 _BINARY: Dict[str, Tuple[str, Callable]] = {
     "add": ("+", operator.add), "sub": ("-", operator.sub), "mul": ("*", checked_mul),
     "div": ("/", operator.truediv), "matmul": ("@", operator.matmul),
@@ -222,6 +225,8 @@ class Evaluator:
         self.import_stack: List[str] = []
         self.depth = 0
         self.builtins: Dict[Tuple[str, ...], Any] = {}   # resolved builtin names, this run
+        # the built-in ``training`` input, made on first use (see ``training_input``)
+        self.training_switch: Optional[Tensor] = None
         # rule name -> the method evaluating it (the names are the grammar's own tokens: the
         # same objects every time, so a lookup compares no text)
         self.expressions: Dict[str, Callable] = {}
@@ -235,6 +240,18 @@ class Evaluator:
         if value is _UNRESOLVED:
             value = self.builtins[parts] = resolve_builtin(parts)
         return value
+
+    def training_input(self, scope: Scope, item) -> Tensor:
+        """The built-in ``training`` input: ``placeholder_with_default(false, [])`` named
+        ``training``, made the first time a file uses the name without binding it itself,
+        at the top of the graph (outside blocks, functions, ``if`` and ``while``), one per
+        model. ``flowc train`` feeds it true in training steps; everything else leaves it
+        false."""
+        if self.training_switch is None:
+            with self.building(scope, item), dsl.get_default_graph().lifted():
+                default = dsl.constant(False, name=f"{TRAINING}/default")
+                self.training_switch = dsl.placeholder_with_default(default, [], name=TRAINING)
+        return self.training_switch
 
     def dotted(self, tree) -> Tuple[Tuple[str, ...], str]:
         """The parts of a ``dotted`` name tree (``nn``, ``relu``) and the name they spell."""
@@ -505,6 +522,8 @@ class Evaluator:
             self.define(scope, name_tok, value)
             return value
         binding = scope.lookup(name)
+        if binding is None and name == TRAINING:
+            return self.training_input(scope, name_tok)
         if binding is None:
             raise scope.file.error(f"unknown name '{name}'{_closest(name, scope.visible())}",
                                    name_tok)
@@ -740,6 +759,8 @@ class Evaluator:
                 raise scope.file.error(f"function '{parts[0]}' must be called: "
                                        f"{parts[0]}(...)", tree)
             return binding.value
+        if parts == (TRAINING,):
+            return self.training_input(scope, tree)
         try:
             return self.builtin(parts)
         except Missing:

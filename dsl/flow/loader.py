@@ -24,6 +24,9 @@ class FlowProgram:
     outputs: Dict[str, Tensor]
     training: TrainingDecl = field(default_factory=TrainingDecl)
     path: str = "<flow>"
+    # the built-in ``training`` input, when the model uses it (a bool scalar
+    # placeholder_with_default(false)): ``flowc train`` feeds it true in training steps
+    training_switch: Optional[Tensor] = None
 
 
 def graph_name(path: str) -> str:
@@ -49,7 +52,7 @@ def build_flow(text: str, filename: str = "<flow>", graph: Optional[Graph] = Non
     if evaluator.errors:
         raise FlowErrors(evaluator.errors)
     return FlowProgram(graph, {name: t for name, (t, _) in evaluator.outputs.items()},
-                       evaluator.training, filename)
+                       evaluator.training, filename, evaluator.training_switch)
 
 
 def load_flow(path: str, graph: Optional[Graph] = None, check_data: bool = True) -> FlowProgram:
@@ -78,7 +81,12 @@ def load_flow_model(path: str) -> Model:
         steps["eval"] = lambda: _eval_step(program)
         if program.training.optimizer is not None:
             steps["train"] = lambda: _train_step(program)
-    return Model(path, program.graph, program.graph, fetches, names, steps=steps)
+    return Model(path, program.graph, program.graph, fetches, names, steps=steps,
+                 training=_switch(program))
+
+
+def _switch(program: FlowProgram):
+    return program.training_switch.output if program.training_switch is not None else None
 
 
 def _eval_step(program: FlowProgram) -> Model:
@@ -87,16 +95,17 @@ def _eval_step(program: FlowProgram) -> Model:
     fetches = {"loss": decl.loss.value}
     fetches.update((name, d.value) for name, d in decl.metrics.items())
     return Model(program.path, program.graph, program.graph,
-                 [t.output for t in fetches.values()], list(fetches))
+                 [t.output for t in fetches.values()], list(fetches), training=_switch(program))
 
 
 def _train_step(program: FlowProgram) -> Model:
     """The step ``flowc train`` runs: the optimizer's update of every trainable variable and
-    of the global step, fetching the loss (builds the optimizer's ops into the graph)."""
+    of the global step, fetching the loss (builds the optimizer's ops into the graph), with
+    the built-in ``training`` input on, as ``flowc train`` feeds it."""
     from dsl import train as train_lib
     decl = program.training
     with program.graph.as_default():
         global_step = train_lib.get_or_create_global_step()
         train_op = decl.optimizer.value.minimize(decl.loss.value, global_step=global_step)
     return Model(program.path, program.graph, program.graph, [decl.loss.value.output], ["loss"],
-                 targets=[train_op.node])
+                 targets=[train_op.node], training=_switch(program), training_mode=True)

@@ -1,5 +1,5 @@
 """What a name in a ``*.flow`` file can call besides user functions: the builder (``dsl``),
-its ``nn`` namespace, the ``init`` initialisers, and every registered op by its TensorFlow name
+its ``nn`` and ``layers`` namespaces, the ``init`` initialisers, and every registered op by its TensorFlow name
 (``MatMul(a, b, transpose_b=true)`` calls ``fl.raw_ops.MatMul``)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, List, Optional, Sequence
 from compiler.ir.op_registry import all_ops, has_op
 from runtime.dtypes import DType
 
-_NAMESPACES = ("nn", "init")
+_NAMESPACES = ("nn", "init", "layers")
 # Builder names that are not graph building: sessions, graphs and the scopes the DSL has
 # statements for.
 _HIDDEN = {"Graph", "Session", "Operation", "Tensor", "DType", "get_default_graph",
@@ -77,6 +77,8 @@ def builtin_names() -> List[str]:
     names = [n for n in dir(dsl) if not n.startswith("_") and n not in _HIDDEN
              and not isinstance(getattr(dsl, n), types.ModuleType)]
     names += [f"nn.{n}" for n in sorted(_exported(dsl.nn) or ())]
+    names += [f"layers.{n}" for n in sorted(_exported(dsl.layers) or ())]
+    names.append("training")                     # the built-in input (dsl/flow/evaluator.py)
     names += [f"init.{n}" for n in initializers.__all__]
     names += [n for n in all_ops() if n[:1].isupper() and not n.startswith("_")]
     return names + list(DTYPES)

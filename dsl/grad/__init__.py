@@ -1,5 +1,9 @@
-"""Gradient functions, one module per op family; importing this package registers them."""
-from dsl.grad import (array_grad, data_flow_grad, math_grad, nn_grad,  # noqa: F401
-                      reduction_grad, state_grad)
-from dsl.grad import (activations_grad, bitwise_grad, math_special_grad,  # noqa: F401
-                      scan_grad)
+"""Gradient functions, one module per op family (``*_grad.py``, found by name); importing
+this package registers them."""
+import importlib
+import os
+import pkgutil
+
+_here = os.path.dirname(os.path.abspath(__file__))
+for _module in sorted(m.name for m in pkgutil.iter_modules([_here]) if m.name.endswith("_grad")):
+    importlib.import_module(f"dsl.grad.{_module}")

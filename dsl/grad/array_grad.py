@@ -41,6 +41,11 @@ def _transpose_grad(op: Operation, g: Tensor) -> Grads:
     return [_op("Transpose", g, np.argsort(perm).astype(np.int32)), None]
 
 
+@RegisterGradient("ReverseV2")
+def _reverse_grad(op: Operation, g: Tensor) -> Grads:
+    return [_op("ReverseV2", g, op.inputs[1]), None]
+
+
 def _axis(op: Operation, i: int, rank: int) -> int:
     """Constant axis input ``i`` of ``op``, made non-negative."""
     return int(need_value(op, i, "axis")) % rank

@@ -2,7 +2,7 @@
 tensors, the opset it was written for, and errors that point at the node."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import onnx
@@ -14,6 +14,9 @@ from dsl.onnx.errors import NotConstantError, OnnxImportError
 from dsl.tensor import Tensor
 
 _REQUIRED = object()
+
+# lowers a graph attribute with its inputs bound to the given tensors; returns its outputs
+SubgraphLowerer = Callable[[onnx.GraphProto, List[Tensor]], List[Tensor]]
 
 
 def attribute_value(attr: onnx.AttributeProto) -> Any:
@@ -35,9 +38,11 @@ class LoweringContext:
 
     def __init__(self, node: onnx.NodeProto, index: int, opset: int,
                  inputs: List[Optional[Tensor]], location: SourceLocation,
-                 graph_inputs: Optional[Dict[object, str]] = None):
+                 graph_inputs: Optional[Dict[object, str]] = None,
+                 subgraph_lowerer: Optional[SubgraphLowerer] = None):
         self.node = node
         self.graph_inputs = graph_inputs or {}     # placeholder node -> ONNX graph input name
+        self._subgraph_lowerer = subgraph_lowerer
         self.index = index
         self.opset = opset
         self.inputs = inputs
@@ -67,6 +72,21 @@ class LoweringContext:
             raise self.error(f"needs attribute '{name}'")
         return default
 
+    def subgraph(self, name: str) -> onnx.GraphProto:
+        """The graph attribute ``name`` (an ``If``'s branch, a ``Loop``'s body)."""
+        graph = self.attr(name)
+        if not isinstance(graph, onnx.GraphProto):
+            raise self.error(f"attribute '{name}' is not a graph")
+        return graph
+
+    def lower_subgraph(self, name: str, inputs: Sequence[Tensor]) -> List[Tensor]:
+        """Lower the graph attribute ``name`` into the default graph, here and now (inside a
+        ``cond`` branch or a ``while_loop`` body, its ops belong to it): its inputs bound to
+        ``inputs``, the names of the scopes around this node visible. Returns its outputs."""
+        if self._subgraph_lowerer is None:
+            raise self.error("subgraphs cannot be lowered here")
+        return self._subgraph_lowerer(self.subgraph(name), list(inputs))
+
     def has_input(self, i: int) -> bool:
         return i < len(self.inputs) and self.inputs[i] is not None
 
@@ -84,17 +104,30 @@ class LoweringContext:
         t = self.input(i)
         value = static_value(t.output)
         if value is None:
-            name = self.node.input[i]
-            fed = [self.graph_inputs[n] for n in fed_ancestors(t.output) if n in self.graph_inputs]
-            source = f"graph input '{name}'"
-            if fed and fed[0] != name:        # computed from a graph input: name that one
-                source = f"graph input '{fed[0]}' it is computed from"
-                name = fed[0]
-            raise NotConstantError(
-                f"{self.op_type} '{self.node.name or self.node.output[0]}': its {what} (input "
-                f"'{self.node.input[i]}') must be known at compile time (an initializer or a "
-                f"Constant); bind {source} with constant_inputs", name, self.location)
+            raise self.not_constant(i, f"its {what} (input '{self.node.input[i]}') must be "
+                                       "known at compile time (an initializer or a Constant)")
         return np.asarray(value)
+
+    def graph_inputs_of(self, i: int) -> List[str]:
+        """The (fed) graph inputs the value of input ``i`` is computed from, in graph order:
+        binding them with ``constant_inputs`` makes it known at compile time."""
+        t = self.input(i)
+        return [self.graph_inputs[n] for n in fed_ancestors(t.output) if n in self.graph_inputs]
+
+    def not_constant(self, i: int, message: str) -> NotConstantError:
+        """The error for input ``i`` not known at compile time: ``message``, and which graph
+        input to bind with ``constant_inputs`` (the one it is computed from), if any."""
+        name = self.node.input[i]
+        fed = self.graph_inputs_of(i)
+        if not fed:
+            hint = "it is computed at run time (inside a loop, or from stateful ops)"
+        elif fed[0] == name:
+            hint = f"bind graph input '{name}' with constant_inputs"
+        else:                                 # computed from a graph input: name that one
+            name = fed[0]
+            hint = f"bind graph input '{name}' it is computed from with constant_inputs"
+        return NotConstantError(f"{self.op_type} '{self.node.name or self.node.output[0]}': "
+                                f"{message}; {hint}", name, self.location)
 
     def optional_const(self, i: int, what: str) -> Optional[np.ndarray]:
         return self.const(i, what) if self.has_input(i) else None

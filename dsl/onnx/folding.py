@@ -51,8 +51,9 @@ def _constant_ancestors(node: Node):
         if n is not node and n.num_outputs == 1 and constant_value(n.output(0)) is not None:
             seen.add(n)                  # known without its inputs (Shape of a static shape)
             continue
-        if n.op in _NOT_FOLDABLE or n.control_inputs or get_op(n.op).stateful:
-            return None
+        if n.op in _NOT_FOLDABLE or n.control_inputs or get_op(n.op).stateful \
+                or get_op(n.op).is_control_flow:
+            return None                  # (a loop variable is not its initial value)
         seen.add(n)
         if len(seen) > MAX_FOLDED_NODES:
             return None
@@ -62,7 +63,8 @@ def _constant_ancestors(node: Node):
 
 def fed_ancestors(out: Output) -> List[Node]:
     """The placeholders ``out``'s value depends on (through nodes not known at compile time),
-    in graph order: the graph inputs to bind so that the value becomes static."""
+    in graph order: the graph inputs to bind so that the value becomes static. Control flow
+    stops the walk: a value of a loop's iteration stays a run-time value whatever is bound."""
     found, seen, stack = set(), set(), [out.node]
     while stack:
         n = stack.pop()
@@ -73,6 +75,8 @@ def fed_ancestors(out: Output) -> List[Node]:
             continue
         if n.op in _NOT_FOLDABLE:
             found.add(n)
+            continue
+        if get_op(n.op).is_control_flow:
             continue
         stack.extend(i.node for i in n.inputs)
     return [n for n in out.node.graph if n in found]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections import ChainMap
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, MutableMapping, Optional, Sequence, Tuple
 
 import numpy as np
 import onnx
@@ -48,15 +49,35 @@ def default_opset(model: onnx.ModelProto) -> int:
 
 
 def check_supported(model: onnx.ModelProto, path: str) -> None:
-    """Raise ``UnsupportedOpsError`` naming every op the model uses that flowc cannot lower."""
+    """Raise ``UnsupportedOpsError`` naming every op the model uses that flowc cannot lower,
+    in its graph and in the subgraphs of its nodes (an ``If``'s branches, a ``Loop``'s body:
+    counted at the index of the top-level node that holds them)."""
     opset = default_opset(model)
     missing: Dict[Tuple[str, str], List[int]] = {}
-    for i, node in enumerate(model.graph.node):
+
+    def check(node: onnx.NodeProto, index: int) -> None:
         fn, why = find_lowering(node.op_type, node.domain, opset)
         if fn is None:
-            missing.setdefault((node.op_type, why), []).append(i)
+            missing.setdefault((node.op_type, why), []).append(index)
+        for sub in subgraphs(node):
+            for inner in sub.node:
+                check(inner, index)
+
+    for i, node in enumerate(model.graph.node):
+        check(node, i)
     if missing:
         raise UnsupportedOpsError(path, missing)
+
+
+def subgraphs(node: onnx.NodeProto) -> List[onnx.GraphProto]:
+    """The graphs among ``node``'s attributes (If's branches, Loop's and Scan's body)."""
+    out = []
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            out.append(a.g)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            out.extend(a.graphs)
+    return out
 
 
 def _placeholder(vi: onnx.ValueInfoProto, path: str, scope: str) -> Tensor:
@@ -123,9 +144,9 @@ def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = Non
                                             "bound input")
             else:
                 values[vi.name] = inputs[vi.name] = _placeholder(vi, path, scope)
-        fed = {t.output.node: name for name, t in inputs.items()}
+        lowerer = _GraphLowerer(path, opset, {t.output.node: name for name, t in inputs.items()})
         for i, node in enumerate(g.node):
-            _lower_node(node, i, opset, values, path, fed)
+            lowerer.lower_node(node, SourceLocation(path, i, 0), values)
     outputs = {}
     for vi in g.output:
         if vi.name not in values:
@@ -140,35 +161,87 @@ def graph_name(path: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", stem) or "onnx"
 
 
-def _lower_node(node: onnx.NodeProto, index: int, opset: int, values: Dict[str, Tensor],
-                path: str, graph_inputs: Optional[Dict[object, str]] = None) -> None:
-    location = SourceLocation(path, index, 0)
-    fn, why = find_lowering(node.op_type, node.domain, opset)
-    if fn is None:                       # check_supported ran first; kept for direct callers
-        raise OnnxImportError(f"{node.op_type}: {why}", location)
-    ins: List[Optional[Tensor]] = []
-    for name in node.input:
-        if name == "":
-            ins.append(None)
-        elif name in values:
-            ins.append(values[name])
-        else:
-            raise OnnxImportError(f"{node.op_type} '{node.name}': input '{name}' is produced by "
-                                  "no earlier node (the graph must be topologically sorted)",
-                                  location)
-    ctx = LoweringContext(node, index, opset, ins, location, graph_inputs)
-    scope = node_name(node.name, f"{node.op_type}_{index}")
-    with location_override(location), name_scope(scope):
-        try:
-            result = fn(ctx)
-        except FlowcError:
-            raise
-        except (ValueError, TypeError, IndexError, KeyError) as e:
-            raise ctx.error(f"{type(e).__name__}: {e}") from e
-    outs = list(result) if isinstance(result, (list, tuple)) else [result]
-    for i, name in enumerate(node.output):
-        if name == "":
-            continue
-        if i >= len(outs) or outs[i] is None:
-            raise ctx.error(f"output {i} ('{name}') is not supported by flowc's lowering")
-        values[name] = outs[i]
+class _GraphLowerer:
+    """Lowers ONNX nodes into the default graph: those of the model's graph, and those of the
+    subgraphs control-flow lowerings ask for (``LoweringContext.lower_subgraph``), which see
+    the names of every enclosing scope."""
+
+    def __init__(self, path: str, opset: int, graph_inputs: Dict[object, str]):
+        self.path = path
+        self.opset = opset
+        self.graph_inputs = graph_inputs          # placeholder node -> ONNX graph input name
+
+    def lower_node(self, node: onnx.NodeProto, location: SourceLocation,
+                   values: MutableMapping[str, Tensor]) -> None:
+        """Lower ``node``, reading its inputs from ``values`` and adding its outputs."""
+        fn, why = find_lowering(node.op_type, node.domain, self.opset)
+        if fn is None:                   # check_supported ran first; kept for direct callers
+            raise OnnxImportError(f"{node.op_type}: {why}", location)
+        ins: List[Optional[Tensor]] = []
+        for name in node.input:
+            if name == "":
+                ins.append(None)
+            elif name in values:
+                ins.append(values[name])
+            else:
+                raise OnnxImportError(f"{node.op_type} '{node.name}': input '{name}' is produced "
+                                      "by no earlier node (the graph must be topologically "
+                                      "sorted)", location)
+        ctx = LoweringContext(node, location.line, self.opset, ins, location, self.graph_inputs,
+                              subgraph_lowerer=lambda graph, bound: self.lower_subgraph(
+                                  graph, bound, values, location))
+        scope = node_name(node.name, f"{node.op_type}_{location.line}")
+        with location_override(location), name_scope(scope):
+            try:
+                result = fn(ctx)
+            except FlowcError:
+                raise
+            except (ValueError, TypeError, IndexError, KeyError) as e:
+                raise ctx.error(f"{type(e).__name__}: {e}") from e
+        outs = list(result) if isinstance(result, (list, tuple)) else [result]
+        for i, name in enumerate(node.output):
+            if name == "":
+                continue
+            if i >= len(outs) or outs[i] is None:
+                raise ctx.error(f"output {i} ('{name}') is not supported by flowc's lowering")
+            values[name] = outs[i]
+
+    def lower_subgraph(self, graph: onnx.GraphProto, bound: Sequence[Tensor],
+                       outer: Mapping[str, Tensor], location: SourceLocation) -> List[Tensor]:
+        """Lower ``graph`` (a node's graph attribute) into the default graph: its inputs are
+        ``bound``, the names of ``outer`` (the enclosing scopes) are visible unless it shadows
+        them, its initializers are constants made here. Returns its outputs."""
+        where = f"{self.path}: subgraph '{graph.name}'"
+        if len(bound) != len(graph.input):
+            raise OnnxImportError(f"{where} has {len(graph.input)} input(s), given "
+                                  f"{len(bound)}", location)
+        values: MutableMapping[str, Tensor] = ChainMap({}, outer)
+        for init in graph.initializer:
+            values[init.name] = _constant(numpy_helper.to_array(init), init.name, self.path,
+                                          "initializer")
+        for vi, t in zip(graph.input, bound):
+            _check_bound(vi, t, where, location)
+            values[vi.name] = t
+        for node in graph.node:
+            self.lower_node(node, location, values)
+        outs = []
+        for vi in graph.output:
+            if vi.name not in values:
+                raise OnnxImportError(f"{where}: output '{vi.name}' is produced by no node",
+                                      location)
+            outs.append(values[vi.name])
+        return outs
+
+
+def _check_bound(vi: onnx.ValueInfoProto, t: Tensor, where: str, location) -> None:
+    """A subgraph input bound to ``t`` must have the element type it declares (if any)."""
+    kind = vi.type.WhichOneof("value")
+    if kind is None:
+        return                              # untyped: it takes what it is given
+    if kind != "tensor_type":
+        raise OnnxImportError(f"{where}: input '{vi.name}' is not a tensor ({kind}); flowc "
+                              "has dense tensors only", location)
+    elem = vi.type.tensor_type.elem_type
+    if elem and flowc_dtype(elem) is not None and flowc_dtype(elem) != t.dtype:
+        raise OnnxImportError(f"{where}: input '{vi.name}' is declared "
+                              f"{onnx_type_name(elem)} but given {t.dtype}", location)

@@ -2,7 +2,8 @@
 Softmax/LogSoftmax, BatchNormalization, InstanceNormalization, LayerNormalization.
 
 flowc's convolution and pooling are TensorFlow's (NHWC): the lowering transposes in and out,
-turns ONNX pads and auto_pad into explicit paddings, and splits grouped convolutions.
+turns ONNX pads and auto_pad into explicit paddings; a depthwise Conv (group == input channels)
+is one DepthwiseConv2dNative, another grouped one a Conv2D per group.
 """
 from __future__ import annotations
 
@@ -104,10 +105,20 @@ def lower_conv(ctx):
         kernel, strides, dilations, pads = [1] + kernel, [1] + strides, [1] + dilations, [(0, 0)] + pads
         w = apply_op("ExpandDims", [w, index_scalar(2)])
     xh = _transpose(_as_2d(x, spatial), _TO_NHWC)
-    wh = _transpose(w, [2, 3, 1, 0])                          # OIHW -> HWIO
     attrs = {"strides": [1, *strides, 1], "dilations": [1, *dilations, 1],
              "padding": "EXPLICIT", "explicit_paddings": [0, 0, *pads[0], *pads[1], 0, 0]}
     group = ctx.attr("group", 1)
+    if group > 1 and wshape[1] == 1:
+        # depthwise (group == input channels, each with wshape[0] / group filters): output
+        # channel g*M + m is TensorFlow's c*M + m, so [C*M, 1, KH, KW] -> [KH, KW, C, M]
+        if wshape[0] is None or wshape[0] % group:
+            raise ctx.error(f"the kernel's {wshape[0]} output channels do not divide into "
+                            f"{group} groups")
+        kh, kw = kernel
+        wd = apply_op("Reshape", [w, index_const([group, wshape[0] // group, kh, kw])])
+        y = apply_op("DepthwiseConv2dNative", [xh, _transpose(wd, [2, 3, 0, 1])], attrs)
+        return _finish_conv(ctx, y, spatial)
+    wh = _transpose(w, [2, 3, 1, 0])                          # OIHW -> HWIO
     if group == 1:
         y = apply_op("Conv2D", [xh, wh], attrs)
     else:
@@ -115,6 +126,11 @@ def lower_conv(ctx):
         ws = apply_op("Split", [fl.constant(np.int32(3)), wh], {"num_split": group})
         y = apply_op("ConcatV2", [[apply_op("Conv2D", [a, b], attrs) for a, b in zip(xs, ws)],
                                   index_scalar(3)])
+    return _finish_conv(ctx, y, spatial)
+
+
+def _finish_conv(ctx, y, spatial: int):
+    """The optional bias added to an NHWC convolution output, back in ONNX's layout."""
     bias = ctx.optional_input(2)
     if bias is not None:
         y = apply_op("BiasAdd", [y, bias])

@@ -164,6 +164,41 @@ def _slice_axis(start, end, step, dim):
     return start, end, begin_masked, end_masked
 
 
+def _slice_at_run_time(ctx, x, rank):
+    """A Slice whose starts or ends are computed at run time, not from graph inputs (an
+    iteration number in a loop body): a StridedSlice with begin/end vectors assembled at run
+    time, which clamps them as ONNX does. Its axes and steps must be known."""
+    starts, ends = (ctx.input(i) for i in (1, 2))
+    count = starts.shape[0] if starts.shape is not None and len(starts.shape) == 1 else None
+    axes = ctx.optional_const(3, "axes")
+    if axes is None and count is None:
+        raise ctx.error("without axes, the length of starts must be known")
+    axes = list(range(count)) if axes is None else axes.reshape(-1).tolist()
+    steps = ctx.optional_const(4, "steps")
+    steps = [1] * len(axes) if steps is None else steps.reshape(-1).tolist()
+    axes = [normalize_axis(int(a), rank, ctx) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ctx.error(f"axes {axes} repeat an axis")
+    if 0 in steps:
+        raise ctx.error("a step of 0")
+    starts, ends = (t if t.dtype == fl.int64 else fl.cast(t, fl.int64) for t in (starts, ends))
+    begin, end, strides = [], [], [1] * rank
+    mask = (1 << rank) - 1                         # an axis not sliced is taken whole
+    for axis in range(rank):
+        if axis not in axes:
+            begin.append(index_const([0]))
+            end.append(index_const([0]))
+            continue
+        k = axes.index(axis)
+        begin.append(apply_op("Slice", [starts, index_const([k]), index_const([1])]))
+        end.append(apply_op("Slice", [ends, index_const([k]), index_const([1])]))
+        strides[axis] = int(steps[k])
+        mask &= ~(1 << axis)
+    begin, end = (apply_op("ConcatV2", [parts, index_scalar(0)]) for parts in (begin, end))
+    return apply_op("StridedSlice", [x, begin, end, index_const(strides)],
+                    {"begin_mask": mask, "end_mask": mask})
+
+
 def lower_slice(ctx):
     x = ctx.input(0)
     rank = rank_of(x, ctx)
@@ -173,6 +208,10 @@ def lower_slice(ctx):
         axes = ctx.attr("axes", list(range(len(starts))))
         steps = [1] * len(starts)
     else:
+        known = [static_value(ctx.input(i).output) for i in (1, 2)]
+        if (known[0] is None or known[1] is None) and not (ctx.graph_inputs_of(1)
+                                                           or ctx.graph_inputs_of(2)):
+            return _slice_at_run_time(ctx, x, rank)  # (from graph inputs: bind them)
         starts = ctx.const(1, "starts").reshape(-1).tolist()
         ends = ctx.const(2, "ends").reshape(-1).tolist()
         axes = ctx.optional_const(3, "axes")
@@ -405,28 +444,12 @@ def lower_eye_like(ctx):
     return fl.constant(np.eye(shape[0], shape[1], k=ctx.attr("k", 0)).astype(dtype.np), dtype=dtype)
 
 
-def lower_gather_elements(ctx):
-    data, indices = ctx.input(0), ctx.input(1)
-    dshape, ishape = full_shape(data), full_shape(indices)
-    if dshape is None or ishape is None:
-        raise ctx.error("needs the data and indices shapes known")
-    axis = normalize_axis(ctx.attr("axis", 0), len(dshape), ctx)
-    strides = [int(np.prod(dshape[k + 1:], dtype=np.int64)) for k in range(len(dshape))]
-    coords = np.indices(ishape, dtype=np.int64)
-    offset = sum(coords[k] * strides[k] for k in range(len(dshape)) if k != axis)
-    idx = fl.cast(indices, fl.int64)
-    idx = fl.where(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, scalar(dshape[axis], idx)), idx)
-    linear = binary("AddV2", binary("Mul", idx, scalar(strides[axis], idx)),
-                    fl.constant(np.asarray(offset, np.int64).reshape(ishape), dtype=fl.int64))
-    flat = apply_op("Reshape", [data, index_const([-1])])
-    return apply_op("GatherV2", [flat, linear, index_scalar(0)])
 
 
 LOWERINGS = {
     "Trilu": [(14, None, lower_trilu)],
     "OneHot": [(9, None, lower_one_hot)],
     "EyeLike": [(9, None, lower_eye_like)],
-    "GatherElements": [(11, None, lower_gather_elements)],
     "Reshape": [(5, None, lower_reshape)],
     "Transpose": [(1, None, lower_transpose)],
     "Concat": [(4, None, lower_concat)],

@@ -1,19 +1,27 @@
 """The lowering table: ONNX op type -> [(first opset, last opset or None, lowering function)].
 
-Each family module (``ops_*.py``) declares its own ``LOWERINGS`` dict; this module merges them
-and answers "how is op X of opset N lowered?".
+Each family module (``dsl/onnx/ops_*.py``) declares its own ``LOWERINGS`` dict; this module
+finds them all (a new family is a new ``ops_*.py`` file, nothing to list here), merges them
+and answers "how is op X of opset N lowered?". An op lowered by two modules is an error.
 """
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
 from typing import Callable, Dict, List, Optional, Tuple
-
-from dsl.onnx import (ops_elementwise, ops_logic, ops_loss, ops_math_extra, ops_matmul, ops_nn,
-                      ops_reduce, ops_resize, ops_shape)
 
 Lowering = Callable
 Entry = Tuple[int, Optional[int], Lowering]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def family_modules() -> List[str]:
+    """The lowering modules, ``dsl.onnx.ops_*``, in name order."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return sorted(f"dsl.onnx.{m.name}" for m in pkgutil.iter_modules([here])
+                  if m.name.startswith("ops_"))
 
 
 def _merge(*tables: Dict[str, List[Entry]]) -> Dict[str, List[Entry]]:
@@ -27,8 +35,7 @@ def _merge(*tables: Dict[str, List[Entry]]) -> Dict[str, List[Entry]]:
 
 
 LOWERINGS: Dict[str, List[Entry]] = _merge(
-    ops_elementwise.LOWERINGS, ops_logic.LOWERINGS, ops_loss.LOWERINGS, ops_matmul.LOWERINGS, ops_nn.LOWERINGS,
-    ops_reduce.LOWERINGS, ops_resize.LOWERINGS, ops_shape.LOWERINGS, ops_math_extra.LOWERINGS)
+    *(importlib.import_module(name).LOWERINGS for name in family_modules()))
 
 
 def find_lowering(op_type: str, domain: str, opset: int) -> Tuple[Optional[Lowering], str]:

@@ -269,7 +269,90 @@ def test_unknown_ops_and_attrs_are_listed_at_once_with_counts(tmp_path):
         load_graphdef_model(path)
     text = str(e.value)
     assert "2 op(s) flowc does not implement (3 node(s)): FusedBatchNormV3 x2, QuantizeV2 x1" in text
-    assert "MatMul.grad_a x1" in text and "Relu.bogus x1" in text
+    assert "MatMul.grad_a=true (default false) x1" in text and "Relu.bogus=3 x1" in text
+
+
+def test_attrs_flowc_lacks_import_at_tensorflows_default(tmp_path):
+    r = np.random.RandomState(7)
+    a, b = r.randn(2, 3, 4).astype(np.float32), r.randn(2, 4, 5).astype(np.float32)
+    g = GraphDefWriter()
+    g.const("a", a)
+    g.const("b", b)
+    g.node("mm", "BatchMatMulV2", ["a", "b"], T=F32, adj_x=attr(b=False), adj_y=attr(b=False),
+           grad_x=attr(b=False), grad_y=attr(b=False))
+    g.node("v", "VarHandleOp", dtype=F32, shape=attr(shape=[2, 3, 5]), container=attr(s=b""),
+           shared_name=attr(s=b"v"), debug_name=attr(s=b""), allowed_devices=attr(ints=[]))
+    g.node("assign", "AssignVariableOp", ["v", "mm"], dtype=F32, validate_shape=attr(b=False))
+    g.node("read", "ReadVariableOp", ["v", "^assign"], dtype=F32)
+    graph = graphdef_to_graph(g.gd)
+    assert "grad_x" not in graph.node("mm").attrs
+    assert "allowed_devices" not in graph.node("v").attrs
+    got = run_graph(graph, Tensor(graph.output("read")), {})
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5)
+
+
+def test_attrs_away_from_tensorflows_default_are_refused_by_name_all_at_once():
+    g = frozen_mlp()
+    g.node("bmm", "BatchMatMulV2", ["x", "x"], T=F32, grad_x=attr(b=True), grad_y=attr(b=False))
+    devices = PB.attr_value_pb2.AttrValue()
+    devices.list.s.append(b"/job:ps")
+    g.node("v", "VarHandleOp", dtype=F32, shape=attr(shape=[2]), allowed_devices=devices)
+    g.node("acc", "ConditionalAccumulator", dtype=F32, shape=attr(shape=[2]),
+           reduction_type=attr(s=b"SUM"))
+    with pytest.raises(GraphDefImportError) as e:
+        graphdef_to_graph(g.gd, "m.pb")
+    text = str(e.value)
+    assert 'BatchMatMulV2.grad_x=true (default false) x1' in text
+    assert 'ConditionalAccumulator.reduction_type="SUM" (default "MEAN") x1' in text
+    assert 'VarHandleOp.allowed_devices=["/job:ps"] (default []) x1' in text
+    assert "grad_y" not in text
+
+
+def test_a_frozen_depthwise_block_imports_and_matches_the_builder_twin():
+    """Depthwise 3x3 (multiplier 2, stride 2) + bias + Relu6, then a 1x1 Conv2D, as a Keras
+    MobileNet block is frozen."""
+    r = np.random.RandomState(8)
+    dk, db = r.randn(3, 3, 4, 2).astype(np.float32), r.randn(8).astype(np.float32)
+    pk = r.randn(1, 1, 8, 5).astype(np.float32)
+    g = GraphDefWriter()
+    g.node("x", "Placeholder", dtype=F32, shape=attr(shape=[-1, 9, 9, 4]))
+    g.const("dw/kernel", dk)
+    g.const("dw/bias", db)
+    g.const("pw/kernel", pk)
+    g.node("dw/depthwise", "DepthwiseConv2dNative", ["x", "dw/kernel"], T=F32,
+           strides=attr(ints=[1, 2, 2, 1]), padding=attr(s=b"SAME"), data_format=attr(s=b"NHWC"),
+           dilations=attr(ints=[1, 1, 1, 1]), explicit_paddings=attr(ints=[]))
+    g.node("dw/BiasAdd", "BiasAdd", ["dw/depthwise", "dw/bias"], T=F32)
+    g.node("dw/Relu6", "Relu6", ["dw/BiasAdd"], T=F32)
+    g.node("pw/Conv2D", "Conv2D", ["dw/Relu6", "pw/kernel"], T=F32,
+           strides=attr(ints=[1, 1, 1, 1]), padding=attr(s=b"VALID"), use_cudnn_on_gpu=attr(b=True))
+    graph = graphdef_to_graph(g.gd)
+    xv = r.rand(3, 9, 9, 4).astype(np.float32)
+    got = run_graph(graph, Tensor(graph.output("pw/Conv2D")), {Tensor(graph.output("x")): xv})
+    twin = fl.Graph()
+    with twin.as_default():
+        x = fl.placeholder(fl.f32, [None, 9, 9, 4])
+        h = fl.nn.relu6(fl.nn.bias_add(fl.nn.depthwise_conv2d(x, fl.constant(dk), [1, 2, 2, 1],
+                                                              "SAME"), fl.constant(db)))
+        y = fl.nn.conv2d(h, fl.constant(pk), 1, "VALID")
+    assert got.shape == (3, 5, 5, 5)
+    np.testing.assert_allclose(got, run_graph(twin, y, {x: xv}), rtol=1e-5, atol=1e-5)
+
+
+def test_tensorflow_defaults_agree_with_flowcs_declared_defaults():
+    from compiler.interop.tf_attr_defaults import TF_ATTR_DEFAULTS, holds_tf_default
+    from compiler.ir.op_registry import get_op, has_op
+    checked = 0
+    for op_name, defaults in TF_ATTR_DEFAULTS.items():
+        if not has_op(op_name):
+            continue
+        op = get_op(op_name)
+        for key, value in defaults.items():
+            a = op.attrs.get(key)
+            if a is not None and a.has_default:
+                assert holds_tf_default(op_name, key, a.default), (op_name, key, a.default, value)
+                checked += 1
+    assert checked > 40
 
 
 def test_bad_inputs_names_and_files_are_clear_errors(tmp_path):

@@ -36,31 +36,10 @@ with open(os.path.join(ROOT, FOLDER, "manifest.json"), encoding="utf-8") as _f:
 # Models flowc cannot compile and run yet -> the first line of the failure today (`flowc
 # compile MODEL` run from the repository root). Remove a model's line when it passes.
 NOT_YET: Dict[str, str] = {
-    "torch_lstm": "flowc: error: tests/data/real_models/torch_lstm.onnx: 1 ONNX op(s) flowc "
-                  "cannot lower (2 node(s)):",                                     # LSTM
-    "torch_gru": "flowc: error: tests/data/real_models/torch_gru.onnx: 1 ONNX op(s) flowc "
-                 "cannot lower (2 node(s)):",                                      # GRU
-    "tf_mobilenet": "flowc: error: tests/data/real_models/tf_mobilenet.pb: flowc cannot "
-                    "import this GraphDef:",                     # DepthwiseConv2dNative
-    "tf_lstm": "flowc: error: tests/data/real_models/tf_lstm.pb: flowc cannot import this "
-               "GraphDef:",                                      # While, TensorList*
-    "tf_gru": "flowc: error: tests/data/real_models/tf_gru.pb: flowc cannot import this "
-              "GraphDef:",                                       # While, TensorList*, ReverseV2
-    "tf_attention": "flowc: error: tests/data/real_models/tf_attention.pb: flowc cannot "
-                    "import this GraphDef:",  # Einsum, Erfc; BatchMatMulV2.grad_x/grad_y
-    "tf1_while_cond": "IndexError: list index out of range (compiler/ir/construct.py, a "
-                      "Merge typed before its NextIteration back edge): a Python traceback",
-    "tf2_function_loop": "flowc: error: tests/data/real_models/tf2_function_loop.pb: flowc "
-                         "cannot import this GraphDef:",         # While, StatelessIf
-    "tf_saved_model": "flowc: error: unrecognized arguments: --signature serving_default",
 }
 
 # Failing models whose failure is not one clean `flowc: error:` naming the model file yet.
 UNCLEAN: Dict[str, str] = {
-    "tf1_while_cond": "the GraphDef importer crashes with a Python IndexError on a TF1 "
-                      "tf.while_loop (compiler/ir/construct.py)",
-    "tf_saved_model": "`flowc compile` has no --signature option yet: argparse's usage error "
-                      "(exit status 2) does not name the model",
 }
 
 # What reading each format needs (the test extra has both).

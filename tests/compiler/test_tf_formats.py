@@ -78,3 +78,76 @@ def test_text_format_reads_ref_types():
     gd = text_format.Parse('node { name: "v" op: "VariableV2" attr { key: "dtype" '
                            'value { type: DT_FLOAT_REF } } }', PB.GraphDef())
     assert gd.node[0].attr["dtype"].type == 101
+
+
+# --- against TensorFlow's own descriptors --------------------------------------------------------
+# tests/data/saved_models/tf_descriptors.json: the fields of every message and enum that
+# tf_formats.proto names, as TensorFlow's own protos define them (make_saved_models.py wrote it
+# with TensorFlow installed; these tests do not need it).
+def _tf_descriptors():
+    import json
+    import os
+    from repo_paths import ROOT
+    with open(os.path.join(ROOT, "tests", "data", "saved_models", "tf_descriptors.json"),
+              encoding="utf-8") as f:
+        return json.load(f)
+
+
+TF_DESCRIPTORS = _tf_descriptors()
+
+
+def _our_message(path: str):
+    parts = path.split(".")
+    desc = getattr(PB, parts[0]).DESCRIPTOR
+    for part in parts[1:]:
+        desc = desc.nested_types_by_name[part]
+    return desc
+
+
+def _our_messages():
+    out = []
+
+    def walk(desc, prefix):
+        name = f"{prefix}{desc.name}"
+        out.append(name)
+        for nested in desc.nested_types:
+            if not nested.GetOptions().map_entry:
+                walk(nested, name + ".")
+    from compiler.interop.tf_formats import tf_formats_pb2
+    for desc in tf_formats_pb2.DESCRIPTOR.message_types_by_name.values():
+        walk(desc, "")
+    return out
+
+
+def test_every_message_of_ours_is_tensorflows():
+    """Each message flowc describes is one of TensorFlow's (by name), so none is invented."""
+    missing = [m for m in _our_messages() if m not in TF_DESCRIPTORS["messages"]]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("name", sorted(TF_DESCRIPTORS["messages"]))
+def test_fields_match_tensorflows_own_protos(name):
+    """Every field flowc declares has TensorFlow's number, kind, repetition and oneof."""
+    theirs = TF_DESCRIPTORS["messages"][name]
+    for field in _our_message(name).fields:
+        assert field.name in theirs, f"{name}.{field.name}: TensorFlow has no such field"
+        t = theirs[field.name]
+        assert field.number == t["number"], f"{name}.{field.name}: number {field.number}, " \
+                                            f"TensorFlow's is {t['number']}"
+        assert field.type == t["type"], f"{name}.{field.name}: kind differs"
+        assert _repeated(field) == t["repeated"], f"{name}.{field.name}: repetition differs"
+        ours = field.containing_oneof.name if field.containing_oneof else None
+        assert ours == t["oneof"], f"{name}.{field.name}: oneof {ours}, TensorFlow's {t['oneof']}"
+
+
+@pytest.mark.parametrize("name", sorted(TF_DESCRIPTORS["enums"]))
+def test_enum_values_match_tensorflows(name):
+    from compiler.interop.tf_formats import tf_formats_pb2
+    parts = name.split(".")
+    if len(parts) == 1:
+        desc = tf_formats_pb2.DESCRIPTOR.enum_types_by_name[name]
+    else:
+        desc = _our_message(".".join(parts[:-1])).enum_types_by_name[parts[-1]]
+    theirs = TF_DESCRIPTORS["enums"][name]
+    for value in desc.values:
+        assert theirs.get(value.name) == value.number, f"{name}.{value.name}"

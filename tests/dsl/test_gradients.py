@@ -57,6 +57,15 @@ class Inputs:
 
 Builder = Callable[[Inputs], object]
 
+
+def _list(t: fl.Tensor) -> fl.Tensor:
+    return fl.raw_ops.TensorListFromTensor(tensor=t, element_shape=[-1])
+
+
+def _stacked(lst: fl.Tensor) -> fl.Tensor:
+    return fl.raw_ops.TensorListStack(input_handle=lst, element_shape=-1, element_dtype=f64)
+
+
 # One entry per op with a gradient function: builds a graph using that op from placeholders.
 CASES: Dict[str, Builder] = {
     "Neg": lambda p: fl.negative(p.n(2, 3)),
@@ -138,6 +147,29 @@ CASES: Dict[str, Builder] = {
     "ExpandDims": lambda p: fl.expand_dims(p.n(2, 3), 1),
     "Squeeze": lambda p: fl.squeeze(p.n(2, 1, 3), axis=1),
     "Transpose": lambda p: fl.transpose(p.n(2, 3, 4), [1, 2, 0]),
+    "ReverseV2": lambda p: fl.reverse(p.n(2, 3, 4), [0, 2]),
+    "TensorListFromTensor": lambda p: _stacked(_list(p.n(3, 2))),
+    "TensorListStack": lambda p: _stacked(_list(p.n(3, 2))),
+    "TensorListGetItem": lambda p: fl.raw_ops.TensorListGetItem(
+        input_handle=_list(p.n(3, 2)), index=1, element_shape=[-1], element_dtype=f64),
+    "TensorListSetItem": lambda p: _stacked(fl.raw_ops.TensorListSetItem(
+        input_handle=_list(p.n(3, 2)), index=2, item=p.n(2))),
+    "TensorListPushBack": lambda p: _stacked(fl.raw_ops.TensorListPushBack(
+        input_handle=_list(p.n(3, 2)), tensor=p.n(2))),
+    "TensorListPopBack": lambda p: [_stacked(x) if k == 0 else x for k, x in enumerate(
+        fl.raw_ops.TensorListPopBack(input_handle=_list(p.n(3, 2)), element_shape=[-1],
+                                     element_dtype=f64))],
+    "TensorListGather": lambda p: fl.raw_ops.TensorListGather(
+        input_handle=_list(p.n(4, 2)), indices=[0, 2, 0], element_shape=[-1], element_dtype=f64),
+    "TensorListResize": lambda p: _stacked(fl.raw_ops.TensorListResize(
+        input_handle=_list(p.n(3, 2)), size=5)),
+    "TensorListScatter": lambda p: _stacked(fl.raw_ops.TensorListScatter(
+        tensor=p.n(2, 3), indices=[3, 1], element_shape=[-1])),
+    "TensorListScatterV2": lambda p: _stacked(fl.raw_ops.TensorListScatterV2(
+        tensor=p.n(2, 3), indices=[0, 2], element_shape=[3], num_elements=4)),
+    "TensorListScatterIntoExistingList": lambda p: _stacked(
+        fl.raw_ops.TensorListScatterIntoExistingList(input_handle=_list(p.n(3, 2)),
+                                                     tensor=p.n(2, 2), indices=[4, 1])),
     "ConcatV2": lambda p: fl.concat([p.n(2, 1), p.n(2, 3)], axis=-1),
     "Split": lambda p: (lambda parts: [parts[0], parts[2]])(fl.split(p.n(2, 6), 3, axis=1)),
     "SplitV": lambda p: fl.split(p.n(2, 6), [1, 2, 3], axis=1),
@@ -148,6 +180,11 @@ CASES: Dict[str, Builder] = {
     "Tile": lambda p: fl.tile(p.n(2, 3), [2, 1]),
     "Pad": lambda p: fl.pad(p.n(2, 3), [[1, 0], [0, 2]]),
     "GatherV2": lambda p: fl.gather(p.n(4, 3), [0, 2, 0]),
+    "InplaceUpdate": lambda p: fl.raw_ops.InplaceUpdate(x=p.n(4, 3), i=fl.constant([2, 0]),
+                                                        v=p.n(2, 3)),
+    "InplaceAdd": lambda p: fl.raw_ops.InplaceAdd(x=p.n(4, 3), i=fl.constant([1, 3, 1]),
+                                                  v=p.n(3, 3)),
+    "InplaceSub": lambda p: fl.raw_ops.InplaceSub(x=p.n(4, 3), i=fl.constant([3]), v=p.n(1, 3)),
     "DynamicPartition": lambda p: [
         fl.reshape(part, shape) for part, shape in zip(
             fl.dynamic_partition(p.n(5, 2), fl.constant([1, 0, 2, 1, 0], dtype=fl.int32), 3),
@@ -169,9 +206,38 @@ CASES: Dict[str, Builder] = {
     "Conv2D": lambda p: (lambda x, f: [fl.nn.conv2d(x, f, strides=2, padding="SAME"),
                                        fl.nn.conv2d(x, f, strides=1, padding="VALID")])(
         p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)),
+    "DepthwiseConv2dNative": lambda p: (lambda x, f: [
+        fl.nn.depthwise_conv2d(x, f, [1, 2, 2, 1], "SAME"),
+        fl.nn.depthwise_conv2d(x, f, [1, 1, 1, 1], "VALID", rate=[1, 2])])(
+        p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)),
     "MaxPool": lambda p: fl.nn.max_pool(p(np.random.default_rng(5).permutation(32).reshape(
         1, 4, 4, 2) * 0.1), ksize=2, strides=1, padding="SAME"),
     "AvgPool": lambda p: fl.nn.avg_pool(p.n(1, 5, 4, 2), ksize=3, strides=2, padding="SAME"),
+    "GatherNd": lambda p: fl.gather_nd(p.n(3, 2, 4), [[[0, 1], [2, 0]], [[0, 1], [1, 1]]]),
+    "ScatterNd": lambda p: fl.scatter_nd([[1], [3], [1]], p.n(3, 2), [4, 2]),
+    "TensorScatterUpdate": lambda p: fl.tensor_scatter_nd_update(p.n(4, 2), [[1], [3]], p.n(2, 2)),
+    "TensorScatterAdd": lambda p: fl.tensor_scatter_nd_add(p.n(4, 2), [[1, 0], [1, 0]], p.n(2)),
+    "TensorScatterSub": lambda p: fl.tensor_scatter_nd_sub(p.n(4, 2), [[2], [0]], p.n(2, 2)),
+    # values 0.1 apart: the finite differences change no comparison
+    "TensorScatterMax": lambda p: fl.tensor_scatter_nd_max(
+        p(np.arange(8).reshape(4, 2) * 0.1), [[1], [3]], p(np.array([[0.55, 0.05], [0.25, 0.95]]))),
+    "TensorScatterMin": lambda p: fl.tensor_scatter_nd_min(
+        p(np.arange(8).reshape(4, 2) * 0.1), [[1, 1], [2, 0]], p(np.array([0.15, 0.45]))),
+    "ReverseSequence": lambda p: fl.reverse_sequence(p.n(3, 4, 2), [4, 0, 2], seq_axis=1,
+                                                     batch_axis=0),
+    "TopKV2": lambda p: fl.nn.top_k(p(np.random.default_rng(8).permutation(12).reshape(3, 4) * 0.1),
+                                    k=2)[0],
+    "Einsum": lambda p: (lambda a, b, c: [fl.einsum("bij,bjk->bik", a, b),
+                                          fl.einsum("ij,kj->ik", a[0], c),
+                                          fl.einsum("...ij,j->...i", a, c[0]),
+                                          fl.einsum("bij->j", a),
+                                          fl.einsum("aij,bjk->abk", a[:1], b),
+                                          fl.einsum("...ij,...jk->...ik", a[:1], b)])(
+        p.n(2, 3, 4), p.n(2, 4, 2), p.n(3, 4)),
+    "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
+    "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
+                                           fl.matrix_inverse(a, adjoint=True)])(
+        p(np.eye(3) * 2.0 + np.random.default_rng(9).uniform(-0.5, 0.5, (2, 3, 3)))),
     # control flow (fl.cond): the taken branch's gradient flows, the other input gets zeros
     "Switch": lambda p: (lambda x, y: fl.cond(fl.constant(True), lambda: fl.tanh(x * y),
                                               lambda: x + 1.0))(p.n(2, 3), p.n(2, 3)),
@@ -197,6 +263,10 @@ CASES: Dict[str, Builder] = {
         [1, 5, 4, 2], p.n(3, 2, 2, 3), p.n(1, 3, 2, 3), strides=2, padding="SAME"),
     "Conv2DBackpropFilter": lambda p: fl.nn.conv2d_backprop_filter(
         p.n(1, 5, 4, 2), [3, 2, 2, 3], p.n(1, 3, 2, 3), strides=2, padding="SAME"),
+    "DepthwiseConv2dNativeBackpropInput": lambda p: fl.nn.depthwise_conv2d_native_backprop_input(
+        [1, 5, 4, 2], p.n(3, 2, 2, 3), p.n(1, 3, 2, 6), [1, 2, 2, 1], "SAME"),
+    "DepthwiseConv2dNativeBackpropFilter": lambda p: fl.nn.depthwise_conv2d_native_backprop_filter(
+        p.n(1, 5, 4, 2), [3, 2, 2, 3], p.n(1, 3, 2, 6), [1, 2, 2, 1], "SAME"),
     "AvgPoolGrad": lambda p: fl.raw_ops.AvgPoolGrad(
         orig_input_shape=fl.constant([1, 5, 4, 2]), grad=p.n(1, 3, 2, 2), ksize=[1, 3, 3, 1],
         strides=[1, 2, 2, 1], padding="SAME"),
@@ -209,6 +279,15 @@ CASES: Dict[str, Builder] = {
         orig_input=x, orig_output=fl.nn.max_pool(x, 3, 2, "SAME"), grad=p.n(1, 5, 4, 2),
         ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"))(
         p(np.random.default_rng(7).permutation(40).reshape(1, 5, 4, 2) * 0.1)),
+    # TensorArrays: writes and scatters gathered; an element read twice (its gradients add up)
+    "TensorArrayWriteV3": lambda p: fl.TensorArray(f64, size=2).write(0, p.n(2, 3)).write(
+        1, p.n(2, 3)).gather([0, 1]),
+    "TensorArrayGatherV3": lambda p: fl.TensorArray(f64, size=3, element_shape=[2]).scatter(
+        [2, 0], p.n(2, 2)).gather([1, 2, 0]),
+    "TensorArrayScatterV3": lambda p: fl.TensorArray(f64, size=2).scatter(
+        [1, 0], p.n(2, 3)).gather([0, 1]),
+    "TensorArrayReadV3": lambda p: (lambda ta: [ta.read(1), ta.read(1) * ta.read(0)])(
+        fl.TensorArray(f64, size=2, clear_after_read=False).scatter([0, 1], p.n(2, 3))),
 }
 
 EPS = {"Cast": 1e-2}       # the float32 round trip needs a larger step

@@ -142,8 +142,10 @@ def test_initializers_can_become_variables(mlp, rng):
 
 def test_every_missing_op_is_listed_at_once_with_counts(tmp_path):
     nodes = [helper.make_node("NoSuchOp", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
-             helper.make_node("NoSuchOp", ["b"], ["c"]), helper.make_node("Einsum", ["c"], ["d"],
-                                                                   equation="i->i"),
+             helper.make_node("NoSuchOp", ["b"], ["c"]),
+             helper.make_node("TfIdfVectorizer", ["c"], ["d"], mode="TF", min_gram_length=1,
+                              max_gram_length=1, max_skip_count=0, ngram_counts=[0],
+                              ngram_indexes=[0], pool_int64s=[1]),
              helper.make_node("FancyOp", ["d"], ["y"], domain="com.example")]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [])
@@ -155,7 +157,7 @@ def test_every_missing_op_is_listed_at_once_with_counts(tmp_path):
     text = str(err.value)
     assert "3 ONNX op(s) flowc cannot lower (4 node(s))" in text
     assert "NoSuchOp (not implemented): 2 node(s), first #0" in text
-    assert "Einsum (not implemented): 1 node(s), first #3" in text
+    assert "TfIdfVectorizer (not implemented): 1 node(s), first #3" in text
     assert "FancyOp (domain 'com.example'): 1 node(s), first #4" in text
 
 
@@ -360,3 +362,43 @@ def test_training_mode_dropout_keeps_and_scales_with_flowc_random_numbers(tmp_pa
     assert abs(kept - 0.7) < 6 * np.sqrt(0.7 * 0.3 / mask.size), kept
     np.testing.assert_array_equal(y_off, x)
     assert mask_off.all()
+
+
+# (input shape NCHW or NCW, group, out channels, kernel, attrs): depthwise convolutions
+# (group == input channels, any multiplier) and general grouped ones
+GROUPED_CONVS = [
+    ("depthwise", (2, 4, 7, 6), 4, 4, (3, 3), dict(pads=[1, 1, 1, 1])),
+    ("depthwise_x3", (1, 4, 8, 7), 4, 12, (3, 2), dict(strides=[2, 1], pads=[1, 0, 2, 1])),
+    ("depthwise_dilated", (2, 3, 9, 9), 3, 6, (3, 3), dict(dilations=[2, 1],
+                                                           auto_pad="SAME_UPPER")),
+    ("depthwise_1d", (2, 5, 11), 5, 10, (3,), dict(strides=[2], pads=[1, 1])),
+    ("grouped", (2, 4, 6, 5), 2, 6, (3, 3), dict(pads=[1, 1, 1, 1])),
+    ("grouped_x2", (1, 6, 7, 7), 3, 6, (2, 3), dict(strides=[2, 2], dilations=[1, 2])),
+]
+
+
+@pytest.mark.parametrize("case", GROUPED_CONVS, ids=[c[0] for c in GROUPED_CONVS])
+def test_grouped_and_depthwise_conv_match_onnx_reference(tmp_path, rng, case):
+    from onnx.reference import ReferenceEvaluator
+    what, xshape, group, cout, kernel, attrs = case
+    x = rng.standard_normal(xshape).astype(np.float32)
+    w = rng.standard_normal((cout, xshape[1] // group, *kernel)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", group=group,
+                            kernel_shape=list(kernel), **attrs)
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                  [f"d{i}" for i in range(len(xshape))])],
+                   [_init("w", w), _init("b", b)])
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    loaded = load_onnx_model(_save(model, tmp_path, f"{what}.onnx"))
+    ops = [n.op for n in loaded.graph]
+    if what.startswith("depthwise"):
+        assert ops.count("DepthwiseConv2dNative") == 1
+        assert "Conv2D" not in ops and "Split" not in ops and "ConcatV2" not in ops
+    else:
+        assert ops.count("Conv2D") == group and "DepthwiseConv2dNative" not in ops
+    with fl.Session(graph=loaded.graph) as sess:
+        (y,) = sess.run([fl.Tensor(f) for f in loaded.fetches], {"x": x})
+    assert y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)

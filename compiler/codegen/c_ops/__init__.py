@@ -7,12 +7,18 @@ Importing this package attaches every built-in op's C lowering (``compiler/__ini
 after ``compiler.ops``).
 """
 import importlib
+import os
+import pkgutil
 
-FAMILIES = ("core", "math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state",
-            "io", "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
-            "candidate_sampling", "matmul_update", "sparse_update", "matmul_accumulate",
-            "segment_sum_accumulate", "conv_fused", "math_special", "activations", "scan",
-            "bitwise")
+# The families of the first releases, in the order they were always attached; any other
+# module of this package (a new family is a new file) follows, in name order.
+_FIRST = ("core", "math", "reduction", "nn", "array", "conv", "nn_grad", "random", "state",
+          "io", "comm", "queue", "accumulator", "stack", "control_flow", "fused", "data_flow",
+          "candidate_sampling", "matmul_update", "sparse_update", "matmul_accumulate",
+          "segment_sum_accumulate", "conv_fused")
+_here = os.path.dirname(os.path.abspath(__file__))
+FAMILIES = _FIRST + tuple(sorted(m.name for m in pkgutil.iter_modules([_here])
+                                 if m.name not in _FIRST and not m.name.startswith("_")))
 
 for _family in FAMILIES:
     importlib.import_module(f"compiler.codegen.c_ops.{_family}")

@@ -354,7 +354,7 @@ def test_output_folder_and_name_are_checked(capsys, tmp_path):
     rc, _, err = flowc(capsys, "compile", MODEL, "--emit", "c-library", "--name", "2bad",
                        "-o", tmp_path / "lib")
     assert rc == 1 and "must be a C identifier" in err
-    rc, _, err = flowc(capsys, "compile", MODEL, "--checkpoint", "x", "-o", tmp_path / "art")
+    rc, _, err = flowc(capsys, "compile", MODEL, "--name", "x", "-o", tmp_path / "art")
     assert rc == 1 and "--emit c-library" in err
 
 

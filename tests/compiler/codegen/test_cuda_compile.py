@@ -169,6 +169,21 @@ def _conv_cases(t):
                          {"strides": [1, 1, 1, 1], "padding": "VALID",
                           "fused_ops": ["BiasAdd"]}),
              fl.apply_op("_MaxPoolReluGrad", [x4, mp, x4[:, :2, :2, :] * 3.0], pool)]
+    # depthwise: multiplier 2 with a stride, multiplier 1 dilated and VALID; backprops with
+    # constant sizes and with sizes the host reads from the GPU (a Shape of a GPU tensor)
+    fd = fl.constant(np.ones((3, 2, 5, 2), np.float32)) * fl.reduce_sum(t["y"])
+    dwin = {"strides": [1, 2, 1, 1], "padding": "SAME"}
+    yd = fl.apply_op("DepthwiseConv2dNative", [x4, fd], dwin)
+    dyd = fl.ones_like(yd) * 0.5
+    made += [yd, fl.apply_op("DepthwiseConv2dNative", [x4, fd[:, :, :, :1]],
+                             {"strides": [1, 1, 1, 1], "padding": "VALID",
+                              "dilations": [1, 1, 2, 1]}),
+             fl.apply_op("DepthwiseConv2dNativeBackpropInput", [fl.constant([2, 3, 4, 5]), fd, dyd],
+                         dwin),
+             fl.apply_op("DepthwiseConv2dNativeBackpropInput", [fl.shape(x4 * 1.0), fd, dyd],
+                         dwin),
+             fl.apply_op("DepthwiseConv2dNativeBackpropFilter",
+                         [x4, fl.constant([3, 2, 5, 2]), dyd], dwin)]
     return made
 
 

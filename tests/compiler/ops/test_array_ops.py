@@ -614,3 +614,40 @@ def test_shape_size_rank_identity(graph, rng):
     np.testing.assert_array_equal(got["shape"], [4, 3])
     assert got["size"] == 12 and got["rank"] == 2
     np.testing.assert_array_equal(got["shape_of_reshape"], [4, 3, 1])
+
+
+# --- ReverseV2 ---------------------------------------------------------------------------------
+def test_reverse_along_any_axes_static_and_fed_dims(graph, rng):
+    x = fl.placeholder(fl.float32, [None, 3, 4], name="x")
+    b = fl.placeholder(fl.bool_, [2, None], name="b")
+    fetches = {"first": fl.reverse(x, [0]), "last": fl.reverse(x, [-1]),
+               "two": fl.reverse(x, [2, 0]), "none": fl.reverse(x, []),
+               "middle": fl.reverse(x, [1]) * 2.0, "bool": fl.reverse(b, [1])}
+    assert fetches["first"].shape == (None, 3, 4)
+    for rows in (2, 0, 5):
+        xv = rng.standard_normal((rows, 3, 4)).astype(np.float32)
+        bv = _value(rng, (2, rows), np.bool_)
+        got = check_against_interpreter(graph, fetches, {x: xv, b: bv})
+        np.testing.assert_array_equal(got["two"], xv[::-1, :, ::-1])
+        np.testing.assert_array_equal(got["last"], xv[:, :, ::-1])
+        np.testing.assert_array_equal(got["none"], xv)
+        np.testing.assert_array_equal(got["bool"], bv[:, ::-1])
+
+
+def test_reverse_refuses_repeated_or_out_of_range_axes():
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [2, 3])
+        with pytest.raises(ShapeError, match="specified more than once"):
+            fl.reverse(x, [1, -1])
+        with pytest.raises(ShapeError, match="out of range"):
+            fl.reverse(x, [2])
+
+
+def test_reverse_gradient_reverses_back(graph):
+    x = fl.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    w = fl.constant(np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], np.float32))
+    y = fl.reduce_sum(fl.reverse(x, [1]) * w)
+    (gx,) = fl.gradients(y, [x])
+    with fl.Session(graph=graph) as s:
+        np.testing.assert_array_equal(s.run(gx), np.array([[3, 2, 1], [6, 5, 4]], np.float32))

@@ -13,7 +13,8 @@ as in the reference kernels.
 """
 import importlib
 
-MODULES = ("views", "transpose", "concat_split", "slicing", "tile_pad", "fill_range", "gather")
+MODULES = ("views", "transpose", "concat_split", "slicing", "tile_pad", "fill_range", "gather",
+           "reverse")
 
 for _module in MODULES:
     importlib.import_module(f"compiler.codegen.c_ops.array.{_module}")  # attaches its C kernels
