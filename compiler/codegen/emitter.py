@@ -39,8 +39,10 @@ from runtime.module import ABI_VERSION
 # superlinear in function size, so this keeps compile time linear in the graph.
 NODES_PER_PART = 128
 
-# Constants of at least this many bytes are raw files included with ``.incbin``.
-BLOB_MIN_BYTES = 64 * 1024
+# Constants of at least this many bytes are raw files included with ``.incbin``: C text of
+# their numbers is slow to write and slower to parse (a MobileNetV2's mid-sized filters as C
+# initializers were half its glue's compile time).
+BLOB_MIN_BYTES = 4 * 1024
 
 # Without a memory plan, static buffers up to this size live in one per-step arena instead of
 # the allocator (each in its own slot).

@@ -4,8 +4,8 @@ loading), and the same step started by a new session over the filled cache (warm
 graph, the passes and the cache key, then the artifact loaded; no cc). Then the same two rows
 for models at scale: the 10,000-op chain of bench_dispatch.py (fusion off, as there), and a
 ResNet-18-style and a MobileNetV2-style CNN at 1x3x96x96 written as ONNX by
-compile_models.py (imported once, before the timing: the rows time the compile, not the ONNX
-import, which the note gives).
+compile_models.py and make_mobilenet_onnx.py (imported once, before the timing: the rows time
+the compile, not the ONNX import, which the note gives).
 
     python3 examples/benchmarks/bench_compile.py [--quick] [--no-models]
 
@@ -81,12 +81,10 @@ def chain_step():
 
 def onnx_step(name: str, folder: str):
     """The imported model's step (a new session's first run) and a note on its import."""
-    import onnx
     import dsl as fl
     from dsl.onnx import import_onnx
     import compile_models
-    path = os.path.join(folder, name + ".onnx")
-    onnx.save(getattr(compile_models, name)(), path)
+    path = compile_models.write_model(name, folder)
     t0 = time.perf_counter()
     imported = import_onnx(path)
     seconds = time.perf_counter() - t0

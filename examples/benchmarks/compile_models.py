@@ -1,7 +1,7 @@
-"""The models whose compile time the compile benchmark measures, written with onnx.helper
-(seeded weights, no PyTorch needed): a ResNet-18-style and a MobileNetV2-style CNN as PyTorch
-exports them in eval mode (batch norm folded into each Conv's bias, ReLU6 as Clip), and the
-chain of scalar adds of bench_dispatch.py.
+"""The CNNs whose compile time the compile benchmark measures, written with onnx.helper (seeded
+weights, no PyTorch needed): a ResNet-18-style CNN as PyTorch exports it in eval mode (batch
+norm folded into each Conv's bias), and the MobileNetV2-style CNN of make_mobilenet_onnx.py
+(depthwise convolutions, batch norm, Clip as ReLU6), both 1x3x96x96.
 
     python3 examples/benchmarks/compile_models.py OUT_DIR     # writes resnet18.onnx, mobilenetv2.onnx
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import List, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))     # make_mobilenet_onnx
 
 import numpy as np
 
@@ -51,13 +53,6 @@ class _Builder:
         return self.node("Conv", [x, w, b], kernel_shape=[k, k], strides=[stride, stride],
                          pads=[p, p, p, p], group=group)
 
-    def relu6(self, x: str) -> str:
-        from onnx import numpy_helper
-        if not any(i.name == "zero" for i in self.initializers):
-            self.initializers.append(numpy_helper.from_array(np.float32(0.0), "zero"))
-            self.initializers.append(numpy_helper.from_array(np.float32(6.0), "six"))
-        return self.node("Clip", [x, "zero", "six"])
-
     def head(self, x: str, channels: int, classes: int) -> str:
         x = self.node("GlobalAveragePool", [x])
         x = self.node("Flatten", [x], axis=1)
@@ -94,48 +89,31 @@ def resnet18(classes: int = 1000, seed: int = 18, shape=IMAGE):
     return b.model("resnet18", "image", "logits", classes, shape)
 
 
-def _divisible(v: float, d: int = 8) -> int:
-    n = max(d, int(v + d / 2) // d * d)
-    return n + d if n < 0.9 * v else n
+def write_mobilenetv2(path: str, width: float = 1.0, size: int = 96) -> str:
+    """make_mobilenet_onnx.py's MobileNetV2-style model at ``path``."""
+    import contextlib
+    import io
+    import make_mobilenet_onnx
+    with contextlib.redirect_stdout(io.StringIO()):         # it reports what it wrote
+        make_mobilenet_onnx.make(path, width, size)
+    return path
 
 
-# torchvision's MobileNetV2 inverted residual settings: expansion, channels, blocks, stride.
-MOBILENETV2_BLOCKS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                      (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
-
-
-def mobilenetv2(width: float = 0.15, classes: int = 1000, seed: int = 2, shape=IMAGE):
-    """torchvision's MobileNetV2 (17 inverted residual blocks, depthwise 3x3 convolutions) at
-    width multiplier ``width`` (0.15: 1,400 depthwise channels, the size the issue measured),
-    as an ONNX ModelProto taking ``shape`` (NCHW)."""
-    b = _Builder(seed)
-    cin = _divisible(32 * width)
-    x = b.relu6(b.conv("image", 3, cin, 3, 2))
-    for expand, channels, blocks, stride in MOBILENETV2_BLOCKS:
-        cout = _divisible(channels * width)
-        for i in range(blocks):
-            s = stride if i == 0 else 1
-            hidden = cin * expand
-            y = b.relu6(b.conv(x, cin, hidden, 1)) if expand != 1 else x
-            y = b.relu6(b.conv(y, hidden, hidden, 3, s, group=hidden))
-            y = b.conv(y, hidden, cout, 1)
-            x = b.node("Add", [x, y]) if s == 1 and cin == cout else y
-            cin = cout
-    last = _divisible(1280 * max(1.0, width))
-    x = b.relu6(b.conv(x, cin, last, 1))
-    b.head(x, last, classes)
-    return b.model("mobilenetv2", "image", "logits", classes, shape)
+def write_model(name: str, folder: str) -> str:
+    """Write ``name``.onnx (resnet18 or mobilenetv2) into ``folder``; its path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name + ".onnx")
+    if name == "resnet18":
+        import onnx
+        onnx.save(resnet18(), path)
+    else:
+        write_mobilenetv2(path)
+    return path
 
 
 def write_models(folder: str) -> dict:
     """Write resnet18.onnx and mobilenetv2.onnx into ``folder``; their paths by name."""
-    import onnx
-    os.makedirs(folder, exist_ok=True)
-    paths = {}
-    for name, make in (("resnet18", resnet18), ("mobilenetv2", mobilenetv2)):
-        paths[name] = os.path.join(folder, name + ".onnx")
-        onnx.save(make(), paths[name])
-    return paths
+    return {name: write_model(name, folder) for name in ("resnet18", "mobilenetv2")}
 
 
 if __name__ == "__main__":

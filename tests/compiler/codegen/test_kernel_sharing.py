@@ -112,10 +112,11 @@ def _onnx_step(name, tmp_path):
     from compiler.cli.commands import step_for
     from dsl.onnx.loader import load_onnx_model
     models = _compile_models()
-    model = (models.resnet18(classes=10, shape=(1, 3, 32, 32)) if name == "resnet18" else
-             models.mobilenetv2(width=0.1, classes=10, shape=(1, 3, 32, 32)))
     path = str(tmp_path / (name + ".onnx"))
-    onnx.save(model, path)
+    if name == "resnet18":
+        onnx.save(models.resnet18(classes=10, shape=(1, 3, 32, 32)), path)
+    else:
+        models.write_mobilenetv2(path, width=0.25, size=32)
     return step_for(load_onnx_model(path))
 
 
