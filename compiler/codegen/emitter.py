@@ -493,12 +493,10 @@ class _Emitter(EmitterBase):
         if value.nbytes >= BLOB_MIN_BYTES:
             self._emit_blob(n, ref, name, value)
             return
-        flat = value.reshape(-1).tolist()
-        if not flat:
-            flat = [0]
-        items = ", ".join(self.target.literal(v, dtype) for v in flat)
+        flat = value.reshape(-1) if value.size else np.zeros(1, value.dtype)
+        items = ", ".join(self.target.literals(flat, dtype))
         self.constants.append((self._part(), f"/* %{n.name} : {n.output_types[0]} */\n"
-                              f"static const {ref.ctype} {name}[{len(flat)}] __attribute__((aligned(64))) = {{{items}}};"))
+                              f"static const {ref.ctype} {name}[{flat.size}] __attribute__((aligned(64))) = {{{items}}};"))
         self.body.append(f"{ref.var}.data = (void *){name}; {ref.var}.rank = {ref.rank}; "
                          f"{ref.var}.dtype = {dtype.code};")
         for d, dim in enumerate(value.shape):

@@ -35,6 +35,9 @@ from runtime.dtypes import DType
 MAX_KEYED_CONSTANT = 4096
 
 _OWN_LOWERINGS = "compiler.codegen.c_ops."
+# Attrs that say where a node came from, which no lowering reads: the memory plan's (the
+# emitter places the buffers) and the names of the nodes a Fused node replaced (the profile's).
+_UNREAD_ATTRS = frozenset(PLAN_ATTRS) | {"fused_from"}
 _PLACEHOLDER = re.compile(r"flowc_memo_([ta])(\d+)_")
 
 
@@ -97,7 +100,7 @@ class KernelMemo:
         pattern = tuple(distinct.setdefault(r.var, len(distinct)) for r in refs)
         node = kc.node
         attrs = tuple(sorted((k, _value_key(v)) for k, v in node.attrs.items()
-                             if k not in PLAN_ATTRS))
+                             if k not in _UNREAD_ATTRS))
         key = (op.name, attrs, pattern, kc.target.restrict,
                tuple((r.dtype, tuple(r.shape), r.address is not None) for r in refs),
                tuple(self._constant_key(i) for i in node.inputs))
