@@ -349,8 +349,11 @@ class Graph:
 
     def topo_sort(self) -> None:
         """Reorder nodes topologically, keeping the current order where edges allow."""
-        import networkx as nx
         order = {n: i for i, n in enumerate(self._nodes)}
+        if self._in_topological_order(order):      # what the sort would give back
+            self.version += 1
+            return
+        import networkx as nx
         dg = nx.DiGraph()
         dg.add_nodes_from(self._nodes)
         for n in self._nodes:
@@ -367,6 +370,17 @@ class Graph:
             raise GraphError("graph has a cycle: " + " -> ".join(f"%{a.name}" for a, _ in cycle)
                              + f" -> %{cycle[0][0].name}") from None
         self.version += 1
+
+    def _in_topological_order(self, order: Dict[Node, int]) -> bool:
+        """Whether every edge (but back edges) already runs forward in ``order``."""
+        for n, k in order.items():
+            for i in n._inputs:
+                if order.get(i.node, k) >= k and i.node.op not in BACK_EDGE_OPS:
+                    return False
+            for c in n._control_inputs:
+                if order.get(c, k) >= k and c.op not in BACK_EDGE_OPS:
+                    return False
+        return True
 
     def copy(self, name: Optional[str] = None):
         """A deep copy of the structure; returns (graph, mapping old node -> new node)."""
