@@ -40,6 +40,17 @@ class CodegenError(CompileError):
     """An op cannot be emitted for the chosen target."""
 
 
+class StaticValueNeeded(CodegenError):
+    """The C backend needs something known at compile time (a rank, a dim, an axis or a
+    permutation) that this step only computes at run time. ``fl.Session`` then compiles the
+    step again for the shapes (and, where needed, the values) it is fed (``dsl/
+    rank_specialized.py``); ``node`` is the IR node that needed it."""
+
+    def __init__(self, message: str, node=None, location=None):
+        super().__init__(message, node, location)
+        self.node = node if hasattr(node, "inputs") else None
+
+
 class BuildError(FlowcError):
     """The system compiler rejected generated source."""
 

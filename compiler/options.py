@@ -28,9 +28,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from runtime.errors import FlowcError
 
 # The passes that run when ``--passes`` is not given, in order.
-DEFAULT_PIPELINE = ("prune", "infer-shapes", "fold-constants", "cse", "simplify", "place",
-                    "fuse-updates", "fuse-accumulate", "fuse-conv", "fuse-matmul-bias", "fuse",
-                    "partition", "plan-memory")
+DEFAULT_PIPELINE = ("prune", "infer-shapes", "fold-constants", "cse", "simplify", "layout",
+                    "fold-batch-norm", "place", "legalize-types", "fuse-updates",
+                    "fuse-accumulate", "fuse-conv", "fuse-matmul-bias", "fuse", "partition",
+                    "plan-memory")
 
 # Constant folding does not materialize results with more elements than this.
 DEFAULT_FOLD_MAX_ELEMENTS = 1 << 20

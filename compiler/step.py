@@ -56,33 +56,47 @@ def tensor_name(out: Output) -> str:
     return out.node.name if out.index == 0 else out.name
 
 
+def feed_placeholder_name(out: Output) -> str:
+    """The name of the ``Placeholder`` that stands for fed tensor ``out`` in a step graph."""
+    return out.node.name if out.node.op == "Placeholder" else f"{out.node.name}/_feed{out.index}"
+
+
 def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Output],
                     targets: Sequence[Node] = (),
-                    feed_shapes: Optional[Sequence[Optional[tuple]]] = None) -> StepGraph:
+                    feed_shapes: Optional[Sequence[Optional[tuple]]] = None,
+                    feed_values: Optional[Sequence[Optional[np.ndarray]]] = None) -> StepGraph:
     """Copy ``graph`` into a step graph for the given feeds, fetches and targets.
 
     ``feed_shapes[i]``, where given and not None, is the shape the i-th feed takes in this
     step instead of its own: a feed of unknown rank is compiled for the rank it is fed
-    (``dsl/rank_specialized.py``)."""
+    (``dsl/rank_specialized.py``), a step whose shapes only the values fed decide for their
+    shapes. ``feed_values[i]``, where given and not None, is a value the step is compiled
+    for: the feed's users read it as a constant (an axis or a permutation fed), and the
+    feed itself stays in the step's signature (its value is then not read)."""
     g, mapping = graph.copy()
     feed_nodes: List[Node] = []
     fed = {}                    # fed output -> the placeholder output standing for it
     for k, f in enumerate(feeds):
         src = Output(mapping[f.node], f.index)
         shape = feed_shapes[k] if feed_shapes is not None else None
+        value = feed_values[k] if feed_values is not None else None
         if src.node.op == "Placeholder":
             if shape is not None:
                 src.node.attrs["shape"] = shape
                 src.node.output_types[0] = TensorType(src.dtype, shape)
             feed_nodes.append(src.node)
+            if value is not None:
+                _read_as_constant(g, src, value)
             continue
         ph = g.add_node("Placeholder", (), {"dtype": src.dtype, "shape": shape or src.shape},
-                        name=f"{src.node.name}/_feed{src.index}",
+                        name=feed_placeholder_name(f),
                         output_types=[TensorType(src.dtype, shape) if shape else src.type],
                         location=src.node.location)
         g.replace_all_uses_with(src, ph.output(0))
         feed_nodes.append(ph)
         fed[src] = ph.output(0)
+        if value is not None:
+            fed[src] = _read_as_constant(g, ph.output(0), value)
     for n in g:
         if n.op == "PlaceholderWithDefault":
             # Not fed in this step (a fed one was replaced above): it is its default, so
@@ -101,6 +115,17 @@ def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Out
     g.topo_sort()
     return StepGraph(g, feed_nodes, [tensor_name(f) for f in feeds], retvals,
                      [tensor_name(f) for f in fetches])
+
+
+def _read_as_constant(g: Graph, placeholder: Output, value: np.ndarray) -> Output:
+    """Make the users of ``placeholder`` read ``value`` as a constant instead."""
+    value = np.ascontiguousarray(value, dtype=placeholder.dtype.np)
+    const = g.add_node("Const", (), {"dtype": placeholder.dtype, "value": value},
+                       name=f"{placeholder.node.name}/_value",
+                       output_types=[TensorType(placeholder.dtype, tuple(value.shape))],
+                       location=placeholder.node.location)
+    g.replace_all_uses_with(placeholder, const.output(0))
+    return const.output(0)
 
 
 def step_specs(step: StepGraph) -> Tuple[List[TensorSpec], List[TensorSpec]]:

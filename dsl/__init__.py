@@ -25,14 +25,19 @@ from dsl.control_flow_ops import *  # noqa: F401,F403
 from dsl.tensor_array_ops import TensorArray
 from dsl.indexed_slices import IndexedSlices
 from dsl.variables import *  # noqa: F401,F403
+from dsl.variable_scope import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl.clip_ops import *  # noqa: F401,F403
 from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl import nn
 from dsl import layers
+from dsl import losses
+from dsl import metrics
+from dsl import contrib
 from dsl import graph_util
 from dsl import bitwise
+from dsl import image
 from dsl import summary
 from dsl import train
 from dsl.config import ConfigProto, RunMetadata, RunOptions
@@ -45,7 +50,10 @@ from runtime.errors import (AbortedError, CancelledError, DeadlineExceededError,
                             NotFoundError, OpError, OutOfRangeError, ResourceExhaustedError,
                             RuntimeExecutionError, UnavailableError)
 
-float16, float32, float64 = DType.f16, DType.f32, DType.f64
+float16, bfloat16, float32, float64 = DType.f16, DType.bf16, DType.f32, DType.f64
+half = float16
 int8, int16, int32, int64, uint8 = DType.i8, DType.i16, DType.i32, DType.i64, DType.u8
+uint16, uint32, uint64 = DType.u16, DType.u32, DType.u64
 bool_ = DType.bool
+bool = DType.bool  # noqa: A001  (tf.bool; set last: nothing above reads the builtin)
 f32, f64, i32, i64 = DType.f32, DType.f64, DType.i32, DType.i64

@@ -21,7 +21,7 @@ __all__ = [
     "reshape", "transpose", "concat", "split", "slice", "strided_slice", "stack", "unstack",
     "squeeze", "expand_dims", "tile", "pad", "fill", "zeros", "ones", "zeros_like", "ones_like",
     "one_hot", "range", "gather", "shape", "size", "rank", "identity", "stop_gradient", "newaxis",
-    "reverse",
+    "reverse", "bitcast",
 ]
 
 newaxis = None
@@ -84,6 +84,13 @@ def reshape(tensor, shape, name: Optional[str] = None) -> Tensor:
     """``tensor`` with ``shape`` (one size may be -1); a view, no copy."""
     return apply_op("Reshape", [convert_to_tensor(tensor), _as_index(shape)],
                     name=name or "Reshape")
+
+
+def bitcast(input, type, name: Optional[str] = None) -> Tensor:  # noqa: A002  (tf.bitcast)
+    """The bytes of ``input`` read as ``type`` (Bitcast): to a smaller type a last dim of the
+    size ratio is added, to a larger one the last dim (the ratio) goes."""
+    return apply_op("Bitcast", [convert_to_tensor(input)], {"type": as_dtype(type)},
+                    name=name or "Bitcast")
 
 
 def transpose(a, perm=None, name: str = "transpose", conjugate: bool = False) -> Tensor:

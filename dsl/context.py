@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from typing import Callable, Iterable, List, Optional, Union
 
@@ -64,8 +65,29 @@ class Graph(_IRGraph):
     def add_to_collection(self, name: str, value) -> None:
         self.collections.setdefault(name, []).append(value)
 
-    def get_collection(self, name: str) -> list:
-        return list(self.collections.get(name, []))
+    def get_collection(self, name: str, scope: Optional[str] = None) -> list:
+        """A copy of collection ``name``; with ``scope``, only the items that have a ``name``
+        matched at its start by the regular expression ``scope`` (TensorFlow's rule)."""
+        items = list(self.collections.get(name, []))
+        if scope is None:
+            return items
+        regex = re.compile(scope)
+        out = []
+        for item in items:
+            item_name = getattr(item, "name", None)
+            if isinstance(item_name, str) and regex.match(item_name):
+                out.append(item)
+        return out
+
+    def get_collection_ref(self, name: str) -> list:
+        """Collection ``name`` itself, made empty if missing (changes to it are kept)."""
+        return self.collections.setdefault(name, [])
+
+    def get_all_collection_keys(self) -> list:
+        return sorted(self.collections)
+
+    def clear_collection(self, name: str) -> None:
+        self.collections.pop(name, None)
 
     @property
     def current_name_scope(self) -> str:

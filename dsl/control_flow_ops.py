@@ -133,7 +133,9 @@ def _build_branch(g, fn: Callable, pred: Tensor, branch: int, pivot: Tensor, wha
                     outs.append(identity(pred, name="op_done"))
                 continue
             outs.append(identity(convert_to_tensor(v)))
-    created = _created_since(g, before)
+    # (nodes made meanwhile outside any control flow, such as variables, are not the branch's)
+    foreign = g.__dict__.get("_nodes_of_other_loops", ())
+    created = [n for n in _created_since(g, before) if n not in foreign]
     inside = set(created)
     switches: Dict[Output, Output] = {}
 

@@ -39,7 +39,7 @@ class DistributedSession(Session):
                              timeout or DEFAULT_STEP_TIMEOUT_S, max_message_bytes,
                              max_tensor_bytes)
 
-    def _compile(self, feeds, fetches, targets, feed_shapes=None):
+    def _compile(self, feeds, fetches, targets, feed_shapes=None, feed_values=None):
         if feed_shapes is not None:
             unknown = [f.name for f, s in zip(feeds, feed_shapes) if s is not None]
             raise FeedError(f"a grpc:// session compiles its steps before it sees their values: "

@@ -20,13 +20,14 @@ __all__ = [
     "negative", "abs", "sign", "square", "sqrt", "rsqrt", "exp", "log", "log1p", "reciprocal",
     "tanh", "sigmoid", "floor", "ceil", "round", "cast",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-    "logical_not", "logical_and", "logical_or", "logical_xor", "where",
-    "unsorted_segment_sum",
+    "logical_not", "logical_and", "logical_or", "logical_xor", "where", "where_v2",
+    "unsorted_segment_sum", "div_no_nan", "divide_no_nan",
 ]
 
 # truediv's int -> float promotion (as tf.math.truediv)
 _TRUEDIV_FLOAT = {DType.i8: DType.f32, DType.i16: DType.f32, DType.u8: DType.f32,
-                  DType.i32: DType.f64, DType.i64: DType.f64}
+                  DType.u16: DType.f32, DType.i32: DType.f64, DType.i64: DType.f64,
+                  DType.u32: DType.f64, DType.u64: DType.f64}
 
 
 def _binary_operands(x, y):
@@ -280,15 +281,50 @@ def logical_xor(x, y, name: Optional[str] = None) -> Tensor:
 
 
 def where(condition, x=None, y=None, name: Optional[str] = None) -> Tensor:
-    """``x`` where ``condition`` else ``y``, broadcasting all three (SelectV2); with neither
-    ``x`` nor ``y``, the indices of true elements (the ``Where`` op)."""
+    """``x`` where ``condition`` else ``y`` (TF1's ``tf.where``); with neither ``x`` nor ``y``,
+    the indices of true elements (the ``Where`` op).
+
+    As in TensorFlow 1.x, a vector condition with matrices (or higher ranks) picks rows (the
+    ``Select`` op); otherwise the three broadcast (``SelectV2``, which agrees with ``Select``
+    wherever ``Select`` is defined: a scalar condition, or one of the shape of x and y)."""
     if x is None and y is None:
         return apply_op("Where", [convert_to_tensor(condition)], name=name)
     if x is None or y is None:
         raise ValueError("where needs both x and y, or neither")
     condition = convert_to_tensor(condition, dtype=DType.bool)
     x, y = _binary_operands(x, y)
+    if (condition.shape is not None and len(condition.shape) == 1 and x.shape is not None
+            and len(x.shape) > 1):
+        return apply_op("Select", [condition, x, y], name=name or "Select")
     return apply_op("SelectV2", [condition, x, y], name=name)
+
+
+def where_v2(condition, x=None, y=None, name: Optional[str] = None) -> Tensor:
+    """``x`` where ``condition`` else ``y``, broadcasting all three (``tf.where_v2``, TF2's
+    ``tf.where``: SelectV2)."""
+    if x is None and y is None:
+        return apply_op("Where", [convert_to_tensor(condition)], name=name)
+    if x is None or y is None:
+        raise ValueError("where_v2 needs both x and y, or neither")
+    condition = convert_to_tensor(condition, dtype=DType.bool)
+    x, y = _binary_operands(x, y)
+    return apply_op("SelectV2", [condition, x, y], name=name)
+
+
+def div_no_nan(x, y, name: Optional[str] = None) -> Tensor:
+    """``x / y``, and 0 where ``y`` is 0 (``tf.div_no_nan``), built so that its gradient is
+    finite too: the division sees 1 where ``y`` is 0, and ``where`` then picks 0."""
+    from dsl.array_ops import ones_like, zeros_like
+    from dsl.context import name_scope
+    with name_scope(name or "div_no_nan"):
+        x, y = _binary_operands(x, y)
+        zero = equal(y, convert_to_tensor(0, dtype=y.dtype))
+        safe = where(zero, ones_like(y), y)
+        q = realdiv(x, safe) if x.dtype.is_floating else divide(x, safe)
+        return where(zero, zeros_like(q), q)
+
+
+divide_no_nan = div_no_nan
 
 
 # --- operator overloads ---------------------------------------------------------------------

@@ -7,11 +7,12 @@ from typing import Optional
 from compiler.ir.op_registry import has_op
 from dsl.indexing_ops import top_k
 from dsl.math_ops import elu, relu, relu6, sigmoid, softplus, tanh
+from dsl.context import name_scope
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
-__all__ = ["softmax", "log_softmax", "bias_add", "relu", "relu6", "elu", "softplus", "sigmoid",
-           "tanh", "top_k"]
+__all__ = ["softmax", "log_softmax", "bias_add", "xw_plus_b", "relu", "relu6", "elu", "softplus",
+           "sigmoid", "tanh", "top_k"]
 
 
 def _softmax(op: str, logits, axis, name: Optional[str], dim) -> Tensor:
@@ -59,6 +60,13 @@ def bias_add(value, bias, data_format: Optional[str] = None, name: Optional[str]
         fmt = "NHWC"
     return apply_op("BiasAdd", [value, bias], {"data_format": fmt}, name=name or "BiasAdd")
 
+def xw_plus_b(x, weights, biases, name: Optional[str] = None) -> Tensor:
+    """``matmul(x, weights) + biases`` (``tf.nn.xw_plus_b``)."""
+    from dsl.linalg_ops import matmul
+    with name_scope(name or "xw_plus_b"):
+        return bias_add(matmul(x, weights), biases)
+
+
 from dsl import nn_conv as _nn_conv, nn_losses as _nn_losses  # noqa: E402
 from dsl.embedding_ops import embedding_lookup  # noqa: E402,F401
 from dsl.nn_conv import *  # noqa: E402,F401,F403  (conv2d, max_pool, ...)
@@ -66,10 +74,19 @@ from dsl.nn_losses import *  # noqa: E402,F401,F403  (softmax_cross_entropy_with
 from dsl.candidate_sampling import (log_uniform_candidate_sampler,  # noqa: E402,F401
                                     uniform_candidate_sampler)
 from dsl.nn_sampled import compute_sampled_logits, sampled_softmax_loss  # noqa: E402,F401
+from dsl import nn_norm as _nn_norm  # noqa: E402
+from dsl.nn_norm import (batch_normalization, fused_batch_norm, l2_normalize,  # noqa: E402,F401
+                         moments)
 from dsl import nn_activations as _nn_activations  # noqa: E402
 from dsl.nn_activations import gelu, leaky_relu, selu, softsign  # noqa: E402,F401
 
+from dsl import rnn_cell  # noqa: E402,F401  (fl.nn.rnn_cell.BasicLSTMCell, ...)
+from dsl import rnn as _rnn  # noqa: E402
+from dsl.rnn import *  # noqa: E402,F401,F403  (dynamic_rnn, static_rnn, ...)
+
+__all__ += _rnn.__all__ + ["rnn_cell"]
 __all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
 __all__ += _nn_activations.__all__
+__all__ += _nn_norm.__all__
 __all__ += ["uniform_candidate_sampler", "log_uniform_candidate_sampler", "sampled_softmax_loss",
             "compute_sampled_logits"]

@@ -12,6 +12,7 @@ from dsl.tensor import Tensor
 from runtime.dtypes import DType
 
 __all__ = ["sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
+           "softmax_cross_entropy_with_logits_v2", "sigmoid_cross_entropy_with_logits",
            "l2_loss", "dropout"]
 
 
@@ -64,6 +65,36 @@ def softmax_cross_entropy_with_logits(labels=None, logits=None, axis: int = -1,
     classes = logits.shape[-1] if logits.shape[-1] is not None else shape(logits)[-1]
     loss = apply_op(op, [reshape(logits, [-1, classes]), reshape(labels, [-1, classes])])[0]
     return reshape(loss, shape(logits)[:-1], name=name or op)
+
+
+softmax_cross_entropy_with_logits_v2 = softmax_cross_entropy_with_logits
+
+
+def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None,
+                                      name: Optional[str] = None) -> Tensor:
+    """Elementwise cross-entropy of sigmoid(logits) against probabilities ``labels``, in
+    TensorFlow's stable form ``max(x, 0) - x * z + log1p(exp(-|x|))``."""
+    if _sentinel is not None:
+        raise ValueError("sigmoid_cross_entropy_with_logits takes labels= and logits= by name")
+    if labels is None or logits is None:
+        raise ValueError("sigmoid_cross_entropy_with_logits needs labels= and logits=")
+    from dsl.array_ops import zeros_like
+    from dsl.context import name_scope
+    from dsl.math_ops import exp, log1p
+    with name_scope(name or "logistic_loss"):
+        logits = convert_to_tensor(logits)
+        labels = convert_to_tensor(labels, dtype=logits.dtype)
+        if logits.shape is not None and labels.shape is not None and (
+                len(logits.shape) != len(labels.shape) or any(
+                    a is not None and b is not None and a != b
+                    for a, b in zip(logits.shape, labels.shape))):
+            raise ValueError(f"logits and labels must have the same shape "
+                             f"({list(logits.shape)} vs {list(labels.shape)})")
+        zeros = zeros_like(logits)
+        positive = greater_equal(logits, zeros)
+        relu_logits = where(positive, logits, zeros)
+        neg_abs_logits = where(positive, -logits, logits)
+        return relu_logits - logits * labels + log1p(exp(neg_abs_logits))
 
 
 def l2_loss(t, name: Optional[str] = None) -> Tensor:

@@ -16,7 +16,7 @@ from compiler.ir.op_registry import get_op, has_op, all_ops, OpDef
 from dsl.context import PendingOp, device_for, get_default_graph
 from dsl.raw_op_names import PYTHON_NAMES
 from dsl.tensor import Operation, Tensor
-from runtime.dtypes import DType, as_dtype
+from runtime.dtypes import DType, as_dtype, numpy_kind
 
 
 _CONST = get_op("Const")
@@ -62,7 +62,7 @@ def _to_array(value, dtype: DType, what: str = "value") -> np.ndarray:
         arr = np.asarray(value)
     except (ValueError, TypeError) as e:
         raise TypeError(f"{what} {value!r} cannot be converted to a {dtype} tensor: {e}") from None
-    kind = arr.dtype.kind
+    kind = numpy_kind(arr.dtype)
     if kind not in "biuf":
         if kind == "O" and _all_ints(value):
             raise TypeError(f"{what} {value!r} is out of range for {dtype}")
@@ -237,7 +237,10 @@ def _converted_inputs(op: OpDef, inputs: Sequence[Any], attrs: Dict[str, Any], g
                 known[k] = as_dtype(v)
             except (TypeError, ValueError) as e:
                 raise OpError(f"attr {k} of {op_name}: {e}", None, loc) from None
-    inputs = [v if type(v) is Tensor else _graph_value(v) for v in inputs]
+    # a variable stands for its value, or for its handle where the op takes a resource
+    inputs = [v if type(v) is Tensor else
+              v.handle if arg.dtype is DType.resource and hasattr(v, "_as_graph_tensor")
+              else _graph_value(v) for arg, v in zip(op_inputs, inputs)]
     for arg, value in zip(op_inputs, inputs):
         if arg.type_attr and arg.type_attr not in known:
             if type(value) is Tensor:

@@ -19,16 +19,26 @@ from dsl.tensor import Tensor
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["random_uniform", "random_normal", "truncated_normal", "op_seeds",
-           "DEFAULT_GRAPH_SEED"]
+           "DEFAULT_GRAPH_SEED", "set_random_seed"]
 
 DEFAULT_GRAPH_SEED = 87654321
 
 
+def set_random_seed(seed: Optional[int]) -> None:
+    """The default graph's seed (``tf.set_random_seed``): random ops made afterwards take it
+    as their ``seed`` attr instead of TensorFlow's DEFAULT_GRAPH_SEED (None: back to that)."""
+    get_default_graph().seed = None if seed is None else int(seed)
+
+
 def op_seeds(seed: Optional[int]) -> Tuple[int, int]:
-    """The (seed, seed2) attrs of a new random op for the op-level ``seed`` (None: derived)."""
+    """The (seed, seed2) attrs of a new random op for the op-level ``seed`` (None: derived),
+    under the graph's seed (``set_random_seed``) if it has one."""
+    g = get_default_graph()
+    graph_seed = getattr(g, "seed", None)
+    first = DEFAULT_GRAPH_SEED if graph_seed is None else graph_seed
     if seed is not None:
-        return DEFAULT_GRAPH_SEED, int(seed)
-    return DEFAULT_GRAPH_SEED, sum(1 for _ in get_default_graph())
+        return first, int(seed)
+    return first, sum(1 for _ in g)
 
 
 def _float_dtype(dtype) -> DType:

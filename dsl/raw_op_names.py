@@ -25,6 +25,7 @@ PYTHON_NAMES: Dict[str, Dict[str, str]] = {
     "Split": {"split_dim": "axis"},
     "SplitV": {"split_dim": "axis"},
     "Squeeze": {"squeeze_dims": "axis"},
+    "Select": {"t": "x", "e": "y"},
 }
 
 

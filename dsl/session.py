@@ -11,22 +11,24 @@ feed checks). A repeated ``run`` only checks the fed values and calls the compil
 from __future__ import annotations
 
 import dataclasses
+import logging
+import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from compiler.errors import GraphError
+from compiler.errors import GraphError, StaticValueNeeded
 from compiler.gc_pause import gc_paused
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
-from compiler.options import PipelineOptions
+from compiler.options import PipelineOptions, resolve_options
 from compiler.master import compile_step
 from compiler.step import make_step_graph
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
-from dsl.rank_specialized import RankSpecializedStep, has_unknown_rank
+from dsl.rank_specialized import RankSpecializedStep, ShapeSpecializedStep, has_unknown_rank
 from dsl.session_devices import (has_gpu_module, pin_variables, placement_options,
                                  session_gpus, variables_kept_off_the_gpu)
 from dsl.tensor import Operation, Tensor
@@ -439,10 +441,10 @@ class Session:
             run_metadata.step_stats = profile.Profile([])
             return plan.rebuild([])
         outs = self._feeds(keys)
-        shapes = (runner.executable.feed_shapes(arrays)
-                  if isinstance(runner.executable, RankSpecializedStep) else None)
+        special = (runner.executable.specialization(arrays)
+                   if hasattr(runner.executable, "specialization") else {})
         exe = self._compiled([outs[i] for i in runner.order], plan.outputs, plan.targets,
-                             traced=True, feed_shapes=shapes)
+                             traced=True, **special)
         profile.reset(exe)
         t0 = time.perf_counter_ns()
         results = exe.call(arrays, store=self.store, timeout_ms=options.timeout_in_ms)
@@ -545,10 +547,10 @@ class Session:
             order = sorted(range(len(outs)), key=lambda i: (outs[i].node.name, outs[i].index))
             feeds = [outs[i] for i in order]
             if self.backend == "c" and has_unknown_rank(feeds):   # compiled per ranks fed
-                executable = RankSpecializedStep(feeds, lambda shapes: self._compiled(
-                    feeds, plan.outputs, plan.targets, feed_shapes=shapes))
+                executable = RankSpecializedStep(feeds, lambda shapes: self._step_for(
+                    feeds, plan, shapes))
             else:
-                executable = self._compiled(feeds, plan.outputs, plan.targets)
+                executable = self._step_for(feeds, plan)
         runner = _Runner(executable, order, keys)
         if len(plan.runners) >= _MAX_RUNNERS_PER_PLAN:
             plan.runners.clear()
@@ -565,17 +567,43 @@ class Session:
         results = Interpreter(self.graph, self.store).run(plan.outputs, feeds, plan.targets)
         return plan.rebuild([r[()] if r.ndim == 0 else r for r in map(np.asarray, results)])
 
+    def _step_for(self, feeds: List[Output], plan: _Plan, feed_shapes: Optional[tuple] = None):
+        """The step's executable, or, where the C backend needs shapes or values the step only
+        knows at run time, a ``ShapeSpecializedStep`` that compiles it per shapes fed."""
+        try:
+            return self._compiled(feeds, plan.outputs, plan.targets, feed_shapes=feed_shapes)
+        except StaticValueNeeded as e:
+            if not feeds:
+                raise                       # nothing fed can tell what it needs
+            return ShapeSpecializedStep(
+                feeds, lambda feed_shapes, feed_values: self._compiled(
+                    feeds, plan.outputs, plan.targets, feed_shapes=feed_shapes,
+                    feed_values=feed_values), e, self._describe_specialization)
+
+    def _describe_specialization(self, line: str) -> None:
+        """Say how a step is compiled per shapes fed: on stderr under log_device_placement
+        (``--log-device-placement``), and to the ``flowc`` logger."""
+        logging.getLogger("flowc").info(line)
+        if resolve_options(self.options).log_device_placement:     # FLOWC_FLAGS too
+            print(line, file=sys.stderr)
+
     def _compiled(self, feeds: List[Output], fetches: List[Output], targets: List[Node],
-                  traced: bool = False, feed_shapes: Optional[tuple] = None) -> Executable:
+                  traced: bool = False, feed_shapes: Optional[tuple] = None,
+                  feed_values: Optional[tuple] = None) -> Executable:
         """The step's executable; ``traced``: its profiled build (a step of its own);
-        ``feed_shapes``: the shapes its feeds of unknown rank are compiled for
-        (``rank_specialized.py``)."""
+        ``feed_shapes``: the shapes its feeds are compiled for (of unknown rank, or where
+        only the values fed decide the step's shapes), ``feed_values``: values of feeds it is
+        compiled for (``rank_specialized.py``)."""
+        values_key = None if feed_values is None else tuple(
+            None if v is None else (str(v.dtype), v.shape, v.tobytes()) for v in feed_values)
         key = (self.graph.version, tuple(feeds), tuple(fetches),
-               tuple(sorted(targets, key=lambda n: n.name)), traced, feed_shapes)
+               tuple(sorted(targets, key=lambda n: n.name)), traced, feed_shapes, values_key)
         step = self._steps.get(key)
         if step is not None:
             return step
         shaped = {} if feed_shapes is None else {"feed_shapes": feed_shapes}
+        if feed_values is not None:
+            shaped["feed_values"] = feed_values
         with self._lock:
             step = self._steps.get(key)
             if step is None:
@@ -584,19 +612,24 @@ class Session:
                 self._steps[key] = step
         return step
 
-    def _compile(self, feeds, fetches, targets, feed_shapes=None) -> Executable:
-        return self._build(feeds, fetches, targets, profiled=False, feed_shapes=feed_shapes)
+    def _compile(self, feeds, fetches, targets, feed_shapes=None,
+                 feed_values=None) -> Executable:
+        return self._build(feeds, fetches, targets, profiled=False, feed_shapes=feed_shapes,
+                           feed_values=feed_values)
 
-    def _compile_profiled(self, feeds, fetches, targets, feed_shapes=None) -> Executable:
-        return self._build(feeds, fetches, targets, profiled=True, feed_shapes=feed_shapes)
+    def _compile_profiled(self, feeds, fetches, targets, feed_shapes=None,
+                          feed_values=None) -> Executable:
+        return self._build(feeds, fetches, targets, profiled=True, feed_shapes=feed_shapes,
+                           feed_values=feed_values)
 
-    def _build(self, feeds, fetches, targets, profiled: bool, feed_shapes=None) -> Executable:
+    def _build(self, feeds, fetches, targets, profiled: bool, feed_shapes=None,
+               feed_values=None) -> Executable:
         if self.gpus and self._off_gpu_version != self.graph.version:
             cpu = next((d for d in self.options.devices if "/device:CPU:" in d), None)
             self._off_gpu = variables_kept_off_the_gpu(self.graph, cpu) if cpu else {}
             self._off_gpu_version = self.graph.version
         with gc_paused():          # a copy of the graph: objects that live on (gc_pause.py)
-            sg = make_step_graph(self.graph, feeds, fetches, targets, feed_shapes)
+            sg = make_step_graph(self.graph, feeds, fetches, targets, feed_shapes, feed_values)
         # A variable stays where it lives (and off the GPU where the graph needs it elsewhere).
         pin_variables(sg.graph, self._variable_devices, self._off_gpu)
         artifact = compile_step(sg, self.options, self._cuda_arch(), self._load, profiled)

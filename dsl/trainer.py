@@ -2,7 +2,8 @@
 data (see docs/training.md).
 
 The loop is a user-level library like the optimizers it drives: it adds
-``optimizer.minimize(loss, global_step)`` to the model's graph, feeds shuffled batches of the
+``optimizer.minimize(loss, global_step)`` to the model's graph (after the ops of
+``GraphKeys.UPDATE_OPS``: batch normalization's moving averages), feeds shuffled batches of the
 data set's training split to a ``Session``, evaluates the loss and the metrics on the held-out
 split, and checkpoints with ``train.Saver``. The ``flowc`` command line finds the ``train``
 subcommand through the ``flowc.commands`` entry-point group (``register_command``), so the
@@ -312,8 +313,13 @@ class Trainer:
         try:
             self.global_step = _global_step(graph)
             with graph.as_default():
-                self.train_op = spec.optimizer.minimize(spec.loss, global_step=self.global_step)
-                from dsl.variables import global_variables_initializer
+                # the model's update ops (batch normalization's moving averages) run with each
+                # training step, as tf.contrib.training.create_train_op runs them
+                from dsl.context import control_dependencies
+                from dsl.variables import GraphKeys, global_variables_initializer
+                with control_dependencies(graph.get_collection(GraphKeys.UPDATE_OPS)):
+                    self.train_op = spec.optimizer.minimize(spec.loss,
+                                                            global_step=self.global_step)
                 self.init_op = global_variables_initializer()
         except FlowcError:
             raise

@@ -30,20 +30,32 @@ __all__ = ["Variable", "global_variables", "trainable_variables", "local_variabl
            "global_variables_initializer", "variables_initializer", "local_variables_initializer",
            "initialize_all_variables", "report_uninitialized_variables", "is_variable_initialized",
            "assign", "assign_add", "assign_sub", "scatter_add", "scatter_sub", "scatter_update",
-           "GraphKeys", "get_variable"]
+           "GraphKeys", "get_collection", "get_collection_ref", "add_to_collection",
+           "add_to_collections"]
 
 
 class GraphKeys:
     """Collection names (TensorFlow's ``tf.GraphKeys``)."""
     GLOBAL_VARIABLES = "variables"
+    VARIABLES = GLOBAL_VARIABLES
     LOCAL_VARIABLES = "local_variables"
+    METRIC_VARIABLES = "metric_variables"
     TRAINABLE_VARIABLES = "trainable_variables"
     MODEL_VARIABLES = "model_variables"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
     GLOBAL_STEP = "global_step"
     LOSSES = "losses"
+    REGULARIZATION_LOSSES = "regularization_losses"
     UPDATE_OPS = "update_ops"
     SAVERS = "savers"
     SUMMARIES = "summaries"
+    TRAIN_OP = "train_op"
+    ACTIVATIONS = "activations"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
 
 
 def _shape_list(shape) -> Optional[tuple]:
@@ -59,19 +71,23 @@ class Variable:
 
     ``initial_value`` is a tensor, a numpy/Python value, a callable returning one, or an
     initializer (``fl.glorot_uniform_initializer(seed=1)``; then ``shape`` is required).
+    ``constraint``: a function the optimizers apply to the value after each update.
     """
 
     def __init__(self, initial_value=None, trainable: bool = True, collections=None,
                  validate_shape: bool = True, name: Optional[str] = None, dtype=None,
-                 shape=None, initializer=None):
+                 shape=None, initializer=None, constraint=None):
         from dsl.init_ops import Initializer
         if initial_value is None:
             initial_value = initializer
         if initial_value is None:
             raise ValueError("fl.Variable needs an initial_value or an initializer")
+        if constraint is not None and not callable(constraint):
+            raise ValueError("The `constraint` argument must be a callable.")
         g = get_default_graph()
         self.graph = g
         self.trainable = bool(trainable)
+        self._constraint = constraint
         dtype = None if dtype is None else as_dtype(dtype)
         with name_scope(name or "Variable") as scope:
             var_name = scope.rstrip("/")
@@ -145,6 +161,12 @@ class Variable:
     @property
     def initializer(self) -> Operation:
         return self._initializer_op
+
+    @property
+    def constraint(self):
+        """A projection the optimizers apply after each update (``var.assign(constraint(var))``),
+        or None."""
+        return self._constraint
 
     @property
     def initial_value(self) -> Tensor:
@@ -253,16 +275,38 @@ _install_operators()
 
 
 # --- collections and initializers ------------------------------------------------------------
-def global_variables() -> List[Variable]:
-    return get_default_graph().get_collection(GraphKeys.GLOBAL_VARIABLES)
+def get_collection(key: str, scope: Optional[str] = None) -> list:
+    """The items of collection ``key`` (a copy); with ``scope``, those whose ``name`` starts
+    with a match of the regular expression ``scope`` (``tf.get_collection``)."""
+    return get_default_graph().get_collection(key, scope)
 
 
-def local_variables() -> List[Variable]:
-    return get_default_graph().get_collection(GraphKeys.LOCAL_VARIABLES)
+def get_collection_ref(key: str) -> list:
+    """The collection ``key`` itself (a list the caller may change)."""
+    return get_default_graph().get_collection_ref(key)
 
 
-def trainable_variables() -> List[Variable]:
-    return get_default_graph().get_collection(GraphKeys.TRAINABLE_VARIABLES)
+def add_to_collection(name: str, value) -> None:
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value) -> None:
+    """Add ``value`` to each collection of ``names`` (a name or a list; repeats count once)."""
+    names = (names,) if isinstance(names, str) else set(names)
+    for name in names:
+        add_to_collection(name, value)
+
+
+def global_variables(scope: Optional[str] = None) -> List[Variable]:
+    return get_default_graph().get_collection(GraphKeys.GLOBAL_VARIABLES, scope)
+
+
+def local_variables(scope: Optional[str] = None) -> List[Variable]:
+    return get_default_graph().get_collection(GraphKeys.LOCAL_VARIABLES, scope)
+
+
+def trainable_variables(scope: Optional[str] = None) -> List[Variable]:
+    return get_default_graph().get_collection(GraphKeys.TRAINABLE_VARIABLES, scope)
 
 
 def variables_initializer(var_list, name: str = "init") -> Operation:
@@ -295,19 +339,6 @@ def report_uninitialized_variables(var_list=None, name: str = "report_uninitiali
         return convert_to_tensor(np.zeros([0], bool))
     with name_scope(name):
         return stack([logical_not(v.is_initialized()) for v in var_list])
-
-
-def get_variable(name: str, shape=None, dtype=DType.f32, initializer=None, trainable=True,
-                 collections=None) -> Variable:
-    """A new variable ``name`` (``tf.get_variable`` without variable-scope reuse); the default
-    initializer is glorot_uniform, as in TensorFlow."""
-    from dsl.init_ops import glorot_uniform_initializer, Initializer
-    if initializer is None:
-        initializer = glorot_uniform_initializer()
-    if isinstance(initializer, Initializer) and shape is None:
-        raise ValueError(f"get_variable('{name}') needs a shape")
-    return Variable(initializer, trainable=trainable, collections=collections, name=name,
-                    dtype=dtype, shape=shape)
 
 
 # --- functional forms --------------------------------------------------------------------------

@@ -28,6 +28,10 @@ Reading verifies the index, the data's size and hash, and the requested names, d
 shapes before returning anything, and refuses a checkpoint that does not match with one
 ``CheckpointError`` listing every tensor that does not.
 
+Every flowc dtype but ``resource`` can be saved; the safetensors dtypes are F16, BF16, F32,
+F64, I8..I64, U8..U64 and BOOL. bf16 tensors need ml_dtypes (its ``bfloat16`` is how numpy
+holds them; see ``runtime/dtypes.py``); without it saving one is a ``CheckpointError``.
+
 ``SaveV2``/``RestoreV2`` kernels of both backends come here: the reference kernels directly,
 generated C through the host-call hook (registered below), so both write and read the same
 files.
@@ -45,7 +49,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from runtime.dtypes import DType
+from runtime.dtypes import DType, bf16_numpy_is_raw
 from runtime.errors import (FLOWC_DATA_LOSS, FLOWC_INVALID_ARGUMENT, FLOWC_NOT_FOUND,
                             FLOWC_PERMISSION_DENIED, DataLossError, InvalidArgumentError,
                             NotFoundError, OpError, PermissionDeniedError)
@@ -293,6 +297,9 @@ def write_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray]) -> str:
         except TypeError:
             raise CheckpointError(f"cannot save tensor '{name}' of numpy dtype "
                                   f"{arr.dtype}") from None
+        if dtype is DType.bf16 and bf16_numpy_is_raw():       # pragma: no cover
+            raise CheckpointError(f"cannot save bf16 tensor '{name}': bf16 checkpoints need "
+                                  "the ml_dtypes package")
         arrays[name] = arr
         entries[name] = {"dtype": dtype.ir_name, "shape": list(arr.shape)}
     folder = os.path.dirname(prefix)
@@ -423,8 +430,28 @@ def read_index(prefix: str) -> dict:
     return index
 
 
+# safetensors' dtype names -> numpy dtypes (safetensors.numpy.load has no BF16)
+_SAFETENSORS_DTYPES = {"BOOL": DType.bool, "U8": DType.u8, "I8": DType.i8, "I16": DType.i16,
+                       "U16": DType.u16, "F16": DType.f16, "BF16": DType.bf16,
+                       "I32": DType.i32, "U32": DType.u32, "F32": DType.f32, "I64": DType.i64,
+                       "U64": DType.u64, "F64": DType.f64}
+
+
+def _load_safetensors(data: bytes) -> Dict[str, np.ndarray]:
+    """The tensors of safetensors bytes ``data`` (every dtype flowc has; ValueError for
+    others)."""
+    from safetensors import deserialize
+    out = {}
+    for name, view in deserialize(data):
+        dtype = _SAFETENSORS_DTYPES.get(view["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor '{name}' has dtype {view['dtype']}, which flowc lacks")
+        out[name] = np.frombuffer(view["data"], dtype=dtype.np.newbyteorder("<")
+                                  ).astype(dtype.np, copy=False).reshape(view["shape"])
+    return out
+
+
 def _load_verified(prefix: str, index: dict) -> Dict[str, np.ndarray]:
-    from safetensors.numpy import load
     data_path = os.path.join(os.path.dirname(prefix), index["data_file"])
     try:
         with open(data_path, "rb") as f:
@@ -444,7 +471,7 @@ def _load_verified(prefix: str, index: dict) -> Dict[str, np.ndarray]:
         raise CheckpointError(f"checkpoint '{prefix}': data file {data_path} is corrupt (its "
                               "SHA-256 does not match the index)", _DATA_LOSS)
     try:
-        tensors = load(data)
+        tensors = _load_safetensors(data)
     except Exception as e:
         raise CheckpointError(f"checkpoint '{prefix}': data file {data_path} is not valid "
                               f"safetensors ({e})", _DATA_LOSS) from None

@@ -3,7 +3,8 @@
 Rules: an array of exactly the placeholder's dtype passes as it is. Otherwise the value is
 converted when that keeps its kind and its values: ints into a float placeholder, f64 into
 f32 and i64 into i32 (when every value fits) are fine; floats into an int placeholder, bools
-into a numeric one (and the reverse), strings and objects are FeedErrors.
+into a numeric one (and the reverse), strings and objects are FeedErrors. A bf16 placeholder
+also takes 2-byte void arrays as bf16 bits (what ``np.load`` gives for a saved bfloat16 array).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from runtime.dtypes import DType
+from runtime.dtypes import DType, numpy_kind
 from runtime.errors import FeedError
 
 
@@ -39,8 +40,10 @@ class FeedCheck:
         self.scalar_type = self.np_dtype.type         # np.float32 for f32: fed as it is
         self.takes_floats = dtype.is_floating         # a Python float converts without checks
         # A numpy scalar of exactly the dtype passes as it is (no rank-0 array is made) for
-        # callers that take one: the compiled step's run path (runtime/module.py).
-        self.keep_scalars = keep_scalars
+        # callers that take one: the compiled step's run path (runtime/module.py). Not an
+        # ml_dtypes bfloat16 scalar: numpy's C API does not read its value, so it becomes a
+        # rank-0 array.
+        self.keep_scalars = keep_scalars and dtype is not DType.bf16
 
     def __call__(self, value) -> np.ndarray:
         t = type(value)
@@ -69,17 +72,27 @@ class FeedCheck:
                 arr = np.asarray(value)
             except (ValueError, TypeError) as e:
                 raise FeedError(f"feed for '{name}' is not a tensor: {e}") from None
+            if arr.dtype.kind in "fO" and dtype.is_integer and _python_ints(value):
+                try:                    # ints numpy reads as floats (above 2**63): exact
+                    return np.array(value, dtype=self.np_dtype)
+                except OverflowError:
+                    raise FeedError(f"feed for '{name}' holds a value out of range for "
+                                    f"{dtype}") from None
         src = arr.dtype
-        if src.kind not in "biuf":
+        if dtype is DType.bf16 and src.kind == "V" and src.itemsize == 2 and not src.names:
+            # the bits of bf16 values as numpy's .npy format keeps them (a 2-byte void)
+            return np.ascontiguousarray(arr).view(self.np_dtype)
+        kind = numpy_kind(src)
+        if kind not in "biuf":
             raise FeedError(f"feed for '{name}' is not numeric ({_describe(value, src)}); "
                             f"the placeholder is {dtype}")
-        if dtype.is_bool != (src.kind == "b"):
+        if dtype.is_bool != (kind == "b"):
             raise FeedError(f"feed for '{name}' has dtype {src} but the placeholder is {dtype}"
                             + ("" if dtype.is_bool else "; booleans do not feed numbers"))
-        if dtype.is_integer and src.kind == "f":
+        if dtype.is_integer and kind == "f":
             raise FeedError(f"feed for '{name}' holds floats ({src}) but the placeholder is "
                             f"{dtype}; cast it first if truncation is intended")
-        if dtype.is_integer and src.kind in "iu" and arr.size and \
+        if dtype.is_integer and kind in "iu" and arr.size and \
                 not np.can_cast(src, self.np_dtype, casting="safe"):
             info = np.iinfo(self.np_dtype)
             lo, hi = arr.min(), arr.max()
@@ -88,6 +101,12 @@ class FeedCheck:
                 raise FeedError(f"feed for '{name}' holds {bad}, which is out of range for "
                                 f"{dtype}")
         return np.asarray(arr, dtype=self.np_dtype, order="C")
+
+
+def _python_ints(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_python_ints(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _describe(value, src: np.dtype) -> str:

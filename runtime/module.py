@@ -110,7 +110,8 @@ _pool_libs: list = []          # a loaded module's library, for the pool's C fun
 _SCALAR_CTYPES = {d: ffi.typeof(c) for d, c in (
     (DType.f32, "float *"), (DType.f64, "double *"), (DType.i8, "int8_t *"),
     (DType.i16, "int16_t *"), (DType.i32, "int32_t *"), (DType.i64, "int64_t *"),
-    (DType.u8, "uint8_t *"), (DType.bool, "_Bool *"))}
+    (DType.u8, "uint8_t *"), (DType.u16, "uint16_t *"), (DType.u32, "uint32_t *"),
+    (DType.u64, "uint64_t *"), (DType.bool, "_Bool *"))}
 
 # The run path calls cffi's backend directly where its Python-level wrappers only forward
 # (ffi.from_buffer, ffi.gc): a call saves a Python frame each.

@@ -207,8 +207,13 @@ def encode_frame(header: dict, tensors: Sequence[np.ndarray] = ()) -> bytes:
         arr = np.asarray(t, order="C")
         parts.append(_record_head(arr))
         if arr.nbytes:
-            parts.append(memoryview(arr).cast("B"))
+            parts.append(_raw_bytes(arr))
     return b"".join(parts)
+
+
+def _raw_bytes(arr: np.ndarray) -> memoryview:
+    """The bytes of a C-contiguous array (through uint8: the buffer protocol has no bfloat16)."""
+    return memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
 
 
 def decode_frame(data: bytes, copy: bool = False) -> Tuple[dict, List[np.ndarray]]:
@@ -278,7 +283,7 @@ def _read_record(view: memoryview, pos: int, k: int):
         dtype = DType.from_code(code)
     except KeyError:
         raise WireFormatError(f"tensor {k} has an unknown dtype code {code}") from None
-    if dtype in (DType.resource, DType.bf16):
+    if dtype is DType.resource:
         raise WireFormatError(f"tensor {k} has dtype {dtype.ir_name}, which cannot be sent")
     if not 0 <= rank <= MAX_RANK:
         raise WireFormatError(f"tensor {k} has rank {rank} (0..{MAX_RANK})")
@@ -382,7 +387,7 @@ def encode_stream(header: dict, tensors: Sequence[np.ndarray],
 def _chunks(arrays: Sequence[np.ndarray], chunk_bytes: int) -> Iterator[bytes]:
     for arr in arrays:
         if arr.nbytes:
-            data = memoryview(arr).cast("B")
+            data = _raw_bytes(arr)
             for start in range(0, arr.nbytes, chunk_bytes):
                 yield bytes(data[start:start + chunk_bytes])
 

@@ -13,12 +13,15 @@ import numpy as np
 
 import dsl as fl
 from compiler.options import PipelineOptions
+from runtime.dtypes import DType, numpy_kind
 
 # The compiled side must run every kernel in C: constant folding would evaluate constant
 # subgraphs with the numpy kernels at compile time and hide the C kernel from the test.
 NO_FOLDING = PipelineOptions(disable=("fold-constants",))
 
-FLOAT_TOL = {np.dtype(np.float32): (2e-5, 1e-5), np.dtype(np.float64): (1e-12, 1e-12)}
+FLOAT_TOL = {np.dtype(np.float32): (2e-5, 1e-5), np.dtype(np.float64): (1e-12, 1e-12),
+             # f16/bf16 are computed in f32 and rounded: one unit in the last place apart
+             np.dtype(np.float16): (1e-3, 1e-3), DType.bf16.np: (8e-3, 1e-2)}
 
 
 def assert_same(expected: np.ndarray, actual: np.ndarray, what: str = "") -> None:
@@ -26,8 +29,10 @@ def assert_same(expected: np.ndarray, actual: np.ndarray, what: str = "") -> Non
     actual = np.asarray(actual)
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    if expected.dtype.kind == "f":
+    if numpy_kind(expected.dtype) == "f":
         rtol, atol = FLOAT_TOL.get(expected.dtype, (1e-3, 1e-3))
+        if expected.dtype == DType.bf16.np:        # (numpy compares bf16 through f32)
+            expected, actual = expected.astype(np.float32), actual.astype(np.float32)
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True,
                                    err_msg=what)
     else:
@@ -47,7 +52,7 @@ def check_against_interpreter(graph, fetches, feed_dict: Dict = None, *, rtol=No
         got = s.run(tensors, feed_dict)
     for name, w, g in zip(names, want, got):
         w, g = np.asarray(w), np.asarray(g)
-        if rtol is not None and w.dtype.kind == "f":
+        if rtol is not None and numpy_kind(w.dtype) == "f":
             assert g.dtype == w.dtype and g.shape == w.shape, name
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol or 0, equal_nan=True, err_msg=name)
         else:
@@ -57,7 +62,7 @@ def check_against_interpreter(graph, fetches, feed_dict: Dict = None, *, rtol=No
 
 def random_array(rng: np.random.Generator, shape: Sequence[int], dtype, low=-5, high=5) -> np.ndarray:
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
+    if numpy_kind(dtype) == "f":
         return rng.uniform(low, high, size=shape).astype(dtype)
     if dtype.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)

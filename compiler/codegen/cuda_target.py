@@ -1,8 +1,9 @@
 """The CUDA target: the C target with CUDA's qualifiers, thread indexing and launch shape.
 
 Type names, literals and math function names are the C target's (CUDA's device math library
-has ``expf``, ``log1pf``, ... under the same names); what differs is how a pointer is marked
-restrict, how device helpers and kernels are qualified, and how a thread finds its elements.
+has ``expf``, ``log1pf``, ... under the same names) but f16, stored as its bits; what differs
+is how a pointer is marked restrict, how device helpers and kernels are qualified, and how a
+thread finds its elements.
 """
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ MAX_BLOCKS = 4096
 
 class CudaTarget(CTarget):
     name = "cuda"
+    # nvcc has no _Float16 in device code: f16 is stored as its bits (uint16_t), as bf16 is,
+    # and Cast converts with math_helpers.c.j2's bit-exact helpers.
+    native_f16 = False
     restrict = "__restrict__"
     function_qualifier = "static __device__ __forceinline__"
     # Kernels have C names (pycuda finds them in the fatbin) and FLOWC_BLOCK threads a block.

@@ -13,6 +13,7 @@ from typing import Collection, Dict, List
 from compiler.codegen.kernel_context import TensorRef
 from compiler.errors import CodegenError
 from compiler.ir.graph import Graph, Node, Output
+from compiler.ir.op_registry import computes_half_in_f32
 from compiler.ir.printer import node_text
 from compiler.passes.memory_plan import PLAN_ATTRS, storage_roots
 from runtime.dtypes import DType
@@ -75,6 +76,11 @@ class EmitterBase:
             if r.inputs[0].dtype is DType.resource:
                 raise CodegenError("a resource handle cannot be fetched; fetch a read of it",
                                    r.inputs[0].node)
+        for n in self.graph:
+            if computes_half_in_f32(n):
+                raise CodegenError(f"{n.op} computes on f16/bf16 values, which its kernels take "
+                                   "only as f32: run the legalize-types pass (it is in the "
+                                   "default pipeline)", n)
 
     def _find_roots(self, order: List[Node], copies: Collection[Node] = ()) -> None:
         """The storage root of every value: views (``c_alias``) share their input's, unless

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence
 
 from compiler.codegen import templates
 from compiler.codegen.target import CTarget
-from compiler.errors import CodegenError
+from compiler.errors import CodegenError, StaticValueNeeded
 from compiler.ir.graph import Node
 from compiler.ir.types import TensorType
 from runtime.dtypes import DType
@@ -36,8 +36,9 @@ class TensorRef:
         self.target = target
         self.shape = ttype.shape
         if ttype.shape is None:
-            raise CodegenError("an output has unknown rank; the C backend needs ranks known at "
-                               "compile time (make the shape-like inputs constant)", node)
+            raise StaticValueNeeded("an output has unknown rank; the C backend needs ranks "
+                                    "known at compile time (make the shape-like inputs "
+                                    "constant)", node)
         if len(ttype.shape) > MAX_RANK:
             raise CodegenError(f"an output has rank {len(ttype.shape)}; the C backend supports "
                                f"at most {MAX_RANK} dims", node)
@@ -220,6 +221,11 @@ class KernelContext:
 
     def error(self, message: str) -> CodegenError:
         return CodegenError(message, self.node)
+
+    def static_error(self, message: str) -> StaticValueNeeded:
+        """The error for something the C code needs at compile time that the step computes
+        at run time (a Session compiles the step per shapes or values fed instead)."""
+        return StaticValueNeeded(message, self.node)
 
 
 class ModuleState:

@@ -10,7 +10,7 @@ from typing import List
 
 import numpy as np
 
-from runtime.dtypes import DType
+from runtime.dtypes import DType, f32_to_half
 
 _MATH_F32 = {"exp", "log", "log1p", "sqrt", "tanh", "floor", "ceil", "fabs", "pow", "expm1",
              "fmax", "fmin", "fmod", "rint", "round", "sin", "cos", "tan", "atan", "asin", "acos",
@@ -19,12 +19,21 @@ _MATH_F32 = {"exp", "log", "log1p", "sqrt", "tanh", "floor", "ceil", "fabs", "po
 
 class CTarget:
     name = "c"
+    # f16 is C's _Float16 (GCC and Clang convert it in hardware or libgcc, rounding to nearest
+    # even); a target without it stores f16 as its bits, like bf16 (see ``c_type``).
+    native_f16 = True
     restrict = "restrict"
     function_qualifier = "static"
     file_suffix = ".c"
 
     def c_type(self, dtype: DType) -> str:
+        if dtype is DType.f16 and not self.native_f16:
+            return "uint16_t"
         return dtype.c_type
+
+    def _half_bits(self, dtype: DType) -> bool:
+        """Whether ``dtype``'s values are written as their bits on this target."""
+        return dtype is DType.bf16 or (dtype is DType.f16 and not self.native_f16)
 
     def math(self, fn: str, dtype: DType) -> str:
         """Name of a libm function for a floating dtype (``expf`` for f32, ``exp`` for f64)."""
@@ -35,9 +44,15 @@ class CTarget:
         return fn
 
     def literal(self, value, dtype: DType) -> str:
-        """An exact C literal of ``value`` in ``dtype``."""
+        """An exact C literal of ``value`` in ``dtype`` (f16: its value, rounded to f16 first;
+        bf16, and f16 on a target without _Float16: its bits, as such values are stored)."""
         if dtype is DType.bool:
             return "true" if bool(value) else "false"
+        if self._half_bits(dtype):
+            bits = int(np.asarray(f32_to_half(np.float32(value), dtype)).view(np.uint16))
+            return f"(uint16_t)0x{bits:04x}"
+        if dtype is DType.f16:
+            value = float(np.float16(value))
         if dtype.is_floating:
             v = float(value)
             if math.isnan(v):
@@ -56,6 +71,10 @@ class CTarget:
             return f"INT64_C({v})" if v >= -(2**63) + 1 else "INT64_MIN"
         if dtype is DType.i32:
             return str(v) if v != -(2**31) else "INT32_MIN"
+        if dtype is DType.u64:
+            return f"UINT64_C({v})"
+        if dtype is DType.u32:
+            return f"{v}u"
         return str(v)
 
     def literals(self, values: np.ndarray, dtype: DType) -> List[str]:
@@ -80,6 +99,8 @@ class CTarget:
         return out
 
     def min_value(self, dtype: DType) -> str:
+        if self._half_bits(dtype):
+            return "(uint16_t)0xff80" if dtype is DType.bf16 else "(uint16_t)0xfc00"
         if dtype.is_floating:
             return "(-INFINITY)"
         if dtype is DType.bool:
@@ -88,6 +109,8 @@ class CTarget:
         return self.literal(info.min, dtype)
 
     def max_value(self, dtype: DType) -> str:
+        if self._half_bits(dtype):
+            return "(uint16_t)0x7f80" if dtype is DType.bf16 else "(uint16_t)0x7c00"
         if dtype.is_floating:
             return "INFINITY"
         if dtype is DType.bool:

@@ -41,11 +41,13 @@ SHAPES_ATTR = "_output_shapes"
 
 # TensorFlow DataType enum values (types.proto) of flowc's dtypes.
 _TF_DTYPE = {DType.f32: 1, DType.f64: 2, DType.i32: 3, DType.u8: 4, DType.i16: 5, DType.i8: 6,
-             DType.i64: 9, DType.bool: 10, DType.bf16: 14, DType.f16: 19, DType.resource: 20}
+             DType.i64: 9, DType.bool: 10, DType.bf16: 14, DType.u16: 17, DType.f16: 19,
+             DType.resource: 20, DType.u32: 22, DType.u64: 23}
 _FROM_TF = {v: k for k, v in _TF_DTYPE.items()}
 _TF_NAME = {1: "DT_FLOAT", 2: "DT_DOUBLE", 3: "DT_INT32", 4: "DT_UINT8", 5: "DT_INT16",
             6: "DT_INT8", 7: "DT_STRING", 9: "DT_INT64", 10: "DT_BOOL", 14: "DT_BFLOAT16",
-            17: "DT_UINT16", 19: "DT_HALF", 20: "DT_RESOURCE"}
+            17: "DT_UINT16", 19: "DT_HALF", 20: "DT_RESOURCE", 22: "DT_UINT32",
+            23: "DT_UINT64"}
 
 # TensorFlow's internal attrs (shape hints, grappler and XLA marks), dropped on import: they do
 # not change what a node computes. Other attrs flowc's op lacks are dropped only when they hold
@@ -104,7 +106,32 @@ def tensor_proto(value: np.ndarray, dtype: DType, pb):
 
 _VAL_FIELDS = {DType.f32: "float_val", DType.f64: "double_val", DType.i32: "int_val",
                DType.i16: "int_val", DType.i8: "int_val", DType.u8: "int_val",
-               DType.i64: "int64_val", DType.bool: "bool_val", DType.f16: "half_val"}
+               DType.u16: "int_val", DType.i64: "int64_val", DType.bool: "bool_val",
+               DType.f16: "half_val", DType.bf16: "half_val"}
+# TensorProto's uint32_val and uint64_val (name, field number): read from the message's unknown
+# fields where the protobufs at hand predate them (tensorboardX's copy).
+_UINT_VAL_FIELDS = {DType.u32: ("uint32_val", 16), DType.u64: ("uint64_val", 17)}
+
+
+def _varints(data: bytes) -> List[int]:
+    out, value, shift = [], 0, 0
+    for b in data:
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            out.append(value)
+            value, shift = 0, 0
+    return out
+
+
+def _unknown_varint_field(proto, number: int) -> List[int]:
+    """The values of repeated varint field ``number`` the proto's schema does not know."""
+    from google.protobuf.unknown_fields import UnknownFieldSet
+    vals: List[int] = []
+    for f in UnknownFieldSet(proto):
+        if f.field_number == number:
+            vals.extend(_varints(f.data) if f.wire_type == 2 else [f.data])
+    return vals
 
 
 def tensor_value(proto, where: str) -> Tuple[np.ndarray, DType]:
@@ -115,7 +142,7 @@ def tensor_value(proto, where: str) -> Tuple[np.ndarray, DType]:
     if shape is None or any(d is None for d in shape):
         raise GraphDefImportError(f"{where}: a constant needs a fully known shape")
     count = int(np.prod(shape, dtype=np.int64))
-    if dtype in (DType.resource, DType.bf16):
+    if dtype is DType.resource:
         raise GraphDefImportError(f"{where}: constants of dtype {dtype} are not supported")
     if proto.tensor_content:
         raw = proto.tensor_content
@@ -123,9 +150,16 @@ def tensor_value(proto, where: str) -> Tuple[np.ndarray, DType]:
             raise GraphDefImportError(f"{where}: tensor_content holds {len(raw)} bytes; "
                                       f"{dtype}{list(shape)} needs {count * dtype.itemsize}")
         return np.frombuffer(raw, dtype=dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape), dtype
-    vals = list(getattr(proto, _VAL_FIELDS[dtype]))
-    if dtype is DType.f16:
-        vals = np.array(vals, dtype=np.uint16).view(np.float16).tolist()
+    if dtype in _UINT_VAL_FIELDS:
+        field, number = _UINT_VAL_FIELDS[dtype]
+        if field in proto.DESCRIPTOR.fields_by_name:
+            vals = list(getattr(proto, field))
+        else:
+            vals = _unknown_varint_field(proto, number)
+    else:
+        vals = list(getattr(proto, _VAL_FIELDS[dtype]))
+    if dtype.is_half:                       # half_val holds the bits
+        vals = list(np.array(vals, dtype=np.uint16).view(dtype.np))
     if len(vals) > count:
         raise GraphDefImportError(f"{where}: {len(vals)} values for a tensor of {count} elements")
     if count and not vals:

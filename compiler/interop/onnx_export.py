@@ -40,8 +40,9 @@ def _onnx():
     return onnx, helper, numpy_helper
 
 
-_ONNX_DTYPE = {DType.f32: 1, DType.u8: 2, DType.i8: 3, DType.i16: 5, DType.i32: 6, DType.i64: 7,
-               DType.bool: 9, DType.f16: 10, DType.f64: 11, DType.bf16: 16}
+_ONNX_DTYPE = {DType.f32: 1, DType.u8: 2, DType.i8: 3, DType.u16: 4, DType.i16: 5, DType.i32: 6,
+               DType.i64: 7, DType.bool: 9, DType.f16: 10, DType.f64: 11, DType.u32: 12,
+               DType.u64: 13, DType.bf16: 16}
 
 
 class _Exporter:
@@ -162,6 +163,18 @@ _SAME_NAME = {"Identity": "Identity", "Relu": "Relu", "Sigmoid": "Sigmoid", "Tan
 def _same(e: _Exporter, n: Node) -> None:
     if n.op == "BiasAdd" and n.attrs.get("data_format", "NHWC") != "NHWC":
         raise OnnxExportError(f"node '{n.name}' (BiasAdd): only data_format NHWC exports")
+    if n.op == "Select":
+        c, t = n.inputs[0].type.shape, n.inputs[1].type.shape
+        if c is None or t is None:
+            raise OnnxExportError(f"node '{n.name}' (Select): its ranks must be known")
+        if len(c) == 1 and len(t) > 1:           # a row per element: [n] -> [n, 1, ...]
+            rows = e.fresh(n.name + "/rows")
+            axes = np.arange(1, len(t), dtype=np.int64)
+            e.emit("Unsqueeze", [e.name(n.inputs[0]), e.const_input(axes, n.name + "/axes")],
+                   [rows])
+            e.emit("Where", [rows, e.name(n.inputs[1]), e.name(n.inputs[2])],
+                   [e.name(n.output(0))])
+            return
     e.emit(_SAME_NAME[n.op], [e.name(i) for i in n.inputs], [e.name(n.output(0))])
 
 
@@ -315,6 +328,34 @@ def _pool(e: _Exporter, n: Node) -> None:
            kernel_shape=[int(k[1]), int(k[2])], strides=[int(s[1]), int(s[2])],
            **_pads(n, int(k[1]), int(k[2])))
     _to_nhwc(e, y, e.name(n.output(0)))
+
+
+@_exports("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
+def _batch_norm(e: _Exporter, n: Node) -> None:
+    """Inference-mode batch normalization as ONNX BatchNormalization (NCHW: NHWC inputs go
+    through Transposes); the statistics outputs repeat the given mean and variance."""
+    if n.attrs.get("is_training", True):
+        raise OnnxExportError(f"node '{n.name}' ({n.op}): batch normalization in training mode "
+                              "(batch statistics) does not export; export the model in "
+                              "inference mode")
+    fmt = n.attrs.get("data_format", "NHWC")
+    if fmt not in ("NHWC", "NCHW"):
+        raise OnnxExportError(f"node '{n.name}' ({n.op}): data_format {fmt} does not export")
+    x, scale, offset, mean, var = (e.name(i) for i in n.inputs)
+    out = e.name(n.output(0))
+    eps = float(n.attrs.get("epsilon", 1e-4))
+    if fmt == "NHWC":
+        y = e.fresh(n.name + "/bn")
+        e.emit("BatchNormalization", [_to_nchw(e, x, n.name), scale, offset, mean, var], [y],
+               epsilon=eps)
+        _to_nhwc(e, y, out)
+    else:
+        e.emit("BatchNormalization", [x, scale, offset, mean, var], [out], epsilon=eps)
+    for k, src in ((1, mean), (2, var), (3, mean), (4, var)):
+        e.emit("Identity", [src], [e.name(n.output(k))])
+    if len(n.outputs) == 6:                          # V3's reserve_space_3: a scalar 0
+        zero = e.const_input(np.zeros((), n.output(5).dtype.np), n.name + "/zero")
+        e.emit("Identity", [zero], [e.name(n.output(5))])
 
 
 def export_onnx(graph: Graph, feeds: List[Output], fetches: List[Output],

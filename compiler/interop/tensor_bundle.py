@@ -54,10 +54,11 @@ OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 # DataType enum values (types.proto) of the dtypes a bundle entry can be read as.
 _DTYPES = {1: DType.f32, 2: DType.f64, 3: DType.i32, 4: DType.u8, 5: DType.i16, 6: DType.i8,
-           9: DType.i64, 10: DType.bool, 14: DType.bf16, 19: DType.f16}
+           9: DType.i64, 10: DType.bool, 14: DType.bf16, 17: DType.u16, 19: DType.f16,
+           22: DType.u32, 23: DType.u64}
 _DT_STRING = 7
-_DT_NAMES = {7: "DT_STRING", 8: "DT_COMPLEX64", 17: "DT_UINT16", 18: "DT_COMPLEX128",
-             20: "DT_RESOURCE", 21: "DT_VARIANT", 22: "DT_UINT32", 23: "DT_UINT64"}
+_DT_NAMES = {7: "DT_STRING", 8: "DT_COMPLEX64", 18: "DT_COMPLEX128", 20: "DT_RESOURCE",
+             21: "DT_VARIANT"}
 
 
 class TensorBundleError(FlowcError):

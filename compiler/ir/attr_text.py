@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.ir.literals import parse_string
 from compiler.ir.types import shape_str
-from runtime.dtypes import DType
+from runtime.dtypes import DType, bf16_numpy_is_raw
 
 # Constants with more elements than this print as base64 of their raw bytes (still exact).
 INLINE_ELEMENTS = 16
@@ -113,7 +113,7 @@ def parse_tensor(dtype: DType, shape: Optional[Sequence[int]], items=None,
     """Build a constant from its IR text pieces; raises ValueError when they do not fit."""
     if shape is None or any(d is None for d in shape):
         raise ValueError(f"a tensor constant needs a fully known shape, got {shape_str(shape)}")
-    if dtype is DType.resource or dtype is DType.bf16:
+    if dtype is DType.resource or (dtype is DType.bf16 and bf16_numpy_is_raw()):
         raise ValueError(f"no tensor constants of dtype {dtype}")
     count = math.prod(shape)
     if b64 is not None:

@@ -11,8 +11,8 @@ from compiler.errors import OpError, ShapeError
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import TensorType
 from compiler.ir.op_registry import (REQUIRED, ReferenceContext, OpDef, ShapeContext, coerce_attr,
-                                   get_op)
-from runtime.dtypes import DType
+                                   computes_half_in_f32, f32_type_attrs, get_op)
+from runtime.dtypes import DType, f32_to_half, half_to_f32
 
 
 def constant_value(out: Output) -> Optional[np.ndarray]:
@@ -186,11 +186,24 @@ class _Desc:
 
 
 def run_reference(node: Node, values: Sequence[np.ndarray], state=None) -> List[np.ndarray]:
-    """Run the op's numpy kernel on ``values``; returns one array per output, exact dtypes."""
+    """Run the op's numpy kernel on ``values``; returns one array per output, exact dtypes.
+
+    A node that computes f16/bf16 in f32 (``computes_half_in_f32``) runs as the compiled code
+    does after ``legalize-types``: its half inputs made f32 (exactly), the kernel run with f32
+    type attrs, its half outputs rounded back to nearest even."""
     op = get_op(node.op, node)
     if op.kernel is None:
         raise OpError("op has no reference kernel", node)
-    result = op.kernel(ReferenceContext(node, node.attrs, node.output_types, state), *values)
+    half = computes_half_in_f32(node, op)
+    if half:
+        values = [half_to_f32(v, o.dtype) if o.dtype.is_half else v
+                  for v, o in zip(values, node.inputs)]
+        types = [TensorType(DType.f32, t.shape) if t.dtype.is_half else t
+                 for t in node.output_types]
+        ctx = ReferenceContext(node, f32_type_attrs(op, node.attrs), types, state)
+    else:
+        ctx = ReferenceContext(node, node.attrs, node.output_types, state)
+    result = op.kernel(ctx, *values)
     if not isinstance(result, (list, tuple)):
         result = [result]
     out = []
@@ -198,7 +211,9 @@ def run_reference(node: Node, values: Sequence[np.ndarray], state=None) -> List[
         t = node.output_types[i] if i < len(node.output_types) else None
         if t is not None and t.dtype is not DType.resource:
             r = np.asarray(r)
-            if r.dtype != t.dtype.np:
+            if half and t.dtype.is_half:          # computed in f32: f32 first, then rounded
+                r = f32_to_half(r.astype(np.float32, copy=False), t.dtype)
+            elif r.dtype != t.dtype.np:
                 r = r.astype(t.dtype.np)
         out.append(r)
     return out

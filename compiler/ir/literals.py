@@ -21,6 +21,7 @@ import re
 from typing import Optional
 
 INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+UINT64_MAX = 2 ** 64 - 1
 _INT64_DIGITS = len(str(INT64_MAX))            # 19: longer literals need no conversion to refuse
 
 _JSON_ESCAPES = '\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX'
@@ -62,6 +63,20 @@ def parse_int(text: str) -> int:
     if value is None or not INT64_MIN <= value <= INT64_MAX:
         raise LiteralError(f"integer {abbreviate(text)} is out of range: integers are int64 "
                            f"({INT64_MIN} to {INT64_MAX})")
+    return value
+
+
+def parse_element_int(text: str) -> int:
+    """An integer element of a tensor constant: an int64, or a u64 up to 2**64-1 (whether it
+    fits the constant's dtype is checked with the tensor)."""
+    sign = text[:1] if text[:1] in "+-" else ""
+    digits = text[len(sign):].lstrip("0") or "0"
+    value = int(digits) if len(digits) <= _INT64_DIGITS + 1 else None
+    if value is not None and sign == "-":
+        value = -value
+    if value is None or not INT64_MIN <= value <= UINT64_MAX:
+        raise LiteralError(f"integer {abbreviate(text)} is out of range: tensor elements are "
+                           f"int64 or u64 ({INT64_MIN} to {UINT64_MAX})")
     return value
 
 

@@ -32,8 +32,15 @@ from runtime.dtypes import DType, as_dtype
 
 REQUIRED = object()
 
-FLOAT_TYPES = (DType.f32, DType.f64)
-INT_TYPES = (DType.i8, DType.i16, DType.i32, DType.i64, DType.u8)
+# The type groups an op's type attr may name, as TensorFlow's kernels take them: ``float`` is
+# TF's half, bfloat16, float and double (an op computes f16/bf16 in f32 where its kernel has no
+# half arithmetic: ``computes_half_in_f32`` below and the ``legalize-types`` pass); ``int`` the
+# signed and unsigned integers; ``signed`` what has a sign (Neg, Abs, Sign: TF's
+# {half, bfloat16, float, double, int8, int16, int32, int64}).
+HALF_TYPES = (DType.f16, DType.bf16)
+FLOAT_TYPES = (DType.f32, DType.f64) + HALF_TYPES
+UNSIGNED_TYPES = (DType.u8, DType.u16, DType.u32, DType.u64)
+INT_TYPES = (DType.i8, DType.i16, DType.i32, DType.i64) + UNSIGNED_TYPES
 SIGNED_TYPES = FLOAT_TYPES + (DType.i8, DType.i16, DType.i32, DType.i64)
 NUMERIC_TYPES = FLOAT_TYPES + INT_TYPES
 ALL_TYPES = NUMERIC_TYPES + (DType.bool,)
@@ -264,6 +271,52 @@ def set_c_kernel(name: str, c_kernel: Optional[Callable], c_output_dims: Optiona
         op.c_output_dims = c_output_dims
     op.extra.update(c_facts)
     return op
+
+
+# --- f16/bf16: stored as such, computed in f32 ----------------------------------------
+def half_native(op: OpDef) -> bool:
+    """Whether ``op``'s kernels take f16/bf16 values as they are stored: it moves, holds or
+    converts them without arithmetic (Identity, Reshape, ConcatV2, Const, variables, queues,
+    control flow, Cast). Declared with ``register_op(..., half_native=True)``; every target's
+    lowering of such an op must take 2-byte floats. Any other op computes f16/bf16 in f32."""
+    return op.extra.get("half_native", False)
+
+
+def f32_type_attrs(op: OpDef, attrs: Dict[str, Any]) -> Dict[str, Any]:
+    """``attrs`` with every f16/bf16 type attr (and list(type) entry) made f32: the attrs
+    of the f32 node that computes a half node."""
+    out = dict(attrs)
+    for name, a in op.attrs.items():
+        v = out.get(name)
+        if a.kind == "type" and isinstance(v, DType) and v.is_half:
+            out[name] = DType.f32
+        elif a.kind == "list(type)" and isinstance(v, list) and any(
+                isinstance(t, DType) and t.is_half for t in v):
+            out[name] = [DType.f32 if isinstance(t, DType) and t.is_half else t for t in v]
+    return out
+
+
+def computes_half_in_f32(node, op: Optional[OpDef] = None) -> bool:
+    """Whether ``node`` has f16/bf16 inputs, outputs or type attrs and an op that is not
+    ``half_native``: it computes in f32 (the reference kernel on f32 values, the compiled
+    code after ``legalize-types`` put casts around it)."""
+    op = op or get_op(node.op, node)
+    if op.extra.get("half_native", False):
+        return False
+    for t in node.output_types:
+        if t.dtype.is_half:
+            return True
+    for o in node.inputs:
+        if o.node.output_types[o.index].dtype.is_half:
+            return True
+    for name, a in op.attrs.items():
+        v = node.attrs.get(name)
+        if a.kind == "type" and isinstance(v, DType) and v.is_half:
+            return True
+        if a.kind == "list(type)" and isinstance(v, list) and any(
+                isinstance(t, DType) and t.is_half for t in v):
+            return True
+    return False
 
 
 # --- attribute checking ----------------------------------------------------------------

@@ -19,8 +19,8 @@ import lark
 
 from compiler.errors import CompileError, IRSyntaxError
 from compiler.ir.attr_text import ElementError, parse_device, parse_tensor
-from compiler.ir.literals import (LiteralError, abbreviate, parse_dim, parse_float, parse_int,
-                                  parse_string)
+from compiler.ir.literals import (LiteralError, abbreviate, parse_dim, parse_element_int,
+                                  parse_float, parse_int, parse_string)
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.location import SourceLocation
 from compiler.ir.types import TensorType
@@ -402,11 +402,12 @@ def _type_token(tok) -> TensorType:
     return TensorType(dtype, tuple(dims))
 
 
-def _value(tree, depth: int = 0):
-    """An attr value tree to Python (lists, ints, floats, strs, bools, DTypes, arrays, markers)."""
+def _value(tree, depth: int = 0, parse_integer=parse_int):
+    """An attr value tree to Python (lists, ints, floats, strs, bools, DTypes, arrays, markers);
+    ``parse_integer`` reads its integers (a tensor's elements may be u64)."""
     kind = tree.data
     if kind == "int_value":
-        return _literal(parse_int, tree.children[0])
+        return _literal(parse_integer, tree.children[0])
     if kind == "float_value":
         return _literal(parse_float, tree.children[0])
     if kind == "string_value":
@@ -434,7 +435,7 @@ def _value(tree, depth: int = 0):
         if depth >= MAX_ATTR_NESTING:
             raise _SemanticError(f"attr value lists nest more than {MAX_ATTR_NESTING} deep",
                                  tree.meta)
-        return [_value(c, depth + 1) for c in tree.children]
+        return [_value(c, depth + 1, parse_integer) for c in tree.children]
     if kind == "empty_list":
         return []
     if kind == "unknown_rank":
@@ -447,7 +448,7 @@ def _value(tree, depth: int = 0):
         try:
             if isinstance(body, lark.Token):
                 return parse_tensor(ttype.dtype, ttype.shape, b64=str(body)[4:-1])
-            items = _value(body, depth + 1)
+            items = _value(body, depth + 1, parse_element_int)
             return parse_tensor(ttype.dtype, ttype.shape, items=items)
         except ElementError as e:                  # at the element that does not fit
             element = body.children[e.index] if body.data == "list" else body

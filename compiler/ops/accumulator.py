@@ -35,7 +35,9 @@ from runtime.accumulators import accumulator
 from runtime.dtypes import DType
 from runtime.errors import OpError
 
-_GRAD_TYPES = "{f16, f32, f64}"
+# The accumulators keep and sum their dtype as such (numpy in runtime/accumulators.py): f16
+# and bf16 too, so their ops are half_native.
+_GRAD_TYPES = "{float}"
 ACCUMULATOR_OPS = ("ConditionalAccumulator", "SparseConditionalAccumulator")
 
 
@@ -244,6 +246,7 @@ register_op("ConditionalAccumulator", outputs=["handle: resource"],
             attrs=[f"dtype: {_GRAD_TYPES}", "shape: shape", "container: string = ''",
                    "shared_name: string = ''", "max_accumulated: int = 0"],
             shape=_accumulator_shape, kernel=_accumulator_kernel, stateful=True, group="source",
+            half_native=True,
             doc="A handle to the gradient accumulator ``shared_name`` (the node's name); "
                 "``max_accumulated`` > 0 keeps only the first that many fresh gradients a step.")
 
@@ -251,6 +254,7 @@ register_op("SparseConditionalAccumulator", outputs=["handle: resource"],
             attrs=[f"dtype: {_GRAD_TYPES}", "shape: shape", "container: string = ''",
                    "shared_name: string = ''", "max_accumulated: int = 0"],
             shape=_accumulator_shape, kernel=_accumulator_kernel, stateful=True, group="source",
+            half_native=True,
             doc="A handle to the sparse gradient accumulator ``shared_name`` (rows of a tensor "
                 "of ``shape``); the other Accumulator* ops work on it too.")
 
@@ -258,14 +262,14 @@ register_op("SparseAccumulatorApplyGradient",
             inputs=["handle: resource", "local_step: i64", "gradient_indices: i64",
                     "gradient_values: dtype"],
             attrs=[f"dtype: {_GRAD_TYPES}"], shape=_sparse_apply_shape,
-            kernel=_sparse_apply_kernel, stateful=True,
+            kernel=_sparse_apply_kernel, stateful=True, half_native=True,
             doc="Add the rows ``gradient_indices`` with slices ``gradient_values`` under the "
                 "rules of AccumulatorApplyGradient.")
 
 register_op("SparseAccumulatorTakeGradient", inputs=["handle: resource", "num_required: i32"],
             outputs=["indices: i64", "values: dtype", "shape: i64"],
             attrs=[f"dtype: {_GRAD_TYPES}"], shape=_sparse_take_shape,
-            kernel=_sparse_take_kernel, stateful=True,
+            kernel=_sparse_take_kernel, stateful=True, half_native=True,
             doc="Wait for ``num_required`` gradients; return each touched row once (increasing) "
                 "with its summed slices divided by the number of gradients taken, and the "
                 "dense shape.")
@@ -273,13 +277,13 @@ register_op("SparseAccumulatorTakeGradient", inputs=["handle: resource", "num_re
 register_op("AccumulatorApplyGradient",
             inputs=["handle: resource", "local_step: i64", "gradient: dtype"],
             attrs=[f"dtype: {_GRAD_TYPES}"], shape=_apply_shape, kernel=_apply_kernel,
-            stateful=True,
+            stateful=True, half_native=True,
             doc="Add ``gradient`` unless it is stale (``local_step`` below the accumulator's "
                 "global step) or beyond ``max_accumulated``; either drop is counted.")
 
 register_op("AccumulatorTakeGradient", inputs=["handle: resource", "num_required: i32"],
             outputs=["average: dtype"], attrs=[f"dtype: {_GRAD_TYPES}"], shape=_take_shape,
-            kernel=_take_kernel, stateful=True,
+            kernel=_take_kernel, stateful=True, half_native=True,
             doc="Wait (within the step's deadline) for ``num_required`` gradients; return their "
                 "mean, empty the accumulator and advance its global step.")
 

@@ -70,11 +70,11 @@ def _recv_kernel(ctx):
 
 register_op("_Send", inputs=["tensor: T"], attrs=_COMM_ATTRS + ["T: type"],
             shape=lambda ctx: [], kernel=_send_kernel, stateful=True,
-            is_communication=True,
+            is_communication=True, half_native=True,
             doc="Sends its input to ``recv_device`` under ``tensor_name`` (inserted by partition).")
 
 register_op("_Recv", outputs=["tensor: tensor_type"],
             attrs=_COMM_ATTRS + ["tensor_type: type", "shape: shape"],
             shape=lambda ctx: [TensorType(ctx.attr("tensor_type"), ctx.attr("shape"))],
-            kernel=_recv_kernel, stateful=True, is_communication=True,
+            kernel=_recv_kernel, stateful=True, is_communication=True, half_native=True,
             doc="Receives the tensor ``tensor_name`` from ``send_device`` (inserted by partition).")

@@ -55,11 +55,12 @@ def _merge_kernel(ctx, *values):
 
 register_op("Switch", inputs=["data: T", "pred: bool"], outputs=["output_false: T", "output_true: T"],
             attrs=["T: type"], shape=_switch_shape, kernel=_switch_kernel, is_control_flow=True,
+            half_native=True,
             doc="Forwards data to output_true if pred else output_false; the other output is dead.")
 
 register_op("Merge", inputs=["inputs: N * T"], outputs=["output: T", "value_index: i32"],
             attrs=["T: type", "N: int >= 1"], shape=_merge_shape, kernel=_merge_kernel,
-            is_control_flow=True,
+            is_control_flow=True, half_native=True,
             doc="Forwards its one live input and that input's index; dead if all inputs are.")
 
 register_op("Enter", inputs=["data: T"], outputs=["output: T"],
@@ -67,14 +68,14 @@ register_op("Enter", inputs=["data: T"], outputs=["output: T"],
                    "parallel_iterations: int >= 1 = 10"],
             shape=_same, kernel=lambda ctx, x: x, is_control_flow=True,
             doc="Makes data available in the child frame frame_name (every iteration if "
-                "is_constant, else iteration 0).")
+                "is_constant, else iteration 0).", half_native=True)
 
 register_op("Exit", inputs=["data: T"], outputs=["output: T"], attrs=["T: type"],
             shape=_same, kernel=lambda ctx, x: x, is_control_flow=True,
-            doc="Makes a value of a loop frame available in its parent frame.")
+            doc="Makes a value of a loop frame available in its parent frame.", half_native=True)
 
 register_op("NextIteration", inputs=["data: T"], outputs=["output: T"], attrs=["T: type"],
-            shape=_same, kernel=lambda ctx, x: x, is_control_flow=True,
+            shape=_same, kernel=lambda ctx, x: x, is_control_flow=True, half_native=True,
             doc="Makes a value available to the next iteration of its frame (the loop's back edge).")
 
 register_op("LoopCond", inputs=["input: bool"], outputs=["output: bool"],

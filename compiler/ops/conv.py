@@ -75,7 +75,7 @@ def _geometry(attrs, err, ksize: bool = False) -> Geometry:
             raise err(f"{name} must be positive (and below 2**31), got {v}")
         pairs.append((v[1], v[2]))
     padding = attrs["padding"]
-    if padding not in _MODES or (ksize and padding == "EXPLICIT"):
+    if padding not in _MODES:
         raise err(f"padding {padding!r} is not supported here")
     pads = ((0, 0), (0, 0))
     if padding == "EXPLICIT":
@@ -84,6 +84,9 @@ def _geometry(attrs, err, ksize: bool = False) -> Geometry:
             raise err("EXPLICIT padding needs explicit_paddings of 8 non-negative values with "
                       f"zeros for the batch and depth dims, got {e}")
         pads = ((e[2], e[3]), (e[4], e[5]))
+        if ksize and any(p >= k for pair, k in zip(pads, pairs[1]) for p in pair):
+            raise err(f"a pooling window's explicit paddings must be smaller than the window "
+                      f"({pairs[1][0]}x{pairs[1][1]}), got {e}")
     elif attrs.get("explicit_paddings"):
         raise err("explicit_paddings must be empty unless padding is EXPLICIT")
     if ksize:
@@ -437,10 +440,10 @@ class _Ctx:
 
 
 # --- registration ----------------------------------------------------------------------------
-_CONV_ATTRS = ["T: {f32, f64}", "strides: list(int)", "use_cudnn_on_gpu: bool = true",
+_CONV_ATTRS = ["T: {float}", "strides: list(int)", "use_cudnn_on_gpu: bool = true",
                "padding: string", "explicit_paddings: list(int) = []",
                'data_format: string = "NHWC"', "dilations: list(int) = [1, 1, 1, 1]"]
-_POOL_ATTRS = ["T: {f32, f64}", "ksize: list(int)", "strides: list(int)", "padding: string",
+_POOL_ATTRS = ["T: {float}", "ksize: list(int)", "strides: list(int)", "padding: string",
                'data_format: string = "NHWC"']
 _COMMON = dict(group="other")
 

@@ -1,9 +1,13 @@
 """Convolution and pooling ops fused with the elementwise op around them, made by the
 ``fuse-conv`` pass (``compiler/passes/fuse_conv.py``) on CPU, NHWC only:
 
-- ``_FusedConv2D(input, filter, bias)``: ``Relu(BiasAdd(Conv2D(input, filter), bias))``
-  (``fused_ops = ["BiasAdd", "Relu"]``, TensorFlow's name and attr for its own fusion) or
-  ``BiasAdd(Conv2D(...))`` (``["BiasAdd"]``), without a separate pass over the whole output.
+- ``_FusedConv2D(input, filter, args)`` and ``_FusedDepthwiseConv2dNative(input, filter,
+  args)`` (TensorFlow's names, inputs and attrs for its own fusions): the convolution, then
+  the epilogue ``fused_ops`` names, applied to each chunk of output while it is in cache:
+  ``"BiasAdd"`` (``args[0]``, one value per output channel), then optionally ``"Add"`` (a
+  residual ``args[1]`` of the output's shape: ResNet's shortcut), then optionally one
+  activation, ``"Relu"``, ``"Relu6"``, ``"Elu"`` or ``"LeakyRelu"`` (slope
+  ``leakyrelu_alpha``). ``num_args`` is 1, or 2 with ``"Add"``.
 - ``_Conv2DBackpropFilterBias(input, filter_sizes, out_backprop)``: the outputs of
   ``Conv2DBackpropFilter(input, filter_sizes, dy)`` and ``BiasAddGrad(dy)`` of the same ``dy``
   (a convolution layer's two parameter gradients): the bias gradient is summed from each chunk
@@ -24,45 +28,107 @@ them).
 """
 from __future__ import annotations
 
+from typing import Optional, Tuple
+
 import numpy as np
 
 from compiler.errors import ExecutionError
 from compiler.ir.types import TensorType, shape_str
-from compiler.ops import conv
+from compiler.ops import conv, depthwise_conv
 from compiler.ir.op_registry import register_op
 from runtime.dtypes import DType
 
-_FUSIONS = (["BiasAdd"], ["BiasAdd", "Relu"])
+# The activations a fused convolution may end with, as TensorFlow's fused_ops name them.
+ACTIVATIONS = ("Relu", "Relu6", "Elu", "LeakyRelu")
 
 
-def _fused_ops(attrs, err) -> list:
+def epilogue(attrs, err) -> Tuple[bool, Optional[str]]:
+    """(whether a residual is added, the activation or None) that ``fused_ops`` names:
+    ``["BiasAdd"]``, then optionally ``"Add"``, then optionally one of ``ACTIVATIONS``."""
     fused = list(attrs["fused_ops"])
-    if fused not in _FUSIONS:
-        raise err(f"fused_ops must be one of {_FUSIONS}, got {fused}")
-    return fused
+    rest = fused[1:]
+    add = bool(rest) and rest[0] == "Add"
+    if add:
+        rest = rest[1:]
+    act = rest[0] if rest else None
+    if fused[:1] != ["BiasAdd"] or len(rest) > 1 or (act is not None and act not in ACTIVATIONS):
+        raise err(f"fused_ops must be BiasAdd, then optionally Add, then optionally one of "
+                  f"{', '.join(ACTIVATIONS)}; got {fused}")
+    want = 2 if add else 1
+    if attrs.get("num_args", want) != want:
+        raise err(f"fused_ops {fused} take {want} args, got num_args={attrs.get('num_args')}")
+    return add, act
 
 
-def _fused_conv_shape(ctx) -> list:
-    _fused_ops(ctx.attrs, ctx.error)
-    out = conv._conv_shape(ctx)[0]
-    bias = ctx.input_shape(2)
-    if bias is not None and len(bias) != 1:
-        raise ctx.error(f"bias must be a vector (rank 1), got shape {shape_str(bias)}")
-    if bias is not None and bias[0] is not None and out[3] is not None and bias[0] != out[3]:
-        raise ctx.error(f"bias has {bias[0]} elements but the filter has {out[3]} out-channels")
-    return [out]
+def _fused_shape(base):
+    def shape(ctx) -> list:
+        if ctx.attrs.get("data_format", "NHWC") != "NHWC":
+            raise ctx.error("fused convolutions are NHWC only")
+        add, _ = epilogue(ctx.attrs, ctx.error)
+        out = base(ctx)[0]
+        bias = ctx.input_shape(2)
+        if bias is not None and len(bias) != 1:
+            raise ctx.error(f"bias must be a vector (rank 1), got shape {shape_str(bias)}")
+        if bias is not None and bias[0] is not None and out[3] is not None and bias[0] != out[3]:
+            raise ctx.error(f"bias has {bias[0]} elements but the output has {out[3]} channels")
+        if add:
+            addend = ctx.input_shape(3)
+            if addend is not None and (len(addend) != 4 or any(
+                    a is not None and o is not None and a != o for a, o in zip(addend, out))):
+                raise ctx.error(f"the residual has shape {shape_str(addend)}, the output "
+                                f"{shape_str(out)}")
+        return [out]
+    return shape
 
 
-def _fused_conv_ref(ctx, x, f, bias):
-    fused = _fused_ops(ctx.attrs, lambda m: ExecutionError(m, ctx.node))
-    y = conv._conv_ref(ctx, x, f)
-    if bias.shape != (y.shape[3],):
-        raise ExecutionError(f"bias has shape {list(bias.shape)}, expected [{y.shape[3]}]",
-                             ctx.node)
-    y = y + bias
-    if "Relu" in fused:
-        y = np.where(y < 0, y.dtype.type(0), y)
-    return y.astype(x.dtype)
+def apply_activation(y: np.ndarray, act: Optional[str], alpha: float) -> np.ndarray:
+    """The activation ``act`` as flowc's own op computes it (NaN stays NaN)."""
+    zero = y.dtype.type(0)
+    if act == "Relu":
+        return np.where(y < 0, zero, y)
+    if act == "Relu6":
+        return np.where(y < 0, zero, np.where(y > 6, y.dtype.type(6), y))
+    if act == "Elu":
+        return np.where(y < 0, np.expm1(y), y)
+    if act == "LeakyRelu":
+        return np.where(y > 0, y, y * y.dtype.type(alpha))
+    return y
+
+
+def _fused_ref(base):
+    def kernel(ctx, x, f, *args):
+        add, act = epilogue(ctx.attrs, lambda m: ExecutionError(m, ctx.node))
+        y = base(ctx, x, f)
+        bias = args[0]
+        if bias.shape != (y.shape[3],):
+            raise ExecutionError(f"bias has shape {list(bias.shape)}, expected [{y.shape[3]}]",
+                                 ctx.node)
+        y = y + bias
+        if add:
+            if args[1].shape != y.shape:
+                raise ExecutionError(f"the residual has shape {list(args[1].shape)}, the "
+                                     f"output {list(y.shape)}", ctx.node)
+            y = y + args[1]
+        return apply_activation(y, act, float(ctx.attrs.get("leakyrelu_alpha", 0.2))).astype(
+            x.dtype)
+    return kernel
+
+
+_EPILOGUE_ATTRS = ["num_args: int >= 0", "fused_ops: list(string) = []",
+                   "epsilon: float = 0.0001", "leakyrelu_alpha: float = 0.2"]
+
+register_op("_FusedConv2D", inputs=["input: T", "filter: T", "args: num_args * T"],
+            outputs=["output: T"], attrs=conv._CONV_ATTRS + _EPILOGUE_ATTRS,
+            shape=_fused_shape(conv._conv_shape), kernel=_fused_ref(conv._conv_ref),
+            **conv._COMMON,
+            doc="Conv2D, then BiasAdd (args[0]), then optionally Add (args[1]: a residual), "
+                "then optionally an activation, as fused_ops says: one kernel.")
+register_op("_FusedDepthwiseConv2dNative", inputs=["input: T", "filter: T", "args: num_args * T"],
+            outputs=["output: T"], attrs=depthwise_conv._DEPTHWISE_ATTRS + _EPILOGUE_ATTRS,
+            shape=_fused_shape(depthwise_conv._depthwise_shape),
+            kernel=_fused_ref(depthwise_conv._depthwise_ref), **conv._COMMON,
+            doc="DepthwiseConv2dNative, then BiasAdd (args[0]), then optionally Add (args[1]), "
+                "then optionally an activation, as fused_ops says: one kernel.")
 
 
 def _max_pool_relu_grad_ref(ctx, x, y, dy):
@@ -70,10 +136,6 @@ def _max_pool_relu_grad_ref(ctx, x, y, dy):
     return np.where(x > 0, dx, dx.dtype.type(0))
 
 
-register_op("_FusedConv2D", inputs=["input: T", "filter: T", "bias: T"], outputs=["output: T"],
-            attrs=conv._CONV_ATTRS + ["fused_ops: list(string)"],
-            shape=_fused_conv_shape, kernel=_fused_conv_ref, **conv._COMMON,
-            doc="Conv2D, then BiasAdd, then (when fused_ops says so) Relu, in one kernel.")
 register_op("_MaxPoolReluGrad", inputs=["orig_input: T", "orig_output: T", "grad: T"],
             outputs=["output: T"], attrs=conv._MAX_POOL_ATTRS,
             shape=conv._max_pool_grad_shape, kernel=_max_pool_relu_grad_ref, **conv._COMMON,

@@ -62,7 +62,7 @@ register_op("DynamicPartition", inputs=["data: T", "partitions: i32"],
             outputs=["outputs: num_partitions * T"],
             attrs=["num_partitions: int >= 1", "T: {all}"],
             shape=_partition_shape, kernel=_partition_ref, group="movement",
-            doc="Rows of data routed to num_partitions outputs by partitions.")
+            doc="Rows of data routed to num_partitions outputs by partitions.", half_native=True)
 
 
 # --- DynamicStitch -----------------------------------------------------------------------------
@@ -108,5 +108,5 @@ def _stitch_ref(ctx, *args) -> np.ndarray:
 
 register_op("DynamicStitch", inputs=["indices: N * i32", "data: N * T"], outputs=["merged: T"],
             attrs=["N: int >= 1", "T: {all}"],
-            shape=_stitch_shape, kernel=_stitch_ref, group="movement",
+            shape=_stitch_shape, kernel=_stitch_ref, group="movement", half_native=True,
             doc="merged[indices[m][i]] = data[m][i]; max(index) + 1 rows, unnamed rows zero.")

@@ -106,7 +106,7 @@ def _depthwise_filter_ref(ctx, x, sizes, dy):
 
 
 # --- registration --------------------------------------------------------------------------
-_DEPTHWISE_ATTRS = ["T: {f32, f64}", "strides: list(int)", "padding: string",
+_DEPTHWISE_ATTRS = ["T: {float}", "strides: list(int)", "padding: string",
                     "explicit_paddings: list(int) = []", 'data_format: string = "NHWC"',
                     "dilations: list(int) = [1, 1, 1, 1]"]
 

@@ -173,6 +173,6 @@ def _einsum_ref(ctx, *operands):
 
 
 register_op("Einsum", inputs=["inputs: N * T"], outputs=["output: T"],
-            attrs=["equation: string", "N: int >= 1", "T: {f32, f64, i32, i64}"],
+            attrs=["equation: string", "N: int >= 1", "T: {float, i32, i64}"],
             shape=_einsum_shape, kernel=_einsum_ref, group="matmul",
             doc="Einstein summation over the operands (numpy's einsum equations).")

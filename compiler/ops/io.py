@@ -16,10 +16,11 @@ from typing import List
 from compiler.ir.types import TensorType
 from compiler.ir.op_registry import register_op
 from runtime.checkpoint import CheckpointError, prefix_from_bytes, read_checkpoint, write_checkpoint
-from runtime.dtypes import DType
+from runtime.dtypes import DType, bf16_numpy_is_raw
 
 
-_NO_CHECKPOINT_TYPES = (DType.resource, DType.bf16)
+# (bf16 tensors are saved as safetensors BF16, which needs ml_dtypes: runtime/checkpoint.py)
+_NO_CHECKPOINT_TYPES = (DType.resource,) + ((DType.bf16,) if bf16_numpy_is_raw() else ())
 
 
 # --- shape functions -----------------------------------------------------------------------
@@ -46,8 +47,9 @@ def _check_names(ctx, count: int, what: str) -> List[str]:
 def _check_dtypes(ctx, dtypes) -> None:
     for name, dt in zip(ctx.attr("tensor_names"), dtypes):
         if dt in _NO_CHECKPOINT_TYPES:
-            raise ctx.error(f"tensor '{name}' is {dt}; checkpoints hold f16, f32, f64, integer "
-                            "and bool tensors")
+            need = " (bf16 needs ml_dtypes)" if dt is DType.bf16 else ""
+            raise ctx.error(f"tensor '{name}' is {dt}; checkpoints hold float, integer and "
+                            f"bool tensors{need}")
 
 
 def _save_shape(ctx):
@@ -93,11 +95,11 @@ register_op("SaveV2", inputs=["prefix: u8", "tensors: dtypes"],
             shape=_save_shape, kernel=_save_kernel, stateful=True,
             doc="Write ``tensors`` as checkpoint ``prefix`` (UTF-8 bytes), named "
                 "``tensor_names``; atomic: the previous checkpoint stays valid until the new "
-                "one is complete.")
+                "one is complete.", half_native=True)
 
 register_op("RestoreV2", inputs=["prefix: u8"], outputs=["tensors: dtypes"],
             attrs=["tensor_names: list(string)", "dtypes: list(type)", "shapes: list(shape)"],
-            shape=_restore_shape, kernel=_restore_kernel, stateful=True,
+            shape=_restore_shape, kernel=_restore_kernel, stateful=True, half_native=True,
             doc="The tensors ``tensor_names`` of checkpoint ``prefix``; refuses (naming every "
                 "tensor that does not match) a missing, truncated or corrupt checkpoint or one "
                 "whose tensors differ from ``dtypes``/``shapes``, before returning any.")

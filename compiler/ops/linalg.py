@@ -45,7 +45,7 @@ def _det_ref(ctx, x: np.ndarray) -> np.ndarray:
 
 
 register_op("MatrixDeterminant", inputs=["input: T"], outputs=["output: T"],
-            attrs=["T: {f32, f64}"], shape=_det_shape, kernel=_det_ref, group="other",
+            attrs=["T: {f16, f32, f64}"], shape=_det_shape, kernel=_det_ref, group="other",
             doc="The determinant of each square matrix in the last two dims.")
 
 
@@ -91,7 +91,7 @@ def lu_factor(m: np.ndarray):
 
 
 register_op("MatrixInverse", inputs=["input: T"], outputs=["output: T"],
-            attrs=["adjoint: bool = false", "T: {f32, f64}"],
+            attrs=["adjoint: bool = false", "T: {f16, f32, f64}"],
             shape=_inverse_shape, kernel=_inverse_ref, group="other",
             doc="The inverse (of the adjoint, with adjoint) of each square matrix in the last "
                 "two dims; a singular one is an error.")

@@ -11,6 +11,8 @@ Semantics follow TensorFlow, with every result defined on every input:
   are not allowed". ``MIN // -1`` wraps to ``MIN`` and ``MIN % -1`` is 0.
 - Cast from a float to an integer truncates toward zero, maps NaN to 0 and saturates values
   out of range (including +-inf) to the integer's min/max; any type to bool is ``x != 0``.
+  To f16/bf16 it rounds once to nearest even (from f64 and i64 too), overflowing to +-inf; a
+  NaN stays a NaN (bf16: the quiet NaN with its sign, as ml_dtypes).
   ``Truncate=true`` from f64 to f32 truncates the mantissa instead of rounding (as TF does).
 - Maximum/Minimum/Relu/Relu6/Sign propagate NaN; Round rounds half to even.
 """
@@ -25,7 +27,7 @@ import numpy as np
 from compiler.errors import ExecutionError
 from compiler.ir.types import broadcast_shapes, merge_shapes
 from compiler.ir.op_registry import OpDef, register_op
-from runtime.dtypes import DType
+from runtime.dtypes import DType, bf16_numpy_is_raw, f32_to_half, half_to_f32
 
 INT_DIV_ZERO = "Integer division by zero"
 NEGATIVE_POWER = "Integers to negative integer powers are not allowed"
@@ -173,18 +175,25 @@ def _float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def _cast_kernel(ctx, x: np.ndarray) -> np.ndarray:
     src, dst = ctx.attrs["SrcT"], ctx.attrs["DstT"]
+    if src is dst:
+        return x.copy()
+    if src.is_half:                           # exact in f32
+        x, src = half_to_f32(x, src), DType.f32
     if ctx.attrs["Truncate"] and src is DType.f64 and dst is DType.f32:
         x = _truncate_f64_mantissa(x)
     if dst is DType.bool:
         return x != 0
     if src.is_floating and dst.is_integer:
         return _float_to_int(x, dst.np)
-    return x.astype(dst.np)
+    if dst is DType.bf16 and bf16_numpy_is_raw():        # pragma: no cover
+        return f32_to_half(x.astype(np.float32), dst)
+    return x.astype(dst.np)                   # f16/bf16: rounded once, to nearest even
 
 
 register_op("Cast", inputs=["x: SrcT"], outputs=["y: DstT"],
             attrs=["SrcT: {all}", "DstT: {all}", "Truncate: bool = false"],
             shape=_same_shape, kernel=_cast_kernel, group="elementwise", data_error=None,
+            half_native=True,
             doc="Convert to DstT. Float to integer truncates toward zero, NaN gives 0 and "
                 "out-of-range values saturate; anything to bool is x != 0.")
 

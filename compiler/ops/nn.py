@@ -75,7 +75,7 @@ def _batch_matmul_ref(ctx, x, y):
     return np.matmul(x, y)
 
 
-_MATMUL_TYPES = "T: {f32, f64, i32, i64}"
+_MATMUL_TYPES = "T: {float, i32, i64}"
 
 register_op("MatMul", inputs=["a: T", "b: T"], outputs=["product: T"],
             attrs=["transpose_a: bool = false", "transpose_b: bool = false", _MATMUL_TYPES],
@@ -163,5 +163,5 @@ def _log_softmax_ref(ctx, logits):
 
 for _name, _ref, _log in (("Softmax", _softmax_ref, False), ("LogSoftmax", _log_softmax_ref, True)):
     register_op(_name, inputs=["logits: T"], outputs=[("logsoftmax" if _log else "softmax") + ": T"],
-                attrs=["T: {f32, f64}"], shape=_softmax_shape, kernel=_ref, group="other",
+                attrs=["T: {float}"], shape=_softmax_shape, kernel=_ref, group="other",
                 doc="Softmax over the last axis, computed with the row max subtracted.")

@@ -93,7 +93,7 @@ def _l2_loss_ref(ctx, t: np.ndarray) -> np.ndarray:
     return np.asarray(np.sum(np.square(t.astype(np.float64))) * 0.5).astype(t.dtype)
 
 
-register_op("L2Loss", inputs=["t: T"], outputs=["output: T"], attrs=["T: {f32, f64}"],
+register_op("L2Loss", inputs=["t: T"], outputs=["output: T"], attrs=["T: {float}"],
             shape=lambda ctx: [()], kernel=_l2_loss_ref, group="reduce",
             doc="sum(t * t) / 2, accumulated in double.")
 
@@ -173,12 +173,12 @@ def _sparse_xent_ref(ctx, features: np.ndarray, labels: np.ndarray):
 
 
 register_op("SoftmaxCrossEntropyWithLogits", inputs=["features: T", "labels: T"],
-            outputs=["loss: T", "backprop: T"], attrs=["T: {f32, f64}"],
+            outputs=["loss: T", "backprop: T"], attrs=["T: {float}"],
             shape=lambda ctx: _xent_shape(ctx, False), kernel=_xent_ref, group="other",
             doc="Per-row cross-entropy of softmax(features) against label distributions.")
 register_op("SparseSoftmaxCrossEntropyWithLogits", inputs=["features: T", "labels: Tlabels"],
             outputs=["loss: T", "backprop: T"],
-            attrs=["T: {f32, f64}", "Tlabels: {i32, i64} = i64"],
+            attrs=["T: {float}", "Tlabels: {i32, i64} = i64"],
             shape=lambda ctx: _xent_shape(ctx, True), kernel=_sparse_xent_ref, group="other",
             doc="Per-row cross-entropy of softmax(features) against class indices.")
 

@@ -184,27 +184,29 @@ register_op("FIFOQueueV2", outputs=["handle: resource"],
             attrs=["component_types: list(type)", "shapes: list(shape) = []",
                    "capacity: int = -1", "container: string = ''", "shared_name: string = ''"],
             shape=_queue_shape, kernel=_queue_kernel, stateful=True,
-            group="source", doc="A handle to the FIFO queue ``shared_name`` (the node's name).")
+            group="source", half_native=True,
+            doc="A handle to the FIFO queue ``shared_name`` (the node's name).")
 
 for _name, _many in (("QueueEnqueueV2", False), ("QueueEnqueueManyV2", True)):
     register_op(_name, inputs=["handle: resource", "components: Tcomponents"],
                 attrs=["Tcomponents: list(type)", "timeout_ms: int = -1"],
                 shape=_enqueue_shape(_many),
                 kernel=_enqueue_many_kernel if _many else _enqueue_kernel, stateful=True,
+                half_native=True,
                 doc=("Enqueue one element per row of the components" if _many else
                      "Enqueue one element") + "; blocks while the queue is full.")
 
 register_op("QueueDequeueV2", inputs=["handle: resource"], outputs=["components: component_types"],
             attrs=["component_types: list(type)", "timeout_ms: int = -1"],
             shape=_dequeue_shape("one"), kernel=_dequeue_kernel, stateful=True,
-            doc="Take one element; blocks while the queue is empty.")
+            doc="Take one element; blocks while the queue is empty.", half_native=True)
 
 for _name, _fewer in (("QueueDequeueManyV2", False), ("QueueDequeueUpToV2", True)):
     register_op(_name, inputs=["handle: resource", "n: i32"],
                 outputs=["components: component_types"],
                 attrs=["component_types: list(type)", "timeout_ms: int = -1"],
                 shape=_dequeue_shape("upto" if _fewer else "many"), kernel=_dequeue_n_kernel(_fewer),
-                stateful=True,
+                stateful=True, half_native=True,
                 doc=f"Take n elements, batched along a new leading dim"
                     + (" (fewer once the queue is closed)." if _fewer else "."))
 

@@ -90,16 +90,17 @@ def _close_kernel(ctx, handle):
 register_op("StackV2", inputs=["max_size: i32"], outputs=["handle: resource"],
             attrs=["elem_type: type", 'stack_name: string = ""'],
             shape=_stack_shape, kernel=_stack_kernel, stateful=True, group="source",
+            half_native=True,
             doc="A new, empty stack of elem_type tensors (max_size <= 0: no limit), for this step.")
 
 register_op("StackPushV2", inputs=["handle: resource", "elem: T"], outputs=["output: T"],
             attrs=["T: type", "swap_memory: bool = false"],
             shape=_push_shape, kernel=_push_kernel, c_alias=1, stateful=True,
-            doc="Copies elem onto the stack and forwards it.")
+            doc="Copies elem onto the stack and forwards it.", half_native=True)
 
 register_op("StackPopV2", inputs=["handle: resource"], outputs=["elem: elem_type"],
             attrs=["elem_type: type", "elem_shape: shape = [*]"],
-            shape=_pop_shape, kernel=_pop_kernel, stateful=True,
+            shape=_pop_shape, kernel=_pop_kernel, stateful=True, half_native=True,
             doc="Takes the top element off the stack (elem_shape: what is known of its shape).")
 
 register_op("StackCloseV2", inputs=["handle: resource"], outputs=[],

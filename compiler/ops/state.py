@@ -252,28 +252,30 @@ def _is_initialized_kernel(ctx, handle):
 
 
 # --- registrations ---------------------------------------------------------------------------
-_VALUE_TYPES = "{f32, f64, i8, i16, i32, i64, u8, bool}"
+# A variable holds any dtype; its in-place arithmetic updates take no f16/bf16 (they have no
+# half arithmetic, and a variable's storage cannot be legalized to f32).
+_VALUE_TYPES = "{all}"
 
 register_op("VarHandleOp", outputs=["resource: resource"],
             attrs=["container: string = ''", "shared_name: string = ''", f"dtype: {_VALUE_TYPES}",
                    "shape: shape"],
             shape=_handle_shape, kernel=_handle_kernel, group="source",
-            stateful=True,
+            stateful=True, half_native=True,
             doc="A handle to the variable ``shared_name`` (the node's name when empty).")
 
 register_op("ReadVariableOp", inputs=["resource: resource"], outputs=["value: dtype"],
             attrs=[f"dtype: {_VALUE_TYPES}"],
             shape=_read_shape, kernel=_read_kernel,
-            stateful=True, doc="A copy of the variable's current value.")
+            stateful=True, doc="A copy of the variable's current value.", half_native=True)
 
 register_op("AssignVariableOp", inputs=["resource: resource", "value: dtype"],
             attrs=[f"dtype: {_VALUE_TYPES}", "validate_shape: bool = false"],
             shape=_assign_shape, kernel=_assign_kernel, stateful=True,
-            doc="Set the variable to ``value`` (initializes it).")
+            doc="Set the variable to ``value`` (initializes it).", half_native=True)
 
 for _name, _sign, _c_op in (("AssignAddVariableOp", 1, "+="), ("AssignSubVariableOp", -1, "-=")):
     register_op(_name, inputs=["resource: resource", "value: dtype"],
-                attrs=["dtype: {f32, f64, i8, i16, i32, i64, u8}"],
+                attrs=["dtype: {f32, f64, int}"],
                 shape=_assign_shape, kernel=_update_kernel(_sign),
                 stateful=True, doc=f"variable {_c_op} value, in place.")
 
@@ -282,14 +284,15 @@ register_op("ResourceGather", inputs=["resource: resource", "indices: Tindices"]
             attrs=["batch_dims: int = 0", "validate_indices: bool = true",
                    f"dtype: {_VALUE_TYPES}", "Tindices: {i32, i64}"],
             shape=_gather_shape, kernel=_gather_kernel, stateful=True,
-            doc="Rows ``indices`` of the variable (out of range: an error).")
+            doc="Rows ``indices`` of the variable (out of range: an error).", half_native=True)
 
 for _name, _mode in (("ResourceScatterAdd", "add"), ("ResourceScatterSub", "sub"),
                      ("ResourceScatterUpdate", "update")):
     register_op(_name, inputs=["resource: resource", "indices: Tindices", "updates: dtype"],
-                attrs=[("dtype: {f32, f64, i8, i16, i32, i64, u8}" if _mode != "update"
+                attrs=[("dtype: {f32, f64, int}" if _mode != "update"
                         else f"dtype: {_VALUE_TYPES}"), "Tindices: {i32, i64}"],
                 shape=_scatter_shape, kernel=_scatter_kernel(_mode), stateful=True,
+                half_native=_mode == "update",
                 doc=f"Rows ``indices`` of the variable {_mode} ``updates``, touching only those "
                     "rows; every index is checked before any row changes.")
 

@@ -2,9 +2,14 @@
 all nodes on one device: a CPU, or a GPU where the fused op has a GPU kernel; each absorbed
 value used by nothing else):
 
-- ``Relu(BiasAdd(Conv2D(x, f), b))`` and ``BiasAdd(Conv2D(x, f), b)`` become
-  ``_FusedConv2D(x, f, b)``: the bias and ReLU are applied to each chunk of the convolution's
-  output while it is in cache, and the separate pass over the output disappears;
+- ``act(BiasAdd(Conv2D(x, f), b) + r)``, with the residual ``+ r`` (ResNet's shortcut, ``r``
+  of the output's shape) and the activation ``act`` each optional, becomes
+  ``_FusedConv2D(x, f, [b, r])`` (``fused_ops`` ``["BiasAdd", "Add", act]``, TensorFlow's
+  names); the same with ``DepthwiseConv2dNative`` becomes ``_FusedDepthwiseConv2dNative``.
+  ``act`` is ``Relu``, ``Relu6``, ``Elu`` or ``LeakyRelu``, and also ``Maximum(y, 0)`` (a
+  ReLU) and ``Minimum(Maximum(y, 0), 6)`` (ONNX's ``Clip(0, 6)``: MobileNet's ReLU6), which
+  compute the same. The epilogue is applied to each chunk of the convolution's output while
+  it is in cache, and the separate passes over the output disappear;
 - ``Conv2DBackpropFilter(x, sizes, dy)`` and ``BiasAddGrad(dy)`` of one ``dy`` become
   ``_Conv2DBackpropFilterBias(x, sizes, dy)`` with both gradients as outputs: the bias
   gradient is summed while the filter gradient reads ``dy``;
@@ -21,9 +26,13 @@ the last replaced node's name and source location and the control edges of all o
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from compiler.ir.graph import Graph, Node
+import numpy as np
+
+from compiler.ir.construct import constant_value, make_node
+from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.op_registry import get_op
 from compiler.ir.types import TensorType
 from compiler.passes.rewrite import single_use, take_place
@@ -58,21 +67,105 @@ def _absorbed_by(node: Node, op: str, index: int) -> Optional[Node]:
     return producer
 
 
-def match_conv_bias_relu(node: Node) -> Optional[Tuple[Node, Node, Optional[Node]]]:
-    """(Conv2D, BiasAdd, Relu or None) ending at ``node`` (a Relu or a BiasAdd)."""
-    relu = node if node.op == "Relu" else None
-    bias_add = _absorbed_by(node, "BiasAdd", 0) if relu is not None else node
-    if bias_add is None or bias_add.op != "BiasAdd" or not _nhwc(bias_add):
+# convolution op -> its fused form
+FUSED_CONVS = {"Conv2D": "_FusedConv2D", "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative"}
+ACTIVATION_OPS = ("Relu", "Relu6", "Elu", "LeakyRelu")
+
+
+@dataclass
+class ConvMatch:
+    """A convolution and the epilogue after it, ``last`` the node whose value it computes."""
+    conv: Node
+    bias_add: Node
+    residual: Optional[Output]
+    act: Optional[str]
+    alpha: float
+    absorbed: List[Node]                 # the nodes replaced, users before producers
+
+    @property
+    def last(self) -> Node:
+        return self.absorbed[0]
+
+
+def _scalar_const(value: Output) -> Optional[float]:
+    v = constant_value(value)
+    if v is None or np.size(v) != 1 or np.ndim(v) > len(value.shape or ()):
         return None
-    conv2d = _absorbed_by(bias_add, "Conv2D", 0)
-    if conv2d is None or not _nhwc(conv2d) or conv2d.inputs[0].type.shape is None:
+    return float(np.reshape(v, -1)[0])
+
+
+def _clamp(node: Node, op: str, bound: float) -> Optional[Output]:
+    """The other operand of ``node`` when it is ``op(y, bound)`` (or ``op(bound, y)``)."""
+    if node.op != op or len(node.inputs) != 2:
+        return None
+    for k in (0, 1):
+        if _scalar_const(node.inputs[1 - k]) == bound and \
+                node.inputs[k].type == node.output_types[0]:
+            return node.inputs[k]
+    return None
+
+
+def _activation(node: Node) -> Optional[Tuple[str, float, Output, List[Node]]]:
+    """(activation, LeakyRelu's slope, its input, the nodes computing it) when ``node``'s
+    value is an activation of one input."""
+    if node.op in ACTIVATION_OPS:
+        return node.op, float(node.attrs.get("alpha", 0.2)), node.inputs[0], [node]
+    for outer, inner, bound in (("Minimum", "Maximum", 6.0), ("Maximum", "Minimum", 0.0)):
+        y = _clamp(node, outer, bound)
+        if y is not None and y.node.op == inner and single_use(y) is node:
+            z = _clamp(y.node, inner, 6.0 - bound)
+            if z is not None:
+                return "Relu6", 0.2, z, [node, y.node]
+    y = _clamp(node, "Maximum", 0.0)
+    return ("Relu", 0.2, y, [node]) if y is not None else None
+
+
+def _conv_under(bias_add: Node) -> Optional[Node]:
+    """The convolution under ``bias_add`` (NHWC, a vector bias) when only it reads it."""
+    value = bias_add.inputs[0]
+    conv = value.node
+    if bias_add.op != "BiasAdd" or not _nhwc(bias_add) or value.type.dtype not in _FLOATS:
+        return None
+    if conv.op not in FUSED_CONVS or single_use(value) is not bias_add or not _nhwc(conv) \
+            or conv.inputs[0].type.shape is None:
         return None
     bias = bias_add.inputs[1]
-    if bias.type.dtype != conv2d.output_types[0].dtype or not bias.type.shape or \
+    if bias.type.dtype != conv.output_types[0].dtype or not bias.type.shape or \
             len(bias.type.shape) != 1:
         return None
-    nodes = [n for n in (conv2d, bias_add, relu) if n is not None]
-    return (conv2d, bias_add, relu) if _on_one_device("_FusedConv2D", *nodes) else None
+    return conv
+
+
+def match_conv_epilogue(node: Node) -> Optional[ConvMatch]:
+    """The convolution whose fused epilogue (bias, residual, activation) ends at ``node``."""
+    act, alpha, absorbed = None, 0.2, []
+    pre = node
+    found = _activation(node)
+    if found is not None:
+        act, alpha, value, absorbed = found
+        if single_use(value) is not absorbed[-1]:
+            return None
+        pre = value.node
+    residual = None
+    if pre.op in ("AddV2", "Add") and pre.num_outputs == 1:
+        for k in (0, 1):
+            b, other = pre.inputs[k], pre.inputs[1 - k]
+            if b.node.op == "BiasAdd" and single_use(b) is pre and _conv_under(b.node) and \
+                    other.type == pre.output_types[0] and other.type.shape is not None and \
+                    len(other.type.shape) == 4:
+                residual = other
+                absorbed = absorbed + [pre]
+                pre = b.node
+                break
+        else:
+            return None
+    conv = _conv_under(pre) if pre.op == "BiasAdd" else None
+    if conv is None:
+        return None
+    absorbed = absorbed + [pre, conv]
+    if not _on_one_device(FUSED_CONVS[conv.op], *absorbed):
+        return None
+    return ConvMatch(conv, pre, residual, act, alpha, absorbed)
 
 
 def match_max_pool_relu_grad(node: Node) -> Optional[Node]:
@@ -153,17 +246,19 @@ def _fuse_max_pool_argmax(graph: Graph, pool: Node, grads: List[Node]) -> None:
         take_place(graph, grad, routed, ())
 
 
-def _fuse_conv(graph: Graph, conv2d: Node, bias_add: Node, relu: Optional[Node]) -> None:
-    last = relu or bias_add
-    fused_ops: List[str] = ["BiasAdd"] + (["Relu"] if relu is not None else [])
-    attrs = {k: v for k, v in conv2d.attrs.items()}
-    attrs["fused_ops"] = fused_ops
+def _fuse_conv(graph: Graph, m: ConvMatch) -> None:
+    fused_ops = ["BiasAdd"] + (["Add"] if m.residual is not None else []) + \
+        ([m.act] if m.act else [])
+    attrs = dict(m.conv.attrs, fused_ops=fused_ops)
+    if m.act == "LeakyRelu":
+        attrs["leakyrelu_alpha"] = m.alpha
+    args = [m.bias_add.inputs[1]] + ([m.residual] if m.residual is not None else [])
+    last = m.last
     with graph.inserting_before(last):
-        fused = graph.add_node("_FusedConv2D", [conv2d.inputs[0], conv2d.inputs[1],
-                                                bias_add.inputs[1]], attrs,
-                               name=f"{last.name}/fused", output_types=[last.output(0).type],
-                               location=last.location, device=last.device)
-    take_place(graph, last, fused, (bias_add, conv2d) if relu is not None else (conv2d,))
+        fused = make_node(graph, FUSED_CONVS[m.conv.op], [m.conv.inputs[0], m.conv.inputs[1], args],
+                          attrs, name=f"{last.name}/fused", output_types=[last.output(0).type],
+                          location=last.location, device=last.device)
+    take_place(graph, last, fused, m.absorbed[1:])
 
 
 def _fuse_pool_grad(graph: Graph, relu_grad: Node, pool_grad: Node) -> None:
@@ -175,17 +270,22 @@ def _fuse_pool_grad(graph: Graph, relu_grad: Node, pool_grad: Node) -> None:
     take_place(graph, relu_grad, fused, (pool_grad,))
 
 
+# The ops a fused convolution's epilogue may end with.
+_EPILOGUE_ENDS = ACTIVATION_OPS + ("Maximum", "Minimum", "AddV2", "Add", "BiasAdd")
+
+
 def fuse_conv(graph: Graph) -> bool:
     """Rewrite every match; whether the graph changed. Users come before their producers, so
-    a Relu takes its BiasAdd and Conv2D before the BiasAdd alone could take the Conv2D."""
+    a Relu takes its Add, BiasAdd and convolution before the BiasAdd alone could take the
+    convolution."""
     changed = resort = False
     for node in reversed(list(graph)):
         if node not in graph:
             continue
-        if node.op in ("Relu", "BiasAdd"):
-            found = match_conv_bias_relu(node)
+        if node.op in _EPILOGUE_ENDS:
+            found = match_conv_epilogue(node)
             if found is not None:
-                _fuse_conv(graph, *found)
+                _fuse_conv(graph, found)
                 changed = True
         elif node.op == "BiasAddGrad":
             filter_grad = match_filter_bias_grad(node)
@@ -209,7 +309,8 @@ def fuse_conv(graph: Graph) -> bool:
 
 @register_pass("fuse-conv")
 class FuseConv(Pass):
-    """A convolution with its bias and ReLU, and the pooling-gradient fusions, as one kernel each."""
+    """A convolution with its bias, residual and activation, and the pooling-gradient
+    fusions, as one kernel each."""
 
     def run(self, graph: Graph, ctx: PassContext) -> bool:
         return fuse_conv(graph)

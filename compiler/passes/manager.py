@@ -97,7 +97,7 @@ def _load_builtin_passes() -> None:
     import importlib
     for mod in ("prune", "infer_shapes", "fold_constants", "cse", "simplify", "place", "fuse",
                 "partition", "plan_memory", "fuse_updates", "fuse_accumulate", "fuse_conv",
-                "fuse_matmul_bias"):
+                "fuse_matmul_bias", "layout", "fold_batch_norm", "legalize_types"):
         try:
             importlib.import_module(f"compiler.passes.{mod}")
         except ModuleNotFoundError as e:

@@ -19,7 +19,8 @@ _HIDDEN = {"Graph", "Session", "Operation", "Tensor", "DType", "get_default_grap
 DTYPES = {d.name: d for d in DType if d is not DType.resource}
 DTYPES.update({"float16": DType.f16, "bfloat16": DType.bf16, "float32": DType.f32,
                "float64": DType.f64, "int8": DType.i8, "int16": DType.i16, "int32": DType.i32,
-               "int64": DType.i64, "uint8": DType.u8})
+               "int64": DType.i64, "uint8": DType.u8, "uint16": DType.u16, "uint32": DType.u32,
+               "uint64": DType.u64})
 
 
 class Missing(Exception):

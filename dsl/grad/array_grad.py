@@ -184,18 +184,24 @@ def _gather_grad(op: Operation, g: Tensor) -> Grads:
     if int(need_value(op, 2, "axis")) != 0 or op.get_attr("batch_dims") != 0:
         raise GradientShapeError(f"the gradient of GatherV2 '{op.name}' supports only axis=0 "
                                  "and batch_dims=0")
+    return [gather_rows_grad(params, indices, g), None, None]
+
+
+def gather_rows_grad(params: Tensor, indices: Tensor, g: Tensor) -> IndexedSlices:
+    """The gradient of a gather of rows ``indices`` of ``params`` (axis 0): g's slices at the
+    rows they came from."""
     p_shape = shape_of(params, indices.dtype)
     flat_ids = _op("Reshape", indices, np.array([-1], indices.dtype.np))
     if _is_static(params) and _is_static(indices):
         # static shapes stay static (in a loop's gradient, its buffers then have static sizes)
         rows = [int(np.prod(indices.shape, dtype=np.int64))] + list(params.shape[1:])
         values = _op("Reshape", g, np.array(rows, indices.dtype.np))
-        return [IndexedSlices(values, flat_ids, p_shape), None, None]
+        return IndexedSlices(values, flat_ids, p_shape)
     inner = _op("Slice", p_shape, np.array([1], indices.dtype.np), np.array([-1], indices.dtype.np))
     count = _op("Reshape", _op("Size", indices, out_type=indices.dtype),
                 np.array([1], indices.dtype.np))
     values = _op("Reshape", g, _op("ConcatV2", [count, inner], 0))
-    return [IndexedSlices(values, flat_ids, p_shape), None, None]
+    return IndexedSlices(values, flat_ids, p_shape)
 
 
 @RegisterGradient("UnsortedSegmentSum")

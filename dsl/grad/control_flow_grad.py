@@ -193,8 +193,13 @@ def _live(loop, t):
     from dsl.ops import constant
     from dsl.tensor import Tensor
     import numpy as np
-    nodes = list(loop.graph)
-    _, out_guard = cond_guards(nodes)
+    # The guards of the forward loop's values, found once per loop: nodes added since (the
+    # pushes, these gates) change no existing node's guard. (Once per saved value was
+    # quadratic in the graph's size: minutes for a graph of a few dozen RNNs.)
+    out_guard = loop.__dict__.get("_out_guard")
+    if out_guard is None or t.output not in out_guard:
+        _, out_guard = cond_guards(list(loop.graph))
+        loop._out_guard = out_guard
     lits = [(p, k) for p, k in out_guard[t.output]
             if p.node in loop.members and loop.out_in[p.node] == loop.frame]
     if not lits:

@@ -9,6 +9,8 @@ _BY_ONNX = {
     TensorProto.FLOAT: DType.f32, TensorProto.DOUBLE: DType.f64, TensorProto.FLOAT16: DType.f16,
     TensorProto.INT8: DType.i8, TensorProto.INT16: DType.i16, TensorProto.INT32: DType.i32,
     TensorProto.INT64: DType.i64, TensorProto.UINT8: DType.u8, TensorProto.BOOL: DType.bool,
+    TensorProto.UINT16: DType.u16, TensorProto.UINT32: DType.u32, TensorProto.UINT64: DType.u64,
+    TensorProto.BFLOAT16: DType.bf16,
 }
 
 

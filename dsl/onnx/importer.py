@@ -48,6 +48,16 @@ def default_opset(model: onnx.ModelProto) -> int:
     return 1
 
 
+def domain_opset(model: onnx.ModelProto, domain: str, default: int) -> int:
+    """The opset a node of ``domain`` was written for (``default``: the default domain's)."""
+    if domain in DEFAULT_DOMAINS:
+        return default
+    for imp in model.opset_import:
+        if imp.domain == domain:
+            return imp.version
+    return 1
+
+
 def check_supported(model: onnx.ModelProto, path: str) -> None:
     """Raise ``UnsupportedOpsError`` naming every op the model uses that flowc cannot lower,
     in its graph and in the subgraphs of its nodes (an ``If``'s branches, a ``Loop``'s body:
@@ -56,7 +66,8 @@ def check_supported(model: onnx.ModelProto, path: str) -> None:
     missing: Dict[Tuple[str, str], List[int]] = {}
 
     def check(node: onnx.NodeProto, index: int) -> None:
-        fn, why = find_lowering(node.op_type, node.domain, opset)
+        fn, why = find_lowering(node.op_type, node.domain,
+                                domain_opset(model, node.domain, opset))
         if fn is None:
             missing.setdefault((node.op_type, why), []).append(index)
         for sub in subgraphs(node):
@@ -104,8 +115,8 @@ def _constant(array: np.ndarray, name: str, path: str, what: str) -> Tensor:
                        name=node_name(name, "initializer"))
 
 
-_FLOWC_NUMPY_TYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
-                      "uint8", "bool")
+_FLOWC_NUMPY_TYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
+                      "int64", "uint8", "uint16", "uint32", "uint64", "bool")
 
 
 def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = None, *,
@@ -144,7 +155,8 @@ def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = Non
                                             "bound input")
             else:
                 values[vi.name] = inputs[vi.name] = _placeholder(vi, path, scope)
-        lowerer = _GraphLowerer(path, opset, {t.output.node: name for name, t in inputs.items()})
+        lowerer = _GraphLowerer(path, opset, {t.output.node: name for name, t in inputs.items()},
+                                lambda domain: domain_opset(model, domain, opset))
         for i, node in enumerate(g.node):
             lowerer.lower_node(node, SourceLocation(path, i, 0), values)
     outputs = {}
@@ -166,15 +178,19 @@ class _GraphLowerer:
     subgraphs control-flow lowerings ask for (``LoweringContext.lower_subgraph``), which see
     the names of every enclosing scope."""
 
-    def __init__(self, path: str, opset: int, graph_inputs: Dict[object, str]):
+    def __init__(self, path: str, opset: int, graph_inputs: Dict[object, str],
+                 opset_of=None):
         self.path = path
         self.opset = opset
+        # the opset a node of another domain was written for (ai.onnx.ml, ...)
+        self.opset_of = opset_of or (lambda domain: opset)
         self.graph_inputs = graph_inputs          # placeholder node -> ONNX graph input name
 
     def lower_node(self, node: onnx.NodeProto, location: SourceLocation,
                    values: MutableMapping[str, Tensor]) -> None:
         """Lower ``node``, reading its inputs from ``values`` and adding its outputs."""
-        fn, why = find_lowering(node.op_type, node.domain, self.opset)
+        opset = self.opset_of(node.domain)
+        fn, why = find_lowering(node.op_type, node.domain, opset)
         if fn is None:                   # check_supported ran first; kept for direct callers
             raise OnnxImportError(f"{node.op_type}: {why}", location)
         ins: List[Optional[Tensor]] = []
@@ -187,7 +203,7 @@ class _GraphLowerer:
                 raise OnnxImportError(f"{node.op_type} '{node.name}': input '{name}' is produced "
                                       "by no earlier node (the graph must be topologically "
                                       "sorted)", location)
-        ctx = LoweringContext(node, location.line, self.opset, ins, location, self.graph_inputs,
+        ctx = LoweringContext(node, location.line, opset, ins, location, self.graph_inputs,
                               subgraph_lowerer=lambda graph, bound: self.lower_subgraph(
                                   graph, bound, values, location))
         scope = node_name(node.name, f"{node.op_type}_{location.line}")

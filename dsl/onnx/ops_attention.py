@@ -102,7 +102,7 @@ class _Masks:
         allowed = _all_of(self.allowed)
         bias = None
         if allowed is not None:
-            bias = fl.where(allowed, scalar(0, like), scalar(-np.inf, like))
+            bias = fl.where_v2(allowed, scalar(0, like), scalar(-np.inf, like))
         if self.additive is not None:
             bias = self.additive if bias is None else binary("AddV2", self.additive, bias)
         return bias
@@ -126,7 +126,7 @@ def _mask_input(ctx, masks: _Masks, mask: Tensor, kv_len: Dim, q) -> None:
     padded = _pad_last(mask, short)
     inside = binary("Less", _positions(kv_len), dim_tensor(length))
     masks.additive = binary("AddV2", padded,
-                            fl.where(inside, scalar(0, q), scalar(-np.inf, q)))
+                            fl.where_v2(inside, scalar(0, q), scalar(-np.inf, q)))
 
 
 def lower_attention(ctx):
@@ -224,7 +224,7 @@ def lower_attention(ctx):
         # a query that may attend no key gets a zero row (not the NaN of exp(-inf + inf))
         no_key = binary("Equal", apply_op("Max", [bias, index_const([-1])], {"keep_dims": True}),
                         scalar(-np.inf, bias))
-        probs = fl.where(no_key, scalar(0, probs), probs)
+        probs = fl.where_v2(no_key, scalar(0, probs), probs)
     probs = fl.cast(probs, q.dtype) if probs.dtype != q.dtype else probs
 
     if grouped:

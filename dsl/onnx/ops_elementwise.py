@@ -23,7 +23,7 @@ def _binary_op(op: str):
 
 
 def _is_float(x) -> bool:
-    return x.dtype.np.kind == "f"
+    return x.dtype.is_floating
 
 
 def lower_div(ctx):
@@ -31,7 +31,7 @@ def lower_div(ctx):
     if _is_float(a):
         return binary("RealDiv", a, b)
     q = binary("FloorDiv", a, b)
-    if a.dtype.np.kind == "u":
+    if a.dtype.is_unsigned:
         return q
     zero = scalar(0, a)
     rem = binary("FloorMod", a, b)
@@ -46,7 +46,7 @@ def lower_mod(ctx):
         return binary("FloorMod", a, b)
     # fmod: the remainder takes the sign of the dividend
     r = binary("FloorMod", unary("Abs", a), unary("Abs", b))
-    return binary("Mul", unary("Sign", a), r) if a.dtype.np.kind != "u" else r
+    return binary("Mul", unary("Sign", a), r) if not a.dtype.is_unsigned else r
 
 
 def lower_pow(ctx):
@@ -86,14 +86,15 @@ def lower_clip(ctx):
 
 def lower_prelu(ctx):
     x, slope = ctx.input(0), ctx.input(1)
-    return fl.where(binary("Less", x, scalar(0, x)), binary("Mul", x, slope), x)
+    return fl.where_v2(binary("Less", x, scalar(0, x)), binary("Mul", x, slope), x)
 
 
 def lower_elu(ctx):
     x = ctx.input(0)
     alpha = ctx.attr("alpha", 1.0)
     expm1 = binary("Sub", unary("Exp", x), scalar(1, x))
-    return fl.where(binary("Greater", x, scalar(0, x)), x, binary("Mul", expm1, scalar(alpha, x)))
+    return fl.where_v2(binary("Greater", x, scalar(0, x)), x,
+                       binary("Mul", expm1, scalar(alpha, x)))
 
 
 def lower_celu(ctx):
@@ -107,7 +108,7 @@ def lower_celu(ctx):
 def lower_thresholded_relu(ctx):
     x = ctx.input(0)
     alpha = ctx.attr("alpha", 1.0)
-    return fl.where(binary("Greater", x, scalar(alpha, x)), x, scalar(0, x))
+    return fl.where_v2(binary("Greater", x, scalar(alpha, x)), x, scalar(0, x))
 
 
 def _hard_sigmoid(x, alpha, beta):
@@ -139,8 +140,8 @@ def lower_shrink(ctx):
     lambd, bias = ctx.attr("lambd", 0.5), ctx.attr("bias", 0.0)
     low = binary("Less", x, scalar(-lambd, x))
     high = binary("Greater", x, scalar(lambd, x))
-    return fl.where(low, binary("AddV2", x, scalar(bias, x)),
-                    fl.where(high, binary("Sub", x, scalar(bias, x)), scalar(0, x)))
+    return fl.where_v2(low, binary("AddV2", x, scalar(bias, x)),
+                    fl.where_v2(high, binary("Sub", x, scalar(bias, x)), scalar(0, x)))
 
 
 def lower_identity(ctx):

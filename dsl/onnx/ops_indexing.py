@@ -87,7 +87,7 @@ def _non_negative_rows(ctx, data: Tensor, indices: Tensor, first: int = 0) -> Te
         dims = apply_op("Slice", [shape_i64(data), index_const([first]), index_const([q])])
     else:
         dims = index_const(dims)
-    return fl.where(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, dims), idx)
+    return fl.where_v2(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, dims), idx)
 
 
 def lower_gather_nd(ctx):
@@ -128,7 +128,7 @@ def _element_rows(ctx, data: Tensor, indices: Tensor) -> Tensor:
         raise ctx.error("needs the shape of indices known")
     idx = fl.cast(indices, fl.int64)
     size = dim_tensor(dim_of(data, axis))
-    idx = fl.where(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, size), idx)
+    idx = fl.where_v2(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, size), idx)
     grid = np.indices(ishape, dtype=np.int64)                               # [rank, *ishape]
     parts = [fl.constant(grid[k][..., None], dtype=fl.int64) if k != axis
              else apply_op("ExpandDims", [idx, index_scalar(-1)]) for k in range(rank)]
@@ -183,7 +183,7 @@ def lower_compress(ctx):
     else:
         axis = normalize_axis(axis, rank_of(x, ctx), ctx)
     cond = apply_op("Reshape", [fl.cast(condition, fl.bool_), index_const([-1])])
-    picked = apply_op("Reshape", [fl.where(cond), index_const([-1])])
+    picked = apply_op("Reshape", [fl.where_v2(cond), index_const([-1])])
     return apply_op("GatherV2", [x, picked, index_scalar(axis)])
 
 
@@ -191,7 +191,7 @@ def lower_non_zero(ctx):
     x = ctx.input(0)
     if rank_of(x, ctx) == 0:
         x = apply_op("Reshape", [x, index_const([1])])
-    return _transpose(fl.where(x), [1, 0])
+    return _transpose(fl.where_v2(x), [1, 0])
 
 
 # --- Unique ------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ def lower_where(ctx):
 
 
 def _cast(ctx, x, to):
-    if to.np.kind == "b" and x.dtype.np.kind == "f":
+    if to.is_bool and x.dtype.is_floating:
         return binary("NotEqual", x, scalar(0, x))
     if x.dtype == to:
         return apply_op("Identity", [x])

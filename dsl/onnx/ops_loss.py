@@ -23,7 +23,7 @@ def nll_loss(ctx, log_prob, target, weight):
     valid = None
     if ignore is not None:
         valid = binary("NotEqual", target, scalar(ignore, target))
-        target = fl.where(valid, target, scalar(0, target))
+        target = fl.where_v2(valid, target, scalar(0, target))
     one_hot = apply_op("OneHot", [target, fl.constant(np.int32(classes)), scalar(1, log_prob),
                                   scalar(0, log_prob)], {"axis": 1})
     picked = apply_op("Sum", [binary("Mul", log_prob, one_hot), index_const([1])])

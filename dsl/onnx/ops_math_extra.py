@@ -47,7 +47,7 @@ def lower_selu(ctx):
     if alpha == _SELU_ALPHA and gamma == _SELU_GAMMA:
         return unary("Selu", x)
     negative = binary("Mul", unary("Expm1", x), scalar(alpha, x))
-    return binary("Mul", fl.where(binary("Greater", x, scalar(0, x)), x, negative),
+    return binary("Mul", fl.where_v2(binary("Greater", x, scalar(0, x)), x, negative),
                   scalar(gamma, x))
 
 
@@ -113,9 +113,9 @@ def lower_bit_shift(ctx):
     if x.dtype.is_signed:
         in_range = binary("LogicalAnd", in_range, binary("GreaterEqual", y, scalar(0, y)))
     if direction == "LEFT":
-        return fl.where(in_range, binary("LeftShift", x, y), scalar(0, x))
+        return fl.where_v2(in_range, binary("LeftShift", x, y), scalar(0, x))
     fill = binary("RightShift", x, scalar(bits - 1, x)) if x.dtype.is_signed else scalar(0, x)
-    return fl.where(in_range, binary("RightShift", x, y), fill)
+    return fl.where_v2(in_range, binary("RightShift", x, y), fill)
 
 
 # --- window functions --------------------------------------------------------------------------

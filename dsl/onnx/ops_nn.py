@@ -88,11 +88,16 @@ def _pad_nhwc(x, pairs, value=0.0):
     if value == 0.0:
         return padded
     inside = apply_op("Pad", [apply_op("Fill", [shape_i64(x), fl.constant(np.uint8(1))]), paddings])
-    return fl.where(binary("Equal", inside, fl.constant(np.uint8(1))), padded, scalar(value, x))
+    return fl.where_v2(binary("Equal", inside, fl.constant(np.uint8(1))), padded, scalar(value, x))
 
 
 def lower_conv(ctx):
-    x, w = ctx.input(0), ctx.input(1)
+    return conv(ctx, ctx.input(0), ctx.input(1), ctx.optional_input(2))
+
+
+def conv(ctx, x, w, bias=None):
+    """ONNX's Conv of ``x`` (NCW or NCHW) by ``w`` with ``ctx``'s attributes (pads, strides,
+    dilations, group), plus ``bias`` (or None)."""
     spatial = _spatial_rank(ctx, x)
     wshape = static_shape(w)
     if wshape is None or None in wshape[2:]:
@@ -117,7 +122,7 @@ def lower_conv(ctx):
         kh, kw = kernel
         wd = apply_op("Reshape", [w, index_const([group, wshape[0] // group, kh, kw])])
         y = apply_op("DepthwiseConv2dNative", [xh, _transpose(wd, [2, 3, 0, 1])], attrs)
-        return _finish_conv(ctx, y, spatial)
+        return _finish_conv(y, bias, spatial)
     wh = _transpose(w, [2, 3, 1, 0])                          # OIHW -> HWIO
     if group == 1:
         y = apply_op("Conv2D", [xh, wh], attrs)
@@ -126,12 +131,11 @@ def lower_conv(ctx):
         ws = apply_op("Split", [fl.constant(np.int32(3)), wh], {"num_split": group})
         y = apply_op("ConcatV2", [[apply_op("Conv2D", [a, b], attrs) for a, b in zip(xs, ws)],
                                   index_scalar(3)])
-    return _finish_conv(ctx, y, spatial)
+    return _finish_conv(y, bias, spatial)
 
 
-def _finish_conv(ctx, y, spatial: int):
+def _finish_conv(y, bias, spatial: int):
     """The optional bias added to an NHWC convolution output, back in ONNX's layout."""
-    bias = ctx.optional_input(2)
     if bias is not None:
         y = apply_op("BiasAdd", [y, bias])
     return _from_2d(_transpose(y, _TO_NCHW), spatial)
@@ -266,9 +270,14 @@ def lower_max_pool(ctx):
         return _max_pool_by_windows(ctx)
     xh, attrs, pads, _, spatial = _pool_setup(ctx)
     dtype = xh.dtype
-    if dtype.np.kind != "f":             # flowc pools floats: integers go through f64 exactly
+    if not dtype.is_floating:            # flowc pools floats: integers go through f64 exactly
         xh = fl.cast(xh, fl.float64)
-    if any(p != (0, 0) for p in pads):
+    window = attrs["ksize"][1:3]
+    if any(p != (0, 0) for p in pads) and all(b < k and e < k for (b, e), k in zip(pads, window)):
+        # padding smaller than the window: MaxPool's own EXPLICIT padding (ignored, as ONNX's)
+        attrs = dict(attrs, padding="EXPLICIT",
+                     explicit_paddings=[0, 0, *pads[0], *pads[1], 0, 0])
+    elif any(p != (0, 0) for p in pads):
         xh = _pad_nhwc(xh, pads, -np.inf)
     y = _transpose(apply_op("MaxPool", [xh], attrs), _TO_NCHW)
     return _from_2d(fl.cast(y, dtype), spatial)
@@ -424,7 +433,7 @@ def lower_lp_normalization(ctx):
     norm = apply_op("Sum", [part, index_const([axis])], {"keep_dims": True})
     if p == 2:
         norm = unary("Sqrt", norm)
-    safe = fl.where(binary("Equal", norm, scalar(0, norm)), scalar(1, norm), norm)
+    safe = fl.where_v2(binary("Equal", norm, scalar(0, norm)), scalar(1, norm), norm)
     return binary("RealDiv", x, safe)
 
 

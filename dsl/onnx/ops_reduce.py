@@ -54,7 +54,7 @@ def _abs(x):
 
 
 def _sqrt(x):
-    return unary("Sqrt", x) if x.dtype.np.kind == "f" else \
+    return unary("Sqrt", x) if x.dtype.is_floating else \
         fl.cast(unary("Sqrt", fl.cast(x, fl.float32)), x.dtype)
 
 
@@ -65,7 +65,8 @@ def lower_reduce_log_sum_exp(ctx):
         return apply_op("Identity", [x])
     keep = bool(ctx.attr("keepdims", 1))
     peak = apply_op("Max", [x, index_const(axes)], {"keep_dims": True})
-    finite = fl.where(binary("Equal", unary("Abs", peak), scalar(np.inf, peak)), scalar(0, peak), peak)
+    finite = fl.where_v2(binary("Equal", unary("Abs", peak), scalar(np.inf, peak)),
+                         scalar(0, peak), peak)
     total = apply_op("Sum", [unary("Exp", binary("Sub", x, finite)), index_const(axes)],
                      {"keep_dims": True})
     y = binary("AddV2", unary("Log", total), finite)

@@ -49,7 +49,7 @@ def lower_resize(ctx):
     shape = full_shape(x)
     if shape is None:
         raise ctx.error("needs the input shape known")
-    if x.dtype.np.kind != "f":
+    if not x.dtype.is_floating:
         raise ctx.error("resizes floating-point tensors only")
     rank = rank_of(x, ctx)
     roi, scales, sizes = _optional(ctx, 1, "roi"), _optional(ctx, 2, "scales"), _optional(ctx, 3, "sizes")

@@ -73,10 +73,10 @@ class Activation:
         if name == "affine":
             return binary("AddV2", binary("Mul", x, scalar(a, x)), scalar(b, x))
         if name == "leakyrelu":
-            return fl.where(binary("GreaterEqual", x, scalar(0, x)), x,
+            return fl.where_v2(binary("GreaterEqual", x, scalar(0, x)), x,
                             binary("Mul", x, scalar(a, x)))
         if name == "thresholdedrelu":
-            return fl.where(binary("Greater", x, scalar(a, x)), x, scalar(0, x))
+            return fl.where_v2(binary("Greater", x, scalar(a, x)), x, scalar(0, x))
         if name == "scaledtanh":
             return binary("Mul", scalar(a, x), unary("Tanh", binary("Mul", x, scalar(b, x))))
         if name == "hardsigmoid":
@@ -86,7 +86,7 @@ class Activation:
             if a == 1.0:
                 return unary("Elu", x)
             expm1 = binary("Sub", unary("Exp", x), scalar(1, x))
-            return fl.where(binary("GreaterEqual", x, scalar(0, x)), x,
+            return fl.where_v2(binary("GreaterEqual", x, scalar(0, x)), x,
                             binary("Mul", expm1, scalar(a, x)))
         assert name == "softsign"
         return binary("RealDiv", x, binary("AddV2", unary("Abs", x), scalar(1, x)))
@@ -369,8 +369,8 @@ def _advance(node: RecurrentNode, step: Step, dr: Direction, xw: Tensor, state: 
     if node.lens is None:
         return new, new[0]
     running = _running(node, t)
-    kept = [fl.where(running, n, s) for n, s in zip(new, state)]
-    return kept, fl.where(running, new[0], scalar(0, new[0]))
+    kept = [fl.where_v2(running, n, s) for n, s in zip(new, state)]
+    return kept, fl.where_v2(running, new[0], scalar(0, new[0]))
 
 
 def _unrolled(node: RecurrentNode, step: Step, dirs: List[Direction], proj: Tensor,
@@ -450,7 +450,7 @@ def _recurrence(node: RecurrentNode, step: Step, dirs: List[Direction], proj: Te
         if node.lens is not None:            # a sequence of length 0 ends with a zero state
             started = apply_op("ExpandDims", [binary("Greater", node.lens,
                                                      fl.constant(np.int32(0))), index_scalar(1)])
-            last = [fl.where(started, s, scalar(0, s)) for s in last]
+            last = [fl.where_v2(started, s, scalar(0, s)) for s in last]
         stacked = apply_op("Pack", [last], {"axis": 0})
         outputs[1 + k] = stacked if node.layout == 0 else apply_op(
             "Transpose", [stacked, index_const([1, 0, 2])])

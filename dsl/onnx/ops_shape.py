@@ -49,7 +49,7 @@ def lower_reshape(ctx):
             idx = np.minimum(np.arange(len(target)), len(shape) - 1)
             from_input = apply_op("GatherV2", [shape_i64(x), index_const(idx), index_scalar(0)])
             mask = fl.constant(np.isin(np.arange(len(target)), dynamic))
-            return apply_op("Reshape", [x, fl.where(mask, from_input, index_const(target))])
+            return apply_op("Reshape", [x, fl.where_v2(mask, from_input, index_const(target))])
     return apply_op("Reshape", [x, index_const(target)])
 
 
@@ -65,7 +65,7 @@ def _reshape_to_run_time_shape(ctx, x, shape):
     idx = np.minimum(np.arange(length[0]), max(len(rank) - 1, 0))
     from_input = apply_op("GatherV2", [shape_i64(x), index_const(idx), index_scalar(0)])
     zero = binary("Equal", shape, fl.constant(np.int64(0)))
-    return apply_op("Reshape", [x, fl.where(zero, from_input, shape)])
+    return apply_op("Reshape", [x, fl.where_v2(zero, from_input, shape)])
 
 
 def lower_transpose(ctx):
@@ -247,7 +247,7 @@ def lower_gather(ctx):
         size = scalar(dim, indices) if dim is not None else fl.cast(
             apply_op("GatherV2", [shape_i64(params), index_scalar(axis), index_scalar(0)]),
             indices.dtype)
-        indices = fl.where(binary("Less", indices, scalar(0, indices)),
+        indices = fl.where_v2(binary("Less", indices, scalar(0, indices)),
                            binary("AddV2", indices, size), indices)
     return apply_op("GatherV2", [params, indices, index_scalar(axis)])
 
@@ -294,7 +294,7 @@ def lower_pad(ctx):
         return padded
     inside = apply_op("Pad", [apply_op("Fill", [shape_i64(x), fl.constant(np.uint8(1))]),
                               fl.constant(paddings, dtype=fl.int64)])
-    return fl.where(binary("Equal", inside, fl.constant(np.uint8(1))), padded, scalar(value, x))
+    return fl.where_v2(binary("Equal", inside, fl.constant(np.uint8(1))), padded, scalar(value, x))
 
 
 def _pad_by_gather(ctx, x, paddings, mode: str):
@@ -398,10 +398,10 @@ def lower_dropout(ctx):
                                 seed=None if seed is None else int(seed))
     keep = binary("GreaterEqual", uniform, ratio)
     scale = binary("RealDiv", scalar(1, x), binary("Sub", scalar(1, x), ratio))
-    y = fl.where(keep, binary("Mul", x, scale), scalar(0, x))
+    y = fl.where_v2(keep, binary("Mul", x, scale), scalar(0, x))
     if known is None:                   # training_mode fed at run time
         flag = apply_op("Reshape", [fl.cast(training, fl.bool_), index_const([])])
-        y = fl.where(flag, y, x)
+        y = fl.where_v2(flag, y, x)
         keep = binary("LogicalOr", keep, apply_op("LogicalNot", [flag]))
     return [y, keep] if ctx.output_wanted(1) else y
 
@@ -416,7 +416,7 @@ def lower_trilu(ctx):
     rows, cols = np.arange(shape[-2])[:, None], np.arange(shape[-1])[None, :]
     keep = (cols - rows >= k) if ctx.attr("upper", 1) else (cols - rows <= k)
     zero = fl.constant(np.zeros([], x.dtype.np), dtype=x.dtype)
-    return fl.where(fl.constant(keep), x, zero)
+    return fl.where_v2(fl.constant(keep), x, zero)
 
 
 def lower_one_hot(ctx):
@@ -426,7 +426,8 @@ def lower_one_hot(ctx):
     off = apply_op("GatherV2", [values, index_scalar(0), index_scalar(0)])
     on = apply_op("GatherV2", [values, index_scalar(1), index_scalar(0)])
     idx = fl.cast(indices, fl.int64)
-    idx = fl.where(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, scalar(depth, idx)), idx)
+    idx = fl.where_v2(binary("Less", idx, scalar(0, idx)),
+                      binary("AddV2", idx, scalar(depth, idx)), idx)
     return apply_op("OneHot", [idx, fl.constant(np.int32(depth)), on, off],
                     {"axis": normalize_axis(int(ctx.attr("axis", -1)), rank_of(indices, ctx) + 1, ctx)})
 

@@ -70,11 +70,11 @@ def _pad(x: Tensor, win: Windows, fill) -> Tensor:
     if fill == 0:
         return padded
     inside = np.pad(np.ones(win.in_dims, bool), win.pads)
-    return fl.where(_as_nc(inside, fl.bool_), padded, fl.constant(np.asarray(fill, x.dtype.np)))
+    return fl.where_v2(_as_nc(inside, fl.bool_), padded, fl.constant(np.asarray(fill, x.dtype.np)))
 
 
 def _lowest(dtype) -> object:
-    return -np.inf if dtype.np.kind == "f" else np.iinfo(dtype.np).min
+    return -np.inf if dtype.is_floating else np.iinfo(dtype.np).min
 
 
 def max_pool(x: Tensor, win: Windows, indices: bool = False, storage_order: int = 0,
@@ -96,8 +96,8 @@ def max_pool(x: Tensor, win: Windows, indices: bool = False, storage_order: int 
                 argmax = _as_nc(spatial_index[win.slices(offset)], fl.int64)
         elif indices:
             take = binary("Greater", values, best)
-            best = fl.where(take, values, best)
-            argmax = fl.where(take, _as_nc(spatial_index[win.slices(offset)], fl.int64), argmax)
+            best = fl.where_v2(take, values, best)
+            argmax = fl.where_v2(take, _as_nc(spatial_index[win.slices(offset)], fl.int64), argmax)
         else:
             best = binary("Maximum", best, values)
     if not indices:

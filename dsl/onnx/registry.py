@@ -3,6 +3,8 @@
 Each family module (``dsl/onnx/ops_*.py``) declares its own ``LOWERINGS`` dict; this module
 finds them all (a new family is a new ``ops_*.py`` file, nothing to list here), merges them
 and answers "how is op X of opset N lowered?". An op lowered by two modules is an error.
+A module whose ops belong to another operator set than ONNX's default one names it in
+``DOMAIN`` (``ai.onnx.preview.training``, ``ai.onnx.ml``); its opsets are that domain's.
 """
 from __future__ import annotations
 
@@ -34,15 +36,31 @@ def _merge(*tables: Dict[str, List[Entry]]) -> Dict[str, List[Entry]]:
     return merged
 
 
-LOWERINGS: Dict[str, List[Entry]] = _merge(
-    *(importlib.import_module(name).LOWERINGS for name in family_modules()))
+def _tables() -> Dict[str, Dict[str, List[Entry]]]:
+    """domain ("" for ONNX's default one) -> its merged lowering table."""
+    by_domain: Dict[str, list] = {}
+    for name in family_modules():
+        module = importlib.import_module(name)
+        domain = getattr(module, "DOMAIN", "")
+        by_domain.setdefault("" if domain in DEFAULT_DOMAINS else domain, []).append(
+            module.LOWERINGS)
+    return {domain: _merge(*tables) for domain, tables in by_domain.items()}
+
+
+_TABLES = _tables()
+LOWERINGS: Dict[str, List[Entry]] = _TABLES.get("", {})
+# the other operator sets' tables, by domain
+DOMAIN_LOWERINGS: Dict[str, Dict[str, List[Entry]]] = {
+    d: t for d, t in _TABLES.items() if d != ""}
 
 
 def find_lowering(op_type: str, domain: str, opset: int) -> Tuple[Optional[Lowering], str]:
-    """(the lowering of ``op_type`` at ``opset``, "") or (None, why there is none)."""
-    if domain not in DEFAULT_DOMAINS:
+    """(the lowering of ``op_type`` at ``opset`` of ``domain``, "") or (None, why there is
+    none)."""
+    table = LOWERINGS if domain in DEFAULT_DOMAINS else DOMAIN_LOWERINGS.get(domain)
+    if table is None:
         return None, f"domain '{domain}'"
-    entries = LOWERINGS.get(op_type)
+    entries = table.get(op_type)
     if not entries:
         return None, "not implemented"
     for first, last, fn in entries:
@@ -53,4 +71,5 @@ def find_lowering(op_type: str, domain: str, opset: int) -> Tuple[Optional[Lower
 
 
 def supported_ops() -> List[str]:
-    return sorted(LOWERINGS)
+    """The ONNX op types flowc lowers; those of other domains as ``domain.Op``."""
+    return sorted(LOWERINGS) + sorted(f"{d}.{op}" for d, t in DOMAIN_LOWERINGS.items() for op in t)

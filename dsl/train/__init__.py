@@ -13,6 +13,9 @@ from dsl.train.adam import AdamOptimizer
 from dsl.train.global_step import (assert_global_step, create_global_step, get_global_step,
                                    get_or_create_global_step, global_step)
 from dsl.train.gradient_descent import GradientDescentOptimizer
+from dsl.train.learning_rate_decay import (cosine_decay, exponential_decay,
+                                           inverse_time_decay, natural_exp_decay,
+                                           piecewise_constant, polynomial_decay)
 from dsl.train.momentum import MomentumOptimizer
 from dsl.train.optimizer import Optimizer
 from dsl.train.rmsprop import RMSPropOptimizer
@@ -40,7 +43,9 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "WorkerSessionCreator", "SessionNotReadyError", "SessionRunHook", "SessionRunArgs",
            "SessionRunContext", "SessionRunValues", "SecondOrStepTimer", "StopAtStepHook",
            "CheckpointSaverHook", "StepCounterHook", "LoggingTensorHook", "NanTensorHook",
-           "NanLossDuringTrainingError", "SyncReplicasOptimizer"]
+           "NanLossDuringTrainingError", "SyncReplicasOptimizer", "exponential_decay",
+           "piecewise_constant", "polynomial_decay", "natural_exp_decay", "inverse_time_decay",
+           "cosine_decay"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,

@@ -203,9 +203,13 @@ class Optimizer:
                     continue
                 with name_scope("update_" + var.op.name), _colocated(var):
                     if isinstance(grad, IndexedSlices):
-                        update_ops.append(self._apply_sparse_duplicate_indices(grad, var))
+                        update = self._apply_sparse_duplicate_indices(grad, var)
                     else:
-                        update_ops.append(self._apply_dense(grad, var))
+                        update = self._apply_dense(grad, var)
+                    if getattr(var, "constraint", None) is not None:
+                        with control_dependencies([update]):      # project after the update
+                            update = var.assign(var.constraint(var), read_value=False)
+                    update_ops.append(update)
             if global_step is None:
                 apply_updates = self._finish(update_ops, scope)
             else:

@@ -181,7 +181,9 @@ static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t
             goto done;
         }
         /* A numpy scalar: its value, rank 0. One of the feed's own scalar type is known
-           without numpy's scalar-type lookups (scalar_type); another must have its dtype. */
+           without numpy's scalar-type lookups (scalar_type); another must have its dtype and
+           be one of numpy's own (PyArray_ScalarAsCtype misreads a user type's scalar, such
+           as ml_dtypes' bfloat16: the caller's check makes it an array). */
         int scalar = Py_TYPE(a) == scalar_type(spec);
         if (PyErr_Occurred()) goto done;
         if (!scalar && PyArray_IsScalar(a, Generic)) {
@@ -191,7 +193,7 @@ static PyObject *fastcall_call(PyObject *self, PyObject *const *args, Py_ssize_t
             const int itemsize = (int)PyDataType_ELSIZE(descr);
             Py_DECREF(descr);
             if (type_num != (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3))
-                    || itemsize > (int)sizeof(scalar_value)) {
+                    || itemsize > (int)sizeof(scalar_value) || type_num >= SCALAR_TYPES) {
                 if (PyErr_Occurred()) goto done;
                 result = PyLong_FromSsize_t(-(i + 1));
                 goto done;

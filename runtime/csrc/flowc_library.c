@@ -13,6 +13,9 @@ static size_t itemsize_of(int32_t dtype) {
     case 8: return 1;            /* u8 */
     case 9: return 2;            /* f16 */
     case 10: return 2;           /* bf16 */
+    case 11: return 2;           /* u16 */
+    case 12: return 4;           /* u32 */
+    case 13: return 8;           /* u64 */
     default: return 0;
     }
 }
@@ -29,6 +32,9 @@ const char *flowc_lib_dtype_name(int32_t dtype) {
     case 8: return "u8";
     case 9: return "f16";
     case 10: return "bf16";
+    case 11: return "u16";
+    case 12: return "u32";
+    case 13: return "u64";
     default: return "unknown dtype";
     }
 }

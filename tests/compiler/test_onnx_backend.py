@@ -55,12 +55,33 @@ EXPLANATIONS = {
         "(np.random.seed(seed); uniform(0, 1, shape) >= ratio); ONNX leaves the generator to "
         "the backend and flowc's random ops are Philox-4x32-10 (TensorFlow's), so only the "
         "mask's distribution agrees (test_onnx_import.py checks it; ratio 0 cases pass)"),
+    "test_bernoulli": (
+        "unmatchable: the expected draws are numpy's (np.random.binomial, or uniform for the "
+        "expanded RandomUniformLike body); flowc's random ops are Philox-4x32-10 "
+        "(TensorFlow's), so only the distribution agrees (tests/dsl/test_onnx_random.py "
+        "checks it)"),
+    "test_dft_inverse": (
+        "unmatchable: the expected imaginary parts that are exactly 0 hold ~2e-7 of float32 "
+        "round-off (numpy 2's pocketfft in complex64, bit for bit); flowc's DFT sums in double "
+        "precision (~3e-15 there), and the test's atol is 1e-7"),
+    "test_attention_4d_causal_fp16": (
+        "numerical: onnx's expected values round every float16 partial sum (numpy's float16 "
+        "reductions); flowc accumulates float16 in f32 and rounds once, as onnxruntime does, "
+        "and lands nearer the f32 result (2 of 192 elements differ by 2 float16 ulps)"),
+    "test_causal_conv_with_state_silu_fp16": (
+        "numerical: flowc lowers the fused op to several ops (depthwise convolution, sigmoid, "
+        "multiply), each computed in f32 and rounded to float16, where onnx's reference "
+        "rounds the op's result once: 5 of 64 elements differ by 1-2 float16 ulps (the "
+        "_expanded test, ONNX's own op-by-op body, passes)"),
 }
 
-# element types flowc's kernels take (float16 exists as a dtype, but no kernel accepts it)
-FLOWC_ELEM_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.INT8,
-                    onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
-                    onnx.TensorProto.UINT8, onnx.TensorProto.BOOL}
+# element types flowc has (f16/bf16 stored as such, computed in f32 where a kernel has no half
+# arithmetic)
+FLOWC_ELEM_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+                    onnx.TensorProto.BFLOAT16, onnx.TensorProto.INT8, onnx.TensorProto.INT16,
+                    onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.UINT8,
+                    onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+                    onnx.TensorProto.BOOL}
 
 
 def skip_reason(case: NodeCase) -> Optional[str]:
@@ -130,7 +151,10 @@ def compare(case: NodeCase, got: List[np.ndarray]) -> Outcome:
             return Outcome(False, f"output {i}: got {g.dtype}{list(g.shape)}, "
                                   f"expected {w.dtype}{list(w.shape)}")
         try:
-            if w.dtype.kind in "fc":
+            if w.dtype.name == "bfloat16":      # as onnx's runner: through f32, two bf16 ulps
+                np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32),
+                                           rtol=max(RTOL, 2**-6), atol=ATOL, equal_nan=True)
+            elif w.dtype.kind in "fc":
                 np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, equal_nan=True)
             else:
                 np.testing.assert_array_equal(g, w)

@@ -57,7 +57,8 @@ def test_op_by_op_against_the_reference_evaluator():
                                                   fl.f32),
                 fl.concat([h, h], axis=1), fl.transpose(h), fl.expand_dims(h, 1),
                 fl.squeeze(fl.expand_dims(h, 2), axis=[2]), fl.nn.log_softmax(h),
-                fl.maximum(h, 0.5), fl.where(h > 0.0, h, -h)]
+                fl.maximum(h, 0.5), fl.where(h > 0.0, h, -h),
+                fl.where(fl.reduce_max(h, axis=1) > 0.5, h, -h)]     # Select: rows
     xv = r.rand(5, 4).astype(np.float32)
     feeds = [x.output]
     proto = export_onnx(g, feeds, [o.output for o in outs], [f"y{i}" for i in range(len(outs))])
@@ -91,3 +92,28 @@ def test_cli_export_errors(tmp_path, capsys):
     assert flowc_main(["export", os.path.join(ROOT, "examples", "mlp.flow"), "-o", out,
                        "--after", "cse"]) == 1
     assert "--after applies to GraphDef exports" in capsys.readouterr().err
+
+
+def test_inference_batch_norm_exports_and_training_mode_is_refused():
+    g = fl.Graph()
+    r = np.random.RandomState(3)
+    with g.as_default():
+        x = fl.placeholder(fl.f32, [None, 4, 4, 3], name="x")
+        c = [fl.constant(v.astype(np.float32)) for v in (r.randn(3), r.randn(3), r.randn(3),
+                                                         r.rand(3) + 0.5)]
+        y, m, v = fl.nn.fused_batch_norm(x, *c, epsilon=0.01, is_training=False)
+        nchw = fl.nn.fused_batch_norm(fl.transpose(x, [0, 3, 1, 2]), *c, is_training=False,
+                                      data_format="NCHW")[0]
+    xv = r.rand(2, 4, 4, 3).astype(np.float32)
+    proto = export_onnx(g, [x.output], [y.output, m.output, nchw.output], ["y", "m", "nchw"])
+    got = ReferenceEvaluator(proto).run(None, {"x": xv})
+    with fl.Session(graph=g) as sess:
+        want = sess.run([y, m, nchw], {x: xv})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    g2 = fl.Graph()
+    with g2.as_default():
+        x = fl.placeholder(fl.f32, [None, 4, 4, 3], name="x")
+        train = fl.nn.fused_batch_norm(x, np.ones(3, np.float32), np.zeros(3, np.float32))[0]
+    with pytest.raises(OnnxExportError, match="training mode"):
+        export_onnx(g2, [x.output], [train.output], ["train"])

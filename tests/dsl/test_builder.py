@@ -206,13 +206,16 @@ def test_convert_to_tensor_rules(graph):
     assert fl.convert_to_tensor([[1.0, 2.0]]).shape == (1, 2)
     assert fl.convert_to_tensor(np.float64(1.5)).dtype is fl.float64
     assert fl.convert_to_tensor(np.arange(3, dtype=np.int16)).dtype is fl.int16
+    assert fl.convert_to_tensor(np.arange(3, dtype=np.uint32)).dtype is fl.uint32
+    assert fl.convert_to_tensor(2**64 - 1, dtype=fl.uint64).dtype is fl.uint64
     assert fl.convert_to_tensor(2, dtype=fl.float32).dtype is fl.float32
     assert fl.convert_to_tensor(2.0, dtype=fl.int32).dtype is fl.int32       # exact: fine
     x = fl.placeholder(fl.float32, [], name="x")
     assert fl.convert_to_tensor(x) is x
     lossy = [(1.5, fl.int32), (2**31, fl.int32), (-1, fl.uint8), (1e6, fl.float16),
              (True, fl.int32), (1, fl.bool_), (float("nan"), fl.int64), ("text", fl.float32),
-             (2**70, None), (1 + 2j, None), (np.arange(3, dtype=np.uint32), None)]
+             (2**70, None), (1 + 2j, None), (-1, fl.uint32), (2**64, fl.uint64),
+             (np.arange(254, 257, dtype=np.uint32), fl.uint8)]
     for value, dtype in lossy:
         with pytest.raises(TypeError):
             fl.convert_to_tensor(value, dtype=dtype)

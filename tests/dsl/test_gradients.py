@@ -66,6 +66,18 @@ def _stacked(lst: fl.Tensor) -> fl.Tensor:
     return fl.raw_ops.TensorListStack(input_handle=lst, element_shape=-1, element_dtype=f64)
 
 
+def _batch_norm(p: "Inputs", op: str) -> list:
+    stats = {"mean": fl.constant(np.array([0.3, -0.2, 0.1])),
+             "variance": fl.constant(np.array([0.5, 1.5, 2.0]))}
+    empty = {"mean": fl.constant(np.zeros(0)), "variance": fl.constant(np.zeros(0))}
+    fn = getattr(fl.raw_ops, op)
+    train = fn(x=p.n(2, 3, 2, 3), scale=p.n(3), offset=p.n(3), epsilon=0.01,
+               **(stats if op == "FusedBatchNorm" else empty))[0]
+    infer = fn(x=p.n(2, 3, 2, 2), scale=p.n(3), offset=p.n(3), epsilon=0.01, is_training=False,
+               data_format="NCHW", **stats)[0]
+    return [train, infer]
+
+
 # One entry per op with a gradient function: builds a graph using that op from placeholders.
 CASES: Dict[str, Builder] = {
     "Neg": lambda p: fl.negative(p.n(2, 3)),
@@ -126,6 +138,10 @@ CASES: Dict[str, Builder] = {
     "SquaredDifference": lambda p: fl.squared_difference(p.n(2, 3), p.n(2, 3)),
     "FloorMod": lambda p: fl.floormod(p.n(2, 3) * 3.0, p.pos(3)),
     "SelectV2": lambda p: fl.where(fl.constant([[True], [False]]), p.n(2, 3), p.n(3)),
+    "Select": lambda p: [fl.where(fl.constant([True, False, True]), p.n(3, 2), p.n(3, 2)),
+                         fl.raw_ops.Select(condition=fl.constant([[True, False]]), x=p.n(1, 2),
+                                           y=p.n(1, 2))],
+    "Gather": lambda p: fl.raw_ops.Gather(params=p.n(4, 3), indices=fl.constant([[2, 0], [2, 3]])),
     "Sum": lambda p: fl.reduce_sum(p.n(2, 3, 4), axis=[0, 2]),
     "Mean": lambda p: fl.reduce_mean(p.n(2, 3), axis=1, keepdims=True),
     "Max": lambda p: fl.reduce_max(p.n(2, 3), axis=1),
@@ -210,6 +226,11 @@ CASES: Dict[str, Builder] = {
         fl.nn.depthwise_conv2d(x, f, [1, 2, 2, 1], "SAME"),
         fl.nn.depthwise_conv2d(x, f, [1, 1, 1, 1], "VALID", rate=[1, 2])])(
         p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)),
+    # fused batch normalization: y only (the statistics outputs are not differentiated, as in
+    # TensorFlow), training (batch statistics) and inference (given ones, NCHW)
+    "FusedBatchNorm": lambda p: _batch_norm(p, "FusedBatchNorm"),
+    "FusedBatchNormV2": lambda p: _batch_norm(p, "FusedBatchNormV2"),
+    "FusedBatchNormV3": lambda p: _batch_norm(p, "FusedBatchNormV3"),
     "MaxPool": lambda p: fl.nn.max_pool(p(np.random.default_rng(5).permutation(32).reshape(
         1, 4, 4, 2) * 0.1), ksize=2, strides=1, padding="SAME"),
     "AvgPool": lambda p: fl.nn.avg_pool(p.n(1, 5, 4, 2), ksize=3, strides=2, padding="SAME"),
@@ -234,6 +255,34 @@ CASES: Dict[str, Builder] = {
                                           fl.einsum("aij,bjk->abk", a[:1], b),
                                           fl.einsum("...ij,...jk->...ik", a[:1], b)])(
         p.n(2, 3, 4), p.n(2, 4, 2), p.n(3, 4)),
+    "_DFT": lambda p: (lambda x, r: [
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(6))], {"axis": 1}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(4))], {"axis": 1, "onesided": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(7))], {"axis": 0, "inverse": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(8))],
+                    {"axis": 1, "inverse": True, "onesided": True}),
+        fl.apply_op("_DFT", [x, fl.constant(np.int64(5))],
+                    {"axis": 1, "inverse": True, "onesided": True}),
+        fl.apply_op("_DFT", [r, fl.constant(np.int64(5))], {"axis": 0, "onesided": True})])(
+        p.n(3, 5, 2), p.n(4, 1)),
+    "_GridSample": lambda p: (lambda x, g, g3, x3: [
+        fl.apply_op("_GridSample", [x, g], {"mode": mode, "padding_mode": padding,
+                                            "align_corners": align})
+        for mode, padding, align in (("linear", "zeros", False), ("cubic", "border", True),
+                                     ("linear", "reflection", False),
+                                     ("cubic", "reflection", True),
+                                     ("nearest", "zeros", False))] + [
+        fl.apply_op("_GridSample", [x3, g3], {"padding_mode": "border"})])(
+        p.n(1, 2, 4, 5), p(np.random.default_rng(3).uniform(-1.3, 1.3, (1, 3, 2, 2))),
+        p(np.random.default_rng(4).uniform(-0.9, 0.9, (1, 2, 2, 2, 3))), p.n(1, 1, 3, 2, 4)),
+    "_RoiAlign": lambda p: (lambda x, rois, idx: [
+        fl.apply_op("_RoiAlign", [x, rois, idx], {"mode": mode, "output_height": 2,
+                                                  "output_width": 3, "sampling_ratio": ratio,
+                                                  "half_pixel": half})
+        for mode, ratio, half in (("avg", 2, True), ("avg", 0, False), ("max", 2, True))])(
+        p.n(2, 2, 6, 5), fl.constant(np.array([[0.3, 0.6, 3.7, 4.2], [-1.2, 1.1, 2.4, 6.5],
+                                               [1.5, 0.2, 2.1, 1.3]])),
+        fl.constant(np.array([1, 0, 1], np.int64))),
     "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
     "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
                                            fl.matrix_inverse(a, adjoint=True)])(

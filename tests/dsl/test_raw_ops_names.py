@@ -61,7 +61,8 @@ def test_table_names_real_arguments():
         op = ops[op_name]
         names = {a.name for a in op.inputs} | set(op.attrs)
         assert set(renames) <= names, op_name
-        assert "axis" in fl.raw_ops.__getattr__(op_name).__doc__
+        doc = fl.raw_ops.__getattr__(op_name).__doc__
+        assert all(python in doc for python in renames.values()), op_name
 
 
 def test_table_matches_tensorflow_where_installed():

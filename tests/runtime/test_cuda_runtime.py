@@ -61,6 +61,40 @@ def test_gpu_kernels_match_the_interpreter(tmp_path, rng):
             assert_same(w, v, f"fetch {k}")
 
 
+
+def test_fused_conv_epilogues_on_the_gpu_match_the_interpreter(tmp_path, rng):
+    """_FusedConv2D and _FusedDepthwiseConv2dNative with a bias, a residual and each
+    activation, fused on the GPU (fuse-conv) and run there."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 6, 5, 3], name="x")
+        r = fl.placeholder(fl.float32, [None, 6, 5, 4], name="r")
+        rd = fl.placeholder(fl.float32, [None, 3, 3, 6], name="rd")
+        f = fl.constant(rng.standard_normal((3, 3, 3, 4)).astype(np.float32))
+        d = fl.constant(rng.standard_normal((3, 3, 3, 2)).astype(np.float32))
+        b = fl.constant(rng.standard_normal(4).astype(np.float32))
+        bd = fl.constant(rng.standard_normal(6).astype(np.float32))
+        conv = fl.nn.bias_add(fl.nn.conv2d(x, f, 1, "SAME"), b)
+        dw = fl.nn.bias_add(fl.nn.depthwise_conv2d_native(x, d, [1, 2, 2, 1], "SAME"), bd)
+        fetches = [fl.nn.relu6(conv + r), fl.nn.leaky_relu(rd + dw, alpha=0.25),
+                   fl.nn.elu(fl.nn.bias_add(fl.nn.conv2d(x, f * 0.5, 1, "VALID"), b)),
+                   fl.nn.relu(fl.nn.bias_add(fl.nn.depthwise_conv2d_native(
+                       x, d * 2.0, [1, 1, 1, 1], "VALID"), bd) + 0.0)]
+    feeds = [x, r, rd]
+    values = [rng.uniform(-2, 2, (2, 6, 5, 3)).astype(np.float32),
+              rng.uniform(-2, 2, (2, 6, 5, 4)).astype(np.float32),
+              rng.uniform(-2, 2, (2, 3, 3, 6)).astype(np.float32)]
+    step = make_step_graph(g, [t.output for t in feeds], [t.output for t in fetches])
+    optimize(step, PipelineOptions(devices=(CPU0, GPU0), default_device=GPU0,
+                                   disable=("fold-constants",)))
+    fused = {n.op for n in step.graph if n.assigned_device == GPU0}
+    assert {"_FusedConv2D", "_FusedDepthwiseConv2dNative"} <= fused
+    with fl.Session(graph=g, backend="interpreter") as s:
+        want = s.run(fetches, dict(zip(feeds, values)))
+    got = _run_on_gpu(_gpu_artifact(g, feeds, fetches, tmp_path / "art"), values)
+    for k, (w, v) in enumerate(zip(want, got)):
+        np.testing.assert_allclose(v, w, rtol=1e-4, atol=1e-5, err_msg=f"fetch {k}")
+
 def test_range_and_max_pool_grad_grad_on_the_gpu_match_the_interpreter(tmp_path, rng):
     """Range over a run-time length (its bounds copied to the host) and MaxPoolGradGrad, whose
     window maxima must be the ones MaxPoolGrad routes to (ties included)."""

@@ -56,7 +56,7 @@ EDITS = [
     (("feeds", 0, "dtype"), "f99", "feeds[0].dtype"),
     (("feeds", 0, "dtype"), 7, "feeds[0].dtype"),
     (("fetches", 0, "dtype"), "resource", "fetches[0].dtype"),
-    (("feeds", 1, "dtype"), "bf16", "feeds[1].dtype"),
+    (("feeds", 1, "dtype"), "resource", "feeds[1].dtype"),
     (("feeds", 0, "name"), None, "feeds[0].name"),
     (("feeds", 0, "shape"), [HUGE, 3], "feeds[0].shape"),
     (("feeds", 0, "shape"), [-1, 3], "feeds[0].shape"),

@@ -19,6 +19,7 @@ from compiler.codegen.kernel_context import KernelContext as CKernelContext
 from compiler.ir.construct import constant_value
 from compiler.ir.op_registry import get_op, set_c_kernel
 from compiler.ops.conv import _MODES, Geometry, _geometry, window
+from compiler.ops.conv_fused import epilogue
 from compiler.codegen.c_ops.reduction import module_helper
 from runtime.dtypes import DType
 
@@ -28,6 +29,7 @@ def _helpers(kc: CKernelContext, dtype: DType) -> str:
     sfx = dtype.ir_name
     module_helper(kc, "flowc_conv_window", kc.render("conv.c.j2", part="window"))
     if base_op(kc.node.op).startswith("Conv"):
+        add_epilogue(kc, dtype)
         kc.require("blas")
         if kc.target.name == "cuda":            # the CUDA twin of conv.c.j2 names no gemm
             gemm = "scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm"
@@ -42,6 +44,37 @@ def _helpers(kc: CKernelContext, dtype: DType) -> str:
                                                          T=kc.target.c_type(dtype), I=index,
                                                          I_MAX=index.upper()[:-2] + "_MAX"))
     return sfx
+
+
+# The activation codes of conv.c.j2's epilogue (FLOWC_ACT_*), by fused_ops name.
+ACT_CODES = {None: "FLOWC_ACT_NONE", "Relu": "FLOWC_ACT_RELU", "Relu6": "FLOWC_ACT_RELU6",
+             "Elu": "FLOWC_ACT_ELU", "LeakyRelu": "FLOWC_ACT_LEAKY_RELU"}
+
+
+def add_epilogue(kc: CKernelContext, dtype: DType) -> str:
+    """Add the fused convolutions' epilogue helper for ``dtype``; returns its name."""
+    module_helper(kc, "flowc_conv_window", kc.render("conv.c.j2", part="window"))
+    name = f"flowc_conv_epilogue_{dtype.ir_name}"
+    return module_helper(kc, name, kc.render("conv.c.j2", part="epilogue", sfx=dtype.ir_name,
+                                             T=kc.target.c_type(dtype),
+                                             expm1=kc.math("expm1", dtype)))
+
+
+def epilogue_args(kc: CKernelContext, out_dims: List[str]) -> List[str]:
+    """The C arguments (bias, addend, act, alpha) of a fused convolution's epilogue (NULL,
+    NULL, FLOWC_ACT_NONE, 0 for a plain one); checks the residual's dims against
+    ``out_dims``."""
+    if not kc.node.op.startswith("_Fused"):
+        return ["NULL", "NULL", ACT_CODES[None], "0"]
+    add, act = epilogue(kc.attrs, kc.error)
+    kc.check_dims_equal(kc.inputs[2].dim(0), out_dims[3],
+                        "bias size differs from the output's channels")
+    if add:
+        for d in range(4):
+            kc.check_dims_equal(kc.inputs[3].dim(d), out_dims[d],
+                                f"the residual's dim {d} differs from the output's")
+    alpha = kc.literal(float(kc.attrs.get("leakyrelu_alpha", 0.2)), kc.out.dtype)
+    return [kc.inputs[2].data, kc.inputs[3].data if add else "NULL", ACT_CODES[act], alpha]
 
 
 def _sizes_c(kc: CKernelContext, i: int) -> List[str]:
@@ -129,8 +162,6 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
     if op == "Conv2D":
         x, f = ins[0].dims, ins[1].dims
         kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
-        if kc.node.op == "_FusedConv2D":
-            kc.check_dims_equal(ins[2].dim(0), f[3], "bias size differs from filter out-channels")
         geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), False
     elif op == "Conv2DBackpropInput":
         x, f = _sizes_c(kc, 0), ins[1].dims
@@ -187,14 +218,11 @@ def base_op(op: str) -> str:
 
 
 def _epilogue_args(kc: CKernelContext) -> List[str]:
-    """Extra C arguments after the inputs: Conv2D's bias and ReLU flag, MaxPoolGrad's ReLU
-    flag (off for the plain ops)."""
+    """Extra C arguments after the inputs: Conv2D's epilogue (bias, residual, activation
+    and its slope), MaxPoolGrad's ReLU flag (off for the plain ops)."""
     op = kc.node.op
-    if op == "Conv2D":
-        return ["NULL", "0"]
-    if op == "_FusedConv2D":
-        fused = list(kc.attr("fused_ops"))
-        return [kc.inputs[2].data, "1" if "Relu" in fused else "0"]
+    if op in ("Conv2D", "_FusedConv2D"):
+        return epilogue_args(kc, _c_geometry(kc).out_dims())
     if op in ("MaxPoolGrad", "_MaxPoolReluGrad"):
         return ["1" if op == "_MaxPoolReluGrad" else "0"]
     if op == "_MaxPoolGradArgmax":

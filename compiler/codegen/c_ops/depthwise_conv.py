@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import List
 
-from compiler.codegen.c_ops.conv import CGeometry, _sizes_c, check_output_sizes
+from compiler.codegen.c_ops.conv import (CGeometry, _sizes_c, add_epilogue, check_output_sizes,
+                                         epilogue_args)
 from compiler.codegen.c_ops.nn import GEMM_PARALLEL_MIN_WORK
 from compiler.codegen.c_ops.reduction import module_helper
 from compiler.codegen.kernel_context import KernelContext as CKernelContext, product
@@ -19,7 +20,8 @@ from compiler.ir.op_registry import set_c_kernel
 from compiler.ops.conv import _geometry, _nhwc_attrs
 
 _KINDS = {"DepthwiseConv2dNative": "fwd", "DepthwiseConv2dNativeBackpropInput": "bwd_input",
-          "DepthwiseConv2dNativeBackpropFilter": "bwd_filter"}
+          "DepthwiseConv2dNativeBackpropFilter": "bwd_filter",
+          "_FusedDepthwiseConv2dNative": "fwd"}       # with its epilogue (c_ops/conv_fused.py)
 # (data inputs of the helper call, in order), per kind
 _ARGS = {"fwd": (0, 1), "bwd_input": (2, 1), "bwd_filter": (0, 2)}
 
@@ -90,6 +92,7 @@ def _helper(kc: CKernelContext, geo: CGeometry) -> str:
     m = int(geo.o) if geo.o.isdigit() else None
     ident = f"{sfx}_m{m}" if m is not None else f"{sfx}_m"
     T = kc.target.c_type(dtype)
+    add_epilogue(kc, dtype)
     module_helper(kc, "flowc_depthwise_common",
                   kc.render("depthwise_conv.c.j2", part="common", min_work=GEMM_PARALLEL_MIN_WORK))
     module_helper(kc, f"flowc_depthwise_{ident}",
@@ -108,12 +111,16 @@ def _helper(kc: CKernelContext, geo: CGeometry) -> str:
 def emit_depthwise(kc: CKernelContext) -> str:
     geo = depthwise_geometry(kc)
     fn = _helper(kc, geo)
-    ptrs = ", ".join([kc.inputs[i].data for i in _ARGS[_KINDS[kc.node.op]]] + [kc.out.data])
+    kind = _KINDS[kc.node.op]
+    extra = [] if kind != "fwd" or is_nchw(kc) else \
+        epilogue_args(kc, [geo.x[0], geo.out(0), geo.out(1), product([geo.x[3], geo.o])])
+    ptrs = ", ".join([kc.inputs[i].data for i in _ARGS[kind]] + extra + [kc.out.data])
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for a depthwise convolution's buffers",
                   code="FLOWC_RESOURCE_EXHAUSTED")
     return f"int {rc} = {fn}({ptrs}, {geo.call_args()});\nif ({rc} != 0) {oom}\n"
 
 
-for _name in _KINDS:
+for _name in ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+              "DepthwiseConv2dNativeBackpropFilter"):
     set_c_kernel(_name, emit_depthwise, depthwise_out_dims)

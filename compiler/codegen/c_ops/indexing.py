@@ -23,8 +23,8 @@ _UNSIGNED = {DType.i32: "uint32_t", DType.i64: "uint64_t"}
 def _depth(kc: KernelContext, indices: TensorRef, rank: int) -> int:
     q = indices.shape[-1] if indices.rank else None
     if q is None:
-        raise kc.error("the C backend needs the last dim of indices (the index depth) known "
-                       "at compile time")
+        raise kc.static_error("the C backend needs the last dim of indices (the index depth) "
+                              "known at compile time")
     if q > rank:
         raise kc.error(f"index innermost dimension length must be <= rank {rank}; saw: {q}")
     return q

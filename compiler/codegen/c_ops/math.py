@@ -65,12 +65,12 @@ def _libm(fn: str, fmt: str = "{f}(a0)") -> Callable[[KernelContext], str]:
     return lambda kc: fmt.format(f=kc.math(fn, _in_dtype(kc)))
 
 
-def _helper(kc: KernelContext, fn: str, dtype: DType) -> str:
+def _helper(kc: KernelContext, fn: str, dtype: DType, **variables) -> str:
     """Define the scalar helper ``fn`` for ``dtype`` once per module; returns its C name."""
     name = f"flowc_math_{fn}_{dtype.ir_name}"
     fmod = kc.math("fmod", dtype) if dtype.is_floating else ""
     code = kc.render("math_helpers.c.j2", fn=fn, name=name, T=kc.target.c_type(dtype),
-                     U=unsigned_ctype(dtype), is_signed=dtype.is_signed, fmod=fmod)
+                     U=unsigned_ctype(dtype), is_signed=dtype.is_signed, fmod=fmod, **variables)
     kc.module.add_global(code)
     return name
 
@@ -190,19 +190,50 @@ lower_unary("LogicalNot", "!a0")
 
 
 # --- Cast ----------------------------------------------------------------------------------
+def half_to_float(kc: KernelContext, dtype: DType, a: str) -> str:
+    """C of the f16/bf16 value ``a`` as a float (exact)."""
+    if dtype is DType.f16 and kc.target.native_f16:
+        return f"(float)({a})"
+    return f"{_helper(kc, dtype.ir_name + '_to_f32', dtype)}({a})"
+
+
+def float_to_half(kc: KernelContext, dtype: DType, a: str, src: DType) -> str:
+    """C of the ``src`` value ``a`` rounded once to the nearest ``dtype`` (f16/bf16), ties to
+    even, overflowing to inf, NaN kept (bf16: the quiet NaN with its sign). A target with a
+    native f16 (C's _Float16) converts to f16 with a cast; otherwise, and for bf16, through
+    the bit-exact helpers of ``math_helpers.c.j2``."""
+    if dtype is DType.f16 and kc.target.native_f16:
+        return f"({kc.target.c_type(DType.f16)})({a})"
+    round_f32 = _helper(kc, f"f32_to_{dtype.ir_name}", dtype)
+    if src in (DType.f32, DType.f16, DType.bf16, DType.bool) or (
+            src.is_integer and src.itemsize <= 2):          # exact in f32
+        return f"{round_f32}((float)({a}))"
+    return f"{_helper(kc, f'f64_to_{dtype.ir_name}', dtype, round_f32=round_f32)}((double)({a}))"
+
+
 def _cast_expr(kc: KernelContext) -> str:
     src, dst = kc.attr("SrcT"), kc.attr("DstT")
     a = "a0"
+    if src is dst:
+        return a
+    if src.is_half:                          # exact in f32: convert from there
+        a, src = half_to_float(kc, src, a), DType.f32
+        if src is dst:
+            return a
     if kc.attr("Truncate") and src is DType.f64 and dst is DType.f32:
-        a = f"{_helper(kc, 'truncate_f64_mantissa', DType.f64)}(a0)"
+        a = f"{_helper(kc, 'truncate_f64_mantissa', DType.f64)}({a})"
     if dst is DType.bool:
         return f"{a} != 0"
+    if dst.is_half:
+        return float_to_half(kc, dst, a, src)
     if src.is_floating and dst.is_integer:
         info = np.iinfo(dst.np)
         lo = kc.literal(float(info.min), DType.f64)
         hi = kc.literal(float(info.max + 1), DType.f64)
-        return (f"isnan(a0) ? 0 : (a0 <= {lo} ? {kc.target.min_value(dst)} : "
-                f"(a0 >= {hi} ? {kc.target.max_value(dst)} : ({kc.out.ctype})a0))")
+        v = "a0" if a == "a0" else "c0"
+        expr = (f"isnan({v}) ? 0 : ({v} <= {lo} ? {kc.target.min_value(dst)} : "
+                f"({v} >= {hi} ? {kc.target.max_value(dst)} : ({kc.out.ctype}){v}))")
+        return expr if v == "a0" else f"({{ const float c0 = {a}; {expr}; }})"
     return f"({kc.out.ctype}){a}"
 
 

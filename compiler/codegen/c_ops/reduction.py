@@ -106,8 +106,8 @@ def constant_axes(kc: CKernelContext, i: int = 1) -> List[int]:
     """The node's constant reduction axes; the C backend cannot reduce over run-time axes."""
     value = constant_value(kc.node.inputs[i])
     if value is None:
-        raise kc.error("the C backend needs the reduction axes to be known at compile time "
-                       "(a constant); these are computed at run time")
+        raise kc.static_error("the C backend needs the reduction axes to be known at compile "
+                              "time (a constant); these are computed at run time")
     return normalize_axes(value, kc.inputs[0].rank, kc.error)
 
 

@@ -99,7 +99,8 @@ def _unique_c(kc: KernelContext) -> str:
     if kc.node.op in ("UniqueV2", "UniqueWithCountsV2"):
         value = constant_value(kc.node.inputs[1])
         if value is None:
-            raise kc.error("the C backend needs the axis of a UniqueV2 known at compile time")
+            raise kc.static_error("the C backend needs the axis of a UniqueV2 known at compile "
+                                  "time")
         value = value.reshape(-1)
         if value.size > 1:
             raise kc.error("axis does not support input tensors larger than 1 elements")

@@ -1,6 +1,7 @@
 """GPU kernels of Conv2D, its two backprops, MaxPool, AvgPool and their gradients,
-MaxPoolGradGrad, and the fused ``_FusedConv2D`` (bias and ReLU applied as each output is
-written) and ``_MaxPoolReluGrad`` (the gradient routed only where the ReLU passed) (NHWC).
+MaxPoolGradGrad, and the fused ``_FusedConv2D`` (bias, residual and activation applied as
+each output is written) and ``_MaxPoolReluGrad`` (the gradient routed only where the ReLU
+passed) (NHWC).
 
 The geometry and every shape check are the C target's (``compiler/codegen/c_ops/conv.py``): sizes,
 output sizes and padding are host expressions passed to the kernels. The kernels are direct
@@ -16,6 +17,7 @@ from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.graph import Node
+from compiler.ops.conv_fused import epilogue
 
 _PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
           "Conv2DBackpropInput": ("bwd_input", {"f": 1, "dy": 2}),
@@ -53,17 +55,32 @@ def _conv(kc: KernelContext) -> str:
     scatter = part.endswith("pool_grad")
     # Pool grads: one thread per window of the incoming gradient, adding into a zeroed output.
     count = kc.inputs[inputs["dy"]].size if scatter else out.size
-    fused = list(kc.attr("fused_ops")) if kc.node.op == "_FusedConv2D" else []
-    bias = launch.ptr(kc.inputs[2]) if fused else ""
-    relu = "Relu" in fused or kc.node.op == "_MaxPoolReluGrad"
     body = kc.render("conv.cu.j2", part=part, T=out.ctype, y=y, n=v(count),
                      x=names.get("x", ""), f=names.get("f", ""), dy=names.get("dy", ""),
-                     bias=bias, relu=relu, **sizes)
+                     relu=kc.node.op == "_MaxPoolReluGrad",
+                     **epilogue_vars(kc, launch, [n_expr, oh, ow, geo.o]), **sizes)
     code = launch.launch(body, count)
     if scatter:
         code = (f"FLOWC_CUDA(cudaMemsetAsync({out.var}.data, 0, (size_t)({out.size}) * "
                 f"sizeof({out.ctype}), flowc_stream));\n" + code)
     return code
+
+
+def epilogue_vars(kc: KernelContext, launch: CudaLaunch, out_dims) -> dict:
+    """conv_epilogue.cu.j2's variables for this node (no epilogue unless a fused conv); the
+    residual's dims are checked against ``out_dims``."""
+    if not kc.node.op.startswith("_Fused"):
+        return dict(bias="", addend="", act=None, alpha="0", expm1="")
+    add, act = epilogue(kc.attrs, kc.error)
+    kc.check_dims_equal(kc.inputs[2].dim(0), out_dims[3],
+                        "bias size differs from the output's channels")
+    for d in range(4 if add else 0):
+        kc.check_dims_equal(kc.inputs[3].dim(d), out_dims[d],
+                            f"the residual's dim {d} differs from the output's")
+    return dict(bias=launch.ptr(kc.inputs[2]), addend=launch.ptr(kc.inputs[3]) if add else "",
+                act=act, alpha=kc.literal(float(kc.attrs.get("leakyrelu_alpha", 0.2)),
+                                          kc.out.dtype),
+                expm1=kc.math("expm1", kc.out.dtype))
 
 
 # The shape-like input of each op that has one: where it is not a constant (a gradient's

@@ -57,7 +57,7 @@ def _concat_kernel(ctx, *arrays):
 register_op("ConcatV2", inputs=["values: N * T", "axis: Tidx"], outputs=["output: T"],
             attrs=["N: int >= 2", "T: {all}", "Tidx: {i32, i64} = i32"], shape=_concat_shape,
             kernel=_concat_kernel,
-            group="movement", doc="Concatenates ``values`` along ``axis``.")
+            group="movement", doc="Concatenates ``values`` along ``axis``.", half_native=True)
 
 
 def _split_shape(ctx):
@@ -90,6 +90,7 @@ def _split_kernel(ctx, axis, x):
 register_op("Split", inputs=["split_dim: i32", "value: T"], outputs=["output: num_split * T"],
             attrs=["num_split: int >= 1", "T: {all}"], shape=_split_shape, kernel=_split_kernel,
             group="movement",
+            half_native=True,
             doc="Splits ``value`` along ``split_dim`` (``axis`` in TensorFlow's Python API) into "
                 "``num_split`` equal parts.")
 
@@ -145,7 +146,7 @@ def _split_v_kernel(ctx, x, size_splits, axis):
 register_op("SplitV", inputs=["value: T", "size_splits: Tlen", "split_dim: i32"],
             outputs=["output: num_split * T"],
             attrs=["num_split: int >= 1", "T: {all}", "Tlen: {i32, i64} = i64"],
-            shape=_split_v_shape, kernel=_split_v_kernel, group="movement",
+            shape=_split_v_shape, kernel=_split_v_kernel, group="movement", half_native=True,
             doc="Splits ``value`` along ``split_dim`` (``axis`` in TensorFlow's Python API) into "
                 "parts of ``size_splits`` (one may be -1).")
 
@@ -172,7 +173,7 @@ def _pack_kernel(ctx, *values):
 register_op("Pack", inputs=["values: N * T"], outputs=["output: T"],
             attrs=["N: int >= 1", "T: {all}", "axis: int = 0"], shape=_pack_shape,
             kernel=_pack_kernel, group="movement",
-            doc="Stacks N tensors of one shape along a new dim ``axis``.")
+            doc="Stacks N tensors of one shape along a new dim ``axis``.", half_native=True)
 
 
 def _unpack_shape(ctx):
@@ -198,4 +199,5 @@ def _unpack_kernel(ctx, x):
 register_op("Unpack", inputs=["value: T"], outputs=["output: num * T"],
             attrs=["num: int >= 0", "T: {all}", "axis: int = 0"], shape=_unpack_shape,
             kernel=_unpack_kernel,
-            group="movement", doc="Unstacks dim ``axis`` of ``value`` into ``num`` tensors.")
+            group="movement", half_native=True,
+            doc="Unstacks dim ``axis`` of ``value`` into ``num`` tensors.")

@@ -45,7 +45,8 @@ def _fill_kernel(ctx, dims, value):
 register_op("Fill", inputs=["dims: index_type", "value: T"], outputs=["output: T"],
             attrs=["T: {all}", "index_type: {i32, i64} = i32"], shape=_fill_shape,
             kernel=_fill_kernel,
-            group="other", doc="A tensor of shape ``dims`` with every element ``value``.")
+            group="other", half_native=True,
+            doc="A tensor of shape ``dims`` with every element ``value``.")
 
 
 def _like(name: str, value: int, np_fn: Callable) -> None:
@@ -155,6 +156,6 @@ def _range_kernel(ctx, start, limit, delta):
 
 
 register_op("Range", inputs=["start: Tidx", "limit: Tidx", "delta: Tidx"], outputs=["output: Tidx"],
-            attrs=["Tidx: {f32, f64, i32, i64} = i32"], shape=_range_shape, kernel=_range_kernel,
+            attrs=["Tidx: {float, i32, i64} = i32"], shape=_range_shape, kernel=_range_kernel,
             group="other",
             doc="start, start + delta, ... up to (not including) limit.")

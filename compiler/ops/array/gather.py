@@ -70,5 +70,5 @@ register_op("GatherV2", inputs=["params: Tparams", "indices: Tindices", "axis: T
             outputs=["output: Tparams"],
             attrs=["batch_dims: int = 0", "Tparams: {all}", "Tindices: {i32, i64}",
                    "Taxis: {i32, i64}"],
-            shape=_gather_shape, kernel=_gather_kernel, group="movement",
+            shape=_gather_shape, kernel=_gather_kernel, group="movement", half_native=True,
             doc="Slices of ``params`` along ``axis`` at ``indices`` (out of range: an error).")

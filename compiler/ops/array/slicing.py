@@ -64,7 +64,7 @@ def _slice_kernel(ctx, x, begin, size):
 
 register_op("Slice", inputs=["input: T", "begin: Index", "size: Index"], outputs=["output: T"],
             attrs=["T: {all}", "Index: {i32, i64}"], shape=_slice_shape, kernel=_slice_kernel,
-            group="movement",
+            group="movement", half_native=True,
             doc="The box of ``size`` elements from ``begin`` (size -1: to the end of the dim).")
 
 
@@ -214,5 +214,6 @@ register_op("StridedSlice", inputs=["input: T", "begin: Index", "end: Index", "s
             attrs=["T: {all}", "Index: {i32, i64}", "begin_mask: int = 0", "end_mask: int = 0",
                    "ellipsis_mask: int = 0", "new_axis_mask: int = 0", "shrink_axis_mask: int = 0"],
             shape=_strided_slice_shape, kernel=_strided_slice_kernel, group="movement",
+            half_native=True,
             doc="numpy-style basic indexing: begin:end:stride per dim, with masks for omitted "
                 "bounds, an ellipsis, new axes and shrunk (integer-indexed) dims.")

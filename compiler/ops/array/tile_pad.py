@@ -45,7 +45,7 @@ def _tile_kernel(ctx, x, multiples):
 register_op("Tile", inputs=["input: T", "multiples: Tmultiples"], outputs=["output: T"],
             attrs=["T: {all}", "Tmultiples: {i32, i64} = i32"], shape=_tile_shape,
             kernel=_tile_kernel, group="movement",
-            doc="Repeats the input multiples[k] times along each dim k.")
+            doc="Repeats the input multiples[k] times along each dim k.", half_native=True)
 
 
 def _pad_shape(ctx):
@@ -86,5 +86,5 @@ def _pad_kernel(ctx, x, paddings):
 
 register_op("Pad", inputs=["input: T", "paddings: Tpaddings"], outputs=["output: T"],
             attrs=["T: {all}", "Tpaddings: {i32, i64} = i32"], shape=_pad_shape,
-            kernel=_pad_kernel, group="movement",
+            kernel=_pad_kernel, group="movement", half_native=True,
             doc="Pads with zeros: paddings[k] = [before, after] elements around dim k.")

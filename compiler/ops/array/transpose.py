@@ -48,4 +48,5 @@ def _transpose_kernel(ctx, x, perm):
 register_op("Transpose", inputs=["x: T", "perm: Tperm"], outputs=["y: T"],
             attrs=["T: {all}", "Tperm: {i32, i64} = i32"], shape=_transpose_shape,
             kernel=_transpose_kernel,
-            group="movement", doc="Permutes the dims: output dim k is input dim perm[k].")
+            group="movement", half_native=True,
+            doc="Permutes the dims: output dim k is input dim perm[k].")

@@ -67,7 +67,7 @@ def _reshape_kernel(ctx, x, shape):
 
 register_op("Reshape", inputs=["tensor: T", "shape: Tshape"], outputs=["output: T"],
             attrs=["T: {all}", "Tshape: {i32, i64} = i32"], shape=_reshape_shape,
-            kernel=_reshape_kernel, c_alias=0, group="movement",
+            kernel=_reshape_kernel, c_alias=0, group="movement", half_native=True,
             doc="The tensor with a new shape (a view); one size may be -1 (inferred).")
 
 
@@ -93,7 +93,8 @@ def _expand_dims_kernel(ctx, x, dim):
 register_op("ExpandDims", inputs=["input: T", "dim: Tdim"], outputs=["output: T"],
             attrs=["T: {all}", "Tdim: {i32, i64} = i32"], shape=_expand_dims_shape,
             kernel=_expand_dims_kernel, c_alias=0,
-            group="movement", doc="Inserts a dim of size 1 at index ``dim`` (a view).")
+            group="movement", half_native=True,
+            doc="Inserts a dim of size 1 at index ``dim`` (a view).")
 
 
 def _squeeze_axes(dims: Sequence[int], rank: int) -> List[int]:
@@ -131,5 +132,5 @@ def _squeeze_kernel(ctx, x):
 
 register_op("Squeeze", inputs=["input: T"], outputs=["output: T"],
             attrs=["T: {all}", "squeeze_dims: list(int) = []"], shape=_squeeze_shape,
-            kernel=_squeeze_kernel, c_alias=0, group="movement",
+            kernel=_squeeze_kernel, c_alias=0, group="movement", half_native=True,
             doc="Removes dims of size 1: those listed in ``squeeze_dims``, or all (a view).")

@@ -20,7 +20,7 @@ from compiler.ir.verifier import verify
 from compiler.ir.op_registry import all_ops, register_op
 from runtime.dtypes import DType
 
-TENSOR_DTYPES = [d for d in DType if d not in (DType.resource, DType.bf16)]
+TENSOR_DTYPES = [d for d in DType if d is not DType.resource]
 
 register_op("_IRTestAttrs", outputs=["y: f32"], replace=True, shape=lambda ctx: [()], attrs=[
     "i: int = 0", "f: float = 0.0", "s: string = \"\"", "b: bool = false", "t: type = f32",
@@ -79,7 +79,7 @@ def _special_array(dt: DType, n: int) -> np.ndarray:
                          np.finfo(dt.np).max, np.finfo(dt.np).tiny, 1 / 3])
     else:
         info = np.iinfo(dt.np)
-        base = np.array([0, 1, info.min, info.max, info.max - 1, 7])
+        base = np.array([0, 1, int(info.min), int(info.max), int(info.max) - 1, 7], dt.np)
     return np.resize(base.astype(dt.np), n)
 
 
@@ -107,6 +107,8 @@ def test_round_trip_every_attr_kind():
         make_node(g, "_IRTestAttrs", [], {"v": np.zeros((3, 0, 2), dt.np)}, name=f"empty_{dt.ir_name}")
     text = print_graph(g)
     assert 'b64"' in text and "tensor<f16[16]>[" in text and "tensor<f16[1,17,1]>b64" in text
+    assert "tensor<bf16[16]>[0.0, -0.0, inf, -inf, nan, -nan, 1.5, -0.00224304, 3.38953e+38" in text
+    assert "tensor<u64[16]>[0, 1, 0, 18446744073709551615, 18446744073709551614, 7" in text
     assert "-nan" in text and "-0.0" in text and "-inf" in text
     round_trip(g)
 

@@ -51,7 +51,8 @@ def test_every_integer_type_with_extremes_and_broadcasting(graph):
         np.testing.assert_array_equal(got[f"xor_{dt}"], x ^ y)
         # amounts clamp into [0, bits - 1]: a negative amount shifts by 0, a large one by
         # bits - 1 (TF's CPU kernel)
-        amount = np.clip(y.astype(np.int64), 0, bits - 1)
+        # (through f64, which keeps a u64 amount's magnitude; int64 would wrap 2**64 - 1 to -1)
+        amount = np.clip(y.astype(np.float64), 0, bits - 1).astype(np.int64)
         right = np.right_shift(x, amount.astype(x.dtype))
         np.testing.assert_array_equal(got[f"right_{dt}"], right)
         if x.dtype.kind == "i":

@@ -13,7 +13,8 @@ import pytest
 import dsl as fl
 from compiler.errors import CodegenError, ExecutionError, ShapeError
 from compiler.ir.op_registry import get_op
-from oracle import NO_FOLDING, check_against_interpreter
+from compiler.options import PipelineOptions
+from oracle import check_against_interpreter
 from runtime.errors import RuntimeExecutionError
 
 # (input HW, filter/window HW, strides, dilations, padding, explicit pads)
@@ -232,6 +233,36 @@ def test_pools_and_grads_against_interpreter(graph, rng, dt):
         check_against_interpreter(graph, fetches, feed, **_tol(dt))
 
 
+
+# (input hw, window, strides, ((top, bottom), (left, right))): TensorFlow's EXPLICIT padding
+# of MaxPool (ONNX's pads), smaller than the window
+EXPLICIT_POOL_CASES = [((6, 7), (3, 3), (2, 2), ((1, 1), (1, 1))),
+                       ((5, 5), (2, 3), (1, 2), ((0, 1), (2, 0))),
+                       ((4, 3), (3, 2), (3, 1), ((2, 2), (0, 1)))]
+
+
+def test_max_pool_explicit_padding_against_loops_and_interpreter(graph, rng):
+    """The padding is ignored (as -inf): the max over each window's in-range elements; its
+    gradient (through the argmax fusion) routes there too."""
+    fetches, feed = {}, {}
+    for i, (hw, k, s, pads) in enumerate(EXPLICIT_POOL_CASES):
+        attrs = dict(pool_attrs(k, s, "EXPLICIT"), explicit_paddings=[0, 0, *pads[0], *pads[1],
+                                                                      0, 0])
+        xv = rng.integers(-3, 4, size=(2, *hw, 3)).astype(np.float32)       # ties
+        padded = np.pad(xv, [(0, 0), *pads, (0, 0)], constant_values=-np.inf)
+        want, _ = loop_pool(padded, k, s, "VALID")
+        np.testing.assert_array_equal(ref("MaxPool", attrs, xv), want)
+        x = fl.placeholder(fl.float32, [None, *hw, 3], name=f"x{i}")
+        y = fl.apply_op("MaxPool", [x], {k: v for k, v in attrs.items() if k != "data_format"})
+        fetches[f"max{i}"] = y
+        fetches[f"grad{i}"] = fl.gradients(fl.reduce_sum(y * y), [x])[0]
+        feed[x] = xv
+    check_against_interpreter(graph, fetches, feed)
+    with pytest.raises(ShapeError, match="smaller than the window"):
+        fl.apply_op("MaxPool", [fl.placeholder(fl.float32, [1, 4, 4, 1])],
+                    dict(ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="EXPLICIT",
+                         explicit_paddings=[0, 0, 2, 0, 0, 0, 0, 0]))
+
 def test_static_shapes_and_constant_sizes(graph, rng):
     """Fully static shapes (literal dims in C), 4-lists and ints for ksize/strides."""
     xv = rng.standard_normal((3, 9, 8, 5)).astype(np.float32)
@@ -298,7 +329,9 @@ def test_run_time_shape_errors_name_the_node(graph):
 
 
 def test_nchw_in_the_interpreter_equals_transposed_nhwc(graph, rng):
-    """NCHW runs in the interpreter as the NHWC op on transposed operands; C refuses it."""
+    """NCHW runs in the interpreter as the NHWC op on transposed operands. The C kernels are
+    NHWC only: the layout pass makes each NCHW op its NHWC form between Transposes, and
+    without it C refuses NCHW."""
     xv = rng.standard_normal((2, 3, 7, 6))                              # NCHW
     fv = rng.standard_normal((3, 2, 3, 4))
     x, f = fl.constant(xv), fl.constant(fv)
@@ -326,7 +359,9 @@ def test_nchw_in_the_interpreter_equals_transposed_nhwc(graph, rng):
         got = s.run({k: t for k, (t, _) in fetches.items()})
     for k, (_, back) in fetches.items():
         np.testing.assert_allclose(back(want[k]), got[k], rtol=1e-12, atol=1e-12, err_msg=k)
-    with fl.Session(graph=graph, backend="c", options=NO_FOLDING) as s:
+    check_against_interpreter(graph, {k: t for k, (t, _) in fetches.items()})
+    no_layout = PipelineOptions(disable=("fold-constants", "layout"))
+    with fl.Session(graph=graph, backend="c", options=no_layout) as s:
         with pytest.raises(CodegenError, match="NCHW"):
             s.run(fetches["conv"][0])
 

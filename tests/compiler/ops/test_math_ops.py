@@ -244,7 +244,7 @@ def test_comparisons_logical_and_select(graph, rng):
     feeds[t] = np.arange(3, dtype=np.int64).reshape(1, 3, 1)
     feeds[e] = np.arange(10, 14, dtype=np.int64)
     fetches["select3"] = fl.where(c, t, e)
-    fetches["select_bool"] = fl.where(b, a, fl.logical_not(a))
+    fetches["select_bool"] = fl.where_v2(b, a, fl.logical_not(a))     # b broadcasts over rows
     got = check_against_interpreter(graph, fetches, feeds)
     assert got["select3"].shape == (2, 3, 4)
     assert got["select3"][0, 2].tolist() == [2, 2, 2, 2]

@@ -17,7 +17,7 @@ from runtime.errors import RuntimeExecutionError
 def test_user_ops_are_registered_with_their_signature():
     op = get_op("ScaledSoftsign")
     assert [a.name for a in op.inputs] == ["x"] and op.attrs["scale"].default == 1.0
-    assert set(op.attrs["T"].allowed) == {fl.float32, fl.float64}
+    assert set(op.attrs["T"].allowed) == {fl.float32, fl.float64, fl.float16, fl.bfloat16}
     assert "ScaledSoftsign" in dir(fl.raw_ops) and "MinMax" in dir(fl.raw_ops)
     assert "scale * x" in fl.raw_ops.ScaledSoftsign.__doc__
 

@@ -1,4 +1,6 @@
-"""fuse-updates joins a convolution's bias and ReLU to the convolution (``_FusedConv2D``), a
+"""fuse-conv joins a convolution's bias, residual Add and activation (ReLU, ReLU6 also as
+ONNX's Clip(0, 6), Elu, LeakyRelu) to the convolution (``_FusedConv2D``, and
+``_FusedDepthwiseConv2dNative`` for a depthwise one), a
 ReLU's mask to the max pooling gradient under it (``_MaxPoolReluGrad``), a layer's bias
 gradient to its filter gradient (``_Conv2DBackpropFilterBias``), and has max pooling record
 where its maxima are for its gradient (``_MaxPoolArgmax``, ``_MaxPoolGradArgmax``, up to
@@ -8,6 +10,7 @@ overlapping), SAME and VALID padding, batch 1, channel counts that are no multip
 (and over the pooling kernel's 256-channel block), f64 and empty batches; what must not fuse
 keeps its ops."""
 import numpy as np
+import pytest
 
 import dsl as fl
 from compiler.step import make_step_graph, optimize
@@ -71,6 +74,103 @@ def test_a_convolution_used_elsewhere_keeps_its_ops(graph, rng):
     check_against_interpreter(graph, fetches, {x: _normal(rng, (2, 5, 5, 2)),
                                                f: _normal(rng, (3, 3, 2, 4)), b: _normal(rng, 4)})
 
+
+
+def _activations(y, kind: str):
+    """``y`` through the activation ``kind`` (as an op, or as the clamps ONNX's Clip makes)."""
+    if kind == "Relu6":
+        return fl.nn.relu6(y)
+    if kind == "Clip06":
+        return fl.minimum(fl.maximum(y, 0.0), 6.0)
+    if kind == "Max0":
+        return fl.maximum(y, 0.0)
+    if kind == "Elu":
+        return fl.nn.elu(y)
+    if kind == "LeakyRelu":
+        return fl.nn.leaky_relu(y, alpha=0.3)
+    return fl.nn.relu(y) if kind == "Relu" else y
+
+
+# (input shape, filter shape, stride, padding, residual, activation): im2col + gemm, 1x1
+# (no im2col), the direct kernel (few taps, whole vectors of output channels), no input
+# channels; depthwise filters are [KH, KW, C, M]
+EPILOGUE_CASES = [
+    ("conv", (2, 7, 9, 3), (3, 3, 3, 5), 1, "SAME", True, "Relu"),
+    ("conv", (2, 7, 9, 3), (3, 3, 3, 6), 2, "VALID", True, "Relu6"),
+    ("conv", (1, 6, 5, 4), (1, 1, 4, 7), 1, "VALID", True, "Clip06"),
+    ("conv", (2, 9, 8, 1), (5, 5, 1, 8), 2, "SAME", True, "LeakyRelu"),
+    ("conv", (2, 9, 8, 1), (3, 3, 1, 8), 1, "SAME", False, "Clip06"),
+    ("conv", (2, 6, 6, 3), (3, 3, 3, 4), 1, "SAME", True, None),
+    ("conv", (2, 5, 5, 0), (3, 3, 0, 4), 1, "SAME", True, "Elu"),
+    ("depthwise", (2, 7, 6, 5), (3, 3, 5, 2), 1, "SAME", True, "Relu6"),
+    ("depthwise", (2, 7, 6, 8), (3, 3, 8, 1), 2, "SAME", False, "Clip06"),
+    ("depthwise", (1, 5, 5, 3), (3, 3, 3, 1), 1, "VALID", True, "Max0"),
+    ("depthwise", (2, 5, 4, 3), (1, 1, 3, 3), 1, "VALID", True, "LeakyRelu"),
+]
+
+
+def test_conv_epilogues_fuse_and_match_the_interpreter(graph, rng):
+    """Bias, residual and activation in the convolution's epilogue, both kinds of
+    convolution, every activation, every C path; empty batches too."""
+    fetches, feed, feeds = {}, {}, []
+    for i, (kind, xs, fs, stride, padding, residual, act) in enumerate(EPILOGUE_CASES):
+        x = fl.placeholder(fl.float32, [None, *xs[1:]], name=f"x{i}")
+        f = fl.placeholder(fl.float32, fs, name=f"f{i}")
+        channels = fs[3] if kind == "conv" else fs[2] * fs[3]
+        b = fl.placeholder(fl.float32, [channels], name=f"b{i}")
+        conv = fl.nn.conv2d(x, f, stride, padding) if kind == "conv" else \
+            fl.nn.depthwise_conv2d_native(x, f, [1, stride, stride, 1], padding)
+        y = fl.nn.bias_add(conv, b)
+        if residual:
+            r = fl.placeholder(fl.float32, [None, *list(y.shape)[1:]], name=f"r{i}")
+            y = r + y if i % 2 else y + r
+            feed[r] = _normal(rng, (xs[0], *list(y.shape)[1:]))
+            feeds.append(r)
+        fetches[f"case{i}"] = _activations(y, act)
+        feed.update({x: _normal(rng, xs) * 2, f: _normal(rng, fs), b: _normal(rng, channels)})
+        feeds += [x, f, b]
+    ops = _ops(list(fetches.values()), feeds)
+    convs = sum(c[0] == "conv" for c in EPILOGUE_CASES)
+    assert ops.count("_FusedConv2D") == convs
+    assert ops.count("_FusedDepthwiseConv2dNative") == len(EPILOGUE_CASES) - convs
+    assert not {"Conv2D", "DepthwiseConv2dNative", "BiasAdd", "AddV2", "Relu", "Relu6",
+                "Maximum", "Minimum", "Elu", "LeakyRelu", "Fused"} & set(ops)
+    check_against_interpreter(graph, fetches, feed)
+    for i, (_, xs, *_rest) in enumerate(EPILOGUE_CASES):      # empty batches at run time
+        feed[graph.get_tensor_by_name(f"x{i}:0")] = np.zeros((0, *xs[1:]), np.float32)
+        r = graph.get_tensor_by_name(f"r{i}:0") if EPILOGUE_CASES[i][5] else None
+        if r is not None:
+            feed[r] = np.zeros((0, *list(r.shape)[1:]), np.float32)
+    check_against_interpreter(graph, fetches, feed)
+
+
+def test_a_residual_of_another_shape_or_a_clamp_of_other_bounds_stays_apart(graph, rng):
+    x = fl.placeholder(fl.float32, [2, 5, 5, 3], name="x")
+    f = fl.constant(_normal(rng, (3, 3, 3, 4)))
+    b = fl.constant(_normal(rng, 4))
+    row = fl.placeholder(fl.float32, [1, 1, 5, 4], name="row")       # broadcasts over rows
+    y1 = fl.nn.bias_add(fl.nn.conv2d(x, f, 1, "SAME"), b) + row
+    g = fl.constant(_normal(rng, (3, 3, 3, 4)))
+    y2 = fl.minimum(fl.maximum(fl.nn.bias_add(fl.nn.conv2d(x, g, 1, "SAME"), b), 0.0), 5.0)
+    fetches = {"broadcast": y1, "clip05": y2}
+    ops = _ops(list(fetches.values()), [x, row])
+    # the bias (and Maximum(y, 0), a ReLU) fused; the broadcast Add and the Minimum stay
+    assert ops.count("_FusedConv2D") == 2 and {"AddV2", "Minimum"} <= set(ops)
+    check_against_interpreter(graph, fetches, {x: _normal(rng, (2, 5, 5, 3)),
+                                               row: _normal(rng, (1, 1, 5, 4))})
+
+
+def test_a_fused_conv_rejects_a_residual_of_the_wrong_shape_at_run_time(graph, rng):
+    x = fl.placeholder(fl.float32, [None, 4, 4, 2], name="x")
+    r = fl.placeholder(fl.float32, [None, 4, 4, 3], name="r")
+    y = fl.apply_op("_FusedConv2D", [x, fl.constant(_normal(rng, (1, 1, 2, 3))),
+                                     [fl.constant(_normal(rng, 3)), r]],
+                    {"strides": [1, 1, 1, 1], "padding": "SAME",
+                     "fused_ops": ["BiasAdd", "Add", "Relu"]})
+    with fl.Session(graph=graph) as s:
+        with pytest.raises(fl.errors.InvalidArgumentError, match="residual's dim 0"):
+            s.run(y, {x: np.zeros((2, 4, 4, 2), np.float32),
+                      r: np.zeros((3, 4, 4, 3), np.float32)})
 
 # (input shape, window, stride, padding): windows that tile the input, leave rows and
 # columns out (VALID on odd sizes, stride above the window), start in the padding (SAME with

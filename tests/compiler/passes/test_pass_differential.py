@@ -51,7 +51,8 @@ def const_chain(b: Builder) -> Output:
 
 def test_default_pipeline_is_the_documented_one():
     assert DEFAULT_PIPELINE == ("prune", "infer-shapes", "fold-constants", "cse", "simplify",
-                                "place", "fuse-updates", "fuse-accumulate", "fuse-conv",
+                                "layout", "fold-batch-norm", "place", "legalize-types",
+                                "fuse-updates", "fuse-accumulate", "fuse-conv",
                                 "fuse-matmul-bias", "fuse", "partition", "plan-memory")
 
 

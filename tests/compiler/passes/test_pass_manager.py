@@ -198,7 +198,8 @@ def test_time_passes_prints_a_table():
 # --- choosing passes -----------------------------------------------------------------------
 def test_disable_list_removes_passes():
     g, pm, _ = run("--disable-passes=cse,simplify,fuse")
-    assert [r.name for r in pm.records] == ["prune", "infer-shapes", "fold-constants", "place",
+    assert [r.name for r in pm.records] == ["prune", "infer-shapes", "fold-constants", "layout",
+                                            "fold-batch-norm", "place", "legalize-types",
                                             "fuse-updates", "fuse-accumulate", "fuse-conv",
                                             "fuse-matmul-bias", "partition", "plan-memory"]
     assert [n.op for n in g].count("Exp") == 2          # no cse
@@ -241,9 +242,10 @@ def test_env_flags_apply_when_a_pipeline_starts(monkeypatch):
     monkeypatch.setenv(ENV_VAR, "--disable-passes=cse --print-ir-after=simplify")
     g, pm, out = run(PipelineOptions(), env=True)
     assert [r.name for r in pm.records] == ["prune", "infer-shapes", "fold-constants", "simplify",
-                                            "place", "fuse-updates", "fuse-accumulate",
-                                            "fuse-conv", "fuse-matmul-bias", "fuse", "partition",
-                                            "plan-memory"]
+                                            "layout", "fold-batch-norm", "place",
+                                            "legalize-types", "fuse-updates",
+                                            "fuse-accumulate", "fuse-conv", "fuse-matmul-bias",
+                                            "fuse", "partition", "plan-memory"]
     assert "// ----- IR after simplify -----" in out
 
 

@@ -85,8 +85,8 @@ def _constant_axis(kc: KernelContext, i: int, rank: int) -> int:
     """A constant axis input, normalized; the C backend needs it known at compile time."""
     v = constant_value(kc.node.inputs[i])
     if v is None:
-        raise kc.error(f"the C backend needs input {_input_name(kc.node, i)} to be a "
-                       "constant (the data layout depends on it)")
+        raise kc.static_error(f"the C backend needs input {_input_name(kc.node, i)} to be a "
+                              "constant (the data layout depends on it)")
     return _normalize_axis(int(np.reshape(v, -1)[0]), rank)
 
 

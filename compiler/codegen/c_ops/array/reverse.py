@@ -15,7 +15,7 @@ from compiler.ops.array.reverse import reverse_axes
 def _axes(kc: KernelContext) -> List[int]:
     v = constant_value(kc.node.inputs[1])
     if v is None:
-        raise kc.error("the C backend needs a constant axis for ReverseV2")
+        raise kc.static_error("the C backend needs a constant axis for ReverseV2")
     try:
         return reverse_axes(np.reshape(v, -1), kc.inputs[0].rank)
     except ValueError as e:

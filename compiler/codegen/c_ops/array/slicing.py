@@ -83,7 +83,7 @@ def _strided_slice_plan(kc: KernelContext, checks: bool):
     x = kc.inputs[0]
     n = kc.inputs[1].shape[0] if kc.inputs[1].rank == 1 else None
     if n is None:
-        raise kc.error("the C backend needs the length of begin known at compile time")
+        raise kc.static_error("the C backend needs the length of begin known at compile time")
     axes, final = _dense_spec(n, x.rank, kc.attrs)
     values = [_elements(kc, i, n) for i in (1, 2, 3)]
     plan = []

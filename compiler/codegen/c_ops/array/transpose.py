@@ -14,7 +14,7 @@ from compiler.ir.op_registry import set_c_kernel
 def _constant_perm(kc: KernelContext) -> List[int]:
     v = constant_value(kc.node.inputs[1])
     if v is None:
-        raise kc.error("the C backend needs a constant perm for Transpose")
+        raise kc.static_error("the C backend needs a constant perm for Transpose")
     return [int(p) for p in np.reshape(v, -1)]
 
 

@@ -1,0 +1,5 @@
+"""``fl.contrib``: the parts of TensorFlow 1.x's ``tf.contrib`` that TF1 programs commonly
+use (``fl.contrib.layers``: regularizers and initializers)."""
+from dsl.contrib import layers
+
+__all__ = ["layers"]
