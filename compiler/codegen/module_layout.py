@@ -51,12 +51,13 @@ ENTRY_COST = 3_000
 # the runtime header, cblas.h, omp.h, the helpers) and the link ~60 ms, more than a second
 # core saves on a small module (which stays one unit).
 MIN_UNIT_COST = 10_000
-# A kernel unit holds CHUNK_MIN_KERNELS to CHUNK_MAX_KERNELS kernels (about 11 on average, see
-# ``ModuleLayout.kernel_chunks``): each unit costs a compiler process (~0.1 s of CPU for the
-# runtime header and the helpers its kernels share), and a unit is what a later module reuses
-# whole.
-CHUNK_MIN_KERNELS = 8
-CHUNK_MAX_KERNELS = 24
+# A kernel unit holds CHUNK_MIN_KERNELS to CHUNK_MAX_KERNELS kernels (about 20 on average, see
+# ``ModuleLayout.kernel_chunks``): each unit costs a compiler process and compiles the helpers
+# its kernels share once more (a ResNet-18's 23 kernels, mostly convolutions, took 1.2 s of
+# CPU as three units and 0.9 s as two; 0.6 s as one unit with the rest of the module), and a
+# unit is what a later module reuses whole.
+CHUNK_MIN_KERNELS = 16
+CHUNK_MAX_KERNELS = 48
 CHUNK_CUT = 4
 # The parts only sequence kernel calls and are built at -O1: a byte of them costs the compiler
 # about a third of a byte of an -O3 kernel.
