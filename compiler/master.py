@@ -19,6 +19,7 @@ from typing import Callable, Dict, Optional, Union
 
 from compiler.build_cache import artifact_cache_dir
 from compiler.codegen.instrument import Instrumentation
+from compiler.gc_pause import gc_paused
 from compiler.options import PipelineOptions, resolve_options
 from compiler.step import (StepGraph, cached_step_key, gpu_archs_tag, optimize, record_step_key,
                            source_key, step_key, write_artifact)
@@ -105,9 +106,12 @@ def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch 
     if artifact is None:
         if effective.dump_to:
             options = _dump_per_step(step, effective, instrumentation, archs)
-        optimize(step, options)
-        key = step_key(step, instrumentation, archs)
-        artifact = load_or_write(step, key, load, instrumentation=instrumentation,
-                                 cuda_arch=cuda_arch)
+        # the passes and the emitter make a graph's worth of objects that live on: scanning
+        # them again and again was a tenth of the 10,000-op chain's compile
+        with gc_paused():
+            optimize(step, options)
+            key = step_key(step, instrumentation, archs)
+            artifact = load_or_write(step, key, load, instrumentation=instrumentation,
+                                     cuda_arch=cuda_arch)
         record_step_key(cache, source, key)
     return artifact

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from compiler.errors import GraphError, StaticValueNeeded
+from compiler.gc_pause import gc_paused
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
 from compiler.options import PipelineOptions, resolve_options
@@ -627,7 +628,8 @@ class Session:
             cpu = next((d for d in self.options.devices if "/device:CPU:" in d), None)
             self._off_gpu = variables_kept_off_the_gpu(self.graph, cpu) if cpu else {}
             self._off_gpu_version = self.graph.version
-        sg = make_step_graph(self.graph, feeds, fetches, targets, feed_shapes, feed_values)
+        with gc_paused():          # a copy of the graph: objects that live on (gc_pause.py)
+            sg = make_step_graph(self.graph, feeds, fetches, targets, feed_shapes, feed_values)
         # A variable stays where it lives (and off the GPU where the graph needs it elsewhere).
         pin_variables(sg.graph, self._variable_devices, self._off_gpu)
         artifact = compile_step(sg, self.options, self._cuda_arch(), self._load, profiled)

@@ -16,6 +16,7 @@ from compiler.cli.graph_dot import graph_to_dot, render_dot, render_format
 from compiler.cli.graph_json import graph_to_json
 from compiler.codegen.control_flow import saved_bytes_per_iteration
 from compiler.codegen.instrument import Instrumentation
+from compiler.gc_pause import gc_paused
 from compiler.flags import options_from_args, pipeline_flags_given
 from compiler.freeze import (checkpoint_values, extract_subgraph, freeze_variables,
                              initialize_variables, variables_of)
@@ -107,14 +108,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     arch = getattr(args, "cuda_arch", None)
     if target == "cuda":
         options = cuda_target_options(options, arch)
-    model = load_selected(args)
-    step = step_for(model)
-    checkpoint = getattr(args, "checkpoint", None)
-    frozen = freeze_step(step, checkpoint, args.model) if checkpoint else None
-    optimize(step, options)
-    instrumentation = Instrumentation.from_options(resolve_options(options))  # --profile ...
-    write_artifact(step, args.output, step_key(step, instrumentation), instrumentation,
-                   cuda_arch=arch, sign_key=sign_key)
+    with gc_paused():                   # objects that live on (compiler/gc_pause.py)
+        model = load_selected(args)
+        step = step_for(model)
+        checkpoint = getattr(args, "checkpoint", None)
+        frozen = freeze_step(step, checkpoint, args.model) if checkpoint else None
+        optimize(step, options)
+        instrumentation = Instrumentation.from_options(resolve_options(options))  # --profile
+        write_artifact(step, args.output, step_key(step, instrumentation), instrumentation,
+                       cuda_arch=arch, sign_key=sign_key)
     feeds = ", ".join(_spec_text(n, p.output(0)) for n, p in zip(step.feed_names, step.feeds))
     fetches = ", ".join(_spec_text(n, r.inputs[0]) for n, r in zip(step.fetch_names, step.retvals))
     print(f"wrote {args.output}")

@@ -1,13 +1,15 @@
 """Compile generated C into shared objects with the system compiler, cached on disk by the hash
-of source + compiler identity + flags. A corrupt cache entry is rebuilt, never loaded. A large
-module is compiled as several translation units at once (``unit_build.py``). With
-``FLOWC_SANITIZE`` set, modules are built with AddressSanitizer and UBSan
+of source + compiler identity + flags + the CPU ``-march=native`` builds for. A corrupt cache
+entry is rebuilt, never loaded. A large module is compiled as several translation units at
+once, its kernel units cached one by one so another module reuses them (``unit_build.py``).
+With ``FLOWC_SANITIZE`` set, modules are built with AddressSanitizer and UBSan
 (``runtime/sanitize.py``)."""
 from __future__ import annotations
 
 import functools
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -17,8 +19,9 @@ from typing import Dict, List, Optional, Sequence
 import runtime
 from runtime import sanitize
 from compiler.build_cache import cache_root, is_cached, keep_failed_source, publish
+from compiler.codegen.elementwise import last_level_cache_bytes
 from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
-from compiler.codegen.unit_build import compile_units
+from compiler.codegen.unit_build import compile_units, run_compiler
 from compiler.errors import BuildError
 from compiler.options import setting
 
@@ -47,6 +50,31 @@ def compiler_identity(cc: str) -> str:
     except FileNotFoundError:
         raise BuildError(f"C compiler '{cc}' not found; install gcc or set CC") from None
     return out.stdout.strip()
+
+
+@functools.lru_cache(maxsize=1)
+def target_cpu() -> str:
+    """The CPU that ``-march=native`` compiles for, as text for cache keys: the processor's
+    vendor, family, model and feature flags (``/proc/cpuinfo``), and its last-level cache
+    (which generated code reads, ``elementwise.py``). Objects built on one CPU are never taken
+    for another's (a newer CPU's instructions would fault on an older one)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break                       # the first processor's entry is enough
+                name, _, value = line.partition(":")
+                name = name.strip()
+                if name in ("vendor_id", "cpu family", "model", "model name", "stepping",
+                            "flags", "Features", "CPU implementer", "CPU part"):
+                    fields[name] = " ".join(value.split())
+    except OSError:
+        pass
+    if not fields:
+        fields = {"machine": platform.machine(), "processor": platform.processor()}
+    fields["llc"] = str(last_level_cache_bytes())
+    return ";".join(f"{k}={v}" for k, v in sorted(fields.items()))
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,8 +169,8 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
     blobs = dict(blobs or {})
     with open(os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"), "rb") as f:
         header = f.read()
-    parts = [source.encode(), header, compiler_identity(cc).encode(),
-             " ".join(flags + link).encode()]
+    toolchain = b"\0".join([header, compiler_identity(cc).encode(), target_cpu().encode()])
+    parts = [source.encode(), toolchain, " ".join(flags + link).encode()]
     for fname in sorted(blobs):
         parts += [fname.encode(), hashlib.sha256(blobs[fname]).digest()]
     key = hashlib.sha256(b"\0".join(parts)).hexdigest()
@@ -152,8 +180,9 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
     if is_cached(so):
         return BuildResult(so, key, True)
     units = 1
+    jobs = cc_jobs() if jobs is None else jobs
     if layout is not None:
-        units = layout.unit_count(cc_jobs() if jobs is None else jobs, min_unit_cost())
+        units = layout.unit_count(jobs, min_unit_cost())
     tmpdir = tempfile.mkdtemp(prefix="flowc-build-", dir=d)
     try:
         src = os.path.join(tmpdir, name + ".c")
@@ -164,14 +193,15 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
                 f.write(data)
         out = os.path.join(tmpdir, name + ".so")
         if units > 1:
-            compile_units(cc, layout.split(units), flags, link, tmpdir, name, out, key)
+            compile_units(cc, layout, layout.glue_count(jobs, min_unit_cost()), flags, link,
+                          tmpdir, name, out, key, toolchain, jobs)
         else:
             cmd = [cc] + flags + [f"-Wa,-I{tmpdir}", src, "-o", out] + link + ["-lm"]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
+            returncode, stderr = run_compiler(cmd, f"compiling {name}", out + ".err")
+            if returncode != 0:
                 keep = keep_failed_source(src, key)
                 raise BuildError(f"the C compiler rejected generated code (source kept at {keep}):\n"
-                                 + proc.stderr[-4000:])
+                                 + stderr[-4000:])
         publish(out, so)
         return BuildResult(so, key, False)
     finally:

@@ -62,9 +62,9 @@ _C_KEYWORDS = {
     "union", "unsigned", "void", "volatile", "while", "bool", "true", "false"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A kernel call the emitter writes: ``if (kN_Op(flowc_T, s_x, flowc_rt, "node", "loc", st))``.
-_KERNEL_CALL = re.compile(r'if \((k\d+_\w+)\(flowc_T, \w+, flowc_rt, ("(?:[^"\\]|\\.)*"), '
+_KERNEL_CALL = re.compile(r'if \((k[0-9a-f]+_\w+)\(flowc_T, \w+, flowc_rt, ("(?:[^"\\]|\\.)*"), '
                           r'("(?:[^"\\]|\\.)*"), st\)\)')
-_KERNEL_DEF = re.compile(r"static __attribute__\(\(noinline\)\) int (k\d+_\w+)\(")
+_KERNEL_DEF = re.compile(r"static __attribute__\(\(noinline\)\) int (k[0-9a-f]+_\w+)\(")
 
 
 class CLibraryError(CompileError):

@@ -11,6 +11,7 @@ caller (copied only if the caller could not own them).
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -22,6 +23,7 @@ from compiler.codegen.emitter_base import EmitterBase, ident
 from compiler.ir.frames import has_control_flow
 from compiler.codegen.instrument import Instrumentation, Instrumenter, Origins
 from compiler.codegen.kernel_context import KernelContext, ModuleState, TensorRef, c_string
+from compiler.codegen.kernel_memo import KernelMemo
 from compiler.codegen.module_layout import Kernel, ModuleLayout, Part, SharedVariable
 from compiler.codegen.target import C, CTarget
 from compiler.errors import CodegenError
@@ -37,8 +39,10 @@ from runtime.module import ABI_VERSION
 # superlinear in function size, so this keeps compile time linear in the graph.
 NODES_PER_PART = 128
 
-# Constants of at least this many bytes are raw files included with ``.incbin``.
-BLOB_MIN_BYTES = 64 * 1024
+# Constants of at least this many bytes are raw files included with ``.incbin``: C text of
+# their numbers is slow to write and slower to parse (a MobileNetV2's mid-sized filters as C
+# initializers were half its glue's compile time).
+BLOB_MIN_BYTES = 4 * 1024
 
 # Without a memory plan, static buffers up to this size live in one per-step arena instead of
 # the allocator (each in its own slot).
@@ -125,6 +129,11 @@ class _Emitter(EmitterBase):
         self.pooled: set = set()
         self.instrument = (Instrumenter(instrumentation, self.module, origins)
                            if instrumentation else None)
+        # Nodes whose code is emitted in place (``_tiny_elementwise``), and the values only
+        # such code reads: they live at a planned arena offset and get no tensor slot.
+        self.inline_nodes: Optional[set] = None
+        self.slotless: Dict[Output, int] = {}
+        self.memo = KernelMemo()                    # kernels rendered once per module
 
     # --- emission ----------------------------------------------------------------------
     def emit(self) -> EmittedModule:
@@ -154,6 +163,9 @@ class _Emitter(EmitterBase):
                 self.memory = plan_step_memory(order, self.root, transferred)
             self.arena_size = self.memory.arena_size
             self.in_place = {b.node for b in self.memory.buffers if b.in_place_of is not None}
+        self.inline_nodes = {n for n in order if self._tiny_elementwise(n)}
+        if self.memory is not None and self.instrument is None:
+            self.slotless = self._slotless_values(order)
         frees_after: Dict[int, List[Output]] = {}
         for n in order:
             for out in n.outputs:
@@ -182,6 +194,32 @@ class _Emitter(EmitterBase):
                              list(self.module.variables), list(self.module.streams),
                              list(self.module.queues), instrumented, self.memory,
                              dict(self.blobs), layout)
+
+    def _slotless_values(self, order: List[Node]) -> Dict[Output, int]:
+        """Values written and read only by code emitted in place, at a planned arena offset,
+        and not fetched: their code addresses the arena directly (``flowc_arena + offset``)
+        and they need no tensor slot, so nothing stores their data pointer, rank or dims.
+        (A step of 10,000 scalar ops spent most of its compile time on those stores.)"""
+        found: Dict[Output, int] = {}
+        for n in order:
+            if n not in self.inline_nodes or n in self.copies_input:
+                continue
+            if not all(u in self.inline_nodes for u in n.users):
+                continue
+            for out in n.outputs:
+                offset = self.memory.offsets.get(out)
+                if offset is not None and self.root[out] == out and out not in self.transferred:
+                    found[out] = offset
+        return found
+
+    def _ref(self, out: Output) -> TensorRef:
+        if out not in self.refs and out in self.slotless:
+            var = self._var(out)
+            self.refs[out] = TensorRef(var, out.type, self.target, out.node,
+                                       address=f"flowc_arena + {self.slotless[out]}")
+            self.ref_of[var] = out
+            return self.refs[out]
+        return super()._ref(out)
 
     def _release(self, root: Output) -> str:
         """The C function that gives an owned buffer back: the op's own (``c_release``: a
@@ -271,6 +309,8 @@ class _Emitter(EmitterBase):
                 else:
                     raise CodegenError(f"output {k} has a dynamic shape {o.type} and the op has no "
                                        "C shape function (c_output_dims)", n)
+            if o.address is not None:            # slotless: nothing reads its metadata
+                continue
             lines.append(f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code};")
             for d, e in enumerate(dim_exprs):
                 lines.append(f"{o.var}.dims[{d}] = {e};")
@@ -295,12 +335,13 @@ class _Emitter(EmitterBase):
                     continue
                 offset = self._arena_slot(Output(n, k), o)
                 if offset is not None:
-                    placed.append(f"{o.var}.data = flowc_arena + {offset};")
+                    if o.address is None:
+                        placed.append(f"{o.var}.data = flowc_arena + {offset};")
                     continue
                 allocated.append(k)
         if op.c_kernel is None:
             raise CodegenError("op has no C kernel", n)
-        code = op.c_kernel(kc)
+        code = self.memo.c_kernel(op, kc)
         checks += kc.checks
         for k in allocated:
             o = outputs[k]
@@ -367,7 +408,10 @@ class _Emitter(EmitterBase):
             lambda m: f"(*T{index[m.group(1)]})" if m.group(1) in index else m.group(0), code)
         fn = self.kernel_names.get(canonical)
         if fn is None:
-            fn = f"k{len(self.kernel_names)}_{ident(n.op)}"
+            # named by its code, not by its place in the module: the same kernel has the same
+            # name in every module, so its compiled object can be reused (build.py)
+            digest = hashlib.sha256(f"{len(names)}\0{canonical}".encode()).hexdigest()
+            fn = f"k{digest[:12]}_{ident(n.op)}"
             self.kernel_names[canonical] = fn
             refs = [f"flowc_tensor *const T{i} = &flowc_T[flowc_s[{i}]];"
                     f"  /* %{self.ref_of[v].node.name}{':' + str(self.ref_of[v].index) if self.ref_of[v].index else ''} */"
@@ -392,21 +436,37 @@ class _Emitter(EmitterBase):
     def _tiny_elementwise(self, n: Node) -> bool:
         """An elementwise op on a few elements of static shape (a scalar op): its code is a
         handful of instructions, less than the call of an outlined kernel."""
+        if self.inline_nodes is not None:
+            return n in self.inline_nodes
         if not get_op(n.op, n).elementwise:
             return False
         for out in (*n.inputs, *n.outputs):
             shape = out.type.shape
-            if shape is None or any(d is None for d in shape):
+            if shape is None:
                 return False
-            if int(np.prod(shape, dtype=np.int64)) > INLINE_MAX_ELEMENTS:
+            size = 1
+            for d in shape:
+                if d is None:
+                    return False
+                size *= d
+            if size > INLINE_MAX_ELEMENTS:
                 return False
         return True
 
     def _inline(self, n: Node, code: str) -> str:
         """A node's code in place, in a block that names the node and its location for the
         error paths (an outlined kernel gets them as arguments)."""
+        for out in (*n.inputs, *n.outputs):
+            ref = self.refs.get(out)
+            if ref is not None and ref.address is not None and ref.var in code and \
+                    re.search(rf"\b{ref.var}\b", code):
+                raise CodegenError(f"internal: the code of {n.op} names the tensor slot of "
+                                   f"{out.name}, which has none (it is addressed in the arena)", n)
         loc = str(n.location) if n.location else ""
         # the step function indents the first line of each entry: the others carry their own
+        if "flowc_node" not in code and "flowc_loc" not in code:      # code that cannot fail
+            body = "\n".join("    " + line if line else "" for line in code.strip("\n").splitlines())
+            return f"{{\n{body}\n    }}"
         lines = ["(void)flowc_node; (void)flowc_loc;", *code.strip("\n").splitlines()]
         body = "\n".join("        " + line if line else "" for line in lines)
         return (f"{{ const char *flowc_node = {c_string(n.name)}, *flowc_loc = {c_string(loc)};\n"
@@ -433,12 +493,10 @@ class _Emitter(EmitterBase):
         if value.nbytes >= BLOB_MIN_BYTES:
             self._emit_blob(n, ref, name, value)
             return
-        flat = value.reshape(-1).tolist()
-        if not flat:
-            flat = [0]
-        items = ", ".join(self.target.literal(v, dtype) for v in flat)
+        flat = value.reshape(-1) if value.size else np.zeros(1, value.dtype)
+        items = ", ".join(self.target.literals(flat, dtype))
         self.constants.append((self._part(), f"/* %{n.name} : {n.output_types[0]} */\n"
-                              f"static const {ref.ctype} {name}[{len(flat)}] __attribute__((aligned(64))) = {{{items}}};"))
+                              f"static const {ref.ctype} {name}[{flat.size}] __attribute__((aligned(64))) = {{{items}}};"))
         self.body.append(f"{ref.var}.data = (void *){name}; {ref.var}.rank = {ref.rank}; "
                          f"{ref.var}.dtype = {dtype.code};")
         for d, dim in enumerate(value.shape):

@@ -25,8 +25,12 @@ class TensorRef:
     (baked into the loops) and ``var.dims[k]`` otherwise.
     """
 
-    def __init__(self, var: str, ttype: TensorType, target: CTarget, node: Optional[Node] = None):
+    def __init__(self, var: str, ttype: TensorType, target: CTarget, node: Optional[Node] = None,
+                 address: Optional[str] = None):
         self.var = var
+        # A C expression of the buffer's address (``flowc_arena + 64``) for a value that has no
+        # tensor slot (the emitter's ``slotless`` values): code reads ``data``, never ``var``.
+        self.address = address
         self.type = ttype
         self.dtype: DType = ttype.dtype
         self.target = target
@@ -52,6 +56,8 @@ class TensorRef:
 
     @property
     def data(self) -> str:
+        if self.address is not None:
+            return f"(({self.ctype} *)({self.address}))"
         return f"(({self.ctype} *){self.var}.data)"
 
     @property
@@ -122,6 +128,7 @@ class KernelContext:
         self.module = module
         self.attrs = node.attrs
         self.checks: List[str] = []
+        self._tmp_counts: Dict[str, int] = {}
 
     @property
     def out(self) -> TensorRef:
@@ -136,7 +143,12 @@ class KernelContext:
         return constant_value(self.node.inputs[i])
 
     def tmp(self, prefix: str = "t") -> str:
-        return self.module.fresh(prefix)
+        """A C name for a local of this node's code, numbered per node, not per module: a
+        node's code is a C block of its own, and two nodes with the same code must get the
+        same text so they share one kernel function."""
+        n = self._tmp_counts.get(prefix, 0)
+        self._tmp_counts[prefix] = n + 1
+        return f"{prefix}{n}"
 
     def literal(self, value, dtype: DType) -> str:
         return self.target.literal(value, dtype)

@@ -4,19 +4,31 @@ same time, one per core, and links into the one shared object (``build.py``).
 
 A module is: a prelude (includes), module-level variables the code writes (``SharedVariable``:
 defined once, declared ``extern`` in the other units), helpers (pure ``static`` functions,
-repeated in every unit), the tensor-slot macros, the outlined kernels, the part functions that
-call them in order (with the constants and slot tables only they read), and the entry with the
-exported ABI. Split, the first unit holds the entry and the definitions of the shared variables;
-kernels and parts are spread over the units by their estimated compile cost. Every symbol that
-crosses units is hidden: the shared object exports the same ABI as the one-unit build.
+repeated in every unit that needs them), the tensor-slot macros, the outlined kernels, the part
+functions that call them in order (with the constants and slot tables only they read), and the
+entry with the exported ABI.
+
+Split, a module is *glue units* and *kernel units*. The glue units hold the parts, spread over
+them by estimated compile cost, the first one also the entry and the definitions of the shared
+variables. The kernel units hold the kernels, grouped by their code alone (``kernel_chunks``):
+a kernel unit's text depends only on its kernels and the helpers they use, never on the model
+around them, so its compiled object is cached by that text and a later module with the same
+kernels links it instead of compiling it again (``unit_build.py``). Every symbol that crosses
+units is hidden: the shared object exports the same ABI as the one-unit build.
 A helper's function-local ``static`` is one per unit; the only one (``flowc_parallel_threads``'
 once-flag that puts OpenBLAS on one thread) guards an idempotent call.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import re
 import textwrap
 from dataclasses import dataclass, field
-from typing import List, Sequence
+from typing import FrozenSet, List, Sequence
+
+import runtime
 
 HIDDEN = "__attribute__((visibility(\"hidden\")))"
 
@@ -39,6 +51,14 @@ ENTRY_COST = 3_000
 # the runtime header, cblas.h, omp.h, the helpers) and the link ~60 ms, more than a second
 # core saves on a small module (which stays one unit).
 MIN_UNIT_COST = 10_000
+# A kernel unit holds CHUNK_MIN_KERNELS to CHUNK_MAX_KERNELS kernels (about 20 on average, see
+# ``ModuleLayout.kernel_chunks``): each unit costs a compiler process and compiles the helpers
+# its kernels share once more (a ResNet-18's 23 kernels, mostly convolutions, took 1.2 s of
+# CPU as three units and 0.9 s as two; 0.6 s as one unit with the rest of the module), and a
+# unit is what a later module reuses whole.
+CHUNK_MIN_KERNELS = 16
+CHUNK_MAX_KERNELS = 48
+CHUNK_CUT = 4
 # The parts only sequence kernel calls and are built at -O1: a byte of them costs the compiler
 # about a third of a byte of an -O3 kernel.
 PART_COST_WEIGHT = 0.3
@@ -51,6 +71,10 @@ class SharedVariable:
     declarator: str         # "flowc_pool_used", "flowc_prof_ns[12]"
     comment: str = ""
 
+    @property
+    def name(self) -> str:
+        return re.match(r"\w+", self.declarator).group(0)
+
     def render(self, storage: str) -> str:
         line = f"{storage} {self.ctype}{'' if self.ctype.endswith('*') else ' '}{self.declarator};"
         return (f"/* {self.comment} */\n" if self.comment else "") + line
@@ -61,11 +85,16 @@ class Kernel:
     """An outlined kernel function: ``int <name>(KERNEL_PARAMS) <body>``."""
     name: str
     comment: str            # the C comment that names the node that first used it
-    body: str               # "{ ... }\n"
+    body: str               # "{ ... }\n", its tensors' lines noting the nodes they came from
 
     def render(self, storage: str) -> str:
         return (f"{self.comment}\n{storage} __attribute__((noinline)) int {self.name}("
                 f"{KERNEL_PARAMS}) {self.body}")
+
+    def render_plain(self, storage: str) -> str:
+        """The function without anything that names a node: the same in every module."""
+        return (f"{storage} __attribute__((noinline)) int {self.name}({KERNEL_PARAMS}) "
+                f"{_NODE_NOTE.sub('', self.body)}")
 
     @property
     def cost(self) -> float:
@@ -101,57 +130,145 @@ class ModuleLayout:
     # --- one unit ---------------------------------------------------------------------------
     def joined(self) -> str:
         """The whole module as one translation unit."""
-        return self._render(range(len(self.kernels)), range(len(self.parts)), unit=0, units=1)
+        return self._render(range(len(self.kernels)), range(len(self.parts)), unit=0, units=1,
+                            split=False)
 
     # --- several units ----------------------------------------------------------------------
     def unit_count(self, jobs: int, min_unit_cost: float = MIN_UNIT_COST) -> int:
-        """How many units are worth building with ``jobs`` compiler processes: one for a
-        module under ``2 * min_unit_cost``, else up to ``jobs`` of at
-        least ``min_unit_cost`` each (0: ``jobs`` units whatever the module's size)."""
+        """How many units to build with ``jobs`` compiler processes: one for a module under
+        ``2 * min_unit_cost`` (or one job), else its glue units (``glue_count``) and its
+        kernel units (``kernel_chunks``)."""
         items = len(self.kernels) + len(self.parts)
-        cost = self.cost
-        if jobs <= 1 or items < 2 or cost < 2 * min_unit_cost:
+        if jobs <= 1 or items < 2 or self.cost < 2 * min_unit_cost:
             return 1
+        return self.glue_count(jobs, min_unit_cost) + len(self.kernel_chunks())
+
+    def glue_count(self, jobs: int, min_unit_cost: float = MIN_UNIT_COST) -> int:
+        """How many glue units the parts are spread over: up to ``jobs`` of at least
+        ``min_unit_cost`` each (0: ``jobs`` whatever their size), one per part at most."""
+        cost = ENTRY_COST + sum(p.cost for p in self.parts)
         fit = int(cost // min_unit_cost) if min_unit_cost > 0 else jobs
-        return max(1, min(jobs, fit, items))
+        return max(1, min(jobs, fit, len(self.parts)))
 
     @property
     def cost(self) -> float:
         return sum(k.cost for k in self.kernels) + sum(p.cost for p in self.parts)
 
-    def split(self, units: int) -> List[str]:
-        """The module as ``units`` translation units (``[joined()]`` for one)."""
-        if units <= 1:
-            return [self.joined()]
-        kernels, parts = self.assign(units)
-        return [self._render(kernels[u], parts[u], unit=u, units=units) for u in range(units)]
+    def kernel_chunks(self) -> List[List[int]]:
+        """The kernels (indices) of each kernel unit, grouped by their code alone: sorted by
+        op and name (a hash of the code), a unit ends after ``CHUNK_MAX_KERNELS`` kernels or,
+        from ``CHUNK_MIN_KERNELS`` on, after a kernel whose name hashes to 0 mod
+        ``CHUNK_CUT``. A kernel added to or missing from a model changes only its own unit:
+        the others keep their text and their cached objects."""
+        order = sorted(range(len(self.kernels)),
+                       key=lambda i: (_op_of(self.kernels[i].name), self.kernels[i].name))
+        chunks: List[List[int]] = []
+        current: List[int] = []
+        for i in order:
+            current.append(i)
+            cut = int(hashlib.sha256(self.kernels[i].name.encode()).hexdigest()[:8], 16)
+            if len(current) >= CHUNK_MAX_KERNELS or \
+                    (len(current) >= CHUNK_MIN_KERNELS and cut % CHUNK_CUT == 0):
+                chunks.append(current)
+                current = []
+        if current:
+            chunks.append(current)
+        return chunks
 
-    def assign(self, units: int):
-        """Kernel and part indices per unit: the costliest first, each to the unit with the
-        least estimated cost so far (the first unit starts with the entry's)."""
+    def assign_parts(self, units: int) -> List[List[int]]:
+        """Part indices per glue unit: the costliest first, each to the unit with the least
+        estimated cost so far (the first unit starts with the entry's)."""
         load = [0.0] * units
         load[0] = ENTRY_COST + PART_COST_WEIGHT * sum(len(line) for line in self.entry)
-        items = [(k.cost, 0, i) for i, k in enumerate(self.kernels)]
-        items += [(p.cost, 1, i) for i, p in enumerate(self.parts)]
-        kernels: List[List[int]] = [[] for _ in range(units)]
         parts: List[List[int]] = [[] for _ in range(units)]
-        for cost, kind, i in sorted(items, key=lambda t: (-t[0], t[1], t[2])):
+        for i in sorted(range(len(self.parts)), key=lambda i: (-self.parts[i].cost, i)):
             u = min(range(units), key=lambda k: (load[k], k))
-            load[u] += cost
-            (parts if kind else kernels)[u].append(i)
-        return [sorted(k) for k in kernels], [sorted(p) for p in parts]
+            load[u] += self.parts[i].cost
+            parts[u].append(i)
+        return [sorted(p) for p in parts]
+
+    def split(self, units: int) -> List[str]:
+        """The module as ``units`` translation units (``[joined()]`` for one): the glue units,
+        then the kernel units (``render_kernels``)."""
+        if units <= 1:
+            return [self.joined()]
+        chunks = self.kernel_chunks()
+        glue = max(1, units - len(chunks))
+        return ([self.render_glue(parts, u, glue) for u, parts in enumerate(self.assign_parts(glue))]
+                + [self.render_kernels(chunk) for chunk in chunks])
 
     # --- rendering --------------------------------------------------------------------------
-    def _render(self, kernels: Sequence[int], parts: Sequence[int], unit: int, units: int) -> str:
-        split = units > 1
+    def render_glue(self, parts: Sequence[int], unit: int, units: int) -> str:
+        """Glue unit ``unit`` of ``units``: the parts ``parts`` (the first unit: the entry too)
+        calling the kernels, which live in the kernel units."""
+        return self._render((), parts, unit=unit, units=units, split=True)
+
+    def render_kernels(self, kernels: Sequence[int]) -> str:
+        """The kernel unit of ``kernels``: the runtime header, the helpers they use, and the
+        functions, hidden. Nothing in it names a node or depends on the rest of the module,
+        so the same kernels make the same text (and object) in every module."""
+        functions = [self.kernels[k].render_plain(HIDDEN) for k in sorted(
+            kernels, key=lambda k: self.kernels[k].name)]
+        code = "\n".join(functions)
+        helpers = self._helpers_for(code)
+        text = "\n".join(helpers) + "\n" + code
+        header = textwrap.wrap("Generated by flowc: kernels " + ", ".join(sorted(
+            self.kernels[k].name for k in kernels)) + ". Compiled once, cached by this text "
+            "and linked into every module that uses them. Do not edit.", 92)
+        out = ["/* " + header[0]] + ["   " + line for line in header[1:]]
+        out[-1] += " */"
+        out.append(self.includes[0])
+        if "cblas_" in text:
+            out.append("#include <cblas.h>")
+        out.append("")
+        used = set(_IDENT.findall(text))
+        for v in self.shared:
+            if v.name in used:
+                out.append(v.render(f"extern {HIDDEN}"))
+        out.extend(helpers)
+        out.append("")
+        out.extend(functions)
+        return "\n".join(out) + "\n"
+
+    def _helpers_for(self, code: str) -> List[str]:
+        """The helpers ``code`` uses, with the helpers they use (in module order). A helper
+        defines the ``flowc_``/``FLOWC_`` names on its lines that start in the first column
+        and that the runtime header does not; one that defines none (an ``#include``) is
+        always taken."""
+        defined, uses = self._helper_names()
+        wanted = set(_IDENT.findall(code))
+        taken = [not d for d in defined]
+        changed = True
+        while changed:
+            changed = False
+            for k, names in enumerate(defined):
+                if not taken[k] and names & wanted:
+                    taken[k] = True
+                    wanted |= uses[k]
+                    changed = True
+        return [h for h, t in zip(self.helpers, taken) if t]
+
+    def _helper_names(self):
+        if getattr(self, "_names_cache", None) is None:
+            header = runtime_header_names()
+            defined: List[FrozenSet[str]] = []
+            uses: List[FrozenSet[str]] = []
+            for h in self.helpers:
+                top = "\n".join(line for line in h.splitlines() if line[:1] not in ("", " ", "\t"))
+                defined.append(frozenset(_IDENT.findall(top)) - header)
+                uses.append(frozenset(_IDENT.findall(h)))
+            self._names_cache = (defined, uses)
+        return self._names_cache
+
+    def _render(self, kernels: Sequence[int], parts: Sequence[int], unit: int, units: int,
+                split: bool) -> str:
         here = set(kernels)
         parts_here = set(parts)
         if split:
-            header = (f"Generated by flowc from graph @{self.graph_name}: translation unit "
+            header = (f"Generated by flowc from graph @{self.graph_name}: glue unit "
                       f"{unit + 1} of {units}, compiled at the same time as the others and "
-                      "linked with them into one module. Do not edit. This unit: kernels "
-                      f"{_names(self.kernels[k].name for k in kernels)}; parts "
-                      f"{_names(f'flowc_part{p}' for p in parts)}"
+                      "linked with them and the kernel units into one module. Do not edit. "
+                      f"This unit: parts {_names(f'flowc_part{p}' for p in parts)}"
                       + ("; the entry." if unit == 0 else "."))
             lines = textwrap.wrap(header, 92)
             out = ["/* " + lines[0]] + ["   " + line for line in lines[1:]]
@@ -169,7 +286,12 @@ class ModuleLayout:
                 out.append(v.render(f"extern {HIDDEN}"))
         for p in sorted(parts_here):
             out.extend(self.parts[p].constants)
-        out.extend(self.helpers)
+        if split:           # the helpers the parts and the entry use (the kernels are elsewhere)
+            out.extend(self._helpers_for("\n".join(
+                [line for p in parts_here for line in self.parts[p].lines]
+                + (self.entry + self.entry_state if unit == 0 else []))))
+        else:
+            out.extend(self.helpers)
         out.append("")
         out.extend(self.slot_macros)
         out.append("")
@@ -188,10 +310,12 @@ class ModuleLayout:
         if unit == 0:
             out.extend(self.entry_state)
         # The parts only sequence kernel calls: optimizing them hard buys nothing and costs
-        # most of the compile time of large graphs.
+        # most of the compile time of large graphs. Dead-store elimination finds nothing to
+        # remove in them (each store of a slot is read by a later call) and was a third of
+        # their compile time (it walks every store past every call).
         if parts_here:
             out.append("#pragma GCC push_options")
-            out.append("#pragma GCC optimize (\"O1\")")
+            out.append("#pragma GCC optimize (\"O1\", \"no-tree-dse\")")
             for i in sorted(parts_here):
                 out.append(f"{storage} __attribute__((noinline)) int flowc_part{i}({PART_PARAMS}) {{")
                 out.append("    (void)feeds; (void)flowc_arena; (void)flowc_rt;")
@@ -209,6 +333,29 @@ class ModuleLayout:
                     out.append(f"{HIDDEN} int flowc_part{i}({PART_PARAMS});")
             out.extend(self.entry)
         return "\n".join(out) + "\n"
+
+
+_IDENT = re.compile(r"\b(?:flowc|FLOWC)_\w+")
+# The note after a kernel's tensor line naming the node the tensor came from.
+_NODE_NOTE = re.compile(r"(?<=\]\];)  /\* %[^\n]*? \*/$", re.M)
+
+
+def _op_of(kernel_name: str) -> str:
+    """The op a kernel was named after (``k3fa9c2d1e0b4_Conv2D``: Conv2D)."""
+    return kernel_name.split("_", 1)[1] if "_" in kernel_name else kernel_name
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_header_names() -> FrozenSet[str]:
+    """The ``flowc_``/``FLOWC_`` names the C runtime's headers define or mention: every unit
+    has them, so they never tie a kernel to a helper."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(runtime.__file__)), "csrc")
+    names = set()
+    for fn in sorted(os.listdir(folder)):
+        if fn.endswith(".h"):
+            with open(os.path.join(folder, fn)) as f:
+                names.update(_IDENT.findall(f.read()))
+    return frozenset(names)
 
 
 def _names(names) -> str:

@@ -6,6 +6,7 @@ those themselves.
 from __future__ import annotations
 
 import math
+from typing import List
 
 import numpy as np
 
@@ -75,6 +76,27 @@ class CTarget:
         if dtype is DType.u32:
             return f"{v}u"
         return str(v)
+
+    def literals(self, values: np.ndarray, dtype: DType) -> List[str]:
+        """``literal`` of every element of ``values`` (flattened): the same texts, a few times
+        faster for float arrays (a MobileNet's constants took half its emission as one
+        ``literal`` call each)."""
+        flat = np.asarray(values).reshape(-1)
+        if type(self).literal is not CTarget.literal or dtype not in (DType.f32, DType.f64):
+            return [self.literal(v, dtype) for v in flat.tolist()]
+        f32 = dtype is DType.f32
+        exact = flat.astype(np.float32 if f32 else np.float64).astype(np.float64).tolist()
+        fmt, suffix = ("%.9g", "f") if f32 else ("%.17g", "")
+        out = []
+        for x in exact:
+            if x != x or x == math.inf or x == -math.inf:
+                out.append(self.literal(x, dtype))
+                continue
+            text = fmt % x
+            if "." not in text and "e" not in text:
+                text += ".0"
+            out.append(text + suffix)
+        return out
 
     def min_value(self, dtype: DType) -> str:
         if self._half_bits(dtype):

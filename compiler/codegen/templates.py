@@ -17,6 +17,18 @@ from compiler.build_cache import cache_root
 TEMPLATE_ROOT = os.path.dirname(os.path.abspath(codegen_templates.__file__))
 
 
+class _BytecodeCache(jinja2.FileSystemBytecodeCache):
+    """jinja2's bytecode cache, for which a folder that went away (the process's first cache
+    folder, deleted while it runs on with another) only means a compiled template not kept,
+    not an error."""
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
 def _bytecode_cache() -> Optional[jinja2.BytecodeCache]:
     """jinja2's bytecode cache in the cache folder; None where that folder cannot be written."""
     try:
@@ -24,7 +36,7 @@ def _bytecode_cache() -> Optional[jinja2.BytecodeCache]:
         os.makedirs(folder, exist_ok=True)
     except OSError:
         return None
-    return jinja2.FileSystemBytecodeCache(folder)
+    return _BytecodeCache(folder)
 
 
 @functools.lru_cache(maxsize=None)

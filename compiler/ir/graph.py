@@ -8,7 +8,7 @@ import contextlib
 import functools
 import re
 from collections import Counter
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from compiler.errors import GraphError
 from compiler.ir.location import SourceLocation
@@ -78,7 +78,8 @@ class Output:
         return isinstance(other, Output) and other.node is self.node and other.index == self.index
 
     def __hash__(self) -> int:
-        return hash((id(self.node), self.index))
+        # no tuple: outputs are dict keys all through the passes and the emitter
+        return id(self.node) ^ self.index
 
     def __repr__(self) -> str:
         return f"Output({self.name})"
@@ -98,14 +99,14 @@ class Node:
         self.device = device                 # requested device spec (may be partial)
         self.assigned_device = ""            # set by placement
         self.location = location
-        self._inputs: List[Output] = []
+        self._inputs: Tuple[Output, ...] = ()     # a tuple: ``inputs`` hands it out as is
         self._control_inputs: List[Node] = []
         self.users: Counter = _Users()       # user node -> number of edges (data + control)
 
     # --- edges -------------------------------------------------------------------------
     @property
     def inputs(self) -> tuple:
-        return tuple(self._inputs)
+        return self._inputs
 
     @property
     def control_inputs(self) -> tuple:
@@ -114,13 +115,13 @@ class Node:
     def set_inputs(self, inputs: Sequence[Output]) -> None:
         for old in self._inputs:
             old.node._drop_user(self)
-        self._inputs = list(inputs)
+        self._inputs = tuple(inputs)
         for new in self._inputs:
             new.node.users[self] += 1
 
     def set_input(self, i: int, value: Output) -> None:
         self._inputs[i].node._drop_user(self)
-        self._inputs[i] = value
+        self._inputs = self._inputs[:i] + (value,) + self._inputs[i + 1:]
         value.node.users[self] += 1
 
     def set_control_inputs(self, nodes: Iterable["Node"]) -> None:
@@ -279,7 +280,7 @@ class Graph:
         else:
             name = self.unique_name(name or op)
         node = Node(self, name, op, dict(attrs) if attrs else {}, output_types, device, location)
-        node._inputs = inputs                 # a new node: no old inputs to leave
+        node._inputs = tuple(inputs)          # a new node: no old inputs to leave
         for new in inputs:
             users = new.node.users
             users[node] = users.get(node, 0) + 1
@@ -348,8 +349,11 @@ class Graph:
 
     def topo_sort(self) -> None:
         """Reorder nodes topologically, keeping the current order where edges allow."""
-        import networkx as nx
         order = {n: i for i, n in enumerate(self._nodes)}
+        if self._in_topological_order(order):      # what the sort would give back
+            self.version += 1
+            return
+        import networkx as nx
         dg = nx.DiGraph()
         dg.add_nodes_from(self._nodes)
         for n in self._nodes:
@@ -366,6 +370,17 @@ class Graph:
             raise GraphError("graph has a cycle: " + " -> ".join(f"%{a.name}" for a, _ in cycle)
                              + f" -> %{cycle[0][0].name}") from None
         self.version += 1
+
+    def _in_topological_order(self, order: Dict[Node, int]) -> bool:
+        """Whether every edge (but back edges) already runs forward in ``order``."""
+        for n, k in order.items():
+            for i in n._inputs:
+                if order.get(i.node, k) >= k and i.node.op not in BACK_EDGE_OPS:
+                    return False
+            for c in n._control_inputs:
+                if order.get(c, k) >= k and c.op not in BACK_EDGE_OPS:
+                    return False
+        return True
 
     def copy(self, name: Optional[str] = None):
         """A deep copy of the structure; returns (graph, mapping old node -> new node)."""

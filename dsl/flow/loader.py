@@ -11,7 +11,7 @@ from compiler.model_loader import Model, sink_outputs, tensor_name
 from dsl.context import Graph
 from dsl.flow.errors import FlowError, FlowErrors
 from dsl.flow.evaluator import Evaluator
-from dsl.flow.gc_pause import gc_paused
+from compiler.gc_pause import gc_paused
 from dsl.flow.training import TrainingDecl
 from dsl.tensor import Tensor
 

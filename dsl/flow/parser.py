@@ -10,7 +10,7 @@ import lark
 
 from compiler.ir.literals import abbreviate
 from dsl.flow.errors import FlowError, Source
-from dsl.flow.gc_pause import gc_paused
+from compiler.gc_pause import gc_paused
 from dsl.flow.lalr_driver import Rejected, TableDrivenParser, table_driven_parser
 
 _GRAMMAR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "grammar.lark")

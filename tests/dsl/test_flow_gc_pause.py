@@ -3,7 +3,7 @@ oldest generation afterwards, and garbage among it is still collected."""
 import gc
 import weakref
 
-from dsl.flow.gc_pause import gc_paused
+from compiler.gc_pause import gc_paused
 
 
 class _Cell:

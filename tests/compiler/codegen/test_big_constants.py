@@ -56,3 +56,19 @@ def test_small_constants_stay_c_initializers():
     from compiler.codegen.emitter import emit_c
     emitted = emit_c(step.graph, step.feeds, step.retvals)
     assert not emitted.blobs and ".incbin" not in emitted.source
+
+
+def test_constants_written_as_c_text_read_as_the_literals_of_each_value():
+    """``CTarget.literals`` (an array at once, as the emitter writes a constant) gives the
+    text ``literal`` gives each value: exact floats, -0.0, subnormals, NaN and infinities."""
+    from compiler.codegen.target import C
+    from runtime.dtypes import DType
+    rng = np.random.default_rng(1)
+    values = np.concatenate([rng.standard_normal(300), rng.standard_normal(50) * 1e30,
+                             rng.standard_normal(50) * 1e-40,
+                             [0.0, -0.0, 2.0, 1e16, 16777217.0, 1 / 3, np.nan, np.inf, -np.inf]])
+    integers = np.nan_to_num(values[:300] * 100).astype(np.int64)
+    for dtype in (DType.f32, DType.f64, DType.i32, DType.bool):
+        with np.errstate(over="ignore"):        # 1e30 is inf in f32
+            array = values.astype(dtype.np) if dtype.is_floating else integers.astype(dtype.np)
+        assert C.literals(array, dtype) == [C.literal(v, dtype) for v in array.tolist()]

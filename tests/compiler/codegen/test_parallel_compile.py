@@ -1,7 +1,8 @@
 """A large module is compiled as several translation units at once (``FLOWC_CC_JOBS``) and
 linked into one shared object: it computes what the one-unit build and the interpreter compute,
 exports the same ABI and nothing more, keeps every unit's source when the compiler rejects one,
-and a cache hit compiles nothing.
+and a cache hit compiles nothing. Its kernel units are cached one by one: another module with
+the same kernels compiles only its glue units.
 
 The C compiler is run through a wrapper script that logs each command line and runs ``cc``, so
 the tests see how many units were compiled.
@@ -41,6 +42,13 @@ def logged_cc(tmp_path, monkeypatch):
         links = [line for line in lines if ".unit0.o " in line and line not in compiles]
         return compiles, links
     return commands
+
+
+def _sources(compiles):
+    """The file names of the compiled units: glue units (``module.unitK.c``) and kernel units
+    (``module.kernelsK.c``)."""
+    names = [os.path.basename(c.split(" -o ")[0].split()[-1]) for c in compiles]
+    return ([n for n in names if ".unit" in n], [n for n in names if ".kernels" in n])
 
 
 def _split_every_module(monkeypatch, jobs: int = 2) -> None:
@@ -93,10 +101,11 @@ def test_a_step_of_several_parts_built_as_two_units_trains_like_one_unit_and_the
     _split_every_module(monkeypatch)
     split_losses, split_w0 = _train(g, "c", loss, train, init, w0, feed)
     compiles, links = logged_cc()
-    assert len(compiles) == 2 * len(links) and len(links) >= 2    # init step and train step
+    glue, kernels = _sources(compiles)
+    assert len(links) >= 2                                 # init step and train step
+    assert glue.count("module.unit0.c") == len(links) and "module.unit1.c" in glue
+    assert set(glue) == {"module.unit0.c", "module.unit1.c"} and kernels
     assert all(" -c " not in line for line in links)
-    assert {os.path.basename(c.split(" -o ")[0].split()[-1]) for c in compiles} == \
-        {"module.unit0.c", "module.unit1.c"}
 
     monkeypatch.setenv("FLOWC_CC_JOBS", "1")
     monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path / "one-unit-cache"))
@@ -123,7 +132,10 @@ def test_a_split_module_exports_the_one_unit_abi_and_hides_its_kernels(logged_cc
     _split_every_module(monkeypatch, jobs=3)
     built = build_shared_object(emitted.source, sorted(emitted.features), blobs=emitted.blobs,
                                 layout=emitted.layout)
-    assert len(logged_cc()[0]) == 3
+    glue, kernels = _sources(logged_cc()[0])
+    parts = len(emitted.layout.parts)                      # at most one glue unit per part
+    assert len(glue) == min(3, parts) == emitted.layout.glue_count(3, 0)
+    assert len(kernels) == len(emitted.layout.kernel_chunks()) >= 2
     lib = ctypes.CDLL(built.path)
     for exported in ("flowc_entry", "flowc_abi_version", "flowc_free", "flowc_use_pool",
                      "flowc_queue_create", "flowc_rendezvous_init"):
@@ -143,11 +155,14 @@ def test_a_unit_the_compiler_rejects_is_named_and_every_source_is_kept(logged_cc
         build_shared_object(layout.joined(), sorted(emitted.features), blobs=emitted.blobs,
                             layout=layout)
     message = str(e.value)
-    assert "rejected generated code (unit" in message and "source kept at " in message
+    assert "rejected generated code (kernel unit" in message and "source kept at " in message
     kept = message.split("source kept at ")[1].split(";")[0]
     assert "return 0 +;" in open(kept).read()
     folder = os.path.dirname(kept)
-    assert sorted(os.listdir(folder)) == ["module.c", "module.unit0.c", "module.unit1.c"]
+    chunks = len(layout.kernel_chunks())
+    assert sorted(os.listdir(folder)) == sorted(
+        ["module.c", "module.unit0.c", "module.unit1.c"]
+        + [f"module.kernels{k}.c" for k in range(chunks)])
     assert "return 0 +;" in open(os.path.join(folder, "module.c")).read()
 
 
@@ -188,5 +203,6 @@ def test_small_modules_stay_one_unit_and_one_job_means_one_unit(monkeypatch):
     assert small.unit_count(8) == 1
     large = _loss_module().layout
     assert large.unit_count(1) == 1
-    assert large.unit_count(2, min_unit_cost=0) == 2
+    assert large.glue_count(2, min_unit_cost=0) == 2
+    assert large.unit_count(2, min_unit_cost=0) == 2 + len(large.kernel_chunks())
     assert large.split(1) == [large.joined()]

@@ -23,7 +23,7 @@ output y = reduce_sum(tanh(m), axis=1)
 
 # Nodes of a step graph that run no kernel of their own.
 _NO_KERNEL = {"Placeholder", "Const", "_Retval", "NoOp", "_Sink"}
-_CALL = re.compile(r'if \(k\d+_\w+\(flowc_T, s_\w+, flowc_rt, "([^"]*)"')
+_CALL = re.compile(r'if \(k[0-9a-f]+_\w+\(flowc_T, s_\w+, flowc_rt, "([^"]*)"')
 
 
 @pytest.fixture

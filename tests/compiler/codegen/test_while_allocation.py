@@ -38,7 +38,7 @@ def _blocks(source: str, opener: str):
 def _allocations_per_iteration(source: str):
     """Allocating calls in loop bodies, and in the kernels those bodies call."""
     kernels = {m.group(1): body for m in re.finditer(
-        r"static __attribute__\(\(noinline\)\) int (k\d+_\w+)\(.*?\{\n(.*?)\nfail:", source, re.S)
+        r"static __attribute__\(\(noinline\)\) int (k[0-9a-f]+_\w+)\(.*?\{\n(.*?)\nfail:", source, re.S)
         for body in [m.group(2)]}
     found = []
     for loop in _blocks(source, "while (1) {"):
@@ -47,7 +47,7 @@ def _allocations_per_iteration(source: str):
         for a in ALLOCATIONS:
             if a in loop:
                 found.append(("loop", a))
-        for name in set(re.findall(r"\b(k\d+_\w+)\(", loop)):
+        for name in set(re.findall(r"\b(k[0-9a-f]+_\w+)\(", loop)):
             found += [(name, a) for a in ALLOCATIONS if a in kernels[name]]
     return found
 

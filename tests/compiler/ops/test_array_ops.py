@@ -256,6 +256,40 @@ def test_pack_and_unpack(graph, rng):
     assert fl.unstack(fl.placeholder(fl.float32, [0, 2])) == []
 
 
+def test_many_equal_parts_are_copied_in_one_loop(graph, rng):
+    """Concat, Split, SplitV, Pack and Unpack of many parts of one static size copy them in one
+    loop over the parts' pointers (``GROUP_MIN_PARTS``); parts of other sizes stay one copy
+    each. Both compute what the interpreter does, and the loop is really emitted."""
+    from compiler.codegen.c_ops.array.common import GROUP_MIN_PARTS
+    from compiler.codegen.emitter import emit_c
+    from compiler.step import make_step_graph, optimize
+    n = GROUP_MIN_PARTS + 2
+    x = fl.placeholder(fl.float32, [3, n, 2], name="x")
+    i = fl.placeholder(fl.int32, [n, 4], name="i")
+    channels = fl.unstack(x, axis=1)                     # n parts [3, 2]
+    fetches = {
+        "concat_mid": fl.concat([fl.expand_dims(c, 1) for c in reversed(channels)], 1),
+        "concat_last": fl.concat(channels, -1),
+        "concat_first": fl.concat([i, i * 2, i, i + 1, i], 0),
+        "concat_sizes": fl.concat([x, x[:, :1], x, x[:, :2], x], 1),     # not one size
+        "pack": fl.stack(channels, axis=2),
+    }
+    for k, t in enumerate(fl.split(i, 4, axis=1)):
+        fetches[f"split{k}"] = t
+    for k, t in enumerate(fl.split(x, [1] * n, axis=1)):
+        fetches[f"split_v{k}"] = t
+    for k, t in enumerate(fl.unstack(i, axis=0)):
+        fetches[f"unstack{k}"] = t
+    got = check_against_interpreter(graph, fetches, {
+        x: rng.standard_normal((3, n, 2)).astype(np.float32), i: _value(rng, (n, 4), np.int32)})
+    np.testing.assert_array_equal(got["concat_first"][:n], got["concat_first"][2 * n:3 * n])
+    step = make_step_graph(graph, [x.output, i.output], [t.output for t in fetches.values()])
+    optimize(step)
+    source = emit_c(step.graph, step.feeds, step.retvals).source
+    assert source.count(f"for (int64_t p = 0; p < {n}; p++)") >= 4
+    assert "for (int64_t p = 0; p < 5; p++)" in source          # the concat of 5 int parts
+
+
 # --- Slice, StridedSlice, __getitem__ ------------------------------------------------------------
 def test_slice(graph, rng):
     x = fl.placeholder(fl.float32, [None, 5], name="x")

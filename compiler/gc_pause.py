@@ -1,4 +1,5 @@
-"""Pausing Python's cyclic garbage collector while a model is parsed and built."""
+"""Pausing Python's cyclic garbage collector while a model is parsed and built, and while a step
+is compiled (``compiler/master.py``): both allocate many objects that live on."""
 from __future__ import annotations
 
 import contextlib
