@@ -12,9 +12,12 @@ against numpy (forward) or flowc's numpy reference interpreter (gradients) befor
 ResNet-18-style CNN on 96x96 images at batches 1 and 32 and of the 28x28 training CNN, each
 with its bias and ReLU (the inference form), run by flowc's compiled kernel (im2col + OpenBLAS,
 or its direct kernel for few taps), by oneDNN (``onednn_conv.c``, built here against the
-``onednn-devel-cpu-gomp`` headers and ``libdnnl`` of ``--onednn PREFIX``, ``$ONEDNN_ROOT`` or
-this Python's prefix; a row says "not installed" without them) and by onnxruntime's Conv
-(NCHW, its MLAS kernels), timed in interleaved rounds; the last column names the fastest.
+``onednn-devel-cpu-gomp`` headers and ``libdnnl`` of ``--onednn PREFIX``, ``$FLOWC_ONEDNN_ROOT``,
+``$ONEDNN_ROOT`` or this Python's prefix; "-" without them) and by onnxruntime's Conv (NCHW,
+its MLAS kernels), timed in interleaved rounds; the last column names the fastest. flowc runs
+twice: with ``FLOWC_CONV_ENGINE=blas`` (its own kernels) and ``=onednn`` (the oneDNN path of
+the generated code, as ``auto`` picks it for large shapes). Depthwise rows (MobileNetV2's)
+compare flowc's DepthwiseConv2dNative kernel with oneDNN's grouped convolution.
 """
 from __future__ import annotations
 
@@ -89,7 +92,7 @@ def _table(title: str, steps: Dict[str, Tuple[Callable, int]], arg, want, baseli
 
 
 # --- --engines: one convolution (+ bias + ReLU) per shape, by each engine -----------------
-# (name, N, H, W, C, KH, KW, O, stride): SAME padding
+# (name, N, H, W, C, KH, KW, O, stride): SAME padding; O == 0: depthwise (one filter per channel)
 ENGINE_SHAPES = [
     ("r18 stem 7x7/2", 1, 96, 96, 3, 7, 7, 64, 2),
     ("r18 3x3 64", 1, 24, 24, 64, 3, 3, 64, 1),
@@ -105,6 +108,16 @@ ENGINE_SHAPES = [
     ("r18 3x3 512", 32, 3, 3, 512, 3, 3, 512, 1),
     ("cnn 5x5 1->32", 64, 28, 28, 1, 5, 5, 32, 1),
     ("cnn 5x5 32->64", 64, 14, 14, 32, 5, 5, 64, 1),
+    ("mnv2 1x1 16->96", 1, 48, 48, 16, 1, 1, 96, 1),
+    ("mnv2 1x1 144->24", 1, 24, 24, 144, 1, 1, 24, 1),
+    ("mnv2 1x1 320->1280", 1, 3, 3, 320, 1, 1, 1280, 1),
+    ("mnv2 dw 3x3 32", 1, 48, 48, 32, 3, 3, 0, 1),
+    ("mnv2 dw 3x3/2 96", 1, 48, 48, 96, 3, 3, 0, 2),
+    ("mnv2 dw 3x3 144", 1, 24, 24, 144, 3, 3, 0, 1),
+    ("mnv2 dw 3x3 384", 1, 6, 6, 384, 3, 3, 0, 1),
+    ("mnv2 dw 3x3 144", 32, 24, 24, 144, 3, 3, 0, 1),
+    ("tiny 3x3 8", 1, 4, 4, 8, 3, 3, 8, 1),
+    ("small 3x3 16", 1, 8, 8, 16, 3, 3, 16, 1),
 ]
 
 
@@ -116,27 +129,47 @@ def _same_pads(size: int, k: int, stride: int) -> Tuple[int, int, int]:
 
 
 def reference_conv(x, f, b, stride: int) -> np.ndarray:
-    """relu(conv(x, f) + b), SAME, by a strided view and one matmul (float64 sums)."""
+    """relu(conv(x, f) + b), SAME, by a strided view and one matmul (float64 sums); a
+    KHxKWxCx1 filter with C > 1 is depthwise."""
     n, h, w, c = x.shape
     kh, kw, _, o = f.shape
+    depthwise = o == 1 and c > 1
     oh, pt, pb = _same_pads(h, kh, stride)
     ow, pl, pr = _same_pads(w, kw, stride)
     xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
     s = xp.strides
     cols = np.lib.stride_tricks.as_strided(
         xp, (n, oh, ow, kh, kw, c), (s[0], s[1] * stride, s[2] * stride, s[1], s[2], s[3]))
+    if depthwise:
+        y = np.einsum("nhwijc,ijc->nhwc", cols, f[..., 0].astype(np.float64)) + b
+        return np.maximum(y, 0).astype(np.float32)
     y = cols.reshape(n * oh * ow, -1) @ f.reshape(-1, o).astype(np.float64) + b
     return np.maximum(y, 0).reshape(n, oh, ow, o).astype(np.float32)
 
 
-def flowc_fused_conv(x, f, b, stride: int):
-    """flowc's compiled relu(bias_add(conv2d)) (one _FusedConv2D kernel) through Session.run."""
+def flowc_fused_conv(x, f, b, stride: int, engine: str):
+    """flowc's compiled relu(bias_add(conv2d)) (one _FusedConv2D kernel; a depthwise filter:
+    DepthwiseConv2dNative, then bias and ReLU) through Session.run, compiled with
+    FLOWC_CONV_ENGINE=engine."""
+    import os
     g = fl.Graph()
     with g.as_default():
         xt = fl.placeholder(fl.float32, x.shape, name="x")
-        y = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(xt, fl.constant(f), stride, "SAME"),
-                                      fl.constant(b)))
+        if f.shape[3] == 1 and f.shape[2] > 1:
+            conv = fl.nn.depthwise_conv2d_native(xt, fl.constant(f), stride, "SAME")
+        else:
+            conv = fl.nn.conv2d(xt, fl.constant(f), stride, "SAME")
+        y = fl.nn.relu(fl.nn.bias_add(conv, fl.constant(b)))
     sess = fl.Session(graph=g)
+    saved = os.environ.get("FLOWC_CONV_ENGINE")
+    os.environ["FLOWC_CONV_ENGINE"] = engine
+    try:
+        sess.run(y, {xt: x})                      # compiles under this engine
+    finally:
+        if saved is None:
+            os.environ.pop("FLOWC_CONV_ENGINE")
+        else:
+            os.environ["FLOWC_CONV_ENGINE"] = saved
     return lambda: sess.run(y, {xt: x})
 
 
@@ -145,7 +178,8 @@ def find_onednn(prefix: Optional[str]) -> Optional[str]:
     import glob
     import os
     import sys
-    for p in (prefix, os.environ.get("ONEDNN_ROOT"), sys.prefix):
+    for p in (prefix, os.environ.get("FLOWC_ONEDNN_ROOT"), os.environ.get("ONEDNN_ROOT"),
+              sys.prefix):
         if p and os.path.exists(os.path.join(p, "include", "oneapi", "dnnl", "dnnl.h")) \
                 and glob.glob(os.path.join(p, "lib", "libdnnl.so*")):
             return p
@@ -172,7 +206,7 @@ def onednn_library(prefix: str):
                         f"-Wl,-rpath,{os.path.dirname(lib)}", "-o", out], check=True)
     ffi = cffi.FFI()
     ffi.cdef("""void *onednn_conv_create(long, long, long, long, long, long, long, long, long,
-                long, long, long, long, const float *, const float *, int);
+                long, long, long, long, long, const float *, const float *, int);
                 int onednn_conv_run(void *, const float *, float *);
                 const char *onednn_conv_impl(void *);
                 void onednn_conv_destroy(void *);""")
@@ -186,7 +220,9 @@ def onednn_conv(dnnl, x, f, b, stride: int):
     kh, kw, _, o = f.shape
     oh, pt, pb = _same_pads(h, kh, stride)
     ow, pl, pr = _same_pads(w, kw, stride)
-    conv = lib.onednn_conv_create(n, h, w, c, kh, kw, o, stride, stride, pt, pl, pb, pr,
+    groups = c if (o == 1 and c > 1) else 1
+    o = c if groups > 1 else o
+    conv = lib.onednn_conv_create(n, h, w, c, kh, kw, o, stride, stride, pt, pl, pb, pr, groups,
                                   ffi.from_buffer("float[]", f), ffi.from_buffer("float[]", b), 1)
     if conv == ffi.NULL:
         raise SystemExit(f"oneDNN refused the convolution {x.shape} * {f.shape}")
@@ -209,13 +245,15 @@ def onnxruntime_conv(ort, threads, x, f, b, stride: int):
     kh, kw, _, o = f.shape
     _, pt, pb = _same_pads(h, kh, stride)
     _, pl, pr = _same_pads(w, kw, stride)
+    group = c if (o == 1 and c > 1) else 1
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[stride, stride],
-                          pads=[pt, pl, pb, pr]),
+                          pads=[pt, pl, pb, pr], group=group),
          helper.make_node("Relu", ["c"], ["y"])], "conv",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.ascontiguousarray(f.transpose(3, 2, 0, 1)), "w"),
+        [numpy_helper.from_array(np.ascontiguousarray(
+            f.transpose(2, 3, 0, 1) if group > 1 else f.transpose(3, 2, 0, 1)), "w"),
          numpy_helper.from_array(b, "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     opts = ort.SessionOptions()
@@ -236,21 +274,29 @@ def engines(args) -> None:
     print(f"oneDNN: {prefix or 'not installed'}; onnxruntime: "
           f"{ort.__version__ if ort else 'not installed'}")
     print("Conv2D + bias + ReLU, SAME, float32, NHWC; GFLOP/s of each engine (median of "
-          f"{args.repeats} steps in interleaved rounds)")
-    names = ["flowc C", "oneDNN", "onnxruntime"]
-    print(f"{'shape':<22}{'N':>4}{'HxWxC':>13}{'filter':>12}  " + "".join(f"{n:>12}" for n in names)
-          + "  fastest   oneDNN's choice")
+          f"{args.repeats} steps in interleaved rounds; flowc's rows through Session.run)")
+    names = ["flowc BLAS", "flowc oneDNN", "oneDNN", "onnxruntime"]
+    print("flowc BLAS: flowc's own kernel (im2col + OpenBLAS, its direct kernel, or its depthwise "
+          "kernel), FLOWC_CONV_ENGINE=blas; flowc oneDNN: FLOWC_CONV_ENGINE=onednn (depthwise: "
+          "flowc's kernel either way); oneDNN: its primitive called alone (onednn_conv.c)")
+    print(f"{'shape':<22}{'N':>4}{'HxWxC':>13}{'filter':>12}  " + "".join(f"{n:>13}" for n in names)
+          + "  fastest        oneDNN's choice")
     rng = np.random.default_rng(0)
     for label, n, h, w, c, kh, kw, o, stride in ENGINE_SHAPES:
+        depthwise = o == 0
         x = rng.standard_normal((n, h, w, c)).astype(np.float32)
-        f = (rng.standard_normal((kh, kw, c, o)) * np.sqrt(2.0 / (kh * kw * c))).astype(np.float32)
-        b = (rng.standard_normal(o) * 0.1).astype(np.float32)
+        f = (rng.standard_normal((kh, kw, c, 1 if depthwise else o))
+             * np.sqrt(2.0 / (kh * kw * (1 if depthwise else c)))).astype(np.float32)
+        out = c if depthwise else o
+        b = (rng.standard_normal(out) * 0.1).astype(np.float32)
         want = reference_conv(x, f, b, stride)
         oh, ow = want.shape[1:3]
-        flops = 2.0 * n * oh * ow * kh * kw * c * o
+        flops = 2.0 * n * oh * ow * kh * kw * (1 if depthwise else c) * out
         steps, fix, impl = {}, {}, "-"
-        steps["flowc C"] = flowc_fused_conv(x, f, b, stride)
+        steps["flowc BLAS"] = flowc_fused_conv(x, f, b, stride, "blas")
         if dnnl is not None:
+            if not depthwise:
+                steps["flowc oneDNN"] = flowc_fused_conv(x, f, b, stride, "onednn")
             steps["oneDNN"], impl = onednn_conv(dnnl, x, f, b, stride)
         if ort is not None:
             steps["onnxruntime"], fix["onnxruntime"] = onnxruntime_conv(ort, args.threads, x, f,
@@ -261,11 +307,12 @@ def engines(args) -> None:
                 raise SystemExit(f"{name} disagrees on {label} (batch {n}); not timing it")
         seconds = interleaved_medians({k: (v, args.repeats) for k, v in steps.items()},
                                       settle=0.05)
-        cells = "".join(f"{flops / seconds[k] / 1e9:>12.1f}" if k in seconds
-                        else f"{'-':>12}" for k in names)
+        cells = "".join(f"{flops / seconds[k] / 1e9:>13.1f}" if k in seconds
+                        else f"{'-':>13}" for k in names)
         best = min(seconds, key=seconds.get)
-        print(f"{label:<22}{n:>4}{f'{h}x{w}x{c}':>13}{f'{kh}x{kw}x{o}':>12}  {cells}  "
-              f"{best:<9} {impl}")
+        filt = f"{kh}x{kw}" + ("/dw" if depthwise else f"x{o}")
+        print(f"{label:<22}{n:>4}{f'{h}x{w}x{c}':>13}{filt:>12}  {cells}  "
+              f"{best:<14} {impl}")
     print("(-: not installed)")
 
 

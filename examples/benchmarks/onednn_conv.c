@@ -1,10 +1,12 @@
 /* oneDNN's forward convolution with flowc's layouts, for bench_conv.py's engine comparison:
  * an NHWC float32 input, an HWIO filter (reordered once, at creation, into the blocked layout
  * oneDNN's primitive picks for the shape: a constant filter could be reordered at compile
- * time), a bias and an optional ReLU as post-op, an NHWC output. Built by bench_conv.py with
+ * time), a bias and an optional ReLU as post-op, an NHWC output. With groups == C == O it is
+ * a depthwise convolution, the filter KHxKWxCx1 as TensorFlow's DepthwiseConv2dNative has it. Built by bench_conv.py with
  * cc against the onednn-devel headers and linked to libdnnl; not part of flowc.
  *
- *   void *onednn_conv_create(N, H, W, C, KH, KW, O, sh, sw, pt, pl, pb, pr, filter, bias, relu)
+ *   void *onednn_conv_create(N, H, W, C, KH, KW, O, sh, sw, pt, pl, pb, pr, groups, filter,
+ *                            bias, relu)
  *   int onednn_conv_run(void *conv, const float *x, float *y)
  *   const char *onednn_conv_impl(void *conv)       (the implementation oneDNN chose)
  *   void onednn_conv_destroy(void *conv)
@@ -40,8 +42,8 @@ void onednn_conv_destroy(void *p) {
 #define CHECK(call) do { if ((call) != dnnl_success) goto fail; } while (0)
 
 void *onednn_conv_create(long N, long H, long W, long C, long KH, long KW, long O, long sh,
-                         long sw, long pt, long pl, long pb, long pr, const float *filter,
-                         const float *bias, int relu) {
+                         long sw, long pt, long pl, long pb, long pr, long groups,
+                         const float *filter, const float *bias, int relu) {
     onednn_conv *c = (onednn_conv *)calloc(1, sizeof *c);
     dnnl_memory_desc_t src_md = NULL, user_w_md = NULL, any_w_md = NULL, bias_md = NULL,
                        dst_md = NULL;
@@ -53,13 +55,16 @@ void *onednn_conv_create(long N, long H, long W, long C, long KH, long KW, long 
     if (!c) return NULL;
     const long OH = (H + pt + pb - KH) / sh + 1, OW = (W + pl + pr - KW) / sw + 1;
     dnnl_dims_t src_dims = {N, C, H, W}, w_dims = {O, C, KH, KW}, b_dims = {O},
-                dst_dims = {N, O, OH, OW};
+                dst_dims = {N, O, OH, OW}, g_dims = {groups, O / groups, C / groups, KH, KW};
+    const int wn = groups > 1 ? 5 : 4;
+    const dnnl_dim_t *wd = groups > 1 ? g_dims : w_dims;
     dnnl_dims_t strides = {sh, sw}, dilates = {0, 0}, pad_l = {pt, pl}, pad_r = {pb, pr};
     CHECK(dnnl_engine_create(&c->engine, dnnl_cpu, 0));
     CHECK(dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags));
     CHECK(dnnl_memory_desc_create_with_tag(&src_md, 4, src_dims, dnnl_f32, dnnl_nhwc));
-    CHECK(dnnl_memory_desc_create_with_tag(&user_w_md, 4, w_dims, dnnl_f32, dnnl_hwio));
-    CHECK(dnnl_memory_desc_create_with_tag(&any_w_md, 4, w_dims, dnnl_f32, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_create_with_tag(&user_w_md, wn, wd, dnnl_f32,
+                                           groups > 1 ? dnnl_hwigo : dnnl_hwio));
+    CHECK(dnnl_memory_desc_create_with_tag(&any_w_md, wn, wd, dnnl_f32, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_create_with_tag(&bias_md, 1, b_dims, dnnl_f32, dnnl_x));
     CHECK(dnnl_memory_desc_create_with_tag(&dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc));
     CHECK(dnnl_primitive_attr_create(&attr));

@@ -21,7 +21,6 @@ from typing import Optional, Tuple
 from compiler.codegen.kernel_context import KernelContext as CKernelContext
 from compiler.codegen.onednn import available
 from compiler.errors import CompileError
-from compiler.ir.construct import constant_value
 from compiler.options import setting
 from runtime.dtypes import DType
 
@@ -54,8 +53,14 @@ def onednn_pads(geo) -> Optional[Tuple[int, int]]:
 
 
 def uses_onednn(kc: CKernelContext, geo, op: str) -> bool:
-    """Whether this node's convolution runs on oneDNN (see the module's docstring)."""
-    if op != "Conv2D" or kc.target.name != "c" or kc.out.dtype is not DType.f32:
+    """Whether this node's convolution runs on oneDNN (see the module's docstring). ``op``:
+    Conv2D (also for _FusedConv2D), or DepthwiseConv2dNative in NHWC (``geo.o`` is then its
+    channel multiplier)."""
+    depthwise = op == "DepthwiseConv2dNative"
+    if not (op == "Conv2D" or depthwise) or kc.target.name != "c" \
+            or kc.out.dtype is not DType.f32:
+        return False
+    if depthwise and kc.attrs.get("data_format", "NHWC") != "NHWC":
         return False
     dims = list(geo.x) + [geo.kh, geo.kw, geo.o] + [geo.out(0), geo.out(1)]
     if not all(d.isdigit() and int(d) > 0 for d in dims) or not geo.pad(0).isdigit() \
@@ -65,24 +70,28 @@ def uses_onednn(kc: CKernelContext, geo, op: str) -> bool:
     if engine == "blas" or not available() or onednn_pads(geo) is None:
         return False
     n, h, w, c = map(int, geo.x)
-    flops = 2 * n * int(geo.out(0)) * int(geo.out(1)) * int(geo.kh) * int(geo.kw) * c \
-        * int(geo.o)
+    flops = 2 * n * int(geo.out(0)) * int(geo.out(1)) * int(geo.kh) * int(geo.kw) * int(geo.o) \
+        * (1 if depthwise else c)
     return engine == "onednn" or flops >= MIN_FLOPS
 
 
 def emit_onednn(kc: CKernelContext, geo, rc: str, x: str, f: str, bias: str, relu: str,
-                y: str, fallback: str) -> str:
+                y: str, fallback: str, depthwise: bool = False) -> str:
     """C that declares ``rc`` and runs the node's convolution on oneDNN, or ``fallback``
     (flowc's kernel: an expression for ``rc``) when oneDNN refuses the shape. ``rc`` ends 0,
     or 1 when out of memory, or another code of flowc's kernel; a failure of oneDNN itself
-    fails the step here."""
+    fails the step here. ``depthwise``: a DepthwiseConv2dNative (one group per input
+    channel, ``geo.o`` outputs each)."""
     kc.require("onednn")
     kc.require("openmp")
     kc.module.add_global(kc.render("conv_onednn.c.j2"))
     pb, pr = onednn_pads(geo)
     state = kc.tmp("dnnl_conv")
-    f_const = "1" if constant_value(kc.node.inputs[1]) is not None else "0"
-    args = ", ".join(geo.x + [geo.kh, geo.kw, geo.o, geo.out(0), geo.out(1),
+    # a Const node's data is read-only and stays at its address: reordered once (by address)
+    f_const = "1" if kc.node.inputs[1].node.op == "Const" else "0"
+    c, m = int(geo.x[3]), int(geo.o)
+    groups, outputs = (c, c * m) if depthwise else (1, m)
+    args = ", ".join([str(groups)] + geo.x + [geo.kh, geo.kw, str(outputs), geo.out(0), geo.out(1),
                               *map(str, geo.g.strides + geo.g.dilations),
                               geo.pad(0), geo.pad(1), str(pb), str(pr)])
     return (f"static flowc_dnnl_conv {state} = FLOWC_DNNL_CONV_INIT;\n"

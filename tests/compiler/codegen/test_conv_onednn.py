@@ -85,6 +85,65 @@ def test_convolutions_run_on_onednn_and_match_the_interpreter(graph, rng, monkey
                 np.testing.assert_allclose(got[k], want[k], err_msg=k, **TOL)
 
 
+# DepthwiseConv2dNative: (input shape, filter shape KHxKWxCxM, strides, padding, dilations)
+DEPTHWISE = [
+    ((2, 12, 12, 32), (3, 3, 32, 1), 1, "SAME", 1),
+    ((1, 15, 13, 24), (3, 3, 24, 2), 2, "VALID", 1),
+    ((1, 10, 10, 16), (5, 5, 16, 1), 1, "SAME", 2),
+    ((3, 9, 8, 48), (3, 3, 48, 1), 2, "SAME", 1),
+]
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("constant_filters", [True, False], ids=["constant", "fed"])
+def test_depthwise_convolutions_run_on_onednn_and_match_the_interpreter(graph, rng, monkeypatch,
+                                                                        constant_filters):
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "onednn")
+    fetches, feed, feeds = {}, {}, []
+    for i, (xs, fs, stride, padding, dilation) in enumerate(DEPTHWISE):
+        x = fl.placeholder(fl.float32, xs, name=f"x{i}")
+        fv = rng.standard_normal(fs).astype(np.float32)
+        if constant_filters:
+            f = fl.constant(fv)
+        else:
+            f = fl.placeholder(fl.float32, fs, name=f"f{i}")
+            feed[f] = fv
+            feeds.append(f)
+        fetches[f"dw{i}"] = fl.nn.depthwise_conv2d_native(x, f, stride, padding,
+                                                          dilations=dilation)
+        feed[x] = rng.standard_normal(xs).astype(np.float32)
+        feeds.append(x)
+    nchw = fl.placeholder(fl.float32, [1, 16, 8, 8], name="nchw")      # NCHW: flowc's kernel
+    fetches["nchw"] = fl.nn.depthwise_conv2d_native(
+        nchw, fl.constant(rng.standard_normal((3, 3, 16, 1)).astype(np.float32)), 1, "SAME",
+        data_format="NCHW")
+    feed[nchw] = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    source = _source(graph, fetches, feeds + [nchw])
+    constant = re.findall(r"= flowc_dnnl_conv_f32\(&\w+, [^,]+, [^,]+, ([01]), ", source)
+    assert constant == ["1" if constant_filters else "0"] * len(DEPTHWISE)
+    check_against_interpreter(graph, fetches, feed, **TOL)
+
+
+@pytest.mark.cpu_only
+def test_nodes_of_one_shape_keep_their_own_filters(graph, rng, monkeypatch):
+    """Twelve convolutions of one shape and twelve constant filters (more than a kernel keeps
+    reordered): nodes that share a kernel never use each other's filter."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "onednn")
+    x = fl.placeholder(fl.float32, [2, 10, 10, 16], name="x")
+    fetches = {f"conv{i}": fl.nn.conv2d(x, fl.constant(rng.standard_normal(
+        (3, 3, 16, 16)).astype(np.float32)), 1, "SAME") for i in range(12)}
+    for i in range(11):                      # chained too: each output feeds the next conv
+        fetches[f"chain{i}"] = fl.nn.conv2d(fetches[f"conv{i}"],
+                                            fetches[f"conv{i + 1}"].op.inputs[1], 1, "SAME")
+    feed = {x: rng.standard_normal((2, 10, 10, 16)).astype(np.float32)}
+    check_against_interpreter(graph, fetches, feed, rtol=1e-3, atol=1e-3)
+    with fl.Session(graph=graph) as sess:
+        first = sess.run(fetches, feed)
+        again = sess.run(fetches, feed)
+    for k in fetches:
+        np.testing.assert_array_equal(first[k], again[k])
+
+
 @pytest.mark.cpu_only
 def test_concurrent_runs_share_a_node(graph, rng, monkeypatch):
     monkeypatch.setenv("FLOWC_CONV_ENGINE", "onednn")
