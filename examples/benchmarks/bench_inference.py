@@ -1,6 +1,7 @@
 """Inference of models imported from ONNX: a ResNet-18-style CNN, a MobileNetV2-style CNN (both
 3x96x96), a Transformer encoder and an LSTM (inference_models.py), at batches 1 and 32, on one
-thread and on all, run by flowc and by onnxruntime; and each model's cold compile.
+thread and on all, run by flowc and by onnxruntime; an 8-node MLP (the cost of a call); and
+each model's cold compile.
 
     python3 examples/benchmarks/bench_inference.py [--quick] [--threads T]
                                                     [--models resnet18,...] [--batches 1,32]
@@ -149,7 +150,7 @@ def measure(fw: Frameworks, quick: bool = False, models: Optional[Sequence[str]]
     for threads in counts:
         results += _child(models, batches, threads, quick)
     if compile_rows:
-        for name in models:
+        for name in [m for m in models if m != "mlp"]:
             seconds = compile_seconds(name)
             results.append(Result(f"compile: {MODELS[name].name}", FLOWC + " cold (empty cache)",
                                   seconds, 1, "compiles", note="flowc compile, a new process"))

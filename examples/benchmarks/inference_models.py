@@ -155,6 +155,30 @@ def lstm(batch: int) -> Tuple[onnx.ModelProto, Inputs]:
     return model, {"sequence": seq}
 
 
+# The MLP: widths of its 4 Gemms (8 ONNX nodes: Gemm, Relu, ..., Gemm, Softmax).
+MLP_WIDTHS = (64, 128, 128, 128, 10)
+
+
+def mlp(batch: int) -> Tuple[onnx.ModelProto, Inputs]:
+    """A small MLP whose step is mostly call overhead at batch 1: Gemm + Relu three times, a
+    last Gemm and Softmax."""
+    b = OnnxBuilder(0)
+    h = "features"
+    for i, (fan_in, fan_out) in enumerate(zip(MLP_WIDTHS, MLP_WIDTHS[1:])):
+        w = b.const(b.rng.randn(fan_in, fan_out) * np.sqrt(2.0 / fan_in), "w")
+        h = b.node("Gemm", [h, w, b.const(b.rng.randn(fan_out) * 0.05, "b")], "gemm")
+        if i < len(MLP_WIDTHS) - 2:
+            h = b.node("Relu", [h], "relu")
+    b.nodes.append(helper.make_node("Softmax", [h], ["probs"], axis=1))
+    model = _model(b, "mlp",
+                   [helper.make_tensor_value_info("features", TensorProto.FLOAT,
+                                                  [batch, MLP_WIDTHS[0]])],
+                   [helper.make_tensor_value_info("probs", TensorProto.FLOAT,
+                                                  [batch, MLP_WIDTHS[-1]])], opset=13)
+    x = np.random.default_rng(1).standard_normal((batch, MLP_WIDTHS[0])).astype(np.float32)
+    return model, {"features": x}
+
+
 @dataclass(frozen=True)
 class ModelKind:
     name: str                                      # what it is
@@ -172,4 +196,6 @@ MODELS = {
                              f"{LAYERS} layers, {SEQ} tokens x {D_MODEL}, {HEADS} heads, "
                              f"feed-forward {D_FF}"),
     "lstm": ModelKind("LSTM", "LSTM", lstm, f"{STEPS} steps x {LSTM_INPUT} inputs, hidden {HIDDEN}"),
+    "mlp": ModelKind("MLP (8 ONNX nodes)", "MLP 8 nodes", mlp,
+                     "-".join(map(str, MLP_WIDTHS)) + ", Gemm/Relu, Softmax"),
 }
