@@ -277,8 +277,8 @@ def engines(args) -> None:
           f"{args.repeats} steps in interleaved rounds; flowc's rows through Session.run)")
     names = ["flowc BLAS", "flowc oneDNN", "oneDNN", "onnxruntime"]
     print("flowc BLAS: flowc's own kernel (im2col + OpenBLAS, its direct kernel, or its depthwise "
-          "kernel), FLOWC_CONV_ENGINE=blas; flowc oneDNN: FLOWC_CONV_ENGINE=onednn (depthwise: "
-          "flowc's kernel either way); oneDNN: its primitive called alone (onednn_conv.c)")
+          "kernel), FLOWC_CONV_ENGINE=blas; flowc oneDNN: FLOWC_CONV_ENGINE=onednn; oneDNN: its "
+          "primitive called alone (onednn_conv.c)")
     print(f"{'shape':<22}{'N':>4}{'HxWxC':>13}{'filter':>12}  " + "".join(f"{n:>13}" for n in names)
           + "  fastest        oneDNN's choice")
     rng = np.random.default_rng(0)
@@ -295,8 +295,7 @@ def engines(args) -> None:
         steps, fix, impl = {}, {}, "-"
         steps["flowc BLAS"] = flowc_fused_conv(x, f, b, stride, "blas")
         if dnnl is not None:
-            if not depthwise:
-                steps["flowc oneDNN"] = flowc_fused_conv(x, f, b, stride, "onednn")
+            steps["flowc oneDNN"] = flowc_fused_conv(x, f, b, stride, "onednn")
             steps["oneDNN"], impl = onednn_conv(dnnl, x, f, b, stride)
         if ort is not None:
             steps["onnxruntime"], fix["onnxruntime"] = onnxruntime_conv(ort, args.threads, x, f,
