@@ -4,15 +4,16 @@ the direct kernel of ``conv_direct.c.j2``).
 
 Chosen per shape from measurements (``examples/benchmarks/bench_conv.py --engines``; the
 benchmarks README has the table): on the 2-core AVX-512 machine, one thread, oneDNN's
-convolution + bias + ReLU ran 1.3x to 6x faster than flowc's on every shape of a ResNet-18 on
-96x96 images, of MobileNetV2's pointwise layers and of the 28x28 training CNN, first layers
-(3 or 1 input channels) and 1x1 convolutions included; only below about 1e5 flops per call
-(a 4x4x8 image through 3x3x8) did flowc's kernel win, the primitive's per-call set-up (memory
-objects, a stream: about 2 us) costing more than the arithmetic. So with ``FLOWC_CONV_ENGINE``
-``auto`` (the default) oneDNN takes a float32 Conv2D or _FusedConv2D (bias, ReLU) whose
-shapes are all static when it does at least ``MIN_FLOPS``; ``onednn`` gives it every such
-convolution, ``blas`` none. A shape oneDNN refuses when the step first runs falls back to
-flowc's kernel at run time.
+convolution + bias + ReLU ran 1.3x to 4.7x faster than flowc's im2col + OpenBLAS on every
+layer of a ResNet-18 on 96x96 images (batches 1 and 32) and of the 28x28 training CNN, first
+layers (3 or 1 input channels) and 1x1 convolutions included, 1.3x to 3.8x on MobileNetV2's
+pointwise layers and 1.1x to 3.2x against flowc's depthwise kernel; only below about 1e5
+flops per call (a 4x4x8 image through 3x3x8) did flowc's kernel win, the primitive's per-call
+set-up (memory objects, a stream: about 2 us) costing more than the arithmetic. So with
+``FLOWC_CONV_ENGINE`` ``auto`` (the default) oneDNN takes a float32 Conv2D, _FusedConv2D
+(bias, ReLU) or NHWC DepthwiseConv2dNative whose shapes are all static when it does at least
+``MIN_FLOPS``; ``onednn`` gives it every such convolution, ``blas`` none. A shape oneDNN
+refuses when the step first runs falls back to flowc's kernel at run time.
 """
 from __future__ import annotations
 
