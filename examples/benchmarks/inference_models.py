@@ -195,7 +195,8 @@ MODELS = {
     "transformer": ModelKind("Transformer encoder", "Transformer", transformer,
                              f"{LAYERS} layers, {SEQ} tokens x {D_MODEL}, {HEADS} heads, "
                              f"feed-forward {D_FF}"),
-    "lstm": ModelKind("LSTM", "LSTM", lstm, f"{STEPS} steps x {LSTM_INPUT} inputs, hidden {HIDDEN}"),
+    "lstm": ModelKind("LSTM", "LSTM", lstm,
+                      f"{STEPS} steps x {LSTM_INPUT} inputs, hidden {HIDDEN}"),
     "mlp": ModelKind("MLP (8 ONNX nodes)", "MLP 8 nodes", mlp,
                      "-".join(map(str, MLP_WIDTHS)) + ", Gemm/Relu, Softmax"),
 }

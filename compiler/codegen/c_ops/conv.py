@@ -269,9 +269,7 @@ def emit_conv(kc: CKernelContext) -> str:
     if conv_engine.uses_onednn(kc, geo, base_op(kc.node.op)):
         oom = kc.fail("out of memory for the convolution's buffers",
                       code="FLOWC_RESOURCE_EXHAUSTED")
-        bias, relu = _epilogue_args(kc)
-        start = conv_engine.emit_onednn(kc, geo, rc, kc.inputs[0].data, kc.inputs[1].data,
-                                        bias, relu, kc.out.data, call)
+        start = conv_engine.emit_onednn(kc, geo, rc, call)
     else:
         start = f"int {rc} = {call};\n"
     return (start +

@@ -27,6 +27,10 @@ from runtime.dtypes import DType
 
 MIN_FLOPS = 100_000
 ENGINES = ("auto", "onednn", "blas")
+# The activations a fused convolution may end with, as conv_onednn.c.j2's FLOWC_DNNL_ACT_*.
+ACTIVATIONS = {None: "FLOWC_DNNL_ACT_NONE", "Relu": "FLOWC_DNNL_ACT_RELU",
+               "Relu6": "FLOWC_DNNL_ACT_RELU6", "Elu": "FLOWC_DNNL_ACT_ELU",
+               "LeakyRelu": "FLOWC_DNNL_ACT_LEAKY_RELU"}
 
 
 def engine_setting() -> str:
@@ -53,13 +57,34 @@ def onednn_pads(geo) -> Optional[Tuple[int, int]]:
     return pads[0], pads[1]
 
 
+def onednn_epilogue(kc: CKernelContext) -> Optional[Tuple[str, str, str, str]]:
+    """The C arguments (bias, addend, activation, alpha) of the node's epilogue as oneDNN runs
+    it: none for a plain convolution; for a fused one (``_Fused*``) its ``fused_ops``,
+    ``BiasAdd``, then optionally ``Add`` (the residual, input 3), then optionally one
+    activation of ``ACTIVATIONS``. None for any other epilogue (flowc's kernel runs it)."""
+    if not kc.node.op.startswith("_Fused"):
+        return "NULL", "NULL", ACTIVATIONS[None], "0.0f"
+    fused = list(kc.attrs.get("fused_ops", ()))
+    rest = fused[1:]
+    add = bool(rest) and rest[0] == "Add"
+    if add:
+        rest = rest[1:]
+    if fused[:1] != ["BiasAdd"] or len(rest) > 1 or (rest and rest[0] not in ACTIVATIONS) \
+            or len(kc.inputs) < (4 if add else 3):
+        return None
+    act = rest[0] if rest else None
+    alpha = float(kc.attrs.get("leakyrelu_alpha", 0.2)) if act == "LeakyRelu" else 0.0
+    return (kc.inputs[2].data, kc.inputs[3].data if add else "NULL", ACTIVATIONS[act],
+            f"{alpha!r}f")
+
+
 def uses_onednn(kc: CKernelContext, geo, op: str) -> bool:
     """Whether this node's convolution runs on oneDNN (see the module's docstring). ``op``:
-    Conv2D (also for _FusedConv2D), or DepthwiseConv2dNative in NHWC (``geo.o`` is then its
-    channel multiplier)."""
-    depthwise = op == "DepthwiseConv2dNative"
+    Conv2D (also for a fused Conv2D), or a (fused) DepthwiseConv2dNative in NHWC (``geo.o`` is
+    then its channel multiplier)."""
+    depthwise = op.endswith("DepthwiseConv2dNative")
     if not (op == "Conv2D" or depthwise) or kc.target.name != "c" \
-            or kc.out.dtype is not DType.f32:
+            or kc.out.dtype is not DType.f32 or onednn_epilogue(kc) is None:
         return False
     if depthwise and kc.attrs.get("data_format", "NHWC") != "NHWC":
         return False
@@ -76,13 +101,13 @@ def uses_onednn(kc: CKernelContext, geo, op: str) -> bool:
     return engine == "onednn" or flops >= MIN_FLOPS
 
 
-def emit_onednn(kc: CKernelContext, geo, rc: str, x: str, f: str, bias: str, relu: str,
-                y: str, fallback: str, depthwise: bool = False) -> str:
-    """C that declares ``rc`` and runs the node's convolution on oneDNN, or ``fallback``
-    (flowc's kernel: an expression for ``rc``) when oneDNN refuses the shape. ``rc`` ends 0,
-    or 1 when out of memory, or another code of flowc's kernel; a failure of oneDNN itself
-    fails the step here. ``depthwise``: a DepthwiseConv2dNative (one group per input
-    channel, ``geo.o`` outputs each)."""
+def emit_onednn(kc: CKernelContext, geo, rc: str, fallback: str, depthwise: bool = False) -> str:
+    """C that declares ``rc`` and runs the node's convolution (input 0 by filter 1 into output
+    0, with the epilogue of ``onednn_epilogue``) on oneDNN, or ``fallback`` (flowc's kernel:
+    an expression for ``rc``) when oneDNN refuses the shape. ``rc`` ends 0, or 1 when out of
+    memory, or another code of flowc's kernel; a failure of oneDNN itself fails the step here.
+    ``depthwise``: a DepthwiseConv2dNative (one group per input channel, ``geo.o`` outputs
+    each)."""
     kc.require("onednn")
     kc.require("openmp")
     kc.module.add_global(kc.render("conv_onednn.c.j2"))
@@ -92,12 +117,15 @@ def emit_onednn(kc: CKernelContext, geo, rc: str, x: str, f: str, bias: str, rel
     f_const = "1" if kc.node.inputs[1].node.op == "Const" else "0"
     c, m = int(geo.x[3]), int(geo.o)
     groups, outputs = (c, c * m) if depthwise else (1, m)
-    args = ", ".join([str(groups)] + geo.x + [geo.kh, geo.kw, str(outputs), geo.out(0), geo.out(1),
-                              *map(str, geo.g.strides + geo.g.dilations),
-                              geo.pad(0), geo.pad(1), str(pb), str(pr)])
+    args = ", ".join([str(groups)] + geo.x
+                     + [geo.kh, geo.kw, str(outputs), geo.out(0), geo.out(1),
+                        *map(str, geo.g.strides + geo.g.dilations), geo.pad(0), geo.pad(1),
+                        str(pb), str(pr)])
+    bias, addend, act, alpha = onednn_epilogue(kc)
+    x, f, y = kc.inputs[0].data, kc.inputs[1].data, kc.out.data
     return (f"static flowc_dnnl_conv {state} = FLOWC_DNNL_CONV_INIT;\n"
-            f"int {rc} = flowc_dnnl_conv_f32(&{state}, {x}, {f}, {f_const}, {bias}, {relu}, "
-            f"{y}, {args});\n"
+            f"int {rc} = flowc_dnnl_conv_f32(&{state}, {x}, {f}, {f_const}, {bias}, {addend}, "
+            f"{act}, {alpha}, {y}, {args});\n"
             f"if ({rc} == 3) {rc} = {fallback};\n"
             f"else if ({rc} == 2) "
             f"{kc.fail('oneDNN failed to run the convolution', code='FLOWC_INTERNAL')}\n")

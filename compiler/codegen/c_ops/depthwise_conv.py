@@ -116,8 +116,7 @@ def emit_depthwise(kc: CKernelContext) -> str:
                   code="FLOWC_RESOURCE_EXHAUSTED")
     call = f"{fn}({ptrs}, {geo.call_args()})"
     if conv_engine.uses_onednn(kc, geo, kc.node.op):        # large, static, f32, NHWC
-        start = conv_engine.emit_onednn(kc, geo, rc, kc.inputs[0].data, kc.inputs[1].data,
-                                        "NULL", "0", kc.out.data, call, depthwise=True)
+        start = conv_engine.emit_onednn(kc, geo, rc, call, depthwise=True)
     else:
         start = f"int {rc} = {call};\n"
     return start + f"if ({rc} != 0) {oom}\n"
