@@ -278,6 +278,13 @@ ENVIRONMENT: Tuple[EnvVar, ...] = (
            "per core; 1 builds each module as one translation unit)", "compiler/codegen/build.py"),
     EnvVar("FLOWC_CC_MIN_UNIT_COST", "least estimated compile cost worth a translation unit of its "
            "own (0 splits every module)", "compiler/codegen/build.py"),
+    EnvVar("FLOWC_CONV_ENGINE", "auto (default): each forward convolution runs on oneDNN where "
+           "it is installed and the shape is large enough, else on flowc's kernels; onednn: "
+           "every one oneDNN can run; blas: never oneDNN", "compiler/codegen/c_ops/conv_engine.py",
+           changes_code=True),
+    EnvVar("FLOWC_ONEDNN_ROOT", "a prefix with oneDNN's include/oneapi/dnnl and lib/libdnnl.so.3 "
+           "(default: this Python's, where the onednn-cpu-gomp wheels install); 0: no oneDNN",
+           "compiler/codegen/onednn.py", changes_code=True),
     EnvVar("FLOWC_CUDA_ARCH", "GPU architecture of --target cuda (sm_NN, or sim; default sm_90)",
            "compiler/codegen/cuda_build.py", changes_code=True),
     EnvVar("FLOWC_NVCC", "the nvcc to use (default: on PATH, CUDA_HOME, CUDA_PATH, /usr/local/cuda)",

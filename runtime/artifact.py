@@ -90,22 +90,59 @@ class Artifact:
             store.variable(spec.name, spec.dtype, spec.shape).assign(value)
         return [s.name for s in specs]
 
+    def __post_init__(self) -> None:
+        self._feed_names = tuple(f.name for f in self.feeds)
+        # The C run path bound to the artifact's own store (``Executable.direct``), made on
+        # the first run without a store: (the C call, its constant arguments), or False
+        # where there is none (several devices, or no C run path built here).
+        self._route: object = None
+
     def run(self, feeds: Dict[str, object] | Sequence = (), store=None) -> list:
         """Run one step. ``feeds`` maps feed names to values (or is a list in feed order).
         Variables and random streams come from ``store`` (a ``ResourceStore``; by default
-        one the artifact keeps across runs)."""
-        if isinstance(feeds, dict):
-            unknown = set(feeds) - {f.name for f in self.feeds}
-            if unknown:
-                raise FeedError(f"unknown feed(s) {', '.join(sorted(unknown))}; this artifact takes "
-                                f"{', '.join(f.name for f in self.feeds) or 'no feeds'}")
-            missing = [f.name for f in self.feeds if f.name not in feeds]
-            if missing:
-                raise FeedError(f"missing feed(s) {', '.join(missing)}")
-            values = [feeds[f.name] for f in self.feeds]
+        one the artifact keeps across runs).
+
+        The common call, every feed given by name (or in order) and no ``store``, goes
+        straight to the compiled step's C run path (``runtime/csrc/flowc_fastcall.c``), which
+        takes arrays of exactly a feed's dtype and shape as they are and refuses any other
+        value; a refused value goes through the feed's check (``runtime/feeds.py``), which
+        converts it (a list, ints into a float feed) or raises a FeedError saying why."""
+        names = self._feed_names
+        if type(feeds) is dict:
+            try:
+                values = [feeds[n] for n in names]
+            except KeyError:
+                values = None
+            if values is None or len(feeds) != len(names):
+                raise self._feed_names_error(feeds)
         else:
             values = list(feeds)
+        route = self._route
+        if store is None and len(values) == len(names):
+            if route is None:
+                route = self._bind_route()
+            if route:
+                call, step = route
+                got = call(step, values, 0, 0, False)
+                if type(got) is list:
+                    return got
+                return self.executable.finish_direct(got, values, step)
         return self.executable.run(values, store=store)
+
+    def _bind_route(self):
+        exe = self.executable
+        direct = exe.direct(exe._own_store()) if isinstance(exe, Executable) else None
+        self._route = route = direct or False
+        return route
+
+    def _feed_names_error(self, feeds: dict) -> FeedError:
+        """Why a dict of feeds does not name exactly this artifact's feeds."""
+        unknown = set(feeds) - set(self._feed_names)
+        if unknown:
+            return FeedError(f"unknown feed(s) {', '.join(sorted(map(str, unknown)))}; this "
+                             f"artifact takes {', '.join(self._feed_names) or 'no feeds'}")
+        missing = [n for n in self._feed_names if n not in feeds]
+        return FeedError(f"missing feed(s) {', '.join(missing)}")
 
 
 def verify_artifact(path: str, verify_key: Optional[Key] = None) -> dict:

@@ -21,6 +21,7 @@ from runtime import sanitize
 from compiler.build_cache import cache_root, is_cached, keep_failed_source, publish
 from compiler.codegen.elementwise import last_level_cache_bytes
 from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
+from compiler.codegen.onednn import onednn_flags
 from compiler.codegen.unit_build import compile_units, run_compiler
 from compiler.errors import BuildError
 from compiler.options import setting
@@ -100,12 +101,15 @@ OPENMP_FLAGS = ("-fopenmp",)
 
 def feature_flags(features: Sequence[str]) -> List[str]:
     """Compile and link flags for the features a module asked for: ``blas`` (flowc's
-    OpenBLAS), ``openmp`` (parallel loops, see codegen_templates/c/parallel.c.j2)."""
+    OpenBLAS), ``openmp`` (parallel loops, see codegen_templates/c/parallel.c.j2), ``onednn``
+    (oneDNN's convolutions, compiler/codegen/onednn.py)."""
     flags: List[str] = []
     if "openmp" in features:
         flags.extend(OPENMP_FLAGS)
     if "blas" in features:
         flags.extend(blas_flags())
+    if "onednn" in features:
+        flags.extend(onednn_flags())
     return flags
 
 

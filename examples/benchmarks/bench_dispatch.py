@@ -62,6 +62,9 @@ def parallel_chains_graph(n: int, devices: int):
     return graph, x, total
 
 
+ARTIFACT = "flowc C (load_artifact(p).run)"
+
+
 def empty_graph():
     """One feed and one fetch, nothing in between (the Identity is simplified away)."""
     graph = fl.Graph("dispatch_empty")
@@ -135,12 +138,18 @@ def measure(fw: Frameworks, quick: bool = False, n: int = 10_000) -> List[Result
     eg, ex, ey = empty_graph()
     empty_c = fl.Session(graph=eg, backend="c")
     empties: Dict[str, Callable] = {FLOWC: lambda: empty_c.run(ey, {ex: one})}
+    with tempfile.TemporaryDirectory(prefix="flowc-bench-empty-") as folder:
+        artifact = compile_step(eg, ex, ey, folder)[0]
+    feeds = {"x": one}
+    empties[ARTIFACT] = lambda: artifact.run(feeds)
     if fw.torch is not None:
         t = fw.torch.tensor(1.0)
         chains["PyTorch eager"] = python_loop(lambda a, b: a + b, t, n)
     if fw.tf is not None:
         chains["TF1 session"], empties["TF1 session"] = tf1_chain(fw.tf, n)
         chains["tf.function"], empties["tf.function"] = tf_function_chain(fw.tf, n)
+    if float(artifact.run(feeds)[0]) != 1.0:
+        raise SystemExit("the empty step's artifact did not return its feed")
     for name, step in chains.items():
         if float(step()) != n + 1:
             raise SystemExit(f"{name} computed {float(step())}, expected {n + 1}")

@@ -1,8 +1,8 @@
-"""Write a MobileNetV2-style ONNX model: random seeded weights, NCHW 1x3xSxS input,
+"""Write a MobileNetV2-style ONNX model: random seeded weights, NCHW BATCHx3xSxS input,
 BatchNormalization, Clip as ReLU6, depthwise Conv (group == channels), residual Adds,
 GlobalAveragePool, Gemm; the channel counts of MobileNetV2 times WIDTH (rounded to 8).
 
-    python3 examples/benchmarks/make_mobilenet_onnx.py OUT.onnx [WIDTH]
+    python3 examples/benchmarks/make_mobilenet_onnx.py OUT.onnx [WIDTH [BATCH]]
     flowc compile OUT.onnx -o build/mnv2 --time-passes     # compile time, build/mnv2/cpu_0.c
 
 Needs only the onnx package (no PyTorch).
@@ -20,7 +20,10 @@ STAGES = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3,
           (6, 160, 3, 2), (6, 320, 1, 1)]
 
 
-class _Builder:
+class OnnxBuilder:
+    """Nodes and seeded initializers of an ONNX graph under construction (also used by
+    inference_models.py)."""
+
     def __init__(self, seed: int):
         self.rng = np.random.RandomState(seed)
         self.nodes, self.inits = [], []
@@ -56,8 +59,9 @@ class _Builder:
         return self.node("Clip", [x, self.const(0.0, "lo"), self.const(6.0, "hi")], "relu6")
 
 
-def make(path: str, width: float = 1.0, size: int = 96, seed: int = 0) -> None:
-    b = _Builder(seed)
+def model(width: float = 1.0, size: int = 96, batch: int = 1, seed: int = 0) -> onnx.ModelProto:
+    """The MobileNetV2-style model, checked by the ONNX checker."""
+    b = OnnxBuilder(seed)
 
     def channels(c: int) -> int:
         return max(8, int(c * width + 4) // 8 * 8)
@@ -81,17 +85,23 @@ def make(path: str, width: float = 1.0, size: int = 96, seed: int = 0) -> None:
     b.nodes.append(helper.make_node("Gemm", [h] + fc, ["logits"]))
     graph = helper.make_graph(
         b.nodes, "mobilenet_v2_like",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])], b.inits)
+    result = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(result)
+    return result
+
+
+def make(path: str, width: float = 1.0, size: int = 96, batch: int = 1, seed: int = 0) -> None:
+    m = model(width, size, batch, seed)
+    onnx.save(m, path)
     groups = [next(a.i for a in n.attribute if a.name == "group")
-              for n in b.nodes if n.op_type == "Conv"]
+              for n in m.graph.node if n.op_type == "Conv"]
     depthwise = [g for g in groups if g > 1]
-    print(f"{path}: {len(b.nodes)} ONNX nodes, {len(groups)} Conv ({len(depthwise)} depthwise, "
-          f"{sum(depthwise)} channels)")
+    print(f"{path}: {len(m.graph.node)} ONNX nodes, {len(groups)} Conv ({len(depthwise)} "
+          f"depthwise, {sum(depthwise)} channels)")
 
 
 if __name__ == "__main__":
-    make(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 1.0)
+    make(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 1.0,
+         batch=int(sys.argv[3]) if len(sys.argv) > 3 else 1)

@@ -7,11 +7,14 @@ step), elementwise (relu(x*1.5+0.5)*sigmoid(x) on 16,777,216 float32 against a S
 measured here), matmul (float32 256^3 and 1024^3), mlp (784-256-256-10 SGD training step at
 batches 1, 128 and 1024), cnn (28x28x1 CNN training step, batch 64), embedding (sparse SGD
 step of a 1,000,000 x 64 table), compile (the MLP training step compiled into an empty cache,
-and started again from the cache; goals 2 s and 50 ms). Each compares flowc's compiled C with the peers installed:
-numpy, PyTorch eager and torch.compile, TensorFlow as a TF1 session, tf.function and
-tf.function with XLA (JAX and onnxruntime when installed are listed, not measured). Every
-system does the same work, results are checked before timing, and times are medians after
-warm-up; the ratios come from this run only. --quick times fewer steps.
+and started again from the cache; goals 2 s and 50 ms), inference (ResNet-18-style and
+MobileNetV2-style CNNs, a Transformer encoder and an LSTM imported from ONNX, batches 1 and 32,
+one thread and all (or --threads), against onnxruntime; and each model's cold compile). Each
+compares flowc's compiled C with the peers installed: numpy, PyTorch eager and torch.compile,
+TensorFlow as a TF1 session, tf.function and tf.function with XLA, onnxruntime (JAX, when
+installed, is listed, not measured). Every system does the same work, results are checked
+before timing, and times are medians after warm-up; the ratios come from this run only.
+--quick times fewer steps.
 """
 from __future__ import annotations
 
@@ -28,14 +31,15 @@ import bench_compile  # noqa: E402
 import bench_dispatch  # noqa: E402
 import bench_elementwise  # noqa: E402
 import bench_embedding  # noqa: E402
+import bench_inference  # noqa: E402
 import bench_matmul  # noqa: E402
 import bench_train_cnn  # noqa: E402
 import bench_train_mlp  # noqa: E402
 
 BENCHMARKS = {m.NAME: m for m in (bench_dispatch, bench_elementwise, bench_matmul,
                                   bench_train_mlp, bench_train_cnn, bench_embedding,
-                                  bench_compile)}
-UNMEASURED_PEERS = {"JAX": "jax", "onnxruntime": "onnxruntime"}
+                                  bench_compile, bench_inference)}
+UNMEASURED_PEERS = {"JAX": "jax"}
 
 
 def main() -> None:

@@ -105,6 +105,7 @@ void flowc_lib_destroy(flowc_lib_model *m) {
     free(m->stream_ptrs);
     free(m->inputs);
     free(m->input_set);
+    free(m->input_capacity);
     free(m->outputs);
     free(m);
 }
@@ -121,9 +122,10 @@ flowc_lib_model *flowc_lib_create(const flowc_lib_model_def *def) {
     m->stream_ptrs = (uint64_t **)calloc(at_least_one(def->n_streams), sizeof(uint64_t *));
     m->inputs = (flowc_tensor *)calloc(at_least_one(def->n_inputs), sizeof(flowc_tensor));
     m->input_set = (int32_t *)calloc(at_least_one(def->n_inputs), sizeof(int32_t));
+    m->input_capacity = (size_t *)calloc(at_least_one(def->n_inputs), sizeof(size_t));
     m->outputs = (flowc_tensor *)calloc(at_least_one(def->n_outputs), sizeof(flowc_tensor));
     if (!m->vars || !m->var_ptrs || !m->stream_counters || !m->stream_ptrs || !m->inputs
-        || !m->input_set || !m->outputs) {
+        || !m->input_set || !m->input_capacity || !m->outputs) {
         flowc_lib_destroy(m);
         return NULL;
     }
@@ -177,11 +179,12 @@ int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int
                          "input index %d is out of range: model '%s' has %d input(s)",
                          (int)index, def->name, (int)def->n_inputs);
     const flowc_lib_tensor_spec *spec = &def->inputs[index];
-    char want[160], got[160];
-    spec_text(want, sizeof want, spec->dtype, spec->rank, spec->dims);
-    if (rank < 0 || rank > FLOWC_MAX_RANK)
+    char want[160], got[160];           /* formatted only for an error */
+    if (rank < 0 || rank > FLOWC_MAX_RANK) {
+        spec_text(want, sizeof want, spec->dtype, spec->rank, spec->dims);
         return set_error(m, FLOWC_INVALID_ARGUMENT, spec->node, spec->location,
                          "input '%s' expects %s; got rank %d", spec->name, want, (int)rank);
+    }
     if (rank > 0 && !dims)
         return set_error(m, FLOWC_INVALID_ARGUMENT, spec->node, spec->location,
                          "input '%s': dims is NULL for a rank-%d value", spec->name, (int)rank);
@@ -190,33 +193,44 @@ int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int
             return set_error(m, FLOWC_INVALID_ARGUMENT, spec->node, spec->location,
                              "input '%s': dim %d is negative (%lld)", spec->name, (int)d,
                              (long long)dims[d]);
-    spec_text(got, sizeof got, dtype, rank, dims);
     int fits = dtype == spec->dtype && rank == spec->rank;
     for (int32_t d = 0; fits && d < rank; d++)
         if (spec->dims[d] >= 0 && spec->dims[d] != dims[d]) fits = 0;
-    if (!fits)
+    if (!fits) {
+        spec_text(want, sizeof want, spec->dtype, spec->rank, spec->dims);
+        spec_text(got, sizeof got, dtype, rank, dims);
         return set_error(m, FLOWC_INVALID_ARGUMENT, spec->node, spec->location,
                          "input '%s' expects %s; got %s", spec->name, want, got);
+    }
     const size_t itemsize = itemsize_of(dtype);
     int64_t count = 1;
     for (int32_t d = 0; d < rank; d++) {
-        if (dims[d] && count > (INT64_MAX / (int64_t)itemsize) / dims[d])
+        if (dims[d] && count > (INT64_MAX / (int64_t)itemsize) / dims[d]) {
+            spec_text(got, sizeof got, dtype, rank, dims);
             return set_error(m, FLOWC_INVALID_ARGUMENT, spec->node, spec->location,
                              "input '%s': %s is too large", spec->name, got);
+        }
         count *= dims[d];
     }
     const size_t nbytes = (size_t)count * itemsize;
-    if (nbytes && !data)
+    if (nbytes && !data) {
+        spec_text(got, sizeof got, dtype, rank, dims);
         return set_error(m, FLOWC_INVALID_ARGUMENT, spec->node, spec->location,
                          "input '%s': data is NULL for %s", spec->name, got);
-    void *copy = flowc_alloc(nbytes);
-    if (!copy)
-        return set_error(m, FLOWC_RESOURCE_EXHAUSTED, spec->node, spec->location,
-                         "out of memory copying input '%s' (%zu bytes)", spec->name, nbytes);
-    if (nbytes) memcpy(copy, data, nbytes);
+    }
     flowc_tensor *t = &m->inputs[index];
-    free(t->data);
-    t->data = copy;
+    if (!t->data || nbytes > m->input_capacity[index]) {
+        /* a buffer of its own, kept for the next value of the same size or smaller */
+        void *copy = flowc_alloc(nbytes);
+        if (!copy)
+            return set_error(m, FLOWC_RESOURCE_EXHAUSTED, spec->node, spec->location,
+                             "out of memory copying input '%s' (%zu bytes)", spec->name,
+                             nbytes);
+        free(t->data);
+        t->data = copy;
+        m->input_capacity[index] = nbytes;
+    }
+    if (nbytes) memcpy(t->data, data, nbytes);
     t->rank = rank;
     t->dtype = dtype;
     for (int32_t d = 0; d < FLOWC_MAX_RANK; d++) t->dims[d] = d < rank ? dims[d] : 0;

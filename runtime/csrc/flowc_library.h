@@ -69,6 +69,7 @@ typedef struct flowc_lib_model {
     flowc_runtime rt;
     flowc_tensor *inputs;        /* owned copies; data NULL until set */
     int32_t *input_set;
+    size_t *input_capacity;      /* bytes of each input's buffer, reused by the next set */
     flowc_tensor *outputs;       /* the last successful run's fetches */
     int32_t has_outputs;
     int32_t error_code;

@@ -5,7 +5,8 @@ MaxPoolGradGrad (``c_ops/nn_grad.py``) and the CUDA kernels (``cuda_ops/conv.py`
 
 Convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over chunks of rows
 of the column matrix sized to stay in a core's L2 cache; pooling is direct loops over all
-channels of a window at once. NCHW is a compile-time error here.
+channels of a window at once. NCHW is a compile-time error here. Large forward convolutions
+run on oneDNN where it is installed (``conv_engine.py`` chooses per shape).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from compiler.codegen.c_ops import conv_engine
 from compiler.codegen.c_ops.nn import GEMM_PARALLEL_MIN_WORK, parallel_gemm
 from compiler.codegen.kernel_context import KernelContext as CKernelContext
 from compiler.ir.construct import constant_value
@@ -291,7 +293,14 @@ def emit_conv(kc: CKernelContext) -> str:
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
     if direct is None:
         fn = f"{fn}_{kc.out.dtype.ir_name}"
-    return (f"int {rc} = {fn}({ptrs}, {geo.call_args()});\n"
+    call = f"{fn}({ptrs}, {geo.call_args()})"
+    if conv_engine.uses_onednn(kc, geo, base_op(kc.node.op)):
+        oom = kc.fail("out of memory for the convolution's buffers",
+                      code="FLOWC_RESOURCE_EXHAUSTED")
+        start = conv_engine.emit_onednn(kc, geo, rc, call)
+    else:
+        start = f"int {rc} = {call};\n"
+    return (start +
             f"if ({rc} == 1) {oom}\n"
             f"if ({rc} != 0) {kc.fail('sizes too large for 32-bit indices (of BLAS or a pooling window)')}\n")
 

@@ -3,6 +3,7 @@
 (``codegen_templates/c/depthwise_conv.c.j2``): direct NHWC loops whose innermost loop runs over
 a pixel's channels and vectorizes, one helper per dtype and channel multiplier (a literal when
 the filter is static), not a Conv2D per channel. NCHW operands go through transposed copies.
+A large forward one in NHWC runs on oneDNN where it is installed (``conv_engine.py``).
 
 The geometry (``depthwise_geometry``) is shared with the CUDA lowering
 (``compiler/codegen/cuda_ops/depthwise_conv.py``).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import List
 
+from compiler.codegen.c_ops import conv_engine
 from compiler.codegen.c_ops.conv import (CGeometry, _sizes_c, add_epilogue, check_output_sizes,
                                          epilogue_args)
 from compiler.codegen.c_ops.nn import GEMM_PARALLEL_MIN_WORK
@@ -118,7 +120,12 @@ def emit_depthwise(kc: CKernelContext) -> str:
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for a depthwise convolution's buffers",
                   code="FLOWC_RESOURCE_EXHAUSTED")
-    return f"int {rc} = {fn}({ptrs}, {geo.call_args()});\nif ({rc} != 0) {oom}\n"
+    call = f"{fn}({ptrs}, {geo.call_args()})"
+    if conv_engine.uses_onednn(kc, geo, kc.node.op):        # large, static, f32, NHWC
+        start = conv_engine.emit_onednn(kc, geo, rc, call, depthwise=True)
+    else:
+        start = f"int {rc} = {call};\n"
+    return start + f"if ({rc} != 0) {oom}\n"
 
 
 for _name in ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",

@@ -202,6 +202,26 @@ def test_outputs_match_the_artifact_through_the_c_api(checkpoint, digits_lib, di
     np.testing.assert_array_equal(lib.output(m, 1), predictions)
 
 
+def test_inputs_of_changing_size_reuse_or_grow_their_buffer(checkpoint, digits_lib,
+                                                             digits_artifact, digits_rows):
+    """set_input keeps an input's buffer for the next value that fits and grows it for one that
+    does not: every run computes on the rows last set, never on leftovers of a larger set."""
+    import runtime
+    _, rows = digits_rows
+    art = runtime.load_artifact(str(digits_artifact))
+    art.restore(checkpoint)
+    lib = Library(str(digits_lib / "libdigits_mlp.so"), "digits_mlp")
+    m = lib.create()
+    for n in (3, 3, 50, 7, 0, 120, 1):
+        batch = rows[n:2 * n].copy()
+        assert lib.set_input(m, 0, batch) == 0, lib.error(m)
+        batch[...] = 0                               # the library holds its own copy
+        assert lib.fn("run")(m) == 0, lib.error(m)
+        probs, predictions = art.run({"x": rows[n:2 * n]})
+        np.testing.assert_allclose(lib.output(m, 0), probs, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(lib.output(m, 1), predictions)
+
+
 def test_bad_calls_fail_with_messages_and_change_nothing(digits_lib, digits_rows):
     _, rows = digits_rows
     lib = Library(str(digits_lib / "libdigits_mlp.so"), "digits_mlp")

@@ -1,0 +1,131 @@
+"""Which engine runs a forward convolution in the generated C: oneDNN (``conv_onednn.c.j2``,
+where ``compiler/codegen/onednn.py`` finds it) or flowc's own kernels (im2col + OpenBLAS, or
+the direct kernel of ``conv_direct.c.j2``).
+
+Chosen per shape from measurements (``examples/benchmarks/bench_conv.py --engines``; the
+benchmarks README has the table): on the 2-core AVX-512 machine, one thread, oneDNN's
+convolution + bias + ReLU ran 1.3x to 4.7x faster than flowc's im2col + OpenBLAS on every
+layer of a ResNet-18 on 96x96 images (batches 1 and 32) and of the 28x28 training CNN, first
+layers (3 or 1 input channels) and 1x1 convolutions included, 1.3x to 3.8x on MobileNetV2's
+pointwise layers and 1.1x to 3.2x against flowc's depthwise kernel; only below about 1e5
+flops per call (a 4x4x8 image through 3x3x8) did flowc's kernel win, the primitive's per-call
+set-up (memory objects, a stream: about 2 us) costing more than the arithmetic. So with
+``FLOWC_CONV_ENGINE`` ``auto`` (the default) oneDNN takes a float32 Conv2D, _FusedConv2D
+(bias, ReLU) or NHWC DepthwiseConv2dNative whose shapes are all static when it does at least
+``MIN_FLOPS``; ``onednn`` gives it every such convolution, ``blas`` none. A shape oneDNN
+refuses when the step first runs falls back to flowc's kernel at run time.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from compiler.codegen.kernel_context import KernelContext as CKernelContext
+from compiler.codegen.onednn import available
+from compiler.errors import CompileError
+from compiler.options import setting
+from runtime.dtypes import DType
+
+MIN_FLOPS = 100_000
+ENGINES = ("auto", "onednn", "blas")
+# The activations a fused convolution may end with, as conv_onednn.c.j2's FLOWC_DNNL_ACT_*.
+ACTIVATIONS = {None: "FLOWC_DNNL_ACT_NONE", "Relu": "FLOWC_DNNL_ACT_RELU",
+               "Relu6": "FLOWC_DNNL_ACT_RELU6", "Elu": "FLOWC_DNNL_ACT_ELU",
+               "LeakyRelu": "FLOWC_DNNL_ACT_LEAKY_RELU"}
+
+
+def engine_setting() -> str:
+    """``FLOWC_CONV_ENGINE``: auto (default), onednn or blas."""
+    text = setting("FLOWC_CONV_ENGINE").strip().lower() or "auto"
+    if text not in ENGINES:
+        raise CompileError(f"FLOWC_CONV_ENGINE must be one of {', '.join(ENGINES)}, not {text!r}")
+    return text
+
+
+def onednn_pads(geo) -> Optional[Tuple[int, int]]:
+    """(bottom, right) padding that makes oneDNN's output size flowc's, or None when there is
+    none (oneDNN computes (size + before + after - window) / stride + 1)."""
+    pads = []
+    for axis in (0, 1):
+        size, k = int(geo.x[1 + axis]), int((geo.kh, geo.kw)[axis])
+        stride, dilation = geo.g.strides[axis], geo.g.dilations[axis]
+        out, before = int(geo.out(axis)), int(geo.pad(axis))
+        window = (k - 1) * dilation + 1
+        after = max((out - 1) * stride + window - size - before, 0)
+        if out < 1 or before < 0 or (size + before + after - window) // stride + 1 != out:
+            return None
+        pads.append(after)
+    return pads[0], pads[1]
+
+
+def onednn_epilogue(kc: CKernelContext) -> Optional[Tuple[str, str, str, str]]:
+    """The C arguments (bias, addend, activation, alpha) of the node's epilogue as oneDNN runs
+    it: none for a plain convolution; for a fused one (``_Fused*``) its ``fused_ops``,
+    ``BiasAdd``, then optionally ``Add`` (the residual, input 3), then optionally one
+    activation of ``ACTIVATIONS``. None for any other epilogue (flowc's kernel runs it)."""
+    if not kc.node.op.startswith("_Fused"):
+        return "NULL", "NULL", ACTIVATIONS[None], "0.0f"
+    fused = list(kc.attrs.get("fused_ops", ()))
+    rest = fused[1:]
+    add = bool(rest) and rest[0] == "Add"
+    if add:
+        rest = rest[1:]
+    if fused[:1] != ["BiasAdd"] or len(rest) > 1 or (rest and rest[0] not in ACTIVATIONS) \
+            or len(kc.inputs) < (4 if add else 3):
+        return None
+    act = rest[0] if rest else None
+    alpha = float(kc.attrs.get("leakyrelu_alpha", 0.2)) if act == "LeakyRelu" else 0.0
+    return (kc.inputs[2].data, kc.inputs[3].data if add else "NULL", ACTIVATIONS[act],
+            f"{alpha!r}f")
+
+
+def uses_onednn(kc: CKernelContext, geo, op: str) -> bool:
+    """Whether this node's convolution runs on oneDNN (see the module's docstring). ``op``:
+    Conv2D (also for a fused Conv2D), or a (fused) DepthwiseConv2dNative in NHWC (``geo.o`` is
+    then its channel multiplier)."""
+    depthwise = op.endswith("DepthwiseConv2dNative")
+    if not (op == "Conv2D" or depthwise) or kc.target.name != "c" \
+            or kc.out.dtype is not DType.f32 or onednn_epilogue(kc) is None:
+        return False
+    if depthwise and kc.attrs.get("data_format", "NHWC") != "NHWC":
+        return False
+    dims = list(geo.x) + [geo.kh, geo.kw, geo.o] + [geo.out(0), geo.out(1)]
+    if not all(d.isdigit() and int(d) > 0 for d in dims) or not geo.pad(0).isdigit() \
+            or not geo.pad(1).isdigit():
+        return False
+    engine = engine_setting()
+    if engine == "blas" or not available() or onednn_pads(geo) is None:
+        return False
+    n, h, w, c = map(int, geo.x)
+    flops = 2 * n * int(geo.out(0)) * int(geo.out(1)) * int(geo.kh) * int(geo.kw) * int(geo.o) \
+        * (1 if depthwise else c)
+    return engine == "onednn" or flops >= MIN_FLOPS
+
+
+def emit_onednn(kc: CKernelContext, geo, rc: str, fallback: str, depthwise: bool = False) -> str:
+    """C that declares ``rc`` and runs the node's convolution (input 0 by filter 1 into output
+    0, with the epilogue of ``onednn_epilogue``) on oneDNN, or ``fallback`` (flowc's kernel:
+    an expression for ``rc``) when oneDNN refuses the shape. ``rc`` ends 0, or 1 when out of
+    memory, or another code of flowc's kernel; a failure of oneDNN itself fails the step here.
+    ``depthwise``: a DepthwiseConv2dNative (one group per input channel, ``geo.o`` outputs
+    each)."""
+    kc.require("onednn")
+    kc.require("openmp")
+    kc.module.add_global(kc.render("conv_onednn.c.j2"))
+    pb, pr = onednn_pads(geo)
+    state = kc.tmp("dnnl_conv")
+    # a Const node's data is read-only and stays at its address: reordered once (by address)
+    f_const = "1" if kc.node.inputs[1].node.op == "Const" else "0"
+    c, m = int(geo.x[3]), int(geo.o)
+    groups, outputs = (c, c * m) if depthwise else (1, m)
+    args = ", ".join([str(groups)] + geo.x
+                     + [geo.kh, geo.kw, str(outputs), geo.out(0), geo.out(1),
+                        *map(str, geo.g.strides + geo.g.dilations), geo.pad(0), geo.pad(1),
+                        str(pb), str(pr)])
+    bias, addend, act, alpha = onednn_epilogue(kc)
+    x, f, y = kc.inputs[0].data, kc.inputs[1].data, kc.out.data
+    return (f"static flowc_dnnl_conv {state} = FLOWC_DNNL_CONV_INIT;\n"
+            f"int {rc} = flowc_dnnl_conv_f32(&{state}, {x}, {f}, {f_const}, {bias}, {addend}, "
+            f"{act}, {alpha}, {y}, {args});\n"
+            f"if ({rc} == 3) {rc} = {fallback};\n"
+            f"else if ({rc} == 2) "
+            f"{kc.fail('oneDNN failed to run the convolution', code='FLOWC_INTERNAL')}\n")
