@@ -202,7 +202,7 @@ def _get_next_kernel(ctx, iterator):
 def _dataset(name, inputs, attrs=(), scalars=(), slices=False, doc=""):
     register_op(name, inputs=inputs, outputs=["handle: resource"], attrs=list(attrs) + _TYPES,
                 shape=_dataset_shape(scalars, slices), kernel=_dataset_kernel, stateful=True,
-                group="source", doc=doc)
+                group="source", half_native=True, doc=doc)
 
 
 _dataset("TensorSliceDataset", ["components: Toutput_types"], ["Toutput_types: list(type)"],
@@ -253,4 +253,5 @@ register_op("MakeIterator", inputs=["dataset: resource", "iterator: resource"],
             doc="(Re)start the iterator at the dataset's first element.")
 register_op("IteratorGetNext", inputs=["iterator: resource"], outputs=["components: output_types"],
             attrs=_TYPES, shape=_get_next_shape, kernel=_get_next_kernel, stateful=True,
+            half_native=True,
             doc="The iterator's next element; OutOfRangeError at the end of the dataset.")

@@ -215,3 +215,44 @@ def test_api_shapes_and_errors(graph):
         iter(ds)
     with pytest.raises(ValueError, match="no initializer"):
         ds.make_one_shot_iterator().initializer
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reinitializing_mid_epoch_restarts_a_prefetched_map(graph, backend):
+    n = fl.placeholder(fl.int64, [], name="n")
+    it = fl.data.Dataset.range(n).map(lambda i: i * 3).prefetch(3).make_initializable_iterator()
+    nxt = it.get_next()
+    with fl.Session(backend=backend) as sess:
+        sess.run(it.initializer, {n: 50})
+        assert [int(sess.run(nxt)) for _ in range(4)] == [0, 3, 6, 9]
+        sess.run(it.initializer, {n: 3})
+        assert [int(v) for v in drain(sess, nxt)] == [0, 3, 6]
+
+
+def test_concurrent_steps_share_one_iterator_without_losing_elements(graph):
+    import threading
+    nxt = fl.data.Dataset.range(400).make_one_shot_iterator().get_next()
+    got, lock = [], threading.Lock()
+    with fl.Session() as sess:
+        sess.run(nxt)                                  # element 0, and the step compiled
+
+        def worker():
+            mine = drain(sess, nxt)
+            with lock:
+                got.extend(int(v) for v in mine)
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert sorted(got) == list(range(1, 400))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_half_precision_elements_pass_through_unchanged(graph, backend):
+    x = (np.arange(6) / 4).astype(np.float16).reshape(3, 2)
+    nxt = fl.data.Dataset.from_tensor_slices(x).batch(3).make_one_shot_iterator().get_next()
+    with fl.Session(backend=backend) as sess:
+        v = sess.run(nxt)
+    assert v.dtype == np.float16
+    np.testing.assert_array_equal(v, x)
