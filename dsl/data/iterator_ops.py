@@ -30,6 +30,11 @@ class Iterator:
 
     @staticmethod
     def _one_shot(dataset: Dataset) -> "Iterator":
+        fed = _placeholders_feeding(dataset._variant_tensor.op.node)
+        if fed:
+            raise ValueError(f"a one-shot iterator cannot capture placeholder '{fed[0]}' (its "
+                             "dataset is made once, with nothing fed); use "
+                             "make_initializable_iterator and feed it to the initializer")
         h = apply_op("OneShotIterator", [], {
             "dataset_factory": dataset._variant_tensor.op.name,
             "output_types": dataset._types, "output_shapes": dataset._shapes},
@@ -95,6 +100,21 @@ class Iterator:
     @property
     def output_classes(self):
         return nest.pack(self._structure, [Tensor] * len(self._types))
+
+
+def _placeholders_feeding(node) -> list:
+    """The names of the Placeholder nodes ``node`` depends on (data or control)."""
+    seen, stack, found = set(), [node], []
+    while stack:
+        n = stack.pop()
+        if n.name in seen:
+            continue
+        seen.add(n.name)
+        if n.op == "Placeholder":
+            found.append(n.name)
+        stack.extend(o.node for o in n.inputs)
+        stack.extend(getattr(n, "control_inputs", ()) or ())
+    return found
 
 
 def _flatten_shapes(types, shapes) -> list:

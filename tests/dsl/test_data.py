@@ -256,3 +256,9 @@ def test_half_precision_elements_pass_through_unchanged(graph, backend):
         v = sess.run(nxt)
     assert v.dtype == np.float16
     np.testing.assert_array_equal(v, x)
+
+
+def test_one_shot_iterator_refuses_a_fed_placeholder(graph):
+    p = fl.placeholder(fl.float32, [None], name="p")
+    with pytest.raises(ValueError, match="make_initializable_iterator"):
+        fl.data.Dataset.from_tensor_slices(p).batch(2).make_one_shot_iterator()
