@@ -262,3 +262,22 @@ def test_one_shot_iterator_refuses_a_fed_placeholder(graph):
     p = fl.placeholder(fl.float32, [None], name="p")
     with pytest.raises(ValueError, match="make_initializable_iterator"):
         fl.data.Dataset.from_tensor_slices(p).batch(2).make_one_shot_iterator()
+
+
+def test_a_gpu_session_reads_the_dataset_on_the_cpu_and_computes_on_the_gpu(graph):
+    from compiler.options import PipelineOptions
+    from compiler.passes.manager import PassContext, PassManager
+    from compiler.step import make_step_graph
+    from dsl.session_devices import placement_options
+    gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
+    x, y = fl.data.Dataset.from_tensor_slices((X, Y.astype(np.float32))).batch(4) \
+        .make_one_shot_iterator().get_next()
+    w = fl.Variable(np.ones((2, 1), np.float32), name="w")
+    loss = fl.reduce_mean(fl.square(fl.matmul(x, w)[:, 0] - y))
+    train = fl.train.GradientDescentOptimizer(0.1).minimize(loss)
+    step = make_step_graph(graph, [], [loss.output], [train.node])
+    opts = placement_options(PipelineOptions(), [gpu])
+    PassManager(opts).run(step.graph, PassContext(opts))
+    devices = {n.op: n.assigned_device for n in step.graph}
+    assert "CPU:0" in devices["IteratorGetNext"] and "CPU:0" in devices["OneShotIterator"]
+    assert devices["MatMul"] == gpu
