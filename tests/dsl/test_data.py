@@ -281,3 +281,17 @@ def test_a_gpu_session_reads_the_dataset_on_the_cpu_and_computes_on_the_gpu(grap
     devices = {n.op: n.assigned_device for n in step.graph}
     assert "CPU:0" in devices["IteratorGetNext"] and "CPU:0" in devices["OneShotIterator"]
     assert devices["MatMul"] == gpu
+
+
+def test_without_a_session_a_map_function_cannot_run():
+    from runtime.datasets import dataset_state, get_next
+    from runtime.resources import ResourceStore
+    state = dataset_state(ResourceStore())
+    state.define("r", "RangeDataset", {}, [], [np.int64(0), np.int64(3), np.int64(1)])
+    state.define("m", "MapDataset", {"f_args": ["arg0"], "f_rets": ["out:0"],
+                                     "output_types": ["i64"]}, ["r"], [])
+    state.make_iterator("it", "r")
+    assert int(get_next(state.store, "it", [fl.int64])[0]) == 0
+    state.make_iterator("it", "m")
+    with pytest.raises(fl.errors.FailedPreconditionError, match="needs a session"):
+        get_next(state.store, "it", [fl.int64])
