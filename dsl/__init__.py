@@ -35,6 +35,7 @@ from dsl import layers
 from dsl import losses
 from dsl import metrics
 from dsl import contrib
+from dsl import data
 from dsl import graph_util
 from dsl import bitwise
 from dsl import image
