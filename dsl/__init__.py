@@ -10,6 +10,8 @@ from compiler.ir.op_registry import register_op
 from dsl.context import (Graph, colocate_with, control_dependencies, device, get_default_graph,
                          name_scope, reset_default_graph)
 from dsl.tensor import Operation, Tensor
+from dsl.tensor_shape import (Dimension, TensorShape, dimension_at_index, dimension_value,
+                              unknown_shape)
 from dsl.ops import (apply_op, constant, convert_to_tensor, placeholder, placeholder_with_default,
                      raw_ops)
 from dsl.math_ops import *  # noqa: F401,F403

@@ -9,7 +9,7 @@ from dsl.indexing_ops import top_k
 from dsl.math_ops import elu, relu, relu6, sigmoid, softplus, tanh
 from dsl.context import name_scope
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 
 __all__ = ["softmax", "log_softmax", "bias_add", "xw_plus_b", "relu", "relu6", "elu", "softplus",
            "sigmoid", "tanh", "top_k"]
@@ -21,7 +21,7 @@ def _softmax(op: str, logits, axis, name: Optional[str], dim) -> Tensor:
     if axis is None:
         axis = -1 if dim is None else dim
     x = convert_to_tensor(logits)
-    rank = None if x.shape is None else len(x.shape)
+    rank = None if static_shape(x) is None else len(static_shape(x))
     if axis == -1 or (rank is not None and axis == rank - 1):
         return apply_op(op, [x], name=name or op)
     if rank is None:
