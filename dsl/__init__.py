@@ -20,6 +20,7 @@ from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
 from dsl.indexing_ops import *  # noqa: F401,F403
+from dsl.masking_ops import *  # noqa: F401,F403
 from dsl.random_ops import *  # noqa: F401,F403
 from dsl.gradients import *  # noqa: F401,F403
 from dsl.control_ops import *  # noqa: F401,F403
@@ -44,7 +45,9 @@ from dsl import summary
 from dsl import train
 from dsl.config import ConfigProto, RunMetadata, RunOptions
 from dsl.queues import FIFOQueue
-from dsl.session import Session, get_default_session
+from dsl.session import InteractiveSession, Session, get_default_session
+from dsl import compat
+from dsl import logging
 from runtime.checkpoint import CheckpointError
 from dsl import errors
 from runtime.errors import (AbortedError, CancelledError, DeadlineExceededError,  # noqa: F401

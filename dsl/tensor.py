@@ -57,6 +57,11 @@ class Operation:
         """The op's outputs, as ``tf.Operation.values()``."""
         return tuple(self.outputs)
 
+    def run(self, feed_dict=None, session=None) -> None:
+        """Run this operation in ``session`` or the default one (``tf.Operation.run``)."""
+        from dsl.session import get_default_session
+        (session or get_default_session()).run(self, feed_dict)
+
     def get_attr(self, name: str):
         try:
             return self.node.attrs[name]
@@ -131,6 +136,11 @@ class Tensor:
     @property
     def device(self) -> str:
         return self.output.node.device
+
+    def eval(self, feed_dict=None, session=None):
+        """This tensor's value, run in ``session`` or the default one (``tf.Tensor.eval``)."""
+        from dsl.session import get_default_session
+        return (session or get_default_session()).run(self, feed_dict)
 
     def consumers(self) -> List[Operation]:
         """Operations that read this tensor as data, in graph order."""
