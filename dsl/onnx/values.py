@@ -31,7 +31,9 @@ def rank_of(x: Tensor, ctx=None) -> int:
 
 
 def static_shape(x: Tensor) -> Optional[List[Optional[int]]]:
-    return None if static_shape(x) is None else list(static_shape(x))
+    """The static shape as a list of ints and None, or None for an unknown rank."""
+    shape = x.output.shape
+    return None if shape is None else list(shape)
 
 
 def full_shape(x: Tensor) -> Optional[List[int]]:

@@ -1,7 +1,7 @@
 """A fully connected autoencoder in the style of the TensorFlow 1.x examples: weights and biases
 kept in dicts of tf.Variable (started from numpy values so every framework starts alike),
 encoder and decoder under tf.variable_scope, a sigmoid bottleneck, mean squared reconstruction
-error from tf.pow, RMSPropOptimizer over the variables of tf.get_collection(TRAINABLE_VARIABLES),
+error from tf.pow, RMSPropOptimizer (with momentum) over the variables of tf.get_collection(TRAINABLE_VARIABLES),
 and the code layer's static shape read back as TF1 code does (``get_shape()[1].value``).
 
 Only its import line is flowc's. The data are 16-dimensional points near a 3-dimensional
@@ -50,7 +50,7 @@ def main(steps=150, batch_size=32):
         assert per_example.shape.as_list() == [None, 1]
         encoder_vars = tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope="encoder")
         all_vars = tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
-        optimizer = tf.train.RMSPropOptimizer(0.005)
+        optimizer = tf.train.RMSPropOptimizer(0.02, momentum=0.9)
         train_op = optimizer.minimize(loss, var_list=all_vars)
         init = tf.global_variables_initializer()
         with tf.Session() as sess:

@@ -62,15 +62,16 @@ def train(folder, last_step, data):
         with tf.train.MonitoredTrainingSession(checkpoint_dir=folder, hooks=hooks,
                                                save_checkpoint_secs=None,
                                                save_checkpoint_steps=10,
-                                               save_summaries_steps=None) as sess:
+                                               save_summaries_steps=10) as sess:
+            step = 0
             while not sess.should_stop():
-                step = sess.run(m["global_step"])
                 k = (step * 32) % len(x_data)
                 feed = {m["x"]: x_data[k:k + 32], m["y"]: y_data[k:k + 32]}
                 _, loss, summary, big, total = sess.run(
                     [m["train_op"], m["loss"], m["summaries"], m["big"], m["total"]], feed)
                 writer.add_summary(summary, step)
                 losses.append(loss)
+                step += 1
         writer.close()
     return losses, float(big), int(total)
 
