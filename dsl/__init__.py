@@ -10,6 +10,8 @@ from compiler.ir.op_registry import register_op
 from dsl.context import (Graph, colocate_with, control_dependencies, device, get_default_graph,
                          name_scope, reset_default_graph)
 from dsl.tensor import Operation, Tensor
+from dsl.tensor_shape import (Dimension, TensorShape, dimension_at_index, dimension_value,
+                              unknown_shape)
 from dsl.ops import (apply_op, constant, convert_to_tensor, placeholder, placeholder_with_default,
                      raw_ops)
 from dsl.math_ops import *  # noqa: F401,F403
@@ -18,6 +20,7 @@ from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
 from dsl.indexing_ops import *  # noqa: F401,F403
+from dsl.masking_ops import *  # noqa: F401,F403
 from dsl.random_ops import *  # noqa: F401,F403
 from dsl.gradients import *  # noqa: F401,F403
 from dsl.control_ops import *  # noqa: F401,F403
@@ -43,7 +46,9 @@ from dsl import summary
 from dsl import train
 from dsl.config import ConfigProto, RunMetadata, RunOptions
 from dsl.queues import FIFOQueue
-from dsl.session import Session, get_default_session
+from dsl.session import InteractiveSession, Session, get_default_session
+from dsl import compat
+from dsl import logging
 from runtime.checkpoint import CheckpointError
 from dsl import errors
 from runtime.errors import (AbortedError, CancelledError, DeadlineExceededError,  # noqa: F401

@@ -696,3 +696,21 @@ class Session:
         for d in manifest.get("devices") or ():
             for v in d.get("variables") or ():
                 self._variable_devices.setdefault(v["name"], d["device"])
+
+
+class InteractiveSession(Session):
+    """A session that makes itself the default on creation, for shells and notebooks
+    (``tf.InteractiveSession``): ``t.eval()`` and ``op.run()`` use it until it is closed."""
+
+    def __init__(self, target: str = "", graph: Optional[Graph] = None, config=None, **kwargs):
+        super().__init__(target, graph=graph, config=config, **kwargs)
+        stack = getattr(_default_sessions, "stack", None)
+        if stack is None:
+            stack = _default_sessions.stack = []
+        stack.append(self)
+
+    def close(self) -> None:
+        stack = getattr(_default_sessions, "stack", [])
+        if self in stack:
+            stack.remove(self)
+        super().close()

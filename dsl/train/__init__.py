@@ -25,7 +25,8 @@ from dsl.train.device_setter import (GreedyLoadBalancingStrategy, RoundRobinStra
                                      byte_size_load_fn, replica_device_setter)
 from dsl.train.hooks import (CheckpointSaverHook, LoggingTensorHook, NanLossDuringTrainingError,
                              NanTensorHook, SecondOrStepTimer, SessionRunArgs, SessionRunContext,
-                             SessionRunHook, SessionRunValues, StepCounterHook, StopAtStepHook)
+                             SessionRunHook, SessionRunValues, StepCounterHook, StopAtStepHook,
+                             SummarySaverHook)
 from dsl.train.monitored_session import (ChiefSessionCreator, MonitoredSession,
                                          MonitoredTrainingSession, Scaffold, SessionNotReadyError,
                                          WorkerSessionCreator)
