@@ -16,7 +16,8 @@ import numpy as np
 from dsl.context import name_scope
 from dsl.data import structure as nest
 from dsl.ops import apply_op, convert_to_tensor, placeholder
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
+from dsl.tensor_shape import TensorShape
 from runtime.dtypes import DType, as_dtype
 
 AUTOTUNE = -1
@@ -56,7 +57,7 @@ class Dataset:
 
     @property
     def output_shapes(self):
-        return nest.pack(self._structure, self._shapes)
+        return nest.pack(self._structure, [TensorShape(s) for s in self._shapes])
 
     @property
     def output_classes(self):
@@ -86,16 +87,17 @@ class Dataset:
         """One element per row of ``tensors`` (a tensor, or a tuple or dict of them, with
         the same number of rows)."""
         comps = [convert_to_tensor(t) for t in nest.flatten(tensors)]
-        for c in comps:
-            if c.shape is not None and len(c.shape) == 0:
+        comp_shapes = [static_shape(c) for c in comps]
+        for c, shape in zip(comps, comp_shapes):
+            if shape is not None and len(shape) == 0:
                 raise ValueError(f"from_tensor_slices: {c.name} is a scalar; every component "
                                  "needs a leading dim to slice")
-        rows = {c.shape[0] for c in comps if c.shape is not None and c.shape[0] is not None}
+        rows = {s[0] for s in comp_shapes if s is not None and s[0] is not None}
         if len(rows) > 1:
             raise ValueError(f"from_tensor_slices: components have different numbers of rows "
                              f"{sorted(rows)}")
         types = [c.dtype for c in comps]
-        shapes = [None if c.shape is None else tuple(c.shape[1:]) for c in comps]
+        shapes = [None if s is None else tuple(s[1:]) for s in comp_shapes]
         h = apply_op("TensorSliceDataset", [comps],
                      {"Toutput_types": types, "output_types": types, "output_shapes": shapes},
                      name="TensorSliceDataset")
@@ -106,7 +108,7 @@ class Dataset:
         """One element: ``tensors``."""
         comps = [convert_to_tensor(t) for t in nest.flatten(tensors)]
         types = [c.dtype for c in comps]
-        shapes = [c.shape for c in comps]
+        shapes = [static_shape(c) for c in comps]
         h = apply_op("TensorDataset", [comps],
                      {"Toutput_types": types, "output_types": types, "output_shapes": shapes},
                      name="TensorDataset")
@@ -189,7 +191,7 @@ class Dataset:
                 raise ValueError("the map function returned no tensors")
         structure = nest.map_structure(lambda _: None, rets_struct)
         types = [t.dtype for t in flat]
-        shapes = [t.shape for t in flat]
+        shapes = [static_shape(t) for t in flat]
         return self._derive("MapDataset", [], {"f": scope.rstrip("/"),
                                                "f_args": [a.name for a in args],
                                                "f_rets": [t.name for t in flat]},
@@ -200,9 +202,10 @@ class Dataset:
         with name_scope("FilterDataset_predicate") as scope:
             args, ret = self._trace(predicate)
             ret = convert_to_tensor(ret)
-        if ret.dtype is not DType.bool or (ret.shape is not None and len(ret.shape) != 0):
+        ret_shape = static_shape(ret)
+        if ret.dtype is not DType.bool or (ret_shape is not None and len(ret_shape) != 0):
             raise ValueError(f"the filter predicate must return a scalar bool, got "
-                             f"{ret.dtype.ir_name}{list(ret.shape or [])}")
+                             f"{ret.dtype.ir_name}{list(ret_shape or [])}")
         return self._derive("FilterDataset", [], {"predicate": scope.rstrip("/"),
                                                   "predicate_args": [a.name for a in args],
                                                   "predicate_rets": [ret.name]})

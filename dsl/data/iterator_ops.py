@@ -13,7 +13,8 @@ from typing import Optional
 from dsl.data import structure as nest
 from dsl.data.dataset_ops import Dataset
 from dsl.ops import apply_op
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
+from dsl.tensor_shape import TensorShape
 from runtime.dtypes import as_dtype
 
 
@@ -59,7 +60,7 @@ class Iterator:
         if output_shapes is None:
             shapes = [None] * len(types)
         else:
-            shapes = [None if s is None else tuple(s)
+            shapes = [static_shape(TensorShape(s))
                       for s in _flatten_shapes(output_types, output_shapes)]
         h = apply_op("IteratorV2", [], {"shared_name": shared_name or "",
                                         "output_types": types, "output_shapes": shapes},
@@ -95,7 +96,7 @@ class Iterator:
 
     @property
     def output_shapes(self):
-        return nest.pack(self._structure, self._shapes)
+        return nest.pack(self._structure, [TensorShape(s) for s in self._shapes])
 
     @property
     def output_classes(self):
