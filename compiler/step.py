@@ -384,7 +384,7 @@ def graph_digest(graph: Graph) -> bytes:
         for k in big:
             v = np.ascontiguousarray(n.attrs[k])
             h.update(f"{k}={v.dtype.str}{list(v.shape)}\0".encode())
-            h.update(memoryview(v).cast("B"))
+            h.update(v.reshape(-1).view(np.uint8))   # bytes of any dtype (bfloat16 too)
     return h.digest()
 
 
