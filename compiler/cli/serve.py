@@ -139,7 +139,7 @@ def add_serve_command(sub) -> None:
     m.add_argument("-o", "--output", metavar="FILE", default=None,
                    help="write to FILE instead of stdout")
     m.add_argument("--image", metavar="IMAGE", default="flowc:latest",
-                   help="tfjob: the container image with flowc (see the Dockerfile; default: "
+                   help="tfjob: the container image with flowc (see examples/cluster/Dockerfile; default: "
                         "flowc:latest)")
     m.add_argument("--port", metavar="PORT", type=int, default=2222,
                    help="tfjob: the port every task listens on (default: 2222)")

@@ -119,7 +119,7 @@ def test_manifest_from_a_cluster_spec_file_and_to_a_file(tmp_path):
 def test_the_dockerfile_runs_a_task_with_a_compiler():
     """No container runtime here: the Dockerfile installs this package and a C compiler (the
     task builds partitions) and starts ``flowc serve`` on the operator's port."""
-    with open(os.path.join(ROOT, "Dockerfile")) as f:
+    with open(os.path.join(ROOT, "examples", "cluster", "Dockerfile")) as f:
         lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     text = "\n".join(lines)
     assert lines[0].startswith("FROM python:3")
