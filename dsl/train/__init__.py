@@ -17,6 +17,7 @@ from dsl.train.learning_rate_decay import (cosine_decay, exponential_decay,
                                            inverse_time_decay, natural_exp_decay,
                                            piecewise_constant, polynomial_decay)
 from dsl.train.momentum import MomentumOptimizer
+from dsl.train.moving_averages import ExponentialMovingAverage, assign_moving_average
 from dsl.train.optimizer import Optimizer
 from dsl.train.rmsprop import RMSPropOptimizer
 from dsl.train.sync_replicas import SyncReplicasOptimizer
@@ -46,7 +47,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "CheckpointSaverHook", "StepCounterHook", "LoggingTensorHook", "NanTensorHook",
            "NanLossDuringTrainingError", "SyncReplicasOptimizer", "exponential_decay",
            "piecewise_constant", "polynomial_decay", "natural_exp_decay", "inverse_time_decay",
-           "cosine_decay"]
+           "cosine_decay", "ExponentialMovingAverage", "assign_moving_average"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,
