@@ -45,6 +45,8 @@ from dsl import bitwise
 from dsl import image
 from dsl import summary
 from dsl import train
+from dsl import app, flags, gfile
+from dsl import io
 from dsl.config import ConfigProto, RunMetadata, RunOptions
 from dsl.queues import FIFOQueue
 from dsl.session import InteractiveSession, Session, get_default_session
