@@ -58,6 +58,7 @@ class GraphKeys:
     INIT_OP = "init_op"
     LOCAL_INIT_OP = "local_init_op"
     READY_OP = "ready_op"
+    QUEUE_RUNNERS = "queue_runners"
 
 
 def _shape_list(shape) -> Optional[tuple]:
