@@ -31,6 +31,8 @@ from dsl.variables import *  # noqa: F401,F403
 from dsl.variable_scope import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl.clip_ops import *  # noqa: F401,F403
+from dsl.logging_ops import Print
+from dsl.template import make_template
 from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl import nn
@@ -44,6 +46,8 @@ from dsl import bitwise
 from dsl import image
 from dsl import summary
 from dsl import train
+from dsl import app, flags, gfile
+from dsl import io
 from dsl.config import ConfigProto, RunMetadata, RunOptions
 from dsl.queues import FIFOQueue
 from dsl.session import InteractiveSession, Session, get_default_session
@@ -63,3 +67,4 @@ uint16, uint32, uint64 = DType.u16, DType.u32, DType.u64
 bool_ = DType.bool
 bool = DType.bool  # noqa: A001  (tf.bool; set last: nothing above reads the builtin)
 f32, f64, i32, i64 = DType.f32, DType.f64, DType.i32, DType.i64
+from dsl.logging_ops import print_v2 as print  # noqa: E402,A001  (tf.print; set last)

@@ -33,7 +33,7 @@ __all__ = ["Variable", "global_variables", "trainable_variables", "local_variabl
            "initialize_all_variables", "report_uninitialized_variables", "is_variable_initialized",
            "assign", "assign_add", "assign_sub", "scatter_add", "scatter_sub", "scatter_update",
            "GraphKeys", "get_collection", "get_collection_ref", "add_to_collection",
-           "add_to_collections"]
+           "add_to_collections", "moving_average_variables", "model_variables"]
 
 
 class GraphKeys:
@@ -58,6 +58,7 @@ class GraphKeys:
     INIT_OP = "init_op"
     LOCAL_INIT_OP = "local_init_op"
     READY_OP = "ready_op"
+    QUEUE_RUNNERS = "queue_runners"
 
 
 def _shape_list(shape) -> Optional[tuple]:
@@ -315,6 +316,15 @@ def local_variables(scope: Optional[str] = None) -> List[Variable]:
 
 def trainable_variables(scope: Optional[str] = None) -> List[Variable]:
     return get_default_graph().get_collection(GraphKeys.TRAINABLE_VARIABLES, scope)
+
+
+def moving_average_variables(scope: Optional[str] = None) -> List[Variable]:
+    """The variables ``ExponentialMovingAverage.apply`` averages."""
+    return get_default_graph().get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
+
+
+def model_variables(scope: Optional[str] = None) -> List[Variable]:
+    return get_default_graph().get_collection(GraphKeys.MODEL_VARIABLES, scope)
 
 
 def variables_initializer(var_list, name: str = "init") -> Operation:

@@ -392,6 +392,7 @@ _BUILTIN_HOST_OPS = {"SaveV2": "runtime.checkpoint", "RestoreV2": "runtime.check
                          "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
                          "AccumulatorDropCounts", "AccumulatorClose",
                          "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient")},
+                     "Print": "runtime.printing", "_PrintV2": "runtime.printing",
                      **{op: "runtime.datasets" for op in (
                          "DatasetDefine", "MakeIterator", "IteratorGetNext", "OneShotIterator")}}
 

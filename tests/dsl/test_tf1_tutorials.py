@@ -14,7 +14,8 @@ import pytest
 from repo_paths import ROOT
 
 HERE = os.path.join(ROOT, "tests", "data", "tf1_programs")
-PROGRAMS = ("logistic_regression", "autoencoder", "word2vec", "monitored_training")
+PROGRAMS = ("logistic_regression", "autoencoder", "word2vec", "monitored_training",
+            "conv_autoencoder_ema")
 
 
 def _program(name: str):
@@ -82,3 +83,21 @@ def test_monitored_training_resumes_and_restores_as_under_tensorflow(tmp_path):
     events = os.listdir(tmp_path / "events")
     assert events and all(e.startswith("events.out.tfevents.") for e in events)
     assert any(e.startswith("events.out.tfevents.") for e in os.listdir(tmp_path))
+
+
+def test_conv_autoencoder_with_flags_template_ema_and_print(tmp_path, capfd):
+    # conv2d_transpose, make_template, ExponentialMovingAverage + variables_to_restore,
+    # tf.Print (first_n=1), tf.app.flags and tf.gfile in one TF1 program
+    path = os.path.join(HERE, "conv_autoencoder_ema.py")
+    with open(path) as f:
+        assert [ln for ln in f if "dsl" in ln] == ["import dsl as tf\n"]
+    got = _program("conv_autoencoder_ema").main(str(tmp_path))
+    want = _recorded("conv_autoencoder_ema")
+    assert list(got["variables"]) == list(want["variables"])
+    assert list(got["average_names"]) == list(want["average_names"])
+    np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(got["shared_code"], want["shared_code"], rtol=1e-4, atol=1e-6)
+    assert got["raw_test_loss"] == pytest.approx(float(want["raw_test_loss"]), rel=1e-4)
+    assert got["averaged_test_loss"] == pytest.approx(float(want["averaged_test_loss"]),
+                                                      rel=1e-4)
+    assert capfd.readouterr().err.count("loss: [0.1039892") == 1

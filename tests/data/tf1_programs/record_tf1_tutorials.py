@@ -1,5 +1,5 @@
 """Run the tutorial-style TF1 programs of this folder (logistic_regression, autoencoder,
-word2vec, monitored_training) under TensorFlow (``tensorflow.compat.v1``, their
+word2vec, monitored_training, conv_autoencoder_ema) under TensorFlow (``tensorflow.compat.v1``, their
 ``import dsl as tf`` line changed to it, nothing else) and record what they give into
 ``tf1_tutorials.npz``, which tests/dsl/test_tf1_tutorials.py compares flowc with.
 
@@ -15,12 +15,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from record_tf1_programs import TF_IMPORT, load_under  # noqa: E402
 
-PROGRAMS = ("logistic_regression", "autoencoder", "word2vec", "monitored_training")
+PROGRAMS = ("logistic_regression", "autoencoder", "word2vec", "monitored_training",
+            "conv_autoencoder_ema")
 
 
 def run(name: str, import_line: str) -> dict:
     module = load_under(name, import_line)
-    if name == "monitored_training":
+    if name in ("monitored_training", "conv_autoencoder_ema"):
         with tempfile.TemporaryDirectory() as folder:
             return module.main(folder)
     return module.main()
