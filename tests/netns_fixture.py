@@ -11,7 +11,9 @@ namespaces.
 Commands run in a host with ``ip netns exec`` (``popen``/``run``); ``link_down(k)`` cuts host
 ``k`` off (the switch's end of its veth goes down, so packets to and from it are dropped, as
 on a pulled cable), ``link_up(k)`` puts it back; ``rx_tx_bytes(k)`` reads its interface's
-traffic counters. ``close()`` kills every process left in the namespaces and deletes them
+traffic counters. ``cut(a, b)`` parts hosts ``a`` and ``b`` only (each drops what it would send
+the other: a blackhole route to the other's address; every other pair, and the client, still
+connected), ``mend(a, b)`` joins them again. ``close()`` kills every process left in the namespaces and deletes them
 (deleting a namespace deletes its veth ends, and a veth pair goes with either end), also when
 setting up failed half-way; it runs at exit as well, and a later ``Hosts`` removes what a
 killed test process left behind (namespaces named after a process that no longer runs).
@@ -186,6 +188,23 @@ class Hosts:
 
     def link_up(self, k):
         _ip("link", "set", self._port(k), "up", ns=self.switch)
+
+    def cut(self, a, b):
+        """Part hosts ``a`` and ``b`` from each other alone: in each, a blackhole route to the
+        other's address, so neither sends the other anything (established connections stall,
+        their segments dropped as on a broken link; new ones fail to connect) while both still
+        reach every other host and the client. (No packet filter is needed: this machine's
+        kernel may lack nftables and tc's actions.)"""
+        if a == b:
+            raise ValueError(f"host {a} cannot be parted from itself")
+        for x, y in ((a, b), (b, a)):
+            _ip("route", "add", "blackhole", f"{self.address(y)}/32", ns=self.names[x])
+
+    def mend(self, a, b):
+        """Undo ``cut(a, b)``."""
+        for x, y in ((a, b), (b, a)):
+            _ip("route", "del", "blackhole", f"{self.address(y)}/32", ns=self.names[x],
+                check=False)
 
     def rx_tx_bytes(self, k):
         """(received, sent) bytes of host ``k``'s interface, from the kernel's counters."""
