@@ -18,17 +18,24 @@ connected), ``mend(a, b)`` joins them again. ``close()`` kills every process lef
 setting up failed half-way; it runs at exit as well, and a later ``Hosts`` removes what a
 killed test process left behind (namespaces named after a process that no longer runs).
 
+With ``hostnames`` each host also has a name that resolves in every host: ``ip netns exec NS``
+bind-mounts the files of ``/etc/netns/NS/`` over ``/etc`` for what it runs, so the fixture
+writes an ``/etc/netns/NS/hosts`` naming every host's address (removed with the namespace).
+The names resolve only inside the hosts, not in the machine's namespace.
+
 ``netns_unavailable()`` says why namespaces cannot be made here (not root, no ``ip``, no
 permission), or None; tests skip with that reason.
 """
 import atexit
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
 
 PREFIX = "flt"                    # namespaces: flt<pid>x<n>-h<k>, flt<pid>x<n>-sw
+NETNS_ETC = "/etc/netns"          # ip netns exec NS: /etc/netns/NS/FILE is NS's /etc/FILE
 _counter = [0]
 _open = []
 
@@ -81,6 +88,7 @@ def _remove_namespace(ns):
         if pids:
             time.sleep(0.05)
     subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+    shutil.rmtree(os.path.join(NETNS_ETC, ns), ignore_errors=True)
 
 
 def _remove_stale():
@@ -106,9 +114,12 @@ def _free_subnet():
 class Hosts:
     """``n`` network namespaces, each a host with its own address, joined by a bridge."""
 
-    def __init__(self, n):
+    def __init__(self, n, hostnames=None):
         if not 1 <= n <= 200:
             raise ValueError(f"1 to 200 hosts, not {n}")
+        if hostnames is not None and (len(hostnames) != n or len(set(hostnames)) != n):
+            raise ValueError(f"{n} distinct host names, not {hostnames}")
+        self.hostnames = list(hostnames) if hostnames is not None else None
         _remove_stale()
         _counter[0] += 1
         self.tag = f"{PREFIX}{os.getpid()}x{_counter[0]}"
@@ -166,6 +177,13 @@ class Hosts:
         _ip("link", "set", "pc", "up", ns=self.switch)
         _ip("addr", "add", f"{self.client_address}/24", "dev", self.client_link)
         _ip("link", "set", self.client_link, "up")
+        if self.hostnames:
+            table = "127.0.0.1\tlocalhost\n::1\tlocalhost\n" + "".join(
+                f"{self.address(k)}\t{name}\n" for k, name in enumerate(self.hostnames))
+            for ns in self.names:
+                os.makedirs(os.path.join(NETNS_ETC, ns), exist_ok=True)
+                with open(os.path.join(NETNS_ETC, ns, "hosts"), "w") as f:
+                    f.write(table)
 
     def address(self, k):
         """Host ``k``'s address (``10.A.B.(k+1)``)."""
