@@ -45,8 +45,8 @@ from runtime.transport import (DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TENSOR_BYT
                                STREAM_TICKET, TOKEN_METADATA, InsecureBindError, Outbox,
                                ParkedResponses, StepContext, StepNotRegisteredError,
                                StreamIdleError, StreamLimits, TaskClient, TrafficCounters,
-                               TransportError,
-                               UnauthenticatedError, WireFormatError, activate,
+                               TransportError, UnauthenticatedError, UnavailableError,
+                               WireFormatError, activate,
                                channel_options,
                                check_tensor_sizes, deactivate, decode_frame, decode_stream,
                                encode_frame, encode_stream, error_metadata, grpc_code_of,
@@ -436,6 +436,10 @@ class TaskServer:
         except FlowcError as e:
             if ctx.aborted:
                 e = AbortedError(f"step aborted while receiving {key} from {client.name}")
+            elif type(e) in (DeadlineExceededError, UnavailableError):
+                # the error names the sender; the receiver too, so that a link broken between
+                # two tasks (each still reaching the master) is named by both of its ends
+                e = type(e)(f"{e} (the receive ran on {self.name} at {self.address})")
             raise e from None          # its class's status code goes back to the C receive
         if len(tensors) != 1:
             raise TransportError(f"{client.name} sent {len(tensors)} tensors for {key}")

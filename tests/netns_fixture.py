@@ -11,10 +11,17 @@ namespaces.
 Commands run in a host with ``ip netns exec`` (``popen``/``run``); ``link_down(k)`` cuts host
 ``k`` off (the switch's end of its veth goes down, so packets to and from it are dropped, as
 on a pulled cable), ``link_up(k)`` puts it back; ``rx_tx_bytes(k)`` reads its interface's
-traffic counters. ``close()`` kills every process left in the namespaces and deletes them
+traffic counters. ``cut(a, b)`` parts hosts ``a`` and ``b`` only (each drops what it would send
+the other: a blackhole route to the other's address; every other pair, and the client, still
+connected), ``mend(a, b)`` joins them again. ``close()`` kills every process left in the namespaces and deletes them
 (deleting a namespace deletes its veth ends, and a veth pair goes with either end), also when
 setting up failed half-way; it runs at exit as well, and a later ``Hosts`` removes what a
 killed test process left behind (namespaces named after a process that no longer runs).
+
+With ``hostnames`` each host also has a name that resolves in every host: ``ip netns exec NS``
+bind-mounts the files of ``/etc/netns/NS/`` over ``/etc`` for what it runs, so the fixture
+writes an ``/etc/netns/NS/hosts`` naming every host's address (removed with the namespace).
+The names resolve only inside the hosts, not in the machine's namespace.
 
 ``netns_unavailable()`` says why namespaces cannot be made here (not root, no ``ip``, no
 permission), or None; tests skip with that reason.
@@ -22,11 +29,13 @@ permission), or None; tests skip with that reason.
 import atexit
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
 
 PREFIX = "flt"                    # namespaces: flt<pid>x<n>-h<k>, flt<pid>x<n>-sw
+NETNS_ETC = "/etc/netns"          # ip netns exec NS: /etc/netns/NS/FILE is NS's /etc/FILE
 _counter = [0]
 _open = []
 
@@ -79,6 +88,7 @@ def _remove_namespace(ns):
         if pids:
             time.sleep(0.05)
     subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+    shutil.rmtree(os.path.join(NETNS_ETC, ns), ignore_errors=True)
 
 
 def _remove_stale():
@@ -104,9 +114,12 @@ def _free_subnet():
 class Hosts:
     """``n`` network namespaces, each a host with its own address, joined by a bridge."""
 
-    def __init__(self, n):
+    def __init__(self, n, hostnames=None):
         if not 1 <= n <= 200:
             raise ValueError(f"1 to 200 hosts, not {n}")
+        if hostnames is not None and (len(hostnames) != n or len(set(hostnames)) != n):
+            raise ValueError(f"{n} distinct host names, not {hostnames}")
+        self.hostnames = list(hostnames) if hostnames is not None else None
         _remove_stale()
         _counter[0] += 1
         self.tag = f"{PREFIX}{os.getpid()}x{_counter[0]}"
@@ -164,6 +177,13 @@ class Hosts:
         _ip("link", "set", "pc", "up", ns=self.switch)
         _ip("addr", "add", f"{self.client_address}/24", "dev", self.client_link)
         _ip("link", "set", self.client_link, "up")
+        if self.hostnames:
+            table = "127.0.0.1\tlocalhost\n::1\tlocalhost\n" + "".join(
+                f"{self.address(k)}\t{name}\n" for k, name in enumerate(self.hostnames))
+            for ns in self.names:
+                os.makedirs(os.path.join(NETNS_ETC, ns), exist_ok=True)
+                with open(os.path.join(NETNS_ETC, ns, "hosts"), "w") as f:
+                    f.write(table)
 
     def address(self, k):
         """Host ``k``'s address (``10.A.B.(k+1)``)."""
@@ -186,6 +206,23 @@ class Hosts:
 
     def link_up(self, k):
         _ip("link", "set", self._port(k), "up", ns=self.switch)
+
+    def cut(self, a, b):
+        """Part hosts ``a`` and ``b`` from each other alone: in each, a blackhole route to the
+        other's address, so neither sends the other anything (established connections stall,
+        their segments dropped as on a broken link; new ones fail to connect) while both still
+        reach every other host and the client. (No packet filter is needed: this machine's
+        kernel may lack nftables and tc's actions.)"""
+        if a == b:
+            raise ValueError(f"host {a} cannot be parted from itself")
+        for x, y in ((a, b), (b, a)):
+            _ip("route", "add", "blackhole", f"{self.address(y)}/32", ns=self.names[x])
+
+    def mend(self, a, b):
+        """Undo ``cut(a, b)``."""
+        for x, y in ((a, b), (b, a)):
+            _ip("route", "del", "blackhole", f"{self.address(y)}/32", ns=self.names[x],
+                check=False)
 
     def rx_tx_bytes(self, k):
         """(received, sent) bytes of host ``k``'s interface, from the kernel's counters."""

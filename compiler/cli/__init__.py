@@ -19,7 +19,25 @@ PROG = "flowc"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with errors worded as ``flowc: error: ...``."""
+    """argparse, with errors worded as ``flowc: error: ...``. With ``intermixed=True`` (a
+    command whose optional positional follows another, ``flowc cluster ACTION [FILE]``) the
+    positionals may come before, between or after the options: plain argparse hands the
+    optional one nothing when an option follows the first, and then refuses it as
+    unrecognized when it comes last."""
+
+    def __init__(self, *args, intermixed: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._intermixed = intermixed
+        self._intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if not self._intermixed or self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True          # parse_known_intermixed_args calls back in here
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)

@@ -106,7 +106,8 @@ def add_serve_command(sub) -> None:
                        "an sbatch script that starts the tasks of --jobs (or of FILE.json's "
                        "jobs) on a Kubernetes or Slurm cluster. 'flowc cluster spec "
                        "--from-slurm --jobs ...' prints the cluster a Slurm allocation's tasks "
-                       "make (in a batch script). See docs/distributed.md.")
+                       "make (in a batch script). See docs/distributed.md.",
+                       intermixed=True)
     p.add_argument("action", choices=("up", "manifest", "spec", "wait"),
                    help="'up': start the cluster; 'manifest': write a TFJob or sbatch script; "
                         "'spec': print the cluster resolved from Slurm's environment; 'wait': "

@@ -116,6 +116,34 @@ def test_manifest_from_a_cluster_spec_file_and_to_a_file(tmp_path):
     assert r.returncode == 1 and "--format" in r.stderr
 
 
+def test_the_spec_file_may_come_before_between_or_after_the_options(tmp_path):
+    """``flowc cluster manifest FILE --format ...`` and ``... --format X FILE`` (plain argparse
+    gave the optional FILE nothing once an option followed the action, then refused it as an
+    unrecognized argument): the same manifest wherever FILE is."""
+    spec = tmp_path / "cluster.json"
+    spec.write_text(json.dumps({"ps": ["a:1"], "worker": ["b:1", "c:1"]}))
+    for fmt in ("tfjob", "slurm"):
+        orders = [["manifest", str(spec), "--format", fmt, "--name", "j"],
+                  ["manifest", "--format", fmt, str(spec), "--name", "j"],
+                  ["manifest", "--format", fmt, "--name", "j", str(spec)],
+                  ["--format", fmt, "manifest", "--name", "j", str(spec)]]
+        outs = []
+        for argv in orders:
+            r = subprocess.run([sys.executable, "-m", "compiler.cli", "cluster", *argv],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, (argv, r.stderr)
+            outs.append(r.stdout)
+        assert all(out == outs[0] for out in outs), fmt
+        assert ("#SBATCH --ntasks=3" in outs[0]) if fmt == "slurm" else \
+            ({k: v["replicas"] for k, v in yaml.safe_load(outs[0])["spec"]["tfReplicaSpecs"]
+              .items()} == {"PS": 1, "Worker": 2})
+    # a second file is still refused, wherever it is
+    r = subprocess.run([sys.executable, "-m", "compiler.cli", "cluster", "manifest", "--format",
+                        "slurm", str(spec), str(spec)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "unrecognized arguments" in r.stderr
+
+
 def test_the_dockerfile_runs_a_task_with_a_compiler():
     """No container runtime here: the Dockerfile installs this package and a C compiler (the
     task builds partitions) and starts ``flowc serve`` on the operator's port."""

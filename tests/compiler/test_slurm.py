@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from cluster_fixture import ROOT
+from netns_fixture import Hosts, netns_unavailable
 from runtime.slurm import (SlurmEnvironmentError, expand_hostlist, expand_tasks_per_node,
                            parse_jobs, resolve_slurm)
 
@@ -192,3 +193,80 @@ def test_serve_from_slurm_errors_are_plain(tmp_path):
     r = subprocess.run([sys.executable, "-m", "compiler.cli", "serve", "--jobs", "ps=1"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "only go with --from-slurm" in r.stderr
+
+
+FAKE_SRUN_ACROSS_NODES = r"""#!/bin/bash
+# srun across nodes, simulated: --ntasks=N copies of the command, copy i in the network
+# namespace of the node Slurm placed rank i on (FAKE_SRUN_NETNS: one namespace per rank, laid
+# out by the test as Slurm's block distribution does), with the environment srun gives it.
+n=1
+while [[ "$1" == -* ]]; do
+  case "$1" in --ntasks=*) n="${1#--ntasks=}";; esac
+  shift
+done
+read -ra netns <<< "$FAKE_SRUN_NETNS"
+read -ra nodes <<< "$FAKE_SRUN_NODES"
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait; exit 0' TERM INT
+for ((i = 0; i < n; i++)); do
+  SLURM_PROCID=$i SLURM_STEP_NUM_TASKS=$n SLURM_STEP_NODELIST="$SLURM_JOB_NODELIST" \
+    SLURM_STEP_TASKS_PER_NODE="$SLURM_TASKS_PER_NODE" SLURMD_NODENAME="${nodes[$i]}" \
+    ip netns exec "${netns[$i]}" "$@" &
+  pids+=($!)
+done
+wait
+"""
+
+
+@pytest.mark.skipif(netns_unavailable() is not None, reason=netns_unavailable() or "")
+def test_the_sbatch_script_runs_across_nodes_named_by_a_compressed_node_list(tmp_path):
+    """Three "nodes" (network namespaces whose names ``node1``..``node3`` resolve in each, via
+    ``/etc/netns/NS/hosts``), an allocation ``SLURM_JOB_NODELIST=node[1-3]`` with 2, 1 and 1
+    tasks (``2,1(x2)``): the batch script runs on the first node, as sbatch runs it; the fake
+    srun starts each rank in its node's namespace. Each ``flowc serve --from-slurm`` finds its
+    job and its node's address from the names alone (ports from Slurm's default base on each
+    node), and the client on the batch node trains a variable on ``node1`` through a worker on
+    ``node2``."""
+    names = ["node1", "node2", "node3"]
+    with Hosts(3, hostnames=names) as hosts:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        srun = bin_dir / "srun"
+        srun.write_text(FAKE_SRUN_ACROSS_NODES)
+        srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+        client = tmp_path / "client.py"
+        client.write_text(CLIENT)
+        script = tmp_path / "job.sbatch"
+        flowc = f"{sys.executable} -m compiler.cli"
+        r = subprocess.run([sys.executable, "-m", "compiler.cli", "cluster", "manifest",
+                            "--format", "slurm", "--jobs", "ps=1,worker=3", "--nodes", "3",
+                            "--flowc", flowc, "--client", f"{sys.executable} {client}", "-o",
+                            str(script)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        rank_host = [0, 0, 1, 2]                   # block distribution of 2,1,1 over 3 nodes
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("SLURM_") and k != "FLOWC_TOKEN"}
+        env.update({"PATH": f"{bin_dir}:{env['PATH']}", "PYTHONPATH": ROOT,
+                    "SLURM_JOB_ID": "43", "SLURM_JOB_NODELIST": "node[1-3]",
+                    "SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "2,1(x2)",
+                    "SLURM_PROCID": "0", "SLURMD_NODENAME": "node1",
+                    "FAKE_SRUN_NETNS": " ".join(hosts.names[h] for h in rank_host),
+                    "FAKE_SRUN_NODES": " ".join(names[h] for h in rank_host),
+                    "FLOWC_TOKEN_FILE": str(tmp_path / "token")})
+        before = [hosts.rx_tx_bytes(k) for k in range(3)]
+        r = hosts.run(0, ["bash", str(script)], cwd=ROOT, env=env, capture_output=True,
+                      text=True, timeout=240)
+        after = [hosts.rx_tx_bytes(k) for k in range(3)]
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(out["w"], [1 - 0.25 * 2 * 1, 1 - 0.25 * 2 * 4])
+    assert out["target"] == "grpc://node1:8889"                   # worker 0: rank 1, on node1
+    for line in ("Slurm rank 0 on node1 is /job:ps/task:0",
+                 "Slurm rank 1 on node1 is /job:worker/task:0",
+                 "Slurm rank 2 on node2 is /job:worker/task:1",
+                 "Slurm rank 3 on node3 is /job:worker/task:2"):
+        assert line in r.stderr, r.stderr
+    # the variable (node1) and the step (worker 1, node2) were on different hosts: node2's
+    # interface carried the tensors; node3's task was only asked whether it answers
+    assert after[1][0] > before[1][0] and after[1][1] > before[1][1], (before, after)
+    assert after[2][0] > before[2][0], (before, after)
