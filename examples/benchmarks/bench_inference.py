@@ -15,7 +15,7 @@ threads set to the thread count). TensorFlow cannot run an ONNX file itself; the
 also run from a frozen TensorFlow GraphDef ("GraphDef" rows: ``inference_models.graphdef_twin``
 writes the same layers and weights in NHWC as a frozen Keras model has them, ``flowc compile
 MODEL.pb``), beside onnxruntime on the ONNX twin and, where TensorFlow is installed, a TF1
-session on the .pb.
+session on the .pb (the rows named ``MODEL .pb``).
 Before anything is timed, the artifact's outputs must agree with onnxruntime's (and the
 Session's with the artifact's) to 1e-3 of their scale; rows are timed in interleaved rounds
 (``bench_train_mlp.interleaved_medians``).
@@ -133,7 +133,7 @@ def _graphdef_rows(name: str, batch: int, threads: int, quick: bool, model, inpu
     from bench_train_mlp import interleaved_medians
     from inference_models import graphdef_twin, nhwc
     from runtime import load_artifact
-    bench = f"{MODELS[name].short} GraphDef b{batch}, {threads} thread{'s' if threads > 1 else ''}"
+    bench = f"{MODELS[name].short} .pb b{batch}, {threads} thread{'s' if threads > 1 else ''}"
     print(f"  {bench} ...", file=sys.stderr, flush=True)
     pb = os.path.join(work, f"{name}_b{batch}.pb")
     feed_name, fetch = graphdef_twin(model, pb)
