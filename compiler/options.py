@@ -282,6 +282,10 @@ ENVIRONMENT: Tuple[EnvVar, ...] = (
            "it is installed and the shape is large enough, else on flowc's kernels; onednn: "
            "every one oneDNN can run; blas: never oneDNN", "compiler/codegen/c_ops/conv_engine.py",
            changes_code=True),
+    EnvVar("FLOWC_GEMM_ENGINE", "auto (default): each float32 matrix product of at least "
+           "16384 multiply-adds runs on oneDNN's sgemm where oneDNN is installed, else on "
+           "OpenBLAS; onednn: every float32 one; blas: never oneDNN",
+           "compiler/codegen/c_ops/gemm_engine.py", changes_code=True),
     EnvVar("FLOWC_ONEDNN_ROOT", "a prefix with oneDNN's include/oneapi/dnnl and lib/libdnnl.so.3 "
            "(default: this Python's, where the onednn-cpu-gomp wheels install); 0: no oneDNN",
            "compiler/codegen/onednn.py", changes_code=True),

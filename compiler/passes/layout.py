@@ -21,7 +21,10 @@ each layer of a CNN copies its activations twice. This pass, before placement an
    does not add Transposes: it counts the Transposes it removes (the one pushed when nothing
    else reads it, same-perm Transposes on the other operands, inverse Transposes after the
    op) against those it adds (after the op, on operands that need one);
-4. a Transpose that moves only dims of size 1 becomes a ``Reshape`` (a view, no copy).
+4. a Transpose that moves only dims of size 1 becomes a ``Reshape`` (a view, no copy);
+5. a zero ``Pad`` of the spatial dims before an NHWC ``Conv2D`` or ``DepthwiseConv2dNative``
+   with VALID or EXPLICIT padding becomes its explicit padding (Keras' ZeroPadding2D before
+   a strided convolution: no padded copy; ``_fold_pads``).
 
 In a CNN from ONNX the Transposes after one layer meet those before the next and cancel: a
 ResNet keeps the one Transpose on its input. ``DepthwiseConv2dNative`` is treated as
@@ -639,6 +642,45 @@ def _cleanup(graph: Graph, rw: "_Rewriter") -> bool:
     return changed
 
 
+_PADDED_CONVS = ("Conv2D", "DepthwiseConv2dNative")
+
+
+def _fold_pads(graph: Graph) -> bool:
+    """A ``Pad`` (zeros) of the spatial dims read only by an NHWC convolution
+    with VALID or EXPLICIT padding becomes that convolution's explicit padding: the
+    ZeroPadding2D + VALID convolution that Keras models (and TensorFlow graphs written for
+    ONNX-style padding) put before a strided convolution, with no padded copy of the
+    activations."""
+    changed = False
+    for conv in graph:
+        if conv not in graph or conv.op not in _PADDED_CONVS or conv.control_inputs \
+                or conv.attrs.get("data_format", "NHWC") != "NHWC" \
+                or conv.attrs.get("padding") not in ("VALID", "EXPLICIT"):
+            continue
+        pad = conv.inputs[0].node
+        if pad.op != "Pad" or pad.control_inputs \
+                or _data_users(pad.output(0)) != [conv] \
+                or sum(1 for i in conv.inputs if i == pad.output(0)) != 1:
+            continue
+        pads = constant_value(pad.inputs[1])
+        if pads is None:
+            continue
+        pads = np.asarray(pads)
+        if pads.shape != (4, 2) or np.any(pads < 0) or np.any(pads[0] != 0) \
+                or np.any(pads[3] != 0):
+            continue
+        old = list(conv.attrs.get("explicit_paddings") or [0] * 8) \
+            if conv.attrs.get("padding") == "EXPLICIT" else [0] * 8
+        added = [int(v) for v in pads.reshape(-1)]
+        attrs = dict(conv.attrs, padding="EXPLICIT",
+                     explicit_paddings=[a + b for a, b in zip(old, added)])
+        conv.attrs = attrs
+        conv.set_input(0, pad.inputs[0])
+        erase_if_unused(graph, [pad])
+        changed = True
+    return changed
+
+
 def layout(graph: Graph, fold_limit: int) -> bool:
     """Run the pass on ``graph``; whether it changed."""
     rw = _Rewriter(graph)
@@ -646,6 +688,7 @@ def layout(graph: Graph, fold_limit: int) -> bool:
     changed |= _fold_constant_transposes(graph, fold_limit, rw)
     changed |= _push_transposes(graph, rw)
     changed |= _cleanup(graph, rw)
+    changed |= _fold_pads(graph)
     return changed
 
 

@@ -200,3 +200,87 @@ MODELS = {
     "mlp": ModelKind("MLP (8 ONNX nodes)", "MLP 8 nodes", mlp,
                      "-".join(map(str, MLP_WIDTHS)) + ", Gemm/Relu, Softmax"),
 }
+
+
+# --- the CNNs as TensorFlow GraphDefs ---------------------------------------------------------
+def graphdef_twin(model: onnx.ModelProto, path: str) -> Tuple[str, str]:
+    """Write the ONNX CNN ``model`` (resnet18 or mobilenet_v2 above: Conv, BatchNormalization,
+    Relu, Clip, Add, MaxPool, GlobalAveragePool, Flatten, Gemm) as the frozen GraphDef a Keras
+    model of the same layers and weights gives (``path``, a ``.pb``): NHWC input, HWIO filters,
+    ``Conv2D``/``DepthwiseConv2dNative`` + ``BiasAdd``, ``FusedBatchNormV3`` (inference),
+    ``Relu``/``Relu6``, ``AddV2``, ``Pad`` + VALID before a strided window (Keras
+    applications' ZeroPadding2D; SAME would pad TensorFlow's way, not ONNX's), ``MaxPool``,
+    ``Mean``, ``MatMul`` + ``BiasAdd``. Built with flowc's TF1 API and written by flowc's
+    GraphDef writer, so TensorFlow is not needed. Returns (input name, output name); the
+    input is the ONNX image transposed to NHWC, the output the same logits."""
+    import dsl as fl
+    from compiler.interop.graphdef import write_graphdef
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    graph = fl.Graph()
+    with graph.as_default():
+        n, c, h, w = (d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+        x = fl.placeholder(fl.float32, [n, h, w, c], name="image")
+        values = {model.graph.input[0].name: x}
+
+        def attr(node, key, default=None):
+            for a in node.attribute:
+                if a.name == key:
+                    return helper.get_attribute_value(a)
+            return default
+
+        def padded(t, pads, stride):
+            """SAME for stride 1 with symmetric pads; else an explicit Pad and VALID."""
+            top, left, bottom, right = pads
+            if stride == 1 and top == bottom and left == right:
+                return t, "SAME"
+            if any(pads):
+                t = fl.pad(t, [[0, 0], [top, bottom], [left, right], [0, 0]])
+            return t, "VALID"
+
+        for node in model.graph.node:
+            ins = [values[i] if i in values else inits[i] for i in node.input]
+            op = node.op_type
+            if op == "Conv":
+                wt, group = inits[node.input[1]], attr(node, "group", 1)
+                stride = attr(node, "strides")[0]
+                t, padding = padded(ins[0], attr(node, "pads"), stride)
+                if group == 1:
+                    y = fl.nn.conv2d(t, np.ascontiguousarray(wt.transpose(2, 3, 1, 0)),
+                                     [1, stride, stride, 1], padding)
+                else:                      # [C, 1, kh, kw] -> [kh, kw, C, 1]
+                    y = fl.nn.depthwise_conv2d_native(
+                        t, np.ascontiguousarray(wt.transpose(2, 3, 0, 1)),
+                        [1, stride, stride, 1], padding)
+                out = fl.nn.bias_add(y, ins[2]) if len(ins) > 2 else y
+            elif op == "BatchNormalization":
+                out = fl.nn.fused_batch_norm(ins[0], ins[1], ins[2], ins[3], ins[4],
+                                             epsilon=attr(node, "epsilon", 1e-5),
+                                             is_training=False)[0]
+            elif op == "Relu":
+                out = fl.nn.relu(ins[0])
+            elif op == "Clip":
+                assert float(ins[1]) == 0.0 and float(ins[2]) == 6.0, "only ReLU6 clips"
+                out = fl.nn.relu6(ins[0])
+            elif op == "Add":
+                out = ins[0] + ins[1]
+            elif op == "MaxPool":       # after a ReLU: zero padding is -inf padding here
+                k, stride = attr(node, "kernel_shape")[0], attr(node, "strides")[0]
+                t, padding = padded(ins[0], attr(node, "pads"), stride)
+                out = fl.nn.max_pool(t, [1, k, k, 1], [1, stride, stride, 1], padding)
+            elif op == "GlobalAveragePool":
+                out = fl.reduce_mean(ins[0], axis=[1, 2])
+            elif op == "Flatten":
+                out = ins[0]                               # already [batch, channels]
+            elif op == "Gemm":
+                wt = ins[1].T if attr(node, "transB", 0) else ins[1]
+                out = fl.nn.bias_add(fl.matmul(ins[0], np.ascontiguousarray(wt)), ins[2])
+            else:
+                raise ValueError(f"graphdef_twin: no {op}")
+            values[node.output[0]] = out
+        logits = fl.identity(values[model.graph.output[0].name], name="logits")
+    write_graphdef(graph, path)
+    return "image", logits.name.split(":")[0]
+
+
+def nhwc(image: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(image.transpose(0, 2, 3, 1))

@@ -110,6 +110,7 @@ def emit_onednn(kc: CKernelContext, geo, rc: str, fallback: str, depthwise: bool
     each)."""
     kc.require("onednn")
     kc.require("openmp")
+    kc.module.add_global(kc.render("onednn_threads.c.j2"))
     kc.module.add_global(kc.render("conv_onednn.c.j2"))
     pb, pr = onednn_pads(geo)
     state = kc.tmp("dnnl_conv")

@@ -233,10 +233,12 @@ def _matmul(kc: KernelContext, eq: Equation, sizes: Dict[str, str], plan) -> str
             else:
                 kc.check(f"{d} <= INT32_MAX", "dimension %lld is too large for BLAS (32-bit "
                          "sizes)", f"(long long)({d})")
-    fn = f"flowc_matmul_{out.dtype.ir_name}_{'t' if ta else 'n'}{'t' if tb else 'n'}"
+    routines = blas_routines(kc, out.dtype, [m, n, k] if blas else None)
+    fn = (f"flowc_matmul_{out.dtype.ir_name}_{'t' if ta else 'n'}{'t' if tb else 'n'}"
+          + ("_dnnl" if routines["onednn"] else ""))
     module_helper(kc, fn, kc.render(
         "matmul.c.j2", part="helper", fn=fn, ta=ta, tb=tb, blas=blas,
-        **blas_routines(kc, out.dtype),
+        **routines,
         utype=_UNSIGNED.get(out.dtype, "")))
     lda = m if ta else k
     ldb = k if tb else n

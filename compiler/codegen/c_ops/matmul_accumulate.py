@@ -25,7 +25,8 @@ def _gemm(kc: KernelContext, part: str, a, b, m: str, n: str, k: str) -> str:
     _blas_fits(kc, [m, n, k, a.dim(-1), b.dim(-1)])
     return kc.render("matmul.c.j2", part=part, ta=kc.attr("transpose_a"),
                      tb=kc.attr("transpose_b"),
-                     **blas_routines(kc, a.dtype), m=m, n=n, k=k, lda=a.dim(-1), ldb=b.dim(-1))
+                     **blas_routines(kc, a.dtype, [m, n, k]), m=m, n=n, k=k, lda=a.dim(-1),
+                     ldb=b.dim(-1))
 
 
 def _emit(kc: KernelContext) -> str:

@@ -24,7 +24,8 @@ def _emit(kc: KernelContext) -> str:
     kc.require("blas")
     _blas_fits(kc, [m, n, k_a, a.dim(-1), b.dim(-1)])
     return kc.render("matmul.c.j2", part="assign_sub", v=_var_expr(kc), ta=ta, tb=tb,
-                     **blas_routines(kc, a.dtype), m=m, n=n, k=k_a, lda=a.dim(-1), ldb=b.dim(-1))
+                     **blas_routines(kc, a.dtype, [m, n, k_a]), m=m, n=n, k=k_a, lda=a.dim(-1),
+                     ldb=b.dim(-1))
 
 
 set_c_kernel("_MatMulAssignSub", _emit)

@@ -7,9 +7,10 @@ wrap-around has no undefined behaviour.
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from compiler.codegen.elementwise import broadcast_dim, use_vector_math
+from compiler.codegen.c_ops.gemm_engine import min_work as gemm_min_work, uses_onednn_gemm
 from compiler.codegen.kernel_context import KernelContext as CKernelContext, product
 from compiler.ir.op_registry import set_c_kernel
 from compiler.ops.nn import _channel_axis
@@ -75,24 +76,35 @@ def _blas_fits(kc: CKernelContext, dims: Sequence[str]) -> None:
 GEMM_PARALLEL_MIN_WORK = 1 << 20       # m * n * k below which a gemm is not cut across threads
 
 
-def blas_routines(kc: CKernelContext, dtype: DType) -> dict:
+def blas_routines(kc: CKernelContext, dtype: DType, dims: Optional[Sequence[str]] = None
+                  ) -> dict:
     """The BLAS routines for a float dtype, as template arguments: scipy-openblas32's gemv and
     ger, and for gemm the module's wrapper that cuts a large product across flowc's threads
-    (``gemm_parallel.c.j2``)."""
+    (``gemm_parallel.c.j2``), or runs it on oneDNN where ``dims`` (m, n, k) may be large enough
+    (``gemm_engine.py``; without ``dims``, OpenBLAS). ``onednn``: whether it may."""
     p = "scipy_cblas_s" if dtype is DType.f32 else "scipy_cblas_d"
     kc.require("blas")
-    return {"gemm": parallel_gemm(kc, dtype), "gemv": p + "gemv", "ger": p + "ger"}
+    onednn = dims is not None and uses_onednn_gemm(kc, dtype, dims)
+    return {"gemm": parallel_gemm(kc, dtype, onednn), "gemv": p + "gemv", "ger": p + "ger",
+            "onednn": onednn}
 
 
-def parallel_gemm(kc: CKernelContext, dtype: DType) -> str:
-    """Define the module's thread-sharing gemm for ``dtype`` once; returns its C name."""
+def parallel_gemm(kc: CKernelContext, dtype: DType, onednn: bool = False) -> str:
+    """Define the module's thread-sharing gemm for ``dtype`` once (and with ``onednn`` its
+    oneDNN twin, ``gemm_engine.py``); returns the C name of the one asked for."""
     name = f"flowc_gemm_{dtype.ir_name}"
     kc.require("openmp")
-    module_helper(kc, name, kc.render(
-        "gemm_parallel.c.j2", name=name, T=kc.target.c_type(dtype),
-        gemm="scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm",
-        min_work=GEMM_PARALLEL_MIN_WORK))
-    return name
+    args = dict(name=name, T=kc.target.c_type(dtype),
+                gemm="scipy_cblas_sgemm" if dtype is DType.f32 else "scipy_cblas_dgemm",
+                min_work=GEMM_PARALLEL_MIN_WORK)
+    module_helper(kc, name, kc.render("gemm_parallel.c.j2", onednn=False, **args))
+    if not onednn:
+        return name
+    kc.require("onednn")
+    kc.module.add_global(kc.render("onednn_threads.c.j2"))
+    module_helper(kc, name + "_dnnl", kc.render("gemm_parallel.c.j2", onednn=True,
+                                                dnnl_min_work=gemm_min_work(), **args))
+    return name + "_dnnl"
 
 
 def emit_matmul(kc: CKernelContext) -> str:
@@ -113,10 +125,12 @@ def emit_matmul(kc: CKernelContext) -> str:
     if blas:
         kc.require("blas")
         _blas_fits(kc, [rows, n, k_a, a.dim(-1), b.dim(-1)])
-    fn = f"flowc_matmul_{a.dtype.ir_name}_{'t' if ta else 'n'}{'t' if tb else 'n'}"
+    routines = blas_routines(kc, a.dtype, [rows, n, k_a] if blas else None)
+    fn = (f"flowc_matmul_{a.dtype.ir_name}_{'t' if ta else 'n'}{'t' if tb else 'n'}"
+          + ("_dnnl" if routines.get("onednn") else ""))
     module_helper(kc, fn, kc.render(
         "matmul.c.j2", part="helper", fn=fn, ta=ta, tb=tb, blas=blas,
-        **blas_routines(kc, a.dtype), utype=_UNSIGNED.get(a.dtype, "")))
+        **routines, utype=_UNSIGNED.get(a.dtype, "")))
     loops = [] if fold else batch
     return (kc.render("matmul.c.j2", part="body", fn=fn, m=rows, n=n, k=k_a,
                                   lda=a.dim(-1), ldb=b.dim(-1), batch=loops,

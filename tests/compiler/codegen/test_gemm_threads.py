@@ -1,7 +1,8 @@
 """With FLOWC_NUM_THREADS > 1 a large gemm is cut into blocks of rows (or of columns, when it
 has more) over flowc's OpenMP threads, OpenBLAS on one thread (``gemm_parallel.c.j2``). Every
 split, with every transpose, in MatMul, the bias-add and SGD-update gemms and a convolution,
-equals the interpreter; one thread and two give the same results."""
+equals the interpreter; one thread and two give the same results. (FLOWC_GEMM_ENGINE=blas
+here: where oneDNN is installed its sgemm takes these products, test_gemm_onednn.py.)"""
 import itertools
 
 import numpy as np
@@ -13,6 +14,11 @@ from oracle import check_against_interpreter, train_per_thread_count
 # m * n * k at least 2^20 (cut) with more rows, more columns, an odd split; and one below.
 SHAPES = [(301, 65, 70), (65, 301, 70), (257, 257, 17), (20, 30, 40)]
 TOL = dict(rtol=2e-5, atol=2e-5)
+
+
+@pytest.fixture(autouse=True)
+def _openblas_gemms(monkeypatch):
+    monkeypatch.setenv("FLOWC_GEMM_ENGINE", "blas")
 
 
 @pytest.mark.parametrize("threads", ["2", "3"])

@@ -228,3 +228,36 @@ def test_fused_batch_norm_nchw_runs_in_nhwc_and_folds(graph, rng):
     assert "FusedBatchNormV3" not in ops and ops.count("Transpose") == 2
     check_against_interpreter(graph, [y], {x: rng.standard_normal((2, 2, 6, 6)).astype(
         np.float32)}, options=DEFAULT, **TOL)
+
+
+def test_zero_pads_fold_into_the_convolutions_after_them(graph, rng):
+    """Keras' ZeroPadding2D + VALID strided convolution (Conv2D and depthwise, asymmetric and
+    added to explicit pads) loses its Pad; a Pad of the channels, a Pad read twice
+    and one before a SAME convolution stay. All equal the interpreter."""
+    x = fl.placeholder(fl.float32, [2, 13, 12, 4], name="x")
+
+    def f(*shape):
+        return fl.constant(rng.standard_normal(shape).astype(np.float32))
+    folded = {
+        "conv": fl.nn.conv2d(fl.pad(x, [[0, 0], [0, 1], [0, 1], [0, 0]]), f(3, 3, 4, 8),
+                             [1, 2, 2, 1], "VALID"),
+        "depthwise": fl.nn.depthwise_conv2d_native(
+            fl.pad(x, [[0, 0], [1, 1], [2, 0], [0, 0]]), f(3, 3, 4, 2), [1, 2, 2, 1], "VALID"),
+        "explicit": fl.nn.conv2d(fl.pad(x, [[0, 0], [1, 0], [0, 2], [0, 0]]), f(3, 3, 4, 8),
+                                 [1, 1, 1, 1], [[0, 0], [1, 1], [0, 1], [0, 0]]),
+    }
+    shared = fl.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]])
+    kept = {
+        "channels": fl.nn.conv2d(fl.pad(x, [[0, 0], [1, 1], [1, 1], [0, 4]]), f(3, 3, 8, 8),
+                                 [1, 1, 1, 1], "VALID"),
+        "shared": (fl.nn.conv2d(shared, f(3, 3, 4, 8), [1, 1, 1, 1], "VALID")
+                   + shared[:, :13, :12, :1]),
+        "same": fl.nn.conv2d(fl.pad(x, [[0, 0], [2, 2], [1, 1], [0, 0]]), f(3, 3, 4, 8),
+                             [1, 1, 1, 1], "SAME"),
+    }
+    ops = _ops(graph, list(folded.values()), [x])
+    assert "Pad" not in ops
+    ops = _ops(graph, list(kept.values()), [x])
+    assert ops.count("Pad") == len(kept)
+    check_against_interpreter(graph, {**folded, **kept},
+                              {x: rng.standard_normal((2, 13, 12, 4)).astype(np.float32)}, **TOL)
