@@ -65,7 +65,7 @@ class RandomGraph:
     def _operand(self, shape_ok=None):
         """A result from the pool (the later ones more likely) whose shape ``shape_ok``
         accepts, or None."""
-        candidates = [t for t in self.pool if shape_ok is None or shape_ok(tuple(t.shape))]
+        candidates = [t for t in self.pool if shape_ok is None or shape_ok(tuple(t.shape.as_list()))]
         if not candidates:
             return None
         weights = np.arange(1, len(candidates) + 1, dtype=np.float64)
@@ -97,7 +97,7 @@ class RandomGraph:
     def binary(self, a):
         names = FLOAT_BINARY if self.dtype.is_floating else INT_BINARY
         name = str(self.rng.choice(names))
-        shape = tuple(a.shape)
+        shape = tuple(a.shape.as_list())
         b = None
         if self.rng.random() < 0.4:
             b = self._operand(lambda s: _broadcasts(s, shape))
@@ -109,7 +109,7 @@ class RandomGraph:
         return name, getattr(fl, name)(a, b)
 
     def matmul(self, a):
-        shape = tuple(a.shape)
+        shape = tuple(a.shape.as_list())
         if len(shape) != 2:
             size = int(np.prod(shape))
             last = shape[-1] if shape else 1
@@ -155,7 +155,7 @@ class RandomGraph:
         return f"transpose({perm})", fl.transpose(a, perm)
 
     def concat(self, a):
-        shape = tuple(a.shape)
+        shape = tuple(a.shape.as_list())
         if not shape:
             return None
         axis = int(self.rng.integers(len(shape)))
@@ -174,7 +174,7 @@ class RandomGraph:
         return f"concat(axis={axis}, n={len(parts)})", fl.concat(parts, axis)
 
     def slice(self, a):
-        shape = tuple(a.shape)
+        shape = tuple(a.shape.as_list())
         begin, size = [], []
         for d in shape:
             b = int(self.rng.integers(0, d + 1))
@@ -183,7 +183,7 @@ class RandomGraph:
         return f"slice({begin}, {size})", fl.slice(a, begin, size)
 
     def strided_slice(self, a):
-        shape = tuple(a.shape)
+        shape = tuple(a.shape.as_list())
         if not shape:
             return None
         begin, end, strides = [], [], []
@@ -210,7 +210,7 @@ class RandomGraph:
                                       end_mask=end_mask, shrink_axis_mask=shrink)
 
     def gather(self, a):
-        shape = tuple(a.shape)
+        shape = tuple(a.shape.as_list())
         axes = [k for k, d in enumerate(shape) if d > 0]
         if not axes:
             return None
@@ -236,9 +236,9 @@ class RandomGraph:
             if made is None:
                 continue
             what, t = made
-            assert all(isinstance(d, int) for d in t.shape), (what, t.shape)
+            assert all(isinstance(d, int) for d in t.shape.as_list()), (what, t.shape)
             self._use(a)
-            self.ops.append(f"{t.op.name} = {what} of {a.op.name}{list(a.shape)}")
+            self.ops.append(f"{t.op.name} = {what} of {a.op.name}{a.shape.as_list()}")
             self.pool.append(t)
         return self
 

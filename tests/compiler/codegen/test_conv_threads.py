@@ -30,7 +30,7 @@ def _layer_gradients(rng, i, xs, fs, stride, dilation, padding):
     f = fl.Variable(rng.standard_normal(fs).astype(np.float32) * 0.2, name=f"f{i}")
     b = fl.Variable(rng.standard_normal(fs[3]).astype(np.float32), name=f"b{i}")
     y = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(x, f, stride, padding, dilations=dilation), b))
-    loss = fl.reduce_sum(y * fl.constant(rng.standard_normal(tuple(y.shape)).astype(np.float32)))
+    loss = fl.reduce_sum(y * fl.constant(rng.standard_normal(tuple(y.shape.as_list())).astype(np.float32)))
     dx, df, db = fl.gradients(loss, [x, f, b])
     return {f"y{i}": y, f"dx{i}": dx, f"df{i}": df, f"db{i}": db}
 
@@ -89,7 +89,7 @@ def test_cut_poolings_and_their_gradients_match_the_interpreter(graph, rng, monk
         for kind, pool in (("max", fl.nn.max_pool), ("avg", fl.nn.avg_pool)):
             h = fl.nn.relu(x) if kind == "max" else x            # max: the ReLU-masked gradient
             y = pool(h, [1, k, k, 1], [1, s, s, 1], padding)
-            r = fl.constant(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+            r = fl.constant(rng.standard_normal(tuple(y.shape.as_list())).astype(np.float32))
             fetches[f"{kind}{i}"] = y
             fetches[f"d{kind}{i}"] = fl.gradients(fl.reduce_sum(y * r), [x])[0]
     check_against_interpreter(graph, fetches, {}, **TOL)

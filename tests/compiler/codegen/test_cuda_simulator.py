@@ -38,7 +38,7 @@ def _feed_values(feeds, rng, batch=6):
     positive (they divide), labels index every table the cases gather from."""
     values = {}
     for p in feeds:
-        shape = tuple(batch if d is None else d for d in p.shape)
+        shape = tuple(batch if d is None else d for d in p.shape.as_list())
         if p.op.name == "labels":
             values[p] = rng.integers(0, 4, shape).astype(np.int32)
         elif p.op.name == "i2x3":                       # partitions into 3, repeated indices

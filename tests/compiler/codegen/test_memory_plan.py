@@ -96,7 +96,7 @@ def random_graph(seed: int):
         pool = [a, b]
         for _ in range(int(rng.integers(12, 22))):
             x = pool[int(rng.integers(len(pool)))]
-            same = [t for t in pool if tuple(t.shape) == tuple(x.shape)]
+            same = [t for t in pool if t.shape == x.shape]
             y = same[int(rng.integers(len(same)))]
             rows, cols = x.shape
             kind = int(rng.integers(9))

@@ -19,7 +19,7 @@ def test_known_elements_survive_slices_and_concatenation(graph, rng):
         "fill": (fl.zeros(fl.concat([shape[1:], [2]], 0)), (4, 6, 2)),
     }
     for name, (t, want) in cases.items():
-        assert tuple(t.shape) == want, name
+        assert t.shape == want, name
     feed = {x: rng.standard_normal((3, 4, 6)).astype(np.float32)}
     check_against_interpreter(graph, {k: v for k, (v, _) in cases.items()}, feed)
 
@@ -28,6 +28,6 @@ def test_an_unknown_piece_leaves_its_elements_unknown(graph):
     x = fl.placeholder(fl.float32, [None, 4], name="x")
     n = fl.placeholder(fl.int32, [2], name="n")
     y = fl.reshape(x, fl.concat([n, [2]], 0))
-    assert tuple(y.shape) == (None, None, 2)
+    assert y.shape == (None, None, 2)
     z = fl.reshape(x, fl.concat([fl.shape(x)[1:] * 2, [-1]], 0))   # a product: not followed
-    assert tuple(z.shape) == (None, None)
+    assert z.shape == (None, None)
