@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -37,6 +38,7 @@ from compiler.passes.partition import device_label, split_by_device
 from runtime.artifact import FORMAT, FORMAT_VERSION, sha256_file, write_manifest
 from runtime.errors import FeedError
 from runtime.module import ABI_VERSION, TensorSpec
+from runtime.verified_files import VerificationRecord
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -171,7 +173,8 @@ def _is_gpu(device: str) -> bool:
 def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                    instrumentation: Instrumentation = Instrumentation(),
                    cuda_arch: Union[None, str, Dict[str, str]] = None,
-                   replace: bool = True, sign_key: Union[None, bytes, str] = None) -> str:
+                   replace: bool = True, sign_key: Union[None, bytes, str] = None,
+                   verified: Optional[VerificationRecord] = None) -> str:
     """Emit C for each device of the optimized step graph, build it, and write an artifact.
 
     The artifact is built in a temporary folder beside ``out_dir`` and moved there whole.
@@ -189,6 +192,9 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     Every file written is listed with its SHA-256 in the manifest (the big constants' ``.bin``
     blobs too); ``sign_key`` (bytes or a key file) adds an HMAC-SHA256 signature of the
     manifest (``runtime/signing.py``), which ``load_artifact(path, verify_key=...)`` checks.
+    Each file is hashed once, from the bytes written (the shared object when it entered the
+    build cache); ``verified`` (the compile cache's record, ``runtime/verified_files.py``)
+    notes them as written, so loading the artifact does not hash them again.
     """
     feed_specs, fetch_specs = step_specs(step)
     if not any(n.assigned_device for n in step.graph):
@@ -223,9 +229,13 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     # Each device's module is compiled at the same time, and a large one as several units at
     # once: the modules share the compiler processes (``FLOWC_CC_JOBS``, one per core).
     jobs = max(1, cc_jobs() // max(1, len(modules)))
+    # every big constant's bytes hashed once: for the module's cache key and the manifest
+    digests = {m[0]: {fname: hashlib.sha256(data).hexdigest()
+                      for fname, data in getattr(m[4], "blobs", {}).items()} for m in modules}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(len(modules), os.cpu_count() or 1))) \
             as pool:
-        builds = list(pool.map(lambda m: _build_module(m[0], m[4], cuda_arch, jobs), modules))
+        builds = list(pool.map(lambda m: _build_module(m[0], m[4], cuda_arch, jobs,
+                                                       digests[m[0]]), modules))
     modules = [m + (b,) for m, b in zip(modules, builds)]
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
@@ -233,9 +243,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     try:
         files = {}
         devices = []
-        with open(os.path.join(tmp, "graph.ir"), "w") as f:
-            f.write(print_graph(step.graph))
-        files["graph.ir"] = sha256_file(os.path.join(tmp, "graph.ir"))
+        files["graph.ir"] = _write_hashed(os.path.join(tmp, "graph.ir"),
+                                          print_graph(step.graph).encode())
         for device, g, feeds, retvals, emitted, built in modules:
             label = device_label(device)
             if _is_gpu(device):
@@ -253,15 +262,14 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                     **emitted.instrumentation})
                 devices.append(entry)
                 continue
-            with open(os.path.join(tmp, f"{label}.c"), "w") as f:
-                f.write(emitted.source)
-            blobs = sorted(getattr(emitted, "blobs", {}).items())
-            for fname, data in blobs:                                   # what .incbin reads
+            files[f"{label}.c"] = _write_hashed(os.path.join(tmp, f"{label}.c"),
+                                                emitted.source.encode())
+            for fname, data in sorted(getattr(emitted, "blobs", {}).items()):  # what .incbin reads
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(data)
+                files[fname] = digests[device][fname]
             shutil.copyfile(built.path, os.path.join(tmp, f"{label}.so"))
-            for fname in [f"{label}.c", f"{label}.so"] + [name for name, _ in blobs]:
-                files[fname] = sha256_file(os.path.join(tmp, fname))
+            files[f"{label}.so"] = built.sha256 or sha256_file(os.path.join(tmp, f"{label}.so"))
             devices.append({
                 "device": device, "kind": "cpu", "module": f"{label}.so", "source": f"{label}.c",
                 "features": sorted(emitted.features),
@@ -283,17 +291,40 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
             "compiler": compiler_identity(compiler_command()).splitlines()[0],
         }
         write_manifest(tmp, manifest, sign_key=sign_key)
-        _install(tmp, out_dir, replace)
+        installed = _install(tmp, out_dir, replace)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if installed and verified is not None:
+        _record_written(verified, out_dir, files)
     return out_dir
 
 
-def _install(tmp: str, out_dir: str, replace: bool) -> None:
-    """Move the finished artifact ``tmp`` to ``out_dir``. Two processes that compile the same
-    step into the cache race here: the one that finds the other's artifact in place (the
-    rename fails on a folder that is not empty) keeps it and drops its own copy."""
+def _write_hashed(path: str, data: bytes) -> str:
+    """Write ``data`` to ``path``; its SHA-256 (hex)."""
+    with open(path, "wb") as f:
+        f.write(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _record_written(verified: VerificationRecord, out_dir: str, files: Dict[str, str]) -> None:
+    """Note in ``verified`` the files just written to ``out_dir`` with the hashes of the bytes
+    written (a file that is not there as a regular file is left to the load's check)."""
+    for name, digest in files.items():
+        try:
+            st = os.lstat(os.path.join(out_dir, name))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            verified.note(name, st, digest)
+    verified.save()
+
+
+def _install(tmp: str, out_dir: str, replace: bool) -> bool:
+    """Move the finished artifact ``tmp`` to ``out_dir``; whether it is the one installed.
+    Two processes that compile the same step into the cache race here: the one that finds
+    the other's artifact in place (the rename fails on a folder that is not empty) keeps it
+    and drops its own copy."""
     if replace and os.path.isdir(out_dir):
         shutil.rmtree(out_dir)
     try:
@@ -302,17 +333,20 @@ def _install(tmp: str, out_dir: str, replace: bool) -> None:
         if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not os.path.isdir(out_dir):
             raise
         shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    return True
 
 
 def _build_module(device: str, emitted, cuda_arch: Union[None, str, Dict[str, str]],
-                  jobs: int = 1):
+                  jobs: int = 1, blob_digests: Optional[Dict[str, str]] = None):
     if _is_gpu(device):
         from compiler.codegen.cuda_build import build_cuda_module
         arch = cuda_arch.get(device) if isinstance(cuda_arch, dict) else cuda_arch
         return build_cuda_module(emitted.source, arch, name=device_label(device))
     return build_shared_object(emitted.source, sorted(emitted.features),
                                blobs=getattr(emitted, "blobs", None),
-                               layout=getattr(emitted, "layout", None), jobs=jobs)
+                               layout=getattr(emitted, "layout", None), jobs=jobs,
+                               blob_digests=blob_digests)
 
 
 @functools.lru_cache(maxsize=1)
