@@ -243,8 +243,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     try:
         files = {}
         devices = []
-        files["graph.ir"] = _write_hashed(os.path.join(tmp, "graph.ir"),
-                                          print_graph(step.graph).encode())
+        files["graph.ir"] = _write_hashed(os.path.join(tmp, "graph.ir"), print_graph(
+            step.graph, constant_files=_constant_files(step.graph, modules, digests)).encode())
         for device, g, feeds, retvals, emitted, built in modules:
             label = device_label(device)
             if _is_gpu(device):
@@ -298,6 +298,19 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     if installed and verified is not None:
         _record_written(verified, out_dir, files)
     return out_dir
+
+
+def _constant_files(graph: Graph, modules: list, digests: Dict[str, Dict[str, str]]) -> dict:
+    """Node name -> (blob file, SHA-256) of each constant of ``graph`` whose bytes a CPU
+    module's ``.incbin`` blob holds: the artifact's IR names that file instead of printing
+    the bytes a second time (``flowc ir`` and the parser read them from it)."""
+    out = {}
+    for device, _, _, _, emitted, *_ in modules:
+        for name, (file, value) in getattr(emitted, "blob_of", {}).items():
+            node = graph.get(name)
+            if node is not None and node.attrs.get("value") is value:
+                out[name] = (file, digests[device][file])
+    return out
 
 
 def _write_hashed(path: str, data: bytes) -> str:
@@ -404,22 +417,43 @@ def source_key(step: StepGraph, options: PipelineOptions,
     return h.hexdigest()
 
 
+# Constants of at least this many bytes in all are hashed by two threads at once (hashlib
+# lets go of the GIL): a cached ResNet-18's start is mostly the hash of its 46 MB of weights.
+PARALLEL_DIGEST_BYTES = 4 << 20
+
+
 def graph_digest(graph: Graph) -> bytes:
-    """SHA-256 of a graph's IR text, its big constants hashed as bytes rather than printed
-    (the text of a ResNet's 46 MB of weights took longer to make than its C took to compile;
-    the start of a cached step hashes the graph too)."""
+    """SHA-256 of a graph's IR text with, in place of each big constant's text, the SHA-256
+    of its bytes (the text of a ResNet's 46 MB of weights took longer to make than its C took
+    to compile; the start of a cached step hashes the graph too)."""
     h = hashlib.sha256(f"graph @{graph.name}\n".encode())
+    arrays: List[np.ndarray] = []
+    pieces: List[Union[bytes, int]] = []        # text, or the index of an array's digest
     for n in graph:
         big = sorted(k for k, v in n.attrs.items()
                      if isinstance(v, np.ndarray) and v.size > INLINE_ELEMENTS
                      and v.dtype.kind != "O")
         lhs, rhs, trailer = node_text(n, hide_attrs=big)
-        h.update(f"{lhs} = {rhs}{trailer}\n".encode())
+        pieces.append(f"{lhs} = {rhs}{trailer}\n".encode())
         for k in big:
             v = np.ascontiguousarray(n.attrs[k])
-            h.update(f"{k}={v.dtype.str}{list(v.shape)}\0".encode())
-            h.update(memoryview(v).cast("B"))
+            pieces.append(f"{k}={v.dtype.str}{list(v.shape)}\0".encode())
+            pieces.append(len(arrays))
+            arrays.append(v)
+    digests = _array_digests(arrays)
+    for piece in pieces:
+        h.update(digests[piece] if type(piece) is int else piece)
     return h.digest()
+
+
+def _array_digests(arrays: Sequence[np.ndarray]) -> List[bytes]:
+    """The SHA-256 of each array's bytes; two threads at once where they are big."""
+    def digest(v: np.ndarray) -> bytes:
+        return hashlib.sha256(memoryview(v).cast("B")).digest()
+    if sum(v.nbytes for v in arrays) < PARALLEL_DIGEST_BYTES or (os.cpu_count() or 1) < 2:
+        return [digest(v) for v in arrays]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        return list(pool.map(digest, arrays))
 
 
 def _source_index(cache_dir: str, source: str) -> str:
