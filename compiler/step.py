@@ -229,8 +229,10 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     # Each device's module is compiled at the same time, and a large one as several units at
     # once: the modules share the compiler processes (``FLOWC_CC_JOBS``, one per core).
     jobs = max(1, cc_jobs() // max(1, len(modules)))
-    # every big constant's bytes hashed once: for the module's cache key and the manifest
-    digests = {m[0]: {fname: hashlib.sha256(data).hexdigest()
+    # every big constant's bytes hashed once (by the emitter): for the module's cache key,
+    # the manifest and the IR
+    digests = {m[0]: {fname: getattr(m[4], "blob_digests", {}).get(fname)
+                      or hashlib.sha256(data).hexdigest()
                       for fname, data in getattr(m[4], "blobs", {}).items()} for m in modules}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(len(modules), os.cpu_count() or 1))) \
             as pool:
@@ -449,7 +451,7 @@ def graph_digest(graph: Graph) -> bytes:
 def _array_digests(arrays: Sequence[np.ndarray]) -> List[bytes]:
     """The SHA-256 of each array's bytes; two threads at once where they are big."""
     def digest(v: np.ndarray) -> bytes:
-        return hashlib.sha256(memoryview(v).cast("B")).digest()
+        return hashlib.sha256(v.reshape(-1).view(np.uint8)).digest()
     if sum(v.nbytes for v in arrays) < PARALLEL_DIGEST_BYTES or (os.cpu_count() or 1) < 2:
         return [digest(v) for v in arrays]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:

@@ -68,10 +68,11 @@ def parse_file_data(text: str):
     return name, digest[:-1]
 
 
-def format_elided_tensor(arr: np.ndarray) -> str:
-    """A large constant for people, not for the parser: its type, size and a short digest."""
+def format_elided_tensor(arr: np.ndarray, sha256: Optional[str] = None) -> str:
+    """A large constant for people, not for the parser: its type, size and a short digest
+    (of its bytes; ``sha256`` where the caller has it already)."""
     dt = DType.from_numpy(arr.dtype)
-    digest = hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()[:12]
+    digest = (sha256 or hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest())[:12]
     return f"tensor<{dt.ir_name}{shape_str(arr.shape)}>{{elided {arr.nbytes} bytes, sha256 {digest}}}"
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from typing import Collection, Iterable, Mapping, Optional, Tuple
 
-from compiler.ir.attr_text import attrs_equal, format_attr, format_device, format_file_tensor
+from compiler.ir.attr_text import (attrs_equal, format_attr, format_device, format_elided_tensor,
+                                   format_file_tensor)
 from compiler.ir.graph import Graph, Node
 from compiler.ir.op_registry import has_op, get_op
 
@@ -16,8 +17,9 @@ def _attr_items(node: Node, elide: bool = False, hide: Collection[str] = (),
         if k in hide:
             continue
         v = node.attrs[k]
-        if value_file is not None and k == "value" and not elide:
-            yield k, format_file_tensor(v, *value_file)
+        if value_file is not None and k == "value":
+            yield k, (format_elided_tensor(v, value_file[1]) if elide
+                      else format_file_tensor(v, *value_file))
             continue
         a = op.attrs.get(k) if op else None
         if a is not None and a.has_default and attrs_equal(a.default, v):
