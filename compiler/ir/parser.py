@@ -498,6 +498,9 @@ def _constant_file(folder: Optional[str], name: str, digest: str, ttype: TensorT
         raise ValueError(f"cannot read the constant's file {path}: {e.strerror or e}") from None
     finally:
         os.close(fd)
+    if len(data) != size:
+        raise ValueError(f"the constant's file {path} holds {len(data) if len(data) <= size else 'more than ' + str(size)} "
+                         f"bytes; {ttype} needs {size}")
     if hashlib.sha256(data).hexdigest() != digest:
         raise ValueError(f"the constant's file {path} does not have the SHA-256 the IR names "
                          "(it was modified or replaced)")
