@@ -112,7 +112,8 @@ def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch 
         instrumentation = dataclasses.replace(instrumentation, profile=True)
     archs = gpu_archs_tag(cuda_arch)
     cache = artifact_cache_dir()
-    source = source_key(step, effective, instrumentation, archs)
+    with gc_paused():               # the key's text of every node: short-lived, no cycles
+        source = source_key(step, effective, instrumentation, archs)
     key = cached_step_key(cache, source)
     artifact = load_cached(artifact_path(key), load) if key else None
     if artifact is None:
