@@ -117,9 +117,10 @@ def new_process_seconds(model: str, folder: str) -> float:
     root = os.path.dirname(os.path.dirname(os.path.abspath(dsl.__file__)))    # this flowc
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-run", model,
-                          folder], capture_output=True, text=True, check=True, cwd=here,
-                         env=env)
+    # (in this process's folder: nodes' source locations, which the cache key covers, are
+    # written relative to it)
+    out = subprocess.run([sys.executable, os.path.join(here, "bench_compile.py"), "--first-run",
+                          model, folder], capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.splitlines()[-1])
 
 
