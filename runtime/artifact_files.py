@@ -32,7 +32,7 @@ from typing import Iterator, Optional, Tuple
 from runtime.elf import ElfError, exported_symbols
 from runtime.errors import ArtifactError
 from runtime.manifest import MANIFEST, plain_file_name_problem
-from runtime.verified_files import VerificationRecord
+from runtime.verified_files import VerificationRecord, identity
 
 # What every flowc module exports (runtime/csrc/flowc_rt.h); the runtime calls each of them.
 MODULE_SYMBOLS = ("flowc_abi_version", "flowc_entry", "flowc_free")
@@ -62,10 +62,13 @@ class ArtifactFolder:
         return self.verified is not None and \
             self.verified.trusted(name, os.fstat(fd), self.files[name])
 
-    def _note(self, fd: int, name: str) -> None:
-        """File ``name`` (open as ``fd``) was just found to have its manifest hash."""
+    def _note(self, fd: int, name: str, before: os.stat_result) -> None:
+        """File ``name`` (open as ``fd``, ``before`` its ``fstat`` before it was read) was
+        just found to have its manifest hash; not noted if it changed while it was read."""
         if self.verified is not None:
-            self.verified.note(name, os.fstat(fd), self.files[name])
+            after = os.fstat(fd)
+            if identity(after) == identity(before):
+                self.verified.note(name, after, self.files[name])
 
     def _open(self, name: str) -> Tuple[int, str]:
         """(an open descriptor of file ``name``, its path); one of the manifest's files, a
@@ -90,6 +93,7 @@ class ArtifactFolder:
         return fd, fpath
 
     def _read_checked(self, fd: int, fpath: str, name: str) -> bytes:
+        before = os.fstat(fd)
         trusted = self._trusted(fd, name)
         chunks = []
         with open(fd, "rb", closefd=False) as f:
@@ -99,7 +103,7 @@ class ArtifactFolder:
         data = b"".join(chunks)
         if not trusted:
             self._check_hash(hashlib.sha256(data).hexdigest(), fpath, name)
-            self._note(fd, name)
+            self._note(fd, name, before)
         return data
 
     def _check_hash(self, actual: str, fpath: str, name: str) -> None:
@@ -117,12 +121,13 @@ class ArtifactFolder:
             try:
                 if self._trusted(fd, name):
                     continue
+                before = os.fstat(fd)
                 h = hashlib.sha256()
                 with open(fd, "rb", closefd=False) as f:
                     for chunk in iter(lambda: f.read(1 << 20), b""):
                         h.update(chunk)
                 self._check_hash(h.hexdigest(), fpath, name)
-                self._note(fd, name)
+                self._note(fd, name, before)
             finally:
                 os.close(fd)
         if self.verified is not None:

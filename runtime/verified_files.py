@@ -11,6 +11,12 @@ its check has another identity and is hashed again (and refused when it no longe
 Timestamps tick coarsely (a few milliseconds), so a change made in the tick the record was
 written could keep a file's identity: an entry counts only when the file's ctime is older
 than the record file's own mtime (git's "racily clean" rule); a younger one is hashed again.
+A file whose identity changed while it was being hashed is not recorded.
+
+What it guards is what the manifest's hashes guard: accidental damage and a file changed
+afterwards (by the user, a tool, a half-finished copy). Whoever can write the cache folder can
+write its records as they can recompute an unsigned manifest's hashes; a signature is what
+stands against them, and a signed load does not use records.
 
 Only the compile cache keeps records (``compiler/master.py``, beside each cached artifact,
 where only the cache's owner writes): an artifact from elsewhere (``flowc run``,

@@ -16,6 +16,7 @@ from compiler.master import artifact_path, compile_step, verification_record
 from compiler.options import PipelineOptions
 from compiler.step import make_step_graph, optimize, write_artifact
 from runtime import ArtifactError, load_artifact
+from runtime.artifact import verify_artifact
 from runtime.artifact_files import ArtifactFolder
 from runtime.verified_files import VerificationRecord
 
@@ -186,3 +187,24 @@ def test_the_compile_cache_starts_without_hashing_and_rebuilds_a_tampered_entry(
     assert "does not load" in caplog.text and "cpu_0.so" in caplog.text
     assert rebuilt.path == artifact_path(os.path.basename(path))
     np.testing.assert_allclose(rebuilt.run({"x": FEED})[0], FEED @ TABLE, rtol=1e-5)
+
+
+def test_a_file_that_changes_while_it_is_hashed_is_not_recorded(art, monkeypatch, hashes):
+    os.remove(art + ".verified")
+    real = ArtifactFolder._check_hash
+    so = os.path.join(art, "cpu_0.so")
+
+    touched = []
+
+    def touch_while_hashing(self, actual, fpath, name):
+        if name == "cpu_0.so" and not touched:     # the first check (verify_all's)
+            touched.append(name)
+            time.sleep(0.01)
+            os.utime(so)                      # a new mtime and ctime: another version
+        return real(self, actual, fpath, name)
+    monkeypatch.setattr(ArtifactFolder, "_check_hash", touch_while_hashing)
+    verify_artifact(art, verified=_record(art))          # hashes each file once
+    monkeypatch.setattr(ArtifactFolder, "_check_hash", real)     # (the ``hashes`` spy)
+    hashes.clear()
+    verify_artifact(art, verified=_record(art))
+    assert hashes == ["cpu_0.so"]
