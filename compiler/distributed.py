@@ -20,6 +20,7 @@ import hashlib
 import json
 import random
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -38,7 +39,8 @@ from compiler.passes.place import variables_without_gpu_kernels
 from compiler.step import StepGraph, make_step_graph, optimize, toolchain_fingerprint
 from runtime.artifact import load_artifact
 from runtime.cluster import ClusterSpec, task_device, task_of_device
-from runtime.errors import AbortedError, FeedError, FlowcError, PeerUnavailableError
+from runtime.errors import (AbortedError, DeadlineExceededError, FeedError, FlowcError,
+                            PeerUnavailableError)
 from runtime.feeds import FeedCheck
 from runtime.module import TensorSpec
 from runtime.transport import (CONTROL_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES,
@@ -48,6 +50,9 @@ from runtime.transport import (CONTROL_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES,
 DEFAULT_STEP_TIMEOUT_S = 300.0          # a step without RunOptions(timeout_in_ms=...)
 REGISTER_TIMEOUT_S = 600.0              # building a partition runs the C compiler
 RPC_SLACK_S = 5.0                       # the RPC outlives the step's own deadline by this
+DEADLINE_GRACE_S = 0.5                  # the master waits this past a step's deadline for the
+                                        # tasks' own errors before it names the silent ones
+ABORT_WAIT_S = 1.0                      # how long aborted tasks have to answer
 
 
 # --- the task side -----------------------------------------------------------------------------
@@ -329,27 +334,56 @@ class Master:
         calls = []
 
         def finished(f):
+            try:
+                bad = f.exception() is not None
+            except Exception:                    # noqa: BLE001  (cancelled: it did not answer)
+                bad = True
             with done:
                 state["left"] -= 1
-                if f.exception() is not None:
+                if bad:
                     state["failed"] = True
                 done.notify_all()
 
+        started = time.monotonic()
         for p in step.partitions:
             client = self._client((p.job, p.task))
             f = client.future("RunStep", dict(header, key=p.key, feeds=p.feeds),
                               [arrays[i] for i in p.feed_index], timeout=limit_s + RPC_SLACK_S)
             calls.append((p, client, f))
             f.add_done_callback(finished)
+        # Until every task answered, one failed, or the deadline passed (and a moment more, for
+        # the tasks' own deadline errors, which name the peer they waited for, to come in).
         with done:
             done.wait_for(lambda: state["left"] == 0 or state["failed"],
-                          timeout=limit_s + 2 * RPC_SLACK_S)
+                          timeout=limit_s + DEADLINE_GRACE_S)
             failed = state["failed"]
-        if failed:
+            left = state["left"]
+        silent: List[Tuple[TaskPartition, TaskClient]] = []
+        if failed or left:
+            # The others are told to stop; those that still do not answer (a task cut off by
+            # the network, or hung) are named now, not when gRPC or TCP give up on them.
             self._abort(step_id, [c for p, c, f in calls if not f.done()])
+            with done:
+                done.wait_for(lambda: state["left"] == 0, timeout=ABORT_WAIT_S)
+            for p, c, f in calls:
+                if not f.done():
+                    f.cancel()
+                    silent.append((p, c))
+        past_deadline = time.monotonic() - started >= limit_s
         results: List[object] = [None] * len(step.fetches)
         errors: List[FlowcError] = []
+        for p, c in silent:
+            where = f"{p.name} at {c.address}"
+            if past_deadline:
+                errors.append(DeadlineExceededError(
+                    f"{where} did not answer RunStep within the step's deadline "
+                    f"({limit_s:g} s): it is unreachable (a network partition?) or hung"))
+            else:
+                errors.append(AbortedError(f"{where} did not answer after the step was "
+                                           "aborted"))
         for p, client, f in calls:
+            if any(p is q for q, _ in silent):
+                continue
             try:
                 header, tensors = client.result(f, "RunStep")
             except FlowcError as e:
@@ -366,12 +400,10 @@ class Master:
         return results
 
     def _abort(self, step_id: int, clients: List[TaskClient]) -> None:
-        futures = [c.future("AbortStep", {"step_id": step_id}, timeout=2.0) for c in clients]
-        for f in futures:
-            try:
-                f.result()
-            except Exception:                    # noqa: BLE001  (best effort: it may be dead)
-                pass
+        """``AbortStep`` to each of ``clients``, not waiting for their answers (best effort: a
+        task may be dead or cut off); an aborted task's ``RunStep`` answers soon after."""
+        for c in clients:
+            c.future("AbortStep", {"step_id": step_id}, timeout=ABORT_WAIT_S)
 
 
 def _first_cause(errors: List[FlowcError]) -> FlowcError:

@@ -496,7 +496,7 @@ def graph_digest(graph: Graph) -> bytes:
 def _array_digests(arrays: Sequence[np.ndarray]) -> List[bytes]:
     """The SHA-256 of each array's bytes; two threads at once where they are big."""
     def digest(v: np.ndarray) -> bytes:
-        return hashlib.sha256(v.reshape(-1).view(np.uint8)).digest()
+        return hashlib.sha256(v.reshape(-1).view(np.uint8)).digest()   # any dtype, bf16 too
     if sum(v.nbytes for v in arrays) < PARALLEL_DIGEST_BYTES or (os.cpu_count() or 1) < 2:
         return [digest(v) for v in arrays]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:

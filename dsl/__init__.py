@@ -10,6 +10,8 @@ from compiler.ir.op_registry import register_op
 from dsl.context import (Graph, colocate_with, control_dependencies, device, get_default_graph,
                          name_scope, reset_default_graph)
 from dsl.tensor import Operation, Tensor
+from dsl.tensor_shape import (Dimension, TensorShape, dimension_at_index, dimension_value,
+                              unknown_shape)
 from dsl.ops import (apply_op, constant, convert_to_tensor, placeholder, placeholder_with_default,
                      raw_ops)
 from dsl.math_ops import *  # noqa: F401,F403
@@ -18,6 +20,7 @@ from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
 from dsl.indexing_ops import *  # noqa: F401,F403
+from dsl.masking_ops import *  # noqa: F401,F403
 from dsl.random_ops import *  # noqa: F401,F403
 from dsl.gradients import *  # noqa: F401,F403
 from dsl.control_ops import *  # noqa: F401,F403
@@ -28,6 +31,8 @@ from dsl.variables import *  # noqa: F401,F403
 from dsl.variable_scope import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl.clip_ops import *  # noqa: F401,F403
+from dsl.logging_ops import Print
+from dsl.template import make_template
 from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator
 from dsl import nn
@@ -35,14 +40,19 @@ from dsl import layers
 from dsl import losses
 from dsl import metrics
 from dsl import contrib
+from dsl import data
 from dsl import graph_util
 from dsl import bitwise
 from dsl import image
 from dsl import summary
 from dsl import train
+from dsl import app, flags, gfile
+from dsl import io
 from dsl.config import ConfigProto, RunMetadata, RunOptions
 from dsl.queues import FIFOQueue
-from dsl.session import Session, get_default_session
+from dsl.session import InteractiveSession, Session, get_default_session
+from dsl import compat
+from dsl import logging
 from runtime.checkpoint import CheckpointError
 from dsl import errors
 from runtime.errors import (AbortedError, CancelledError, DeadlineExceededError,  # noqa: F401
@@ -57,3 +67,4 @@ uint16, uint32, uint64 = DType.u16, DType.u32, DType.u64
 bool_ = DType.bool
 bool = DType.bool  # noqa: A001  (tf.bool; set last: nothing above reads the builtin)
 f32, f64, i32, i64 = DType.f32, DType.f64, DType.i32, DType.i64
+from dsl.logging_ops import print_v2 as print  # noqa: E402,A001  (tf.print; set last)

@@ -14,7 +14,7 @@ import numpy as np
 
 from dsl.math_ops import cast
 from dsl.ops import apply_op, constant, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = [
@@ -97,8 +97,8 @@ def transpose(a, perm=None, name: str = "transpose", conjugate: bool = False) ->
     """Permute the dims of ``a``; ``perm`` defaults to reversing them."""
     a = convert_to_tensor(a)
     if perm is None:
-        if a.shape is not None:
-            perm = list(builtins.range(len(a.shape) - 1, -1, -1))
+        if static_shape(a) is not None:
+            perm = list(builtins.range(len(static_shape(a)) - 1, -1, -1))
         else:
             perm = range(rank(a) - 1, -1, -1)
     return apply_op("Transpose", [a, _as_index(perm)], name=name)
@@ -178,7 +178,7 @@ def unstack(value, num: Optional[int] = None, axis: int = 0, name: str = "unstac
     """Split dim ``axis`` of ``value`` into a list of ``num`` tensors (inferred when static)."""
     value = convert_to_tensor(value)
     if num is None:
-        s = value.shape
+        s = static_shape(value)
         if s is None or not -len(s) <= axis < len(s) or s[axis] is None:
             raise ValueError(f"Cannot infer argument `num` from shape {value.output.type}")
         num = s[axis]
@@ -197,7 +197,7 @@ def split(value, num_or_size_splits, axis=0, num: Optional[int] = None,
                         {"num_split": int(num_or_size_splits)}, name=name)
     sizes = _as_index(num_or_size_splits)
     if num is None:
-        s = sizes.shape
+        s = static_shape(sizes)
         if s is None or len(s) != 1 or s[0] is None:
             raise ValueError(f"Cannot infer argument `num` from shape {sizes.output.type}")
         num = s[0]
@@ -229,7 +229,7 @@ def strided_slice(input_, begin, end, strides=None, begin_mask: int = 0, end_mas
 def _check_index(idx):
     """A valid single index: a Python/numpy int or a scalar int32/int64 tensor."""
     if isinstance(idx, Tensor):
-        if idx.dtype in _INDEX_TYPES and (idx.shape is None or idx.shape == ()):
+        if idx.dtype in _INDEX_TYPES and (static_shape(idx) is None or static_shape(idx) == ()):
             return idx
     elif isinstance(idx, (int, np.integer)) and not isinstance(idx, (bool, np.bool_)):
         return int(idx)

@@ -21,7 +21,7 @@ from compiler.ir.location import caller_location
 from compiler.errors import OpError
 from dsl.context import get_default_graph, name_scope
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 from dsl.tensor_array_ops import TensorArray
 from runtime.dtypes import DType
 
@@ -163,9 +163,9 @@ def cond(pred, true_fn: Callable = None, false_fn: Callable = None, strict: bool
     g = get_default_graph()
     with name_scope(name or "cond"):
         pred = convert_to_tensor(pred)
-        if pred.dtype is not DType.bool or (pred.shape is not None and len(pred.shape) != 0):
+        if pred.dtype is not DType.bool or (static_shape(pred) is not None and len(static_shape(pred)) != 0):
             raise OpError(f"the predicate of cond must be a scalar bool, got {pred.dtype}"
-                          f"{list(pred.shape) if pred.shape is not None else ''}", None,
+                          f"{list(static_shape(pred)) if static_shape(pred) is not None else ''}", None,
                           caller_location())
         p_f, p_t = apply_op("Switch", [pred, pred], name="Switch")
         from dsl.array_ops import identity
@@ -280,9 +280,9 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
                 _relax(m, inv, k)
         cond_start = set(g)
         pred = convert_to_tensor(_call(cond, _pack(structure, merges), structure))
-        if pred.dtype is not DType.bool or (pred.shape is not None and len(pred.shape) != 0):
+        if pred.dtype is not DType.bool or (static_shape(pred) is not None and len(static_shape(pred)) != 0):
             raise OpError(f"the condition of while_loop must return a scalar bool, got "
-                          f"{pred.dtype}{list(pred.shape) if pred.shape is not None else ''}",
+                          f"{pred.dtype}{list(static_shape(pred)) if static_shape(pred) is not None else ''}",
                           None, caller_location())
         cond_nodes = set(_created_since(g, cond_start))
         lc = apply_op("LoopCond", [pred], name="LoopCond")
@@ -299,9 +299,9 @@ def while_loop(cond: Callable, body: Callable, loop_vars, shape_invariants=None,
             if a.dtype != b.dtype:
                 raise OpError(f"loop variable {k} is {a.dtype} before the loop and {b.dtype} "
                               "after an iteration", None, caller_location())
-            if not _shape_fits(b.shape, merges[k].shape):
-                raise OpError(f"loop variable {k} has shape {_shape_str(merges[k].shape)} before "
-                              f"the loop and {_shape_str(b.shape)} after an iteration; give "
+            if not _shape_fits(static_shape(b), static_shape(merges[k])):
+                raise OpError(f"loop variable {k} has shape {_shape_str(static_shape(merges[k]))} before "
+                              f"the loop and {_shape_str(static_shape(b))} after an iteration; give "
                               "shape_invariants for a loop variable whose shape changes",
                               None, caller_location())
         nexts = [apply_op("NextIteration", [b], name="NextIteration") for b in flat_out]
@@ -381,8 +381,8 @@ def _relax(merge: Tensor, invariant, k: int) -> None:
         invariant = getattr(invariant, "dims", invariant)
     shape = None if invariant is None else normalize_shape(
         [None if d is None or d == -1 else int(d) for d in invariant])
-    if not _shape_fits(merge.shape, shape):
-        raise OpError(f"loop variable {k} has shape {_shape_str(merge.shape)}, which does not "
+    if not _shape_fits(static_shape(merge), shape):
+        raise OpError(f"loop variable {k} has shape {_shape_str(static_shape(merge))}, which does not "
                       f"fit its shape invariant {_shape_str(shape)}", None, caller_location())
     node = merge.output.node
     node.output_types[0] = TensorType(merge.dtype, shape)

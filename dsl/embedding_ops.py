@@ -18,7 +18,7 @@ import numpy as np
 from dsl.context import colocate_with, name_scope
 from dsl.data_flow_ops import dynamic_partition, dynamic_stitch
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 
 __all__ = ["embedding_lookup"]
 
@@ -30,8 +30,7 @@ def _gather(param, ids: Tensor) -> Tensor:
 
 
 def _rows(param) -> Optional[int]:
-    shape = param.shape if not hasattr(param, "get_shape") else param.get_shape()
-    shape = tuple(shape) if shape is not None else None
+    shape = static_shape(param)
     return None if not shape or shape[0] is None else int(shape[0])
 
 

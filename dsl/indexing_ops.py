@@ -11,7 +11,7 @@ import numpy as np
 from compiler.ops.einsum import parse_equation
 from dsl.array_ops import _as_index
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["gather_nd", "scatter_nd", "tensor_scatter_nd_update", "tensor_scatter_nd_add",
@@ -37,7 +37,7 @@ def gather_nd(params, indices, name: Optional[str] = None, batch_dims: int = 0) 
 def _with_batch_coordinates(indices: Tensor, batch_dims: int) -> Tensor:
     """indices [b_0..b_{B-1}, ..., Q] -> [b_0..b_{B-1}, ..., B + Q] with each row's batch
     coordinates in front (the dims must be known)."""
-    shape = indices.shape
+    shape = static_shape(indices)
     if shape is None or any(d is None for d in shape[:-1]):
         raise ValueError("gather_nd with batch_dims needs the dims of indices known")
     if not 0 < batch_dims < len(shape):
@@ -85,7 +85,7 @@ def reverse_sequence(input, seq_lengths, seq_axis: Optional[int] = None,  # noqa
         raise ValueError("reverse_sequence needs seq_axis")
     x = convert_to_tensor(input)
     lengths = _indices(seq_lengths)
-    rank = None if x.shape is None else len(x.shape)
+    rank = None if static_shape(x) is None else len(static_shape(x))
     if rank is not None:
         seq, batch = seq % rank, batch % rank
     return apply_op("ReverseSequence", [x, lengths], {"seq_dim": int(seq), "batch_dim": int(batch)},
@@ -130,7 +130,7 @@ def einsum(equation: str, *inputs, name: Optional[str] = None, **kwargs) -> Tens
     xs = [convert_to_tensor(x) for x in inputs]
     if not xs:
         raise ValueError("einsum needs at least one operand")
-    eq = parse_equation(equation, [None if x.shape is None else len(x.shape) for x in xs]) \
+    eq = parse_equation(equation, [None if static_shape(x) is None else len(static_shape(x)) for x in xs]) \
         if len(xs) > 2 else None
     if eq is None or eq.broadcast:      # '...' may stretch dims: one op does it all
         return apply_op("Einsum", [xs], {"equation": equation}, name=name or "Einsum")

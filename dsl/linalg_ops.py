@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 
 __all__ = ["matmul", "matrix_determinant", "matrix_inverse"]
 
@@ -30,7 +30,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, adjoint_a
         raise ValueError("only one of transpose_b and adjoint_b can be True")
     a, b = _operands(a, b)
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b   # real dtypes: adjoint = transpose
-    batched = any(s is None or len(s) > 2 for s in (a.shape, b.shape))
+    batched = any(s is None or len(s) > 2 for s in (static_shape(a), static_shape(b)))
     if batched:
         return apply_op("BatchMatMulV2", [a, b], {"adj_x": ta, "adj_y": tb},
                         name=name or "MatMul")

@@ -23,7 +23,7 @@ from dsl.nn_losses import (sigmoid_cross_entropy_with_logits,
 from dsl.nn import relu
 from dsl.ops import constant, convert_to_tensor
 from dsl.reduction_ops import reduce_sum
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from dsl.variables import GraphKeys
 from runtime.dtypes import DType
 
@@ -56,13 +56,13 @@ class Reduction:
 
 
 def _rank(t: Tensor) -> Optional[int]:
-    return None if t.shape is None else len(t.shape)
+    return None if static_shape(t) is None else len(static_shape(t))
 
 
 def _check_broadcastable(weights: Tensor, values: Tensor) -> None:
     """TensorFlow's rule for weights: a scalar, or the rank of ``values`` with each dim 1 or
     equal (checked where the shapes are known while building)."""
-    ws, vs = weights.shape, values.shape
+    ws, vs = static_shape(weights), static_shape(values)
     if ws is None or vs is None or len(ws) == 0:
         return
     if len(ws) != len(vs):
@@ -76,7 +76,7 @@ def _check_broadcastable(weights: Tensor, values: Tensor) -> None:
 
 
 def _check_compatible(a: Tensor, b: Tensor) -> None:
-    sa, sb = a.shape, b.shape
+    sa, sb = static_shape(a), static_shape(b)
     if sa is None or sb is None:
         return
     if len(sa) != len(sb) or any(x is not None and y is not None and x != y
@@ -309,9 +309,9 @@ def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None,
         rl, rp = _rank(labels), _rank(logits)
         if rl is not None and rp is not None:
             diff = rp - rl
-            if diff == 0 and logits.shape[-1] in (None, 1):
+            if diff == 0 and static_shape(logits)[-1] in (None, 1):
                 logits = _squeeze_last(logits)
-            elif diff == 2 and labels.shape[-1] in (None, 1):
+            elif diff == 2 and static_shape(labels)[-1] in (None, 1):
                 labels = _squeeze_last(labels)
         w = weights
         if not isinstance(weights, (int, float)):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = [
@@ -293,8 +293,8 @@ def where(condition, x=None, y=None, name: Optional[str] = None) -> Tensor:
         raise ValueError("where needs both x and y, or neither")
     condition = convert_to_tensor(condition, dtype=DType.bool)
     x, y = _binary_operands(x, y)
-    if (condition.shape is not None and len(condition.shape) == 1 and x.shape is not None
-            and len(x.shape) > 1):
+    if (static_shape(condition) is not None and len(static_shape(condition)) == 1 and static_shape(x) is not None
+            and len(static_shape(x)) > 1):
         return apply_op("Select", [condition, x, y], name=name or "Select")
     return apply_op("SelectV2", [condition, x, y], name=name)
 

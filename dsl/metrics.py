@@ -16,7 +16,7 @@ from dsl.context import control_dependencies, get_default_graph
 from dsl.math_ops import abs as _abs, cast, div_no_nan, equal, maximum, sqrt, squared_difference
 from dsl.ops import convert_to_tensor
 from dsl.reduction_ops import reduce_sum
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from dsl.variable_scope import variable_scope
 from dsl.variables import GraphKeys, Variable
 from runtime.dtypes import DType
@@ -34,11 +34,11 @@ def metric_variable(shape, dtype, validate_shape: bool = True,
 
 
 def _rank(t: Tensor) -> Optional[int]:
-    return None if t.shape is None else len(t.shape)
+    return None if static_shape(t) is None else len(static_shape(t))
 
 
 def _last_is_one(t: Tensor) -> bool:
-    return t.shape[-1] in (None, 1)
+    return static_shape(t)[-1] in (None, 1)
 
 
 def _remove_squeezable_dimensions(predictions, labels, weights):
@@ -68,7 +68,7 @@ def _remove_squeezable_dimensions(predictions, labels, weights):
 
 
 def _broadcast_weights(weights: Tensor, values: Tensor) -> Tensor:
-    ws, vs = weights.shape, values.shape
+    ws, vs = static_shape(weights), static_shape(values)
     if ws is not None and vs is not None and len(ws) > 0:
         if len(ws) != len(vs) or any(w is not None and v is not None and w not in (1, v)
                                      for w, v in zip(ws, vs)):
@@ -112,7 +112,7 @@ def accuracy(labels, predictions, weights=None, metrics_collections=None,
              updates_collections=None, name: Optional[str] = None) -> Tuple[Tensor, Tensor]:
     """How often ``predictions`` equal ``labels`` (weighted), over every batch so far."""
     predictions, labels, weights = _remove_squeezable_dimensions(predictions, labels, weights)
-    ps, ls = predictions.shape, labels.shape
+    ps, ls = static_shape(predictions), static_shape(labels)
     if ps is not None and ls is not None and (len(ps) != len(ls) or any(
             a is not None and b is not None and a != b for a, b in zip(ps, ls))):
         raise ValueError(f"Shapes {tuple(ps)} and {tuple(ls)} are incompatible")

@@ -9,7 +9,7 @@ from dsl.indexing_ops import top_k
 from dsl.math_ops import elu, relu, relu6, sigmoid, softplus, tanh
 from dsl.context import name_scope
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 
 __all__ = ["softmax", "log_softmax", "bias_add", "xw_plus_b", "relu", "relu6", "elu", "softplus",
            "sigmoid", "tanh", "top_k"]
@@ -21,7 +21,7 @@ def _softmax(op: str, logits, axis, name: Optional[str], dim) -> Tensor:
     if axis is None:
         axis = -1 if dim is None else dim
     x = convert_to_tensor(logits)
-    rank = None if x.shape is None else len(x.shape)
+    rank = None if static_shape(x) is None else len(static_shape(x))
     if axis == -1 or (rank is not None and axis == rank - 1):
         return apply_op(op, [x], name=name or op)
     if rank is None:
@@ -73,7 +73,8 @@ from dsl.nn_conv import *  # noqa: E402,F401,F403  (conv2d, max_pool, ...)
 from dsl.nn_losses import *  # noqa: E402,F401,F403  (softmax_cross_entropy_with_logits, ...)
 from dsl.candidate_sampling import (log_uniform_candidate_sampler,  # noqa: E402,F401
                                     uniform_candidate_sampler)
-from dsl.nn_sampled import compute_sampled_logits, sampled_softmax_loss  # noqa: E402,F401
+from dsl.nn_sampled import compute_sampled_logits, nce_loss, sampled_softmax_loss  # noqa: E402,F401
+from dsl.masking_ops import in_top_k  # noqa: E402,F401
 from dsl import nn_norm as _nn_norm  # noqa: E402
 from dsl.nn_norm import (batch_normalization, fused_batch_norm, l2_normalize,  # noqa: E402,F401
                          moments)
@@ -89,4 +90,4 @@ __all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
 __all__ += _nn_activations.__all__
 __all__ += _nn_norm.__all__
 __all__ += ["uniform_candidate_sampler", "log_uniform_candidate_sampler", "sampled_softmax_loss",
-            "compute_sampled_logits"]
+            "compute_sampled_logits", "nce_loss", "in_top_k"]

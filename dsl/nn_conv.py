@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 
-__all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "depthwise_conv2d",
+__all__ = ["conv2d", "conv2d_transpose", "conv2d_backprop_input", "conv2d_backprop_filter", "depthwise_conv2d",
            "depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
            "depthwise_conv2d_native_backprop_filter", "max_pool", "avg_pool"]
 
@@ -66,6 +66,59 @@ def conv2d_backprop_input(input_sizes, filter, out_backprop, strides: IntOrList,
     return apply_op("Conv2DBackpropInput", [sizes, f, dy],
                     _conv_attrs(strides, padding, data_format, dilations),
                     name=name or "Conv2DBackpropInput")
+
+
+def conv2d_transpose(value=None, filter=None, output_shape=None, strides: IntOrList = None,
+                     padding="SAME", data_format: str = "NHWC", name: Optional[str] = None,
+                     input=None, filters=None, dilations: Optional[IntOrList] = None) -> Tensor:
+    """The transpose of conv2d (``tf.nn.conv2d_transpose``, TF1's arguments): ``value`` is
+    [batch, height, width, in_channels], ``filter`` [h, w, output_channels, in_channels],
+    ``output_shape`` the 4 dims of the result (a list or a 1-D int tensor). It is the gradient
+    of a conv2d of the result shape, ``Conv2DBackpropInput``."""
+    if value is None:
+        value = input
+    elif input is not None:
+        raise ValueError("conv2d_transpose takes value or input, not both")
+    if filter is None:
+        filter = filters
+    elif filters is not None:
+        raise ValueError("conv2d_transpose takes filter or filters, not both")
+    if value is None or filter is None or output_shape is None or strides is None:
+        raise ValueError("conv2d_transpose needs value, filter, output_shape and strides")
+    from dsl.tensor import static_shape
+    x = convert_to_tensor(value)
+    f = convert_to_tensor(filter, dtype=x.dtype)
+    shape = convert_to_tensor(output_shape, dtype="int32")
+    channel = 1 if data_format == "NCHW" else 3
+    x_shape, f_shape, out_shape = static_shape(x), static_shape(f), static_shape(shape)
+    if out_shape is not None and out_shape[0] is not None and out_shape[0] != 4:
+        raise ValueError(f"output_shape must have shape (4,), got {list(out_shape)}")
+    if x_shape is not None and f_shape is not None and len(x_shape) == 4 and len(f_shape) == 4:
+        if None not in (x_shape[channel], f_shape[3]) and x_shape[channel] != f_shape[3]:
+            raise ValueError(f"input channels does not match filter's input channels, "
+                             f"{x_shape[channel]} != {f_shape[3]}")
+    known = _constant_list(output_shape)
+    if known is not None and f_shape is not None and len(known) == 4 and len(f_shape) == 4:
+        if f_shape[2] is not None and known[channel] != f_shape[2]:
+            raise ValueError(f"output_shape does not match filter's output channels, "
+                             f"{known[channel]} != {f_shape[2]}")
+    return apply_op("Conv2DBackpropInput", [shape, f, x],
+                    _conv_attrs(strides, padding, data_format, dilations),
+                    name=name or "conv2d_transpose")
+
+
+def _constant_list(value) -> Optional[List[int]]:
+    """``value``'s ints when it is a Python list or a constant tensor, else None."""
+    from dsl.tensor import Tensor as _Tensor
+    if isinstance(value, _Tensor):
+        node = value.op.node
+        if node.op == "Const":
+            return [int(v) for v in node.attrs["value"].reshape(-1)]
+        return None
+    try:
+        return [int(v) for v in value]
+    except TypeError:
+        return None
 
 
 def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList, padding,

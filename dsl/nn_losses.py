@@ -8,7 +8,7 @@ from dsl.array_ops import reshape, shape
 from dsl.math_ops import cast, greater_equal, multiply, where
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.random_ops import op_seeds
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType
 
 __all__ = ["sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
@@ -17,7 +17,7 @@ __all__ = ["sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_wi
 
 
 def _rank(t: Tensor) -> Optional[int]:
-    return None if t.shape is None else len(t.shape)
+    return None if static_shape(t) is None else len(static_shape(t))
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None,
@@ -39,7 +39,7 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None,
     op = "SparseSoftmaxCrossEntropyWithLogits"
     if rl == 2 or rl is None:
         return apply_op(op, [logits, labels], name=name or op)[0]
-    classes = logits.shape[-1] if logits.shape[-1] is not None else shape(logits)[-1]
+    classes = static_shape(logits)[-1] if static_shape(logits)[-1] is not None else shape(logits)[-1]
     loss = apply_op(op, [reshape(logits, [-1, classes]), reshape(labels, [-1])])[0]
     return reshape(loss, shape(labels), name=name or op)
 
@@ -62,7 +62,7 @@ def softmax_cross_entropy_with_logits(labels=None, logits=None, axis: int = -1,
     op = "SoftmaxCrossEntropyWithLogits"
     if r is None or r == 2:
         return apply_op(op, [logits, labels], name=name or op)[0]
-    classes = logits.shape[-1] if logits.shape[-1] is not None else shape(logits)[-1]
+    classes = static_shape(logits)[-1] if static_shape(logits)[-1] is not None else shape(logits)[-1]
     loss = apply_op(op, [reshape(logits, [-1, classes]), reshape(labels, [-1, classes])])[0]
     return reshape(loss, shape(logits)[:-1], name=name or op)
 
@@ -84,12 +84,12 @@ def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None,
     with name_scope(name or "logistic_loss"):
         logits = convert_to_tensor(logits)
         labels = convert_to_tensor(labels, dtype=logits.dtype)
-        if logits.shape is not None and labels.shape is not None and (
-                len(logits.shape) != len(labels.shape) or any(
+        if static_shape(logits) is not None and static_shape(labels) is not None and (
+                len(static_shape(logits)) != len(static_shape(labels)) or any(
                     a is not None and b is not None and a != b
-                    for a, b in zip(logits.shape, labels.shape))):
+                    for a, b in zip(static_shape(logits), static_shape(labels)))):
             raise ValueError(f"logits and labels must have the same shape "
-                             f"({list(logits.shape)} vs {list(labels.shape)})")
+                             f"({list(static_shape(logits))} vs {list(static_shape(labels))})")
         zeros = zeros_like(logits)
         positive = greater_equal(logits, zeros)
         relu_logits = where(positive, logits, zeros)

@@ -28,14 +28,14 @@ from dsl.context import name_scope
 from dsl.embedding_ops import embedding_lookup
 from dsl.linalg_ops import matmul
 from dsl.math_ops import add, equal, log, multiply, subtract
-from dsl.nn_losses import softmax_cross_entropy_with_logits
+from dsl.nn_losses import sigmoid_cross_entropy_with_logits, softmax_cross_entropy_with_logits
 from dsl.ops import convert_to_tensor
 from dsl.reduction_ops import reduce_any, reduce_sum
 from dsl.sharded_logits import sharded_row_logits
 from dsl.tensor import Tensor
 from runtime.dtypes import DType
 
-__all__ = ["sampled_softmax_loss", "compute_sampled_logits"]
+__all__ = ["sampled_softmax_loss", "compute_sampled_logits", "nce_loss"]
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
@@ -149,3 +149,23 @@ def sampled_softmax_loss(weights, biases, labels, inputs, num_sampled: int, num_
             remove_accidental_hits=remove_accidental_hits,
             partition_strategy=partition_strategy, seed=seed, colocate_matmul=colocate_matmul)
         return softmax_cross_entropy_with_logits(labels=stop_gradient(labels), logits=logits)
+
+
+def nce_loss(weights, biases, labels, inputs, num_sampled: int, num_classes: int,
+             num_true: int = 1, sampled_values: Optional[Sequence] = None,
+             remove_accidental_hits: bool = False, partition_strategy: str = "mod",
+             name: str = "nce_loss", seed: Optional[int] = None) -> Tensor:
+    """The noise-contrastive estimation loss per example ([batch]), as ``tf.nn.nce_loss``
+    (Gutmann and Hyvarinen, 2010; Mnih and Teh, 2012): a logistic regression telling each
+    true class (label ``1 / num_true``) from the sampled ones (label 0), on logits corrected by
+    the log of each class's expected count, summed over the classes. Arguments as
+    ``sampled_softmax_loss``; accidental hits are kept unless ``remove_accidental_hits``."""
+    with name_scope(name):
+        logits, labels = compute_sampled_logits(
+            weights, biases, labels, inputs, num_sampled, num_classes, num_true=num_true,
+            sampled_values=sampled_values, subtract_log_q=True,
+            remove_accidental_hits=remove_accidental_hits,
+            partition_strategy=partition_strategy, seed=seed)
+        losses = sigmoid_cross_entropy_with_logits(labels=labels, logits=logits,
+                                                   name="sampled_losses")
+        return reduce_sum(losses, axis=1)

@@ -7,7 +7,7 @@ import numpy as np
 
 from compiler.ir.op_registry import has_op
 from dsl.ops import apply_op, constant, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_all",
@@ -17,8 +17,8 @@ __all__ = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod
 def _reduction_axes(x: Tensor, axis) -> Tensor:
     """``axis`` as a tensor; ``None`` means every axis of ``x``."""
     if axis is None:
-        if x.shape is not None:
-            return convert_to_tensor(np.arange(len(x.shape), dtype=np.int32))
+        if static_shape(x) is not None:
+            return convert_to_tensor(np.arange(len(static_shape(x)), dtype=np.int32))
         if has_op("Range"):
             rank = apply_op("Rank", [x])
             return apply_op("Range", [0, rank, 1], name="reduction_axes")

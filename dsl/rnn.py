@@ -19,7 +19,7 @@ from dsl.context import name_scope
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.rnn_cell import (RNNCell, _batch_size, flatten, map_structure, pack_as,
                           variable_scope_of)
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["dynamic_rnn", "static_rnn", "bidirectional_dynamic_rnn", "static_bidirectional_rnn"]
@@ -34,10 +34,10 @@ def _check_cell(cell) -> None:
 def _transpose_batch_time(x: Tensor) -> Tensor:
     """[B, T, ...] <-> [T, B, ...]."""
     from dsl.array_ops import transpose
-    if x.shape is None or len(x.shape) < 2:
+    if static_shape(x) is None or len(static_shape(x)) < 2:
         raise ValueError(f"an RNN input must have rank >= 2 ([batch, time, ...]); got "
-                         f"{x.shape}")
-    return transpose(x, [1, 0] + list(range(2, len(x.shape))))
+                         f"{static_shape(x)}")
+    return transpose(x, [1, 0] + list(range(2, len(static_shape(x)))))
 
 
 def _sequence_length(sequence_length) -> Optional[Tensor]:
@@ -48,9 +48,9 @@ def _sequence_length(sequence_length) -> Optional[Tensor]:
     s = convert_to_tensor(sequence_length)
     if s.dtype is not DType.i32:
         s = cast(s, DType.i32)
-    if s.shape is not None and len(s.shape) != 1:
+    if static_shape(s) is not None and len(static_shape(s)) != 1:
         raise ValueError(f"sequence_length must be a vector of length batch_size, but saw "
-                         f"shape: {s.shape}")
+                         f"shape: {static_shape(s)}")
     return identity(s, name="sequence_length")
 
 
@@ -104,10 +104,10 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
         if not time_major:
             flat_input = [_transpose_batch_time(x) for x in flat_input]
         for x in flat_input:
-            if x.shape is None or len(x.shape) < 3 or x.shape[-1] is None:
+            if static_shape(x) is None or len(static_shape(x)) < 3 or static_shape(x)[-1] is None:
                 raise ValueError("the inputs of dynamic_rnn must be [batch, time, depth] "
                                  f"(time major: [time, batch, depth]) with depth known; got "
-                                 f"{x.shape}")
+                                 f"{static_shape(x)}")
         dtype = as_dtype(dtype) if dtype is not None else None
         first = flat_input[0]
         batch_size = _batch_size(first, 1)
@@ -125,7 +125,7 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
             loop_bound = steps
         with name_scope("dynamic_rnn"):
             input_tas = [TensorArray(x.dtype, size=steps, clear_after_read=True,
-                                     element_shape=x.shape[1:], name="input_ta").unstack(x)
+                                     element_shape=static_shape(x)[1:], name="input_ta").unstack(x)
                          for x in flat_input]
             output_tas = [TensorArray(out_dtype, size=steps, element_shape=(
                 (batch_size if isinstance(batch_size, int) else None, int(s))),
@@ -175,9 +175,9 @@ def static_rnn(cell, inputs: Sequence, initial_state=None, dtype=None, sequence_
             name_scope(vs.rsplit("/", 1)[-1]):
         steps = [map_structure(convert_to_tensor, x) for x in inputs]
         first = flatten(steps[0])[0]
-        if first.shape is None or len(first.shape) != 2 or first.shape[-1] is None:
+        if static_shape(first) is None or len(static_shape(first)) != 2 or static_shape(first)[-1] is None:
             raise ValueError(f"each input of static_rnn must be [batch, depth] with depth "
-                             f"known; got {first.shape}")
+                             f"known; got {static_shape(first)}")
         batch_size = _batch_size(first, 0)
         seq_len = _sequence_length(sequence_length)
         state = _initial_state(cell, initial_state, batch_size, dtype)

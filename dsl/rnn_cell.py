@@ -39,7 +39,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from dsl.context import control_dependencies, get_default_graph, name_scope
 from dsl.ops import convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["RNNCell", "LayerRNNCell", "BasicRNNCell", "GRUCell", "BasicLSTMCell", "LSTMCell",
@@ -260,9 +260,9 @@ class RNNCell:
             if existing is None:
                 raise ValueError(f"Variable {full} does not exist, or was not created with "
                                  "an RNN cell or get_variable(); it cannot be reused")
-            if existing.shape is not None and tuple(existing.shape) != tuple(shape):
+            if static_shape(existing) is not None and tuple(static_shape(existing)) != tuple(shape):
                 raise ValueError(f"trying to share variable {full}, but its shape "
-                                 f"{list(existing.shape)} is not the asked {list(shape)}")
+                                 f"{list(static_shape(existing))} is not the asked {list(shape)}")
             self._variables.append(existing)
             return existing
         if existing is not None or get_default_graph().get(full) is not None:
@@ -320,8 +320,8 @@ def _zeros(batch_size, size, dtype: DType) -> Tensor:
 
 def _batch_size(x: Tensor, axis: int):
     """Dim ``axis`` of ``x``: an int when static, else a scalar tensor."""
-    if x.shape is not None and x.shape[axis] is not None:
-        return int(x.shape[axis])
+    if static_shape(x) is not None and static_shape(x)[axis] is not None:
+        return int(static_shape(x)[axis])
     from dsl.array_ops import shape
     return shape(x)[axis]
 
@@ -550,7 +550,7 @@ class LSTMCell(RNNCell):
 
 
 def _depth(inputs_shape) -> int:
-    dims = getattr(inputs_shape, "dims", inputs_shape)
+    dims = static_shape(inputs_shape)
     if dims is None or len(dims) < 1 or dims[-1] is None:
         raise ValueError(f"the last dimension of the inputs to an RNN cell must be known; "
                          f"got shape {inputs_shape}")

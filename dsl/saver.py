@@ -37,7 +37,7 @@ from dsl.context import (colocate_with, control_dependencies, device, get_defaul
                          name_scope)
 from dsl.control_ops import group
 from dsl.ops import apply_op, placeholder
-from dsl.tensor import Operation, Tensor, as_node
+from dsl.tensor import Operation, Tensor, as_node, static_shape
 from dsl.variables import Variable, global_variables
 from runtime.checkpoint import (CHECKPOINT_STATUS_CODES, CheckpointError, checkpoint_exists,
                                 delete_checkpoint, list_checkpoint, load_checkpoint,
@@ -208,7 +208,7 @@ class Saver:
         save = apply_op("SaveV2", [filename, values], {"tensor_names": names}, name="SaveV2")
         restored = apply_op("RestoreV2", [filename],
                             {"tensor_names": names, "dtypes": [v.dtype for v in variables],
-                             "shapes": [v.shape for v in variables]}, name="RestoreV2")
+                             "shapes": [static_shape(v) for v in variables]}, name="RestoreV2")
         restored = restored if isinstance(restored, list) else [restored]
         self._checkpoint_ops.update((save.name, restored[0].op.name))
         return save, restored

@@ -277,6 +277,10 @@ class Session:
         self._off_gpu_version = None             # the graph version that was computed at
         self._gpu_archs: Optional[Dict[str, str]] = None    # GPU device -> its architecture
         self.store = ResourceStore()             # variables and random streams: the state
+        # dataset functions (map, filter, a one-shot iterator's dataset) run as steps of their
+        # own (runtime/datasets.py)
+        self.store.function_runner = self._run_function
+        self._functions: Dict[tuple, Callable] = {}
         self._steps: Dict[Tuple, Executable] = {}
         self._plans: Dict[tuple, _Plan] = {}
         # id(fetches) (for a list or tuple: its items' ids) -> the C run path of their last step
@@ -306,6 +310,7 @@ class Session:
             self.store.close_queues()
         self._closed = True
         self._routes.clear()
+        self._functions.clear()
         self._steps.clear()
         self._plans.clear()
 
@@ -450,6 +455,22 @@ class Session:
         results = exe.call(arrays, store=self.store, timeout_ms=options.timeout_in_ms)
         run_metadata.step_stats = profile.read(exe, 1, time.perf_counter_ns() - t0)
         return plan.rebuild(results)
+
+    def _run_function(self, args: Sequence[str], rets: Sequence[str], targets: Sequence[str],
+                      values: Sequence) -> list:
+        """Run a part of the graph as a step: ``args`` (placeholders) fed with ``values``,
+        ``rets`` (tensor names) fetched, ``targets`` (node names) run. The store's
+        ``function_runner``: how a dataset's map function runs, compiled once per graph version
+        like any step."""
+        key = (self.graph.version, tuple(args), tuple(rets), tuple(targets))
+        call = self._functions.get(key)
+        if call is None:
+            g = self.graph
+            feeds = [g.get_tensor_by_name(a if ":" in a else a + ":0") for a in args]
+            fetches = ([g.get_tensor_by_name(r) for r in rets]
+                       + [g.get_operation_by_name(t) for t in targets])
+            call = self._functions[key] = self.make_callable(fetches, feeds)
+        return list(call(*values))[:len(rets)]
 
     def make_callable(self, fetches, feed_list: Sequence = ()) -> Callable:
         """A function running ``fetches`` with values for ``feed_list`` given positionally
@@ -676,3 +697,21 @@ class Session:
         for d in manifest.get("devices") or ():
             for v in d.get("variables") or ():
                 self._variable_devices.setdefault(v["name"], d["device"])
+
+
+class InteractiveSession(Session):
+    """A session that makes itself the default on creation, for shells and notebooks
+    (``tf.InteractiveSession``): ``t.eval()`` and ``op.run()`` use it until it is closed."""
+
+    def __init__(self, target: str = "", graph: Optional[Graph] = None, config=None, **kwargs):
+        super().__init__(target, graph=graph, config=config, **kwargs)
+        stack = getattr(_default_sessions, "stack", None)
+        if stack is None:
+            stack = _default_sessions.stack = []
+        stack.append(self)
+
+    def close(self) -> None:
+        stack = getattr(_default_sessions, "stack", [])
+        if self in stack:
+            stack.remove(self)
+        super().close()

@@ -25,7 +25,7 @@ import numpy as np
 
 from dsl.context import get_default_graph
 from dsl.ops import convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 
 SUMMARIES = "summaries"              # GraphKeys.SUMMARIES
 
@@ -101,7 +101,7 @@ def _tag(name: str) -> str:
 
 def _add(kind: str, name: str, tensor, collections: Optional[Iterable[str]]) -> SummaryValue:
     t = convert_to_tensor(tensor)
-    if kind == "scalar" and t.shape is not None and t.shape != ():
+    if kind == "scalar" and static_shape(t) is not None and static_shape(t) != ():
         from compiler.errors import ShapeError
         raise ShapeError(f"fl.summary.scalar('{name}') needs a scalar, got {t.output.type}",
                          t.output.node)

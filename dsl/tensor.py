@@ -7,6 +7,8 @@ from typing import List, Optional
 import numpy as np
 
 from compiler.ir.graph import Node, Output
+from compiler.ir.types import TensorType
+from dsl.tensor_shape import TensorShape, as_shape
 from runtime.dtypes import DType, as_dtype
 
 
@@ -55,6 +57,11 @@ class Operation:
         """The op's outputs, as ``tf.Operation.values()``."""
         return tuple(self.outputs)
 
+    def run(self, feed_dict=None, session=None) -> None:
+        """Run this operation in ``session`` or the default one (``tf.Operation.run``)."""
+        from dsl.session import get_default_session
+        (session or get_default_session()).run(self, feed_dict)
+
     def get_attr(self, name: str):
         try:
             return self.node.attrs[name]
@@ -99,11 +106,28 @@ class Tensor:
         return self.output.dtype
 
     @property
-    def shape(self):
-        return self.output.shape
+    def shape(self) -> TensorShape:
+        """The static shape, as TF1's ``TensorShape`` (``x.shape[1].value``,
+        ``x.get_shape().as_list()``); ``fl.shape(x)`` is the shape at run time."""
+        return TensorShape(self.output.shape)
 
-    def get_shape(self):
-        return self.output.shape
+    def get_shape(self) -> TensorShape:
+        return TensorShape(self.output.shape)
+
+    def set_shape(self, shape) -> None:
+        """Refine the static shape with what the caller knows (``tf.Tensor.set_shape``): the
+        known dims of ``shape`` must agree with the tensor's; ops built after this see the
+        merged shape, and the compiler keeps it as the node's declared type."""
+        old = TensorShape(self.output.shape)
+        try:
+            merged = old.merge_with(shape)
+        except ValueError:
+            raise ValueError(f"Tensor's shape {old} is not compatible with supplied shape "
+                             f"{as_shape(shape)}.") from None
+        node, index = self.output.node, self.output.index
+        types = list(node.output_types)
+        types[index] = TensorType(types[index].dtype, merged._tuple())
+        node.output_types = types
 
     @property
     def graph(self):
@@ -112,6 +136,11 @@ class Tensor:
     @property
     def device(self) -> str:
         return self.output.node.device
+
+    def eval(self, feed_dict=None, session=None):
+        """This tensor's value, run in ``session`` or the default one (``tf.Tensor.eval``)."""
+        from dsl.session import get_default_session
+        return (session or get_default_session()).run(self, feed_dict)
 
     def consumers(self) -> List[Operation]:
         """Operations that read this tensor as data, in graph order."""
@@ -133,7 +162,7 @@ class Tensor:
         raise TypeError("a symbolic fl.Tensor has no truth value; use fl.cond or run it in a Session")
 
     def __len__(self):
-        s = self.shape
+        s = self.output.shape
         if s is None or not s or s[0] is None:
             raise TypeError(f"len() of a tensor with unknown first dim: {self.output.type}")
         return s[0]
@@ -157,6 +186,25 @@ def as_node(x) -> Node:
     if hasattr(x, "_as_graph_tensor"):               # a variable: its value
         return x._as_graph_tensor().output.node
     raise TypeError(f"expected an fl.Operation or fl.Tensor, got {type(x).__name__}")
+
+
+def static_shape(x) -> Optional[tuple]:
+    """The static shape of a tensor, variable or shape as the IR keeps it: a tuple of ints and
+    None, or None for an unknown rank (what the library's own code reads; users see
+    ``x.shape``, a TensorShape). Numpy values give their shape."""
+    if isinstance(x, Tensor):
+        return x.output.shape
+    if isinstance(x, TensorShape):
+        return x._tuple()
+    if isinstance(x, Output):
+        return x.shape
+    if hasattr(x, "_static_shape"):                  # a variable
+        return x._static_shape()
+    if hasattr(x, "_as_graph_tensor"):
+        return x._as_graph_tensor().output.shape
+    if x is None or isinstance(x, tuple):
+        return x
+    return tuple(np.shape(x))
 
 
 def is_tensor(x) -> bool:

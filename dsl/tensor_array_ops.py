@@ -22,7 +22,7 @@ from compiler.ir.types import merge_shapes, normalize_shape, shape_str
 from compiler.ops.tensor_array import tensor_array_node
 from dsl.context import name_scope
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["TensorArray"]
@@ -112,7 +112,7 @@ class TensorArray:
         flow = apply_op("TensorArrayWriteV3", [self._handle, _index(index), value, self._flow],
                         name=name or "TensorArrayWrite")
         ta = self._with_flow(flow)
-        ta._learn(value.shape)
+        ta._learn(static_shape(value))
         return ta
 
     def scatter(self, indices, value, name: Optional[str] = None) -> "TensorArray":
@@ -122,8 +122,8 @@ class TensorArray:
                         [self._handle, _index(indices), value, self._flow],
                         name=name or "TensorArrayScatter")
         ta = self._with_flow(flow)
-        if value.shape is not None:
-            ta._learn(tuple(value.shape[1:]))
+        if static_shape(value) is not None:
+            ta._learn(tuple(static_shape(value)[1:]))
         return ta
 
     def unstack(self, value, name: Optional[str] = None) -> "TensorArray":

@@ -27,7 +27,7 @@ import numpy as np
 from compiler.ir.reachability import needed_nodes
 from dsl.context import Graph
 from dsl.session import BACKENDS, Session
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
 
@@ -166,7 +166,7 @@ def fed_inputs(graph: Graph, tensors: List[Tensor]) -> List[Tensor]:
 def _fit(name: str, array: np.ndarray, tensor: Tensor, path: str) -> np.ndarray:
     """``array`` checked against placeholder ``tensor`` and converted to its dtype."""
     want = tensor.output.type
-    shape = tensor.shape
+    shape = static_shape(tensor)
     if shape is not None:
         if len(shape) == 0 or shape[0] is not None:
             raise TrainError(f"{path}: input '{name}' is {want}; to be fed batches of examples "
@@ -435,7 +435,7 @@ def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[
         raise TrainError("--resume needs --checkpoint-dir (where the checkpoints are)")
     for what, t in [("the loss", spec.loss)] + [(f"metric '{k}'", v)
                                                  for k, v in spec.metrics.items()]:
-        if t.shape is None or len(t.shape) != 0:
+        if static_shape(t) is None or len(static_shape(t)) != 0:
             raise TrainError(f"{spec.name}: {what} must be a scalar, but {t.name} is "
                              f"{t.output.type}")
     _check_switch(spec)
@@ -471,7 +471,7 @@ def _check_switch(spec: TrainSpec) -> None:
     if not isinstance(t, Tensor) or t.output.node.graph is not spec.graph:
         raise TrainError(f"{spec.name}: the training switch must be a tensor of the model's "
                          f"graph, got {t!r}")
-    if t.dtype is not DType.bool or t.shape is None or len(t.shape) != 0:
+    if t.dtype is not DType.bool or static_shape(t) is None or len(static_shape(t)) != 0:
         raise TrainError(f"{spec.name}: the training switch must be a scalar bool, but "
                          f"{t.name} is {t.output.type}")
     if t.op.node.op not in ("Placeholder", "PlaceholderWithDefault"):

@@ -18,7 +18,7 @@ import numpy as np
 
 from dsl.context import name_scope
 from dsl.ops import convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType
 
 __all__ = ["constant_switch", "smart_select"]
@@ -33,8 +33,8 @@ def constant_switch(training: Any) -> Optional[bool]:
     if isinstance(training, (bool, np.bool_)):
         return bool(training)
     if isinstance(training, Tensor):
-        if training.dtype is not DType.bool or (training.shape is not None
-                                                and len(training.shape) != 0):
+        if training.dtype is not DType.bool or (static_shape(training) is not None
+                                                and len(static_shape(training)) != 0):
             raise TypeError(f"training must be a scalar bool tensor, got {training.name} "
                             f"{training.output.type}")
         node = training.op.node

@@ -26,7 +26,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 from dsl.context import colocate_with, get_default_graph, name_scope
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from dsl.variables import GraphKeys, Variable
 from runtime.dtypes import DType, as_dtype
 
@@ -237,10 +237,10 @@ class _VariableStore:
             if reuse is False or reuse is None:
                 raise ValueError(f"Variable {name} already exists, disallowed. Did you mean to "
                                  "set reuse=True or reuse=tf.AUTO_REUSE in VarScope?")
-            if not _compatible(shape, found.shape):
+            if not _compatible(shape, static_shape(found)):
                 raise ValueError(f"Trying to share variable {name}, but specified shape "
                                  f"{_shape_str(shape)} and found shape "
-                                 f"{_shape_str(found.shape)}.")
+                                 f"{_shape_str(static_shape(found))}.")
             if not from_value and dtype is not found.dtype:
                 raise ValueError(f"Trying to share variable {name}, but specified dtype "
                                  f"{dtype.ir_name} and found dtype {found.dtype.ir_name}.")

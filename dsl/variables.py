@@ -23,7 +23,9 @@ import numpy as np
 
 from dsl.context import colocate_with, get_default_graph, name_scope
 from dsl.ops import apply_op, convert_to_tensor
-from dsl.tensor import Operation, Tensor
+from compiler.ir.types import normalize_shape
+from dsl.tensor import Operation, Tensor, static_shape
+from dsl.tensor_shape import TensorShape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["Variable", "global_variables", "trainable_variables", "local_variables",
@@ -31,7 +33,7 @@ __all__ = ["Variable", "global_variables", "trainable_variables", "local_variabl
            "initialize_all_variables", "report_uninitialized_variables", "is_variable_initialized",
            "assign", "assign_add", "assign_sub", "scatter_add", "scatter_sub", "scatter_update",
            "GraphKeys", "get_collection", "get_collection_ref", "add_to_collection",
-           "add_to_collections"]
+           "add_to_collections", "moving_average_variables", "model_variables"]
 
 
 class GraphKeys:
@@ -56,6 +58,7 @@ class GraphKeys:
     INIT_OP = "init_op"
     LOCAL_INIT_OP = "local_init_op"
     READY_OP = "ready_op"
+    QUEUE_RUNNERS = "queue_runners"
 
 
 def _shape_list(shape) -> Optional[tuple]:
@@ -63,7 +66,7 @@ def _shape_list(shape) -> Optional[tuple]:
         return None
     if isinstance(shape, Tensor):
         raise TypeError("a variable's shape must be a Python list, not a tensor")
-    return tuple(None if d is None or (isinstance(d, int) and d < 0) else int(d) for d in shape)
+    return normalize_shape(shape)
 
 
 class Variable:
@@ -95,22 +98,24 @@ class Variable:
                 if isinstance(initial_value, Initializer):
                     if shape is None:
                         raise ValueError(f"variable '{var_name}': an initializer needs a shape")
-                    init = initial_value(list(shape), dtype=dtype or initial_value.dtype or DType.f32)
+                    init = initial_value(list(_shape_list(shape)), dtype=dtype or initial_value.dtype or DType.f32)
                 elif callable(initial_value) and not isinstance(initial_value, (Tensor, np.ndarray)):
                     init = convert_to_tensor(initial_value(), dtype=dtype)
                 else:
                     init = convert_to_tensor(initial_value, dtype=dtype)
             self._initial_value = init
             self._dtype = init.dtype
-            declared = _shape_list(shape) if shape is not None else init.shape
-            if shape is not None and init.shape is not None:
-                if len(init.shape) != len(declared) or any(
+            init_shape = init.output.shape
+            declared = _shape_list(shape) if shape is not None else init_shape
+            if shape is not None and init_shape is not None:
+                if len(init_shape) != len(declared) or any(
                         a is not None and b is not None and a != b
-                        for a, b in zip(init.shape, declared)):
+                        for a, b in zip(init_shape, declared)):
                     raise ValueError(f"variable '{var_name}': the initial value has shape "
-                                     f"{list(init.shape)}, the declared shape is {list(shape)}")
+                                     f"{list(init_shape)}, the declared shape is "
+                                     f"{list(declared)}")
             if not validate_shape:
-                declared = None if init.shape is None else tuple(None for _ in init.shape)
+                declared = None if init_shape is None else tuple(None for _ in init_shape)
             self._shape = declared
             attrs = {"dtype": self._dtype, "shape": declared, "shared_name": var_name}
             self._handle = apply_op("VarHandleOp", [], attrs, name=scope)
@@ -148,10 +153,14 @@ class Variable:
         return self._dtype
 
     @property
-    def shape(self):
-        return self._shape
+    def shape(self) -> TensorShape:
+        """The declared shape, as TF1's ``TensorShape``."""
+        return TensorShape(self._shape)
 
-    def get_shape(self):
+    def get_shape(self) -> TensorShape:
+        return TensorShape(self._shape)
+
+    def _static_shape(self) -> Optional[tuple]:
         return self._shape
 
     @property
@@ -307,6 +316,15 @@ def local_variables(scope: Optional[str] = None) -> List[Variable]:
 
 def trainable_variables(scope: Optional[str] = None) -> List[Variable]:
     return get_default_graph().get_collection(GraphKeys.TRAINABLE_VARIABLES, scope)
+
+
+def moving_average_variables(scope: Optional[str] = None) -> List[Variable]:
+    """The variables ``ExponentialMovingAverage.apply`` averages."""
+    return get_default_graph().get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
+
+
+def model_variables(scope: Optional[str] = None) -> List[Variable]:
+    return get_default_graph().get_collection(GraphKeys.MODEL_VARIABLES, scope)
 
 
 def variables_initializer(var_list, name: str = "init") -> Operation:

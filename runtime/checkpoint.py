@@ -509,8 +509,9 @@ def read_checkpoint(prefix: str, names: Sequence[str], dtypes: Sequence[DType],
     if not (len(names) == len(dtypes) == len(shapes)):
         raise CheckpointError(f"{len(names)} names, {len(dtypes)} dtypes and {len(shapes)} "
                               "shapes to restore; they must be as many")
-    index = read_index(prefix)
-    tensors = _load_verified(prefix, index)
+    tensors: Dict[str, np.ndarray] = {}
+    for part in shard_prefixes(prefix):       # a sharded checkpoint reads as its shards' union
+        tensors.update(_load_verified(part, read_index(part)))
     missing, wrong_dtype, wrong_shape = [], [], []
     out = []
     for name, dtype, shape in zip(names, dtypes, shapes):

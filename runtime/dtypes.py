@@ -145,7 +145,9 @@ _BY_NAME.update({"float32": DType.f32, "float64": DType.f64, "float16": DType.f1
                  "bfloat16": DType.bf16,
                  "int32": DType.i32, "int64": DType.i64, "int8": DType.i8, "int16": DType.i16,
                  "uint8": DType.u8, "uint16": DType.u16, "uint32": DType.u32,
-                 "uint64": DType.u64})
+                 "uint64": DType.u64,
+                 # the C names TensorFlow's as_dtype takes too (tf.placeholder("float", ...))
+                 "float": DType.f32, "double": DType.f64, "half": DType.f16})
 _BY_CODE = {d.code: d for d in DType}
 
 

@@ -248,6 +248,11 @@ class ResourceStore:
         self._streams: Dict[str, object] = {}      # name -> its uint64_t counter
         self._queues: Dict[str, object] = {}       # name -> CQueue or PyQueue
         self.accumulators: Dict[str, object] = {}  # name -> runtime.accumulators.Accumulator
+        self.datasets = None                       # runtime.datasets.DatasetState, on first use
+        # Runs a part of the graph as a step: (arg placeholders, result tensors, target nodes,
+        # arg values) -> result values. Set by the session that owns the store; dataset
+        # functions (map, filter, a one-shot iterator's dataset) need it (runtime/datasets.py).
+        self.function_runner = None
         self._step = threading.local()             # the interpreter's per-step deadline
         self._lock = threading.Lock()
         self._host = ffi.new_handle(self)
@@ -341,6 +346,8 @@ class ResourceStore:
             q.close(cancel_pending_enqueues)
         for acc in list(self.accumulators.values()):
             acc.close()
+        if self.datasets is not None:
+            self.datasets.close()                  # prefetch threads stop
 
     # --- binding a step ----------------------------------------------------------------
     def runtime_struct(self, variables: Sequence[TensorSpec], streams: Sequence[str],
@@ -384,7 +391,10 @@ _BUILTIN_HOST_OPS = {"SaveV2": "runtime.checkpoint", "RestoreV2": "runtime.check
                          "AccumulatorApplyGradient", "AccumulatorTakeGradient",
                          "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
                          "AccumulatorDropCounts", "AccumulatorClose",
-                         "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient")}}
+                         "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient")},
+                     "Print": "runtime.printing", "_PrintV2": "runtime.printing",
+                     **{op: "runtime.datasets" for op in (
+                         "DatasetDefine", "MakeIterator", "IteratorGetNext", "OneShotIterator")}}
 
 
 def _find_host_op(name: str) -> HostOp:

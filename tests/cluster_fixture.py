@@ -1,6 +1,10 @@
 """Local clusters of real task processes for tests: ``Cluster(tmp_path, {"ps": 1, "worker": 2})``
 starts each task with ``python3 -m compiler.cli serve`` (ps tasks through ``TF_CONFIG``), waits
-until each answers ``Status``, and ``stop()`` kills them all. Every wait is bounded."""
+until each answers ``Status``, and ``stop()`` kills them all. Every wait is bounded.
+
+With ``hosts`` (``netns_fixture.Hosts``) each task runs in a host of its own address instead of
+on loopback (``place`` maps ``(job, task)`` to a host's index; default: the tasks in spec order
+round the hosts), listening on that address (``--bind``); such a task needs a ``token``."""
 import json
 import os
 import signal
@@ -24,8 +28,22 @@ def free_port() -> int:
 class Cluster:
     """Task processes of one cluster spec, started with ``python3 -m compiler.cli serve``."""
 
-    def __init__(self, tmp_path, jobs, token=None, extra_args=(), envs=None):
-        self.spec = {job: [f"localhost:{free_port()}" for _ in range(n)] for job, n in jobs.items()}
+    def __init__(self, tmp_path, jobs, token=None, extra_args=(), envs=None, hosts=None,
+                 place=None):
+        self.hosts = hosts
+        self.place = {}
+        if hosts is None:
+            self.spec = {job: [f"localhost:{free_port()}" for _ in range(n)]
+                         for job, n in jobs.items()}
+        else:
+            tasks = [(job, k) for job, n in jobs.items() for k in range(n)]
+            self.place = {t: (place or {}).get(t, i % len(hosts)) for i, t in enumerate(tasks)}
+            ports = {}                    # each host has its own address: ports from 2222 on each
+            self.spec = {job: [] for job in jobs}
+            for job, k in tasks:
+                host = self.place[(job, k)]
+                ports[host] = ports.get(host, 2221) + 1
+                self.spec[job].append(f"{hosts.address(host)}:{ports[host]}")
         self.path = str(tmp_path / "cluster.json")
         with open(self.path, "w") as f:
             json.dump(self.spec, f)
@@ -59,8 +77,12 @@ class Cluster:
             cmd += ["--cluster", self.path, "--job", job, "--task", str(task)]
         if self.token:
             cmd += ["--token", self.token]
+        cmd += self.extra_args
+        if self.hosts is not None:
+            cmd += ["--bind", self.address(job, task).rsplit(":", 1)[0]]
+            cmd = self.hosts.wrap(self.place[(job, task)], cmd)
         log = open(self.tmp_path / f"{job}_{task}.log", "w")
-        self.procs[(job, task)] = subprocess.Popen(cmd + self.extra_args, cwd=ROOT, env=env,
+        self.procs[(job, task)] = subprocess.Popen(cmd, cwd=ROOT, env=env,
                                                    stdout=log, stderr=subprocess.STDOUT)
         log.close()
 

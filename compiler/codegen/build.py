@@ -21,7 +21,7 @@ from runtime import sanitize
 from compiler.build_cache import cache_root, cached_digest, keep_failed_source, publish
 from compiler.codegen.elementwise import last_level_cache_bytes
 from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
-from compiler.codegen.onednn import onednn_flags
+from compiler.codegen.onednn import onednn_flags, onednn_tag
 from compiler.codegen.unit_build import compile_units, run_compiler
 from compiler.errors import BuildError
 from compiler.options import setting
@@ -176,7 +176,8 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
     blobs = dict(blobs or {})
     with open(os.path.join(RUNTIME_INCLUDE, "flowc_rt.h"), "rb") as f:
         header = f.read()
-    toolchain = b"\0".join([header, compiler_identity(cc).encode(), target_cpu().encode()])
+    toolchain = b"\0".join([header, compiler_identity(cc).encode(), target_cpu().encode(),
+                           onednn_tag().encode()])     # its headers, for the kernel objects' keys
     parts = [source.encode(), toolchain, " ".join(flags + link).encode()]
     digests = dict(blob_digests or {})
     for fname in sorted(blobs):

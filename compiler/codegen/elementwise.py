@@ -2,8 +2,9 @@
 fused kernels). Inputs of the output's shape are read with the flat index; size-1 inputs as a
 scalar; anything else through a loop nest with per-input strides (0 on broadcast dims), so the
 innermost loop stays contiguous and vectorizable. Large outputs are split across cores
-(``parallel.c.j2``), and float32 ``expf`` calls become flowc's vectorizable exp
-(``math_helpers.c.j2``), so loops of exp and sigmoid vectorize too."""
+(``parallel.c.j2``), and float32 libm calls of exp, expm1, tanh, erf, log and log1p become
+flowc's vectorizable versions (``math_helpers.c.j2``), so loops of them (Exp, Tanh, Erf and
+Gelu, Elu, Selu, Log, Softplus, ... and fused kernels of them) vectorize too."""
 from __future__ import annotations
 
 import functools
@@ -74,7 +75,10 @@ def input_strides(out: TensorRef, x: TensorRef) -> List[str]:
     return strides
 
 
-_EXPF_CALL = re.compile(r"\bexpf\(")
+# float32 libm function -> the math_helpers.c.j2 helper that replaces it in vectorized loops
+VECTOR_MATH_F32 = {"expf": "vexpf", "expm1f": "vexpm1f", "tanhf": "vtanhf", "erff": "verff",
+                   "logf": "vlogf", "log1pf": "vlog1pf"}
+_LIBM_F32_CALL = re.compile(r"\b(" + "|".join(VECTOR_MATH_F32) + r")\(")
 _DEFAULT_LAST_LEVEL_CACHE = 32 << 20
 
 
@@ -109,16 +113,19 @@ def streams_output(out: TensorRef, nested: bool, fail_if: Optional[str]) -> bool
     return int(out.size) * out.dtype.itemsize >= threshold
 
 
-def use_vector_expf(kc: KernelContext, expr: str) -> str:
-    """``expr`` with each libm ``expf(`` call replaced by flowc's branch-free float exp
-    (same IEEE special cases, within 2 ulp), which the C compiler vectorizes; libm's ``expf``
-    is an opaque call that keeps the whole loop scalar."""
-    if not _EXPF_CALL.search(expr):
-        return expr
-    name = "flowc_vexpf"
-    kc.module.add_global(kc.render("math_helpers.c.j2", fn="vexpf", name=name, T="float",
-                                   U="uint32_t", is_signed=False, fmod=""))
-    return _EXPF_CALL.sub(name + "(", expr)
+def use_vector_math(kc: KernelContext, expr: str) -> str:
+    """``expr`` with each float32 libm call of ``VECTOR_MATH_F32`` (``expf(``, ``tanhf(``,
+    ``erff(``, ...) replaced by flowc's branch-free version (the same IEEE special cases,
+    within 2 ulp of the correctly rounded result: tests/compiler/codegen/test_fast_math.py),
+    which the C compiler vectorizes; a libm call is opaque and keeps the whole loop scalar.
+    float64 keeps libm (``exp(`` is not matched). Each helper is defined once per module."""
+    def helper(m: "re.Match") -> str:
+        fn = VECTOR_MATH_F32[m.group(1)]
+        name = "flowc_" + fn
+        kc.module.add_global(kc.render("math_helpers.c.j2", fn=fn, name=name, T="float",
+                                       U="uint32_t", is_signed=False, fmod=""))
+        return name + "("
+    return _LIBM_F32_CALL.sub(helper, expr)
 
 
 def emit_elementwise(kc: KernelContext, expr: str, out_index: int = 0,
@@ -141,6 +148,6 @@ def emit_elementwise(kc: KernelContext, expr: str, out_index: int = 0,
     strides = [input_strides(out, x) for x in kc.inputs]
     fail = kc.fail(fail_message) if fail_if else ""
     nested = "strided" in modes
-    return kc.render("elementwise.c.j2", expr=use_vector_expf(kc, expr), out=out, modes=modes,
+    return kc.render("elementwise.c.j2", expr=use_vector_math(kc, expr), out=out, modes=modes,
                      strides=strides, nested=nested, inner=out.dim_product(1),
                      fail_if=fail_if, fail=fail, stream=streams_output(out, nested, fail_if))

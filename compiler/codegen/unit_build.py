@@ -53,14 +53,20 @@ class _Job:
     label: str                  # "unit 2 of 3", "kernel unit 1 of 5"
 
 
+# Headers of the libraries a kernel may include (kc.require("blas"), kc.require("onednn")),
+# found through the -I flags of the module's link line.
+LIBRARY_HEADERS = ("cblas.h", "dnnl.h")
+
+
 def kernel_unit_flags(flags: Sequence[str], link: Sequence[str], text: str) -> List[str]:
     """The compile flags of a kernel unit: the module's, with OpenMP only when the unit uses
-    it and OpenBLAS's include folder only when it includes cblas.h (so the unit's object is
-    the same whatever else its module needs)."""
+    it and the include folders of the module's libraries (OpenBLAS, oneDNN) only when it
+    includes one of their headers (so the unit's object is the same whatever else its module
+    needs)."""
     out = [f for f in flags if f != "-shared"] + list(UNIT_FLAGS) + list(KERNEL_UNIT_FLAGS)
     if _OPENMP.search(text):
         out.append("-fopenmp")
-    if "cblas.h" in text:
+    if any(header in text for header in LIBRARY_HEADERS):
         out.extend(f for f in link if f.startswith("-I"))
     return out
 

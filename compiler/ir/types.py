@@ -16,8 +16,14 @@ def normalize_shape(shape) -> Shape:
         return None
     if isinstance(shape, int):
         shape = (shape,)
+    if hasattr(shape, "as_list") and hasattr(shape, "rank"):   # a TensorShape (TF's or dsl's)
+        if shape.rank is None:
+            return None
+        shape = shape.as_list()
     dims = []
     for d in shape:
+        if d is not None and not isinstance(d, int) and hasattr(d, "value"):   # a Dimension
+            d = d.value
         if d is None or (isinstance(d, (int,)) and not isinstance(d, bool) and d == -1):
             dims.append(None)
         else:

@@ -24,7 +24,7 @@ from dsl.flow.parser import parse_text
 from dsl.flow.strings import StringError, decode_string
 from dsl.flow.training import INITIALIZERS, TRAIN_SETTINGS, Declared, TrainingDecl, optimizers
 from dsl.init_ops import Initializer, glorot_uniform_initializer, zeros_initializer
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType
 from runtime.errors import FlowcError
 
@@ -413,7 +413,7 @@ class Evaluator:
         if not isinstance(value, Tensor):
             raise scope.file.error(f"{what} must be a scalar tensor, not {describe_value(value)}",
                                    tree)
-        if value.shape is None or len(value.shape) != 0:
+        if static_shape(value) is None or len(static_shape(value)) != 0:
             raise scope.file.error(f"{what} must be a scalar, but it is {value.output.type}; "
                                    "reduce it (reduce_mean, reduce_sum)", tree)
         if value.dtype is DType.bool or value.dtype is DType.resource:

@@ -7,7 +7,7 @@ import numpy as np
 
 from compiler.ir.construct import constant_value
 from dsl.ops import apply_op
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 from dsl.gradients import GradientShapeError
 
 Shape = Optional[Tuple[Optional[int], ...]]
@@ -29,10 +29,10 @@ def need_value(op: Operation, i: int, what: str) -> np.ndarray:
 
 def need_rank(op: Operation, t: Tensor) -> int:
     """The static rank of ``t``; GradientShapeError when unknown."""
-    if t.shape is None:
+    if static_shape(t) is None:
         raise GradientShapeError(f"the gradient of {op.type} '{op.name}' needs the rank of "
                                  f"{t.name} to be known")
-    return len(t.shape)
+    return len(static_shape(t))
 
 
 def shape_of(t: Tensor, out_type=None) -> Tensor:
@@ -74,8 +74,8 @@ def _broadcast_axes(x_shape: tuple, out_shape: tuple,
 def unbroadcast(op: Operation, g: Tensor, x: Tensor, peers: Sequence[Shape],
                 out_shape: Shape = None) -> Tensor:
     """``g`` (of the op's broadcast output shape) summed down to the shape of ``x``."""
-    x_shape = x.shape
-    out_shape = out_shape if out_shape is not None else op.outputs[0].shape
+    x_shape = static_shape(x)
+    out_shape = out_shape if out_shape is not None else static_shape(op.outputs[0])
     if x_shape is None or out_shape is None:
         raise GradientShapeError(
             f"the gradient of {op.type} '{op.name}' needs the ranks of {x.name} "
@@ -95,7 +95,7 @@ def _unbroadcast_dynamic(g: Tensor, x: Tensor, lead: int) -> Tensor:
     (x_k is n or 1) and the second factor summed."""
     if lead:
         g = reduce_sum(g, range(lead))
-    rank = len(x.shape)
+    rank = len(static_shape(x))
     if not rank:
         return g
     xs = shape_of(x)
@@ -107,4 +107,4 @@ def _unbroadcast_dynamic(g: Tensor, x: Tensor, lead: int) -> Tensor:
 
 def shape_tuple(t: Tensor) -> Shape:
     """The static shape of ``t`` as a tuple (None for unknown rank)."""
-    return None if t.shape is None else tuple(t.shape)
+    return None if static_shape(t) is None else tuple(static_shape(t))

@@ -12,7 +12,7 @@ from dsl.gradients import (GradientShapeError, MissingGradientError, NotDifferen
                            RegisterGradient, fill_zeros)
 from dsl.indexed_slices import IndexedSlices
 from dsl.ops import apply_op
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 
 Grads = List[Optional[Tensor]]
 
@@ -55,7 +55,7 @@ def _axis(op: Operation, i: int, rank: int) -> int:
 def _concat_grad(op: Operation, g: Tensor) -> Grads:
     values = op.inputs[:-1]
     axis = _axis(op, len(values), need_rank(op, values[0]))
-    dims = [None if v.shape is None else v.shape[axis] for v in values]
+    dims = [None if static_shape(v) is None else static_shape(v)[axis] for v in values]
     if all(d is not None for d in dims):
         sizes = _const(np.array(dims, dtype=np.int32))
     else:
@@ -100,9 +100,9 @@ def _strided_slice_grad(op: Operation, g: Tensor) -> Grads:
     """Static input shape: any slice; unknown dims: unit strides without ellipsis/new axes."""
     x = op.inputs[0]
     spec = [need_value(op, i, what) for i, what in ((1, "begin"), (2, "end"), (3, "strides"))]
-    if x.shape is not None and all(d is not None for d in x.shape):
+    if static_shape(x) is not None and all(d is not None for d in static_shape(x)):
         return [_gather_back(op, g, spec), None, None, None]
-    if (x.shape is None or op.get_attr("ellipsis_mask") or op.get_attr("new_axis_mask")
+    if (static_shape(x) is None or op.get_attr("ellipsis_mask") or op.get_attr("new_axis_mask")
             or np.any(spec[2] != 1)):
         raise GradientShapeError(
             f"the gradient of StridedSlice '{op.name}' needs the shape of {x.name} to be static "
@@ -113,8 +113,8 @@ def _strided_slice_grad(op: Operation, g: Tensor) -> Grads:
 def _gather_back(op: Operation, g: Tensor, spec: List[np.ndarray]) -> Tensor:
     """Each input element takes its output element's gradient, or zero (static shapes)."""
     x = op.inputs[0]
-    n = int(np.prod(x.shape, dtype=np.int64))
-    ids = np.arange(n, dtype=np.int64).reshape(x.shape)
+    n = int(np.prod(static_shape(x), dtype=np.int64))
+    ids = np.arange(n, dtype=np.int64).reshape(static_shape(x))
     picked = np.reshape(run_reference(op.node, [ids] + spec)[0], -1).astype(np.int64)
     if not picked.size:
         return _op("ZerosLike", x)
@@ -122,19 +122,19 @@ def _gather_back(op: Operation, g: Tensor, spec: List[np.ndarray]) -> Tensor:
     source[picked] = np.arange(picked.size)
     flat = _op("ConcatV2", [_op("Reshape", g, [-1]), _const(np.zeros(1, g.dtype.np))], 0)
     taken = _op("GatherV2", flat, _const(source.astype(np.int32)), 0)
-    return _op("Reshape", taken, np.array(x.shape, dtype=np.int32))
+    return _op("Reshape", taken, np.array(static_shape(x), dtype=np.int32))
 
 
 def _pad_back(op: Operation, g: Tensor, begin: np.ndarray) -> Tensor:
     """A unit-stride slice: pad the gradient back around the box (dynamic shapes)."""
     x = op.inputs[0]
-    rank = len(x.shape)
+    rank = len(static_shape(x))
     begin_mask, shrink = op.get_attr("begin_mask"), op.get_attr("shrink_axis_mask")
     start = np.zeros(rank, dtype=np.int32)
     from_end = np.zeros(rank, dtype=np.int32)        # 1 where start counts from the dim's end
     for k, b in enumerate(np.reshape(begin, -1)[:rank]):
         b = 0 if begin_mask >> k & 1 else int(b)
-        dim = x.shape[k]
+        dim = static_shape(x)[k]
         if b < 0 and dim is None:
             from_end[k] = 1
         elif b < 0:
@@ -169,7 +169,7 @@ def _pad_grad(op: Operation, g: Tensor) -> Grads:
 
 
 def _is_static(t: Tensor) -> bool:
-    return t.shape is not None and all(d is not None for d in t.shape)
+    return static_shape(t) is not None and all(d is not None for d in static_shape(t))
 
 
 @RegisterGradient("GatherV2")
@@ -194,7 +194,7 @@ def gather_rows_grad(params: Tensor, indices: Tensor, g: Tensor) -> IndexedSlice
     flat_ids = _op("Reshape", indices, np.array([-1], indices.dtype.np))
     if _is_static(params) and _is_static(indices):
         # static shapes stay static (in a loop's gradient, its buffers then have static sizes)
-        rows = [int(np.prod(indices.shape, dtype=np.int64))] + list(params.shape[1:])
+        rows = [int(np.prod(static_shape(indices), dtype=np.int64))] + list(static_shape(params)[1:])
         values = _op("Reshape", g, np.array(rows, indices.dtype.np))
         return IndexedSlices(values, flat_ids, p_shape)
     inner = _op("Slice", p_shape, np.array([1], indices.dtype.np), np.array([-1], indices.dtype.np))

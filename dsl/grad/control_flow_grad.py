@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dsl.gradients import MissingGradientError, NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op
+from dsl.tensor import static_shape
 
 for _op in ("StackV2", "StackPushV2", "StackPopV2", "StackCloseV2"):
     NotDifferentiable(_op)
@@ -216,7 +217,7 @@ def _live(loop, t):
 
 
 def _static_shape(t, what):
-    s = t.shape
+    s = static_shape(t)
     if s is None or any(d is None for d in s):
         raise MissingGradientError(
             f"the gradient of while_loop needs the static shape of {what} '{t.name}', "
@@ -325,7 +326,7 @@ def _differentiate(loop, g, grads, between, sum_fn):
             with g.inserting_after(j.output.node):
                 with control_dependencies([j]):
                     v = apply_op("StackPopV2", [Tensor(h)],
-                                 {"elem_type": out.dtype, "elem_shape": out.shape},
+                                 {"elem_type": out.dtype, "elem_shape": static_shape(out)},
                                  name="pop")
             state["pops"].append(v)
             return v.output
@@ -420,7 +421,7 @@ def _dense(grad, like):
     rows), with the static shape of ``like`` when it has one."""
     if not hasattr(grad, "to_dense"):
         return grad
-    shape = like.shape
+    shape = static_shape(like)
     if shape is None or not shape or any(d is None for d in shape):
         return grad.to_dense()
     import numpy as np

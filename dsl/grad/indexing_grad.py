@@ -12,7 +12,7 @@ from compiler.ops.einsum import parse_equation
 from dsl.grad._util import need_rank, shape_of
 from dsl.gradients import GradientShapeError, NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 from runtime.dtypes import DType
 
 Grads = List[Optional[Tensor]]
@@ -127,7 +127,7 @@ def _einsum_grad(op: Operation, g: Tensor) -> Grads:
                                  for j, c in enumerate(ls)))
         kept, expand_at, broadcast_back = [], [], False
         for j, c in enumerate(labels):
-            stretched_one = c in eq.broadcast and x.shape[j] == 1
+            stretched_one = c in eq.broadcast and static_shape(x)[j] == 1
             if stretched_one or c not in seen_elsewhere:
                 expand_at.append(j)
                 broadcast_back |= not stretched_one
@@ -152,7 +152,7 @@ def _einsum_letters(labels) -> Dict[str, str]:
 def _own_letter(x: Tensor, j: int, c: str, eq, letters: Dict[str, str], spare) -> str:
     """The letter of dim j of a co-operand: a fresh one (summed away) where it is a
     broadcast '...' dim of size 1 that the others stretch."""
-    if c in eq.broadcast and x.shape[j] == 1:
+    if c in eq.broadcast and static_shape(x)[j] == 1:
         try:
             return next(spare)
         except StopIteration:

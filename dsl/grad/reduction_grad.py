@@ -8,7 +8,7 @@ import numpy as np
 from dsl.grad._util import need_rank, need_value, shape_of
 from dsl.gradients import NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op, constant
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 
 Grads = List[Optional[Tensor]]
 
@@ -23,8 +23,8 @@ def _kept_shape(op: Operation) -> Tuple[Tensor, np.ndarray]:
     rank = need_rank(op, x)
     axes = np.unique(np.reshape(need_value(op, 1, "reduction axes"), -1) % max(rank, 1))
     axes = axes.astype(np.int32) if rank else np.zeros(0, np.int32)
-    if x.shape is not None and all(d is not None for d in x.shape):
-        kept = np.array(x.shape, dtype=np.int32)
+    if static_shape(x) is not None and all(d is not None for d in static_shape(x)):
+        kept = np.array(static_shape(x), dtype=np.int32)
         kept[axes] = 1
         return constant(kept), axes
     mask = np.ones(rank, dtype=np.int32)
@@ -39,9 +39,9 @@ def _broadcast_back(op: Operation, t: Tensor, kept: Tensor, axes: np.ndarray) ->
     buffer of the input's size: the embedding step's Mean spent 28 us writing them)."""
     x = op.inputs[0]
     shaped = _op("Reshape", t, kept)
-    if x.shape is not None and len(x.shape) > 0 and all(d is not None for d in x.shape):
-        multiples = np.ones(len(x.shape), np.int32)
-        multiples[axes] = np.asarray(x.shape, np.int64)[axes]
+    if static_shape(x) is not None and len(static_shape(x)) > 0 and all(d is not None for d in static_shape(x)):
+        multiples = np.ones(len(static_shape(x)), np.int32)
+        multiples[axes] = np.asarray(static_shape(x), np.int64)[axes]
         return _op("Tile", shaped, constant(multiples))
     return _op("Mul", shaped, _op("OnesLike", x))
 

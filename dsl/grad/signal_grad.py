@@ -20,7 +20,7 @@ import numpy as np
 from dsl.gradients import GradientShapeError, RegisterGradient
 from dsl.grad._util import need_rank, need_value
 from dsl.ops import apply_op, constant
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 
 Grads = List[Optional[Tensor]]
 
@@ -49,7 +49,7 @@ def _dft_grad(op: Operation, g: Tensor) -> Grads:
     rank = need_rank(op, x)
     axis, inverse, onesided = op.get_attr("axis"), op.get_attr("inverse"), op.get_attr("onesided")
     length = int(np.reshape(need_value(op, 1, "fft_length"), -1)[0])
-    n, channels = x.shape[axis], x.shape[-1]
+    n, channels = static_shape(x)[axis], static_shape(x)[-1]
     if n is None or channels is None:
         raise GradientShapeError(f"the gradient of _DFT '{op.name}' needs the input's size "
                                  "along the axis and its last dim known")

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from dsl.gradients import NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 
 SOURCE = "gradients"
 
@@ -67,7 +67,7 @@ def _scatter_grad(op: Operation, flow_grad: Optional[Tensor]) -> List[Optional[T
         return [None, None, None, None]
     _, indices, value, _ = op.inputs
     handle, grad_flow = _grad_array(op, flow_grad)
-    element = None if value.shape is None else tuple(value.shape[1:])
+    element = None if static_shape(value) is None else tuple(static_shape(value)[1:])
     value_grad = apply_op("TensorArrayGatherV3", [handle, indices, grad_flow],
                           {"dtype": value.dtype, "element_shape": element})
     return [None, None, value_grad, flow_grad]

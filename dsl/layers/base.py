@@ -246,6 +246,7 @@ class Layer:
                     if self._dtype is None:
                         first = inputs[0] if isinstance(inputs, (list, tuple)) else inputs
                         self._dtype = first.dtype
+                    # TF1 hands build() TensorShapes (``input_shape[-1].value``)
                     shapes = ([i.shape for i in inputs] if isinstance(inputs, (list, tuple))
                               else inputs.shape)
                     self.build(shapes)

@@ -11,7 +11,8 @@ from dsl.layers.base import InputSpec, Layer
 from dsl.layers.core import _data_format, add_kernel_and_bias
 from dsl.nn import bias_add
 from dsl.nn_conv import conv2d as nn_conv2d
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
+from dsl.tensor_shape import TensorShape, as_shape
 
 __all__ = ["Conv2D", "Convolution2D", "conv2d", "normalize_tuple", "normalize_padding",
            "conv_output_length"]
@@ -92,6 +93,7 @@ class Conv2D(Layer):
         return 1 if self.data_format == "channels_first" else -1
 
     def build(self, input_shape) -> None:
+        input_shape = static_shape(input_shape)
         if input_shape is None or len(input_shape) != 4:
             raise ValueError(f"Input 0 of layer {self.name} is incompatible with the layer: "
                              f"expected ndim=4, found shape {input_shape}")
@@ -121,7 +123,8 @@ class Conv2D(Layer):
             outputs = self.activation(outputs)
         return outputs
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape) -> TensorShape:
+        input_shape = tuple(as_shape(input_shape).as_list())
         if self.data_format == "channels_first":
             n, _, h, w = input_shape
         else:
@@ -129,8 +132,8 @@ class Conv2D(Layer):
         oh, ow = (conv_output_length(d, k, self.padding, s, r) for d, k, s, r in
                   zip((h, w), self.kernel_size, self.strides, self.dilation_rate))
         if self.data_format == "channels_first":
-            return (n, self.filters, oh, ow)
-        return (n, oh, ow, self.filters)
+            return TensorShape((n, self.filters, oh, ow))
+        return TensorShape((n, oh, ow, self.filters))
 
 
 Convolution2D = Conv2D

@@ -13,7 +13,8 @@ from dsl.linalg_ops import matmul
 from dsl.nn import bias_add
 from dsl.nn_losses import dropout as nn_dropout
 from dsl.ops import convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
+from dsl.tensor_shape import TensorShape, as_shape
 
 __all__ = ["Dense", "Dropout", "Flatten", "dense", "dropout", "flatten"]
 
@@ -63,6 +64,7 @@ class Dense(Layer):
         self.input_spec = InputSpec(min_ndim=2)
 
     def build(self, input_shape) -> None:
+        input_shape = static_shape(input_shape)
         if input_shape is None or len(input_shape) < 2:
             raise ValueError(f"Input 0 of layer {self.name} is incompatible with the layer: "
                              f"expected min_ndim=2, found shape {input_shape}")
@@ -74,12 +76,12 @@ class Dense(Layer):
         add_kernel_and_bias(self, [last, self.units], self.units)
 
     def call(self, inputs: Tensor) -> Tensor:
-        rank = None if inputs.shape is None else len(inputs.shape)
+        rank = None if static_shape(inputs) is None else len(static_shape(inputs))
         if rank == 2 or rank is None:
             outputs = matmul(inputs, self.kernel)
         else:
             # a product along the last dim, as tensordot: [..., k] -> [-1, k] @ kernel
-            flat = reshape(inputs, [-1, inputs.shape[-1]])
+            flat = reshape(inputs, [-1, static_shape(inputs)[-1]])
             outputs = matmul(flat, self.kernel)
             lead = shape(inputs)[:-1]
             from dsl.array_ops import concat
@@ -90,8 +92,9 @@ class Dense(Layer):
             outputs = self.activation(outputs)
         return outputs
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:-1]) + (self.units,)
+    def compute_output_shape(self, input_shape) -> TensorShape:
+        input_shape = tuple(as_shape(input_shape).as_list())
+        return TensorShape(input_shape[:-1] + (self.units,))
 
 
 def dense(inputs, units: int, activation=None, use_bias: bool = True, kernel_initializer=None,
@@ -149,8 +152,8 @@ class Dropout(Layer):
                 return nn_dropout(inputs, rate=self.rate, noise_shape=noise, seed=self.seed)
         return select_by_training(training, dropped, lambda: identity(inputs))
 
-    def compute_output_shape(self, input_shape):
-        return input_shape
+    def compute_output_shape(self, input_shape) -> TensorShape:
+        return as_shape(input_shape)
 
 
 def dropout(inputs, rate=0.5, noise_shape=None, seed: Optional[int] = None, training=False,
@@ -171,11 +174,11 @@ class Flatten(Layer):
         self.data_format = _data_format(data_format)
 
     def call(self, inputs: Tensor) -> Tensor:
-        s = inputs.shape
+        s = static_shape(inputs)
         rank = None if s is None else len(s)
         if self.data_format == "channels_first" and rank is not None and rank > 1:
             inputs = transpose(inputs, [0] + list(range(2, rank)) + [1])
-            s = inputs.shape
+            s = static_shape(inputs)
         if rank == 1:
             from dsl.array_ops import expand_dims
             return expand_dims(inputs, 1)
@@ -186,9 +189,11 @@ class Flatten(Layer):
         from dsl.array_ops import stack
         return reshape(inputs, stack([shape(inputs)[0], convert_to_tensor(-1)]))
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape) -> TensorShape:
+        input_shape = tuple(as_shape(input_shape).as_list())
         rest = input_shape[1:]
-        return (input_shape[0], None if any(d is None for d in rest) else math.prod(rest))
+        return TensorShape((input_shape[0],
+                            None if any(d is None for d in rest) else math.prod(rest)))
 
 
 def flatten(inputs, name: Optional[str] = None, data_format: str = "channels_last") -> Tensor:

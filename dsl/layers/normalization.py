@@ -26,8 +26,9 @@ from dsl.math_ops import cast
 from dsl.nn_norm import batch_normalization as nn_batch_normalization
 from dsl.nn_norm import fused_batch_norm, moments
 from dsl.ops import constant, convert_to_tensor
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType
+from dsl.tensor_shape import as_shape
 
 __all__ = ["BatchNormalization", "batch_normalization"]
 
@@ -75,6 +76,7 @@ class BatchNormalization(Layer):
         return DType.f32 if self.dtype in (None, DType.f16, DType.bf16) else self.dtype
 
     def build(self, input_shape) -> None:
+        input_shape = static_shape(input_shape)
         if input_shape is None:
             raise ValueError(f"Input has undefined rank: {self.name} needs it to pick its axis")
         rank = len(input_shape)
@@ -185,13 +187,13 @@ class BatchNormalization(Layer):
         in_dtype = inputs.dtype
         if in_dtype in (DType.f16, DType.bf16):
             inputs = cast(inputs, DType.f32)
-        rank = len(inputs.shape)
+        rank = len(static_shape(inputs))
         reduction = [i for i in range(rank) if i not in self.axis]
         broadcast_shape = [1] * rank
-        broadcast_shape[self.axis[0]] = inputs.shape[self.axis[0]]
+        broadcast_shape[self.axis[0]] = static_shape(inputs)[self.axis[0]]
 
         def broadcast(v):
-            if v is not None and len(v.shape) != rank and reduction != list(range(rank - 1)):
+            if v is not None and len(static_shape(v)) != rank and reduction != list(range(rank - 1)):
                 return reshape(v, broadcast_shape)
             return v
 
@@ -223,8 +225,8 @@ class BatchNormalization(Layer):
             outputs = cast(outputs, in_dtype)
         return outputs
 
-    def compute_output_shape(self, input_shape):
-        return input_shape
+    def compute_output_shape(self, input_shape) -> TensorShape:
+        return as_shape(input_shape)
 
 
 def batch_normalization(inputs, axis=-1, momentum: float = 0.99, epsilon: float = 1e-3,

@@ -9,7 +9,8 @@ from dsl.layers.base import InputSpec, Layer
 from dsl.layers.convolutional import conv_output_length, normalize_padding, normalize_tuple
 from dsl.layers.core import _data_format
 from dsl.nn_conv import avg_pool, max_pool
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
+from dsl.tensor_shape import TensorShape, as_shape
 
 __all__ = ["MaxPooling2D", "AveragePooling2D", "MaxPool2D", "AveragePool2D", "max_pooling2d",
            "average_pooling2d"]
@@ -29,9 +30,9 @@ class _Pooling2D(Layer):
         self.input_spec = InputSpec(ndim=4)
 
     def call(self, inputs: Tensor) -> Tensor:
-        if inputs.shape is not None and len(inputs.shape) != 4:
+        if static_shape(inputs) is not None and len(static_shape(inputs)) != 4:
             raise ValueError(f"Input 0 of layer {self.name} is incompatible with the layer: "
-                             f"expected ndim=4, found ndim={len(inputs.shape)}")
+                             f"expected ndim=4, found ndim={len(static_shape(inputs))}")
         # channels_first runs as NHWC between two transposes (the compiled pools are NHWC)
         first = self.data_format == "channels_first"
         if first:
@@ -41,14 +42,16 @@ class _Pooling2D(Layer):
                                  padding=self.padding.upper(), data_format="NHWC")
         return transpose(outputs, [0, 3, 1, 2]) if first else outputs
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape) -> TensorShape:
+        input_shape = tuple(as_shape(input_shape).as_list())
         if self.data_format == "channels_first":
             n, c, h, w = input_shape
         else:
             n, h, w, c = input_shape
         oh, ow = (conv_output_length(d, k, self.padding, s) for d, k, s in
                   zip((h, w), self.pool_size, self.strides))
-        return (n, c, oh, ow) if self.data_format == "channels_first" else (n, oh, ow, c)
+        return TensorShape((n, c, oh, ow) if self.data_format == "channels_first"
+                           else (n, oh, ow, c))
 
 
 class MaxPooling2D(_Pooling2D):

@@ -17,7 +17,7 @@ import numpy as np
 import dsl as fl
 from dsl.onnx.values import index_const, index_scalar
 from dsl.ops import apply_op
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,10 @@ def _spread(x: Tensor, win: TransposedWindows) -> Tensor:
     """[N, *in, C] -> [N, *(in * stride), C]: stride - 1 zeros after every element."""
     if all(s == 1 for s in win.strides):
         return x
-    interleaved = [-1] + [v for d in win.in_dims for v in (d, 1)] + [int(x.shape[-1])]
+    interleaved = [-1] + [v for d in win.in_dims for v in (d, 1)] + [int(static_shape(x)[-1])]
     y = apply_op("Reshape", [x, index_const(interleaved)])
     y = _pad(y, [(0, 0)] + [p for s in win.strides for p in ((0, 0), (0, s - 1))] + [(0, 0)])
-    spread = [-1] + [d * s for d, s in zip(win.in_dims, win.strides)] + [int(x.shape[-1])]
+    spread = [-1] + [d * s for d, s in zip(win.in_dims, win.strides)] + [int(static_shape(x)[-1])]
     return apply_op("Reshape", [y, index_const(spread)])
 
 
@@ -85,7 +85,7 @@ def _products(x: Tensor, w: Tensor, win: TransposedWindows, group: int) -> Tenso
     taps = int(np.prod(win.kernel))
     xh = _transpose(x, [0, *range(2, n + 2), 1])                 # NC... -> N...C
     wh = _transpose(w, [0, *range(2, n + 2), 1])  # [Cin, Cout/g, k...] -> [Cin, k..., Cout/g]
-    cin, cout_g = int(w.shape[0]), int(w.shape[1])
+    cin, cout_g = int(static_shape(w)[0]), int(static_shape(w)[1])
     if group == 1:
         xs, ws = [xh], [wh]
     else:

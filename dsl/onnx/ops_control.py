@@ -40,7 +40,7 @@ from dsl.onnx.dtypes import flowc_dtype
 from dsl.onnx.folding import static_value
 from dsl.onnx.values import index_const, index_scalar, normalize_axis, rank_of, shape_i64
 from dsl.ops import apply_op
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType
 
 _MAX_BUILDS = 8          # a loop is rebuilt at most this often (each build learns something)
@@ -51,7 +51,7 @@ def _one_element(ctx, x: Tensor, what: str, dtype: Optional[DType] = None) -> Te
     """``x`` as a scalar (ONNX lets a condition or a trip count be a 1-element tensor)."""
     if dtype is not None and x.dtype != dtype:
         raise ctx.error(f"its {what} must be {dtype}, got {x.dtype}")
-    shape = x.shape
+    shape = static_shape(x)
     if shape is not None and len(shape) == 0:
         return x
     if shape is not None and any(d is not None and d != 1 for d in shape):
@@ -128,7 +128,7 @@ def lower_if(ctx):
             if t.dtype != e.dtype:
                 raise ctx.error(f"output {k} is {t.dtype} in then_branch and {e.dtype} in "
                                 "else_branch")
-            if t.shape is None or e.shape is None or len(t.shape) != len(e.shape):
+            if static_shape(t) is None or static_shape(e) is None or len(static_shape(t)) != len(static_shape(e)):
                 raise ctx.not_constant(0, f"output {k} has rank {_rank_str(t)} in then_branch "
                                           f"and {_rank_str(e)} in else_branch; flowc needs "
                                           "one rank, so the condition must be known at "
@@ -139,7 +139,7 @@ def lower_if(ctx):
 
 
 def _rank_str(t: Tensor) -> str:
-    return "unknown" if t.shape is None else str(len(t.shape))
+    return "unknown" if static_shape(t) is None else str(len(static_shape(t)))
 
 
 # --- loops that stack what each iteration makes ------------------------------------------------
@@ -189,7 +189,7 @@ def _accumulating_loop(ctx, carried: Sequence[Tensor],
 
     Returns (the final iteration number, the final carried values, a ``_Stacked`` per scan
     output)."""
-    invariants = [c.shape for c in carried]
+    invariants = [static_shape(c) for c in carried]
     elements = list(scan_elements)
     g = get_default_graph()
     for _ in range(_MAX_BUILDS):
@@ -223,9 +223,9 @@ def _build_loop(ctx, carried, invariants, elements, cond_fn, step_fn, size, writ
                 if v.dtype != c.dtype:
                     raise ctx.error(f"loop-carried value {k} is {c.dtype} before the loop and "
                                     f"{v.dtype} after an iteration")
-                if not _fits(v.shape, invariants[k]):
-                    new_inv[k] = _generalize(invariants[k], v.shape)
-            new_elements = [(e.dtype, e.shape) for e in elems]
+                if not _fits(static_shape(v), invariants[k]):
+                    new_inv[k] = _generalize(invariants[k], static_shape(v))
+            new_elements = [(e.dtype, static_shape(e)) for e in elems]
             if new_inv != invariants or new_elements != elements:
                 raise _Respecify(new_inv, new_elements)
             written = []
@@ -285,7 +285,7 @@ def lower_loop(ctx):
 def _scan_length(ctx, xs: Sequence[Tensor], axes: Sequence[int]) -> Tensor:
     """The common length of the scan inputs along their axes (i64 scalar; a constant when a
     shape says it)."""
-    known = {x.shape[a] for x, a in zip(xs, axes) if x.shape[a] is not None}
+    known = {static_shape(x)[a] for x, a in zip(xs, axes) if static_shape(x)[a] is not None}
     if len(known) > 1:
         raise ctx.error(f"the scan inputs have different lengths {sorted(known)} along their "
                         "scan axes")
@@ -332,7 +332,7 @@ def _scan(ctx, states: Sequence[Tensor], xs: Sequence[Tensor], axes: Sequence[in
 def _move_first_axis(x: Tensor, axis: int) -> Tensor:
     if axis == 0:
         return x
-    rank = len(x.shape)
+    rank = len(static_shape(x))
     perm = list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank))
     return apply_op("Transpose", [x, index_const(perm)])
 
@@ -394,8 +394,8 @@ def _lower_scan8(ctx, m: int):
     if lens is not None and lens.dtype != DType.i64:
         lens = fl.cast(lens, fl.int64)
     n_out = len(ctx.subgraph("body").output) - n
-    guesses = [(t.dtype, None if t.shape is None else tuple(t.shape[1:])) for t in states] + [
-        (d, None if s is None else (xs[0].shape[1],) + tuple(s)) for d, s in
+    guesses = [(t.dtype, None if static_shape(t) is None else tuple(static_shape(t)[1:])) for t in states] + [
+        (d, None if s is None else (static_shape(xs[0])[1],) + tuple(s)) for d, s in
         (_declared(vi) for vi in ctx.subgraph("body").output[n:])]
 
     def per_entry(b, now):

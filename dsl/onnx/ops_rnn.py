@@ -41,7 +41,7 @@ import dsl as fl
 from dsl.onnx.folding import static_value
 from dsl.onnx.values import binary, index_const, index_scalar, scalar, static_shape, unary
 from dsl.ops import apply_op
-from dsl.tensor import Tensor
+from dsl.tensor import Tensor, static_shape
 
 # Static sequences of up to this many steps are unrolled; longer (or unknown) ones run in the
 # while loop. Measured (examples/benchmarks/bench_onnx_rnn.py: LSTM, batch 4, input 32, hidden
@@ -210,8 +210,8 @@ class RecurrentNode:
         self.clip = None if clip is None else float(clip)
         x, w, r = ctx.input(0), ctx.input(1), ctx.input(2)
         for t, what, rank in ((x, "X", 3), (w, "W", 3), (r, "R", 3)):
-            if t.shape is None or len(t.shape) != rank:
-                raise ctx.error(f"{what} must have rank {rank}, got shape {t.shape}")
+            if static_shape(t) is None or len(static_shape(t)) != rank:
+                raise ctx.error(f"{what} must have rank {rank}, got shape {static_shape(t)}")
         self.x = self._time_major(x)
         self.hidden = self._hidden_size(r)
         h = self.hidden

@@ -9,6 +9,7 @@ from dsl.onnx.folding import static_value
 from dsl.onnx.values import (binary, full_shape, index_const, index_scalar, normalize_axis,
                              rank_of, scalar, shape_i64, static_shape)
 from dsl.ops import apply_op
+from dsl.tensor import static_shape
 
 _BIG = 2 ** 31 - 1
 
@@ -169,7 +170,7 @@ def _slice_at_run_time(ctx, x, rank):
     iteration number in a loop body): a StridedSlice with begin/end vectors assembled at run
     time, which clamps them as ONNX does. Its axes and steps must be known."""
     starts, ends = (ctx.input(i) for i in (1, 2))
-    count = starts.shape[0] if starts.shape is not None and len(starts.shape) == 1 else None
+    count = static_shape(starts)[0] if static_shape(starts) is not None and len(static_shape(starts)) == 1 else None
     axes = ctx.optional_const(3, "axes")
     if axes is None and count is None:
         raise ctx.error("without axes, the length of starts must be known")

@@ -22,7 +22,7 @@ def index_const(values: Sequence[int]) -> Tensor:
 
 
 def rank_of(x: Tensor, ctx=None) -> int:
-    shape = x.shape
+    shape = static_shape(x)
     if shape is None:
         if ctx is not None:
             raise ctx.error(f"the rank of input '{x.name}' must be known")
@@ -31,7 +31,9 @@ def rank_of(x: Tensor, ctx=None) -> int:
 
 
 def static_shape(x: Tensor) -> Optional[List[Optional[int]]]:
-    return None if x.shape is None else list(x.shape)
+    """The static shape as a list of ints and None, or None for an unknown rank."""
+    shape = x.output.shape
+    return None if shape is None else list(shape)
 
 
 def full_shape(x: Tensor) -> Optional[List[int]]:

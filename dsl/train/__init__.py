@@ -16,7 +16,9 @@ from dsl.train.gradient_descent import GradientDescentOptimizer
 from dsl.train.learning_rate_decay import (cosine_decay, exponential_decay,
                                            inverse_time_decay, natural_exp_decay,
                                            piecewise_constant, polynomial_decay)
+from dsl.train.input import QUEUE_RUNNERS, add_queue_runner, batch, start_queue_runners
 from dsl.train.momentum import MomentumOptimizer
+from dsl.train.moving_averages import ExponentialMovingAverage, assign_moving_average
 from dsl.train.optimizer import Optimizer
 from dsl.train.rmsprop import RMSPropOptimizer
 from dsl.train.sync_replicas import SyncReplicasOptimizer
@@ -25,7 +27,8 @@ from dsl.train.device_setter import (GreedyLoadBalancingStrategy, RoundRobinStra
                                      byte_size_load_fn, replica_device_setter)
 from dsl.train.hooks import (CheckpointSaverHook, LoggingTensorHook, NanLossDuringTrainingError,
                              NanTensorHook, SecondOrStepTimer, SessionRunArgs, SessionRunContext,
-                             SessionRunHook, SessionRunValues, StepCounterHook, StopAtStepHook)
+                             SessionRunHook, SessionRunValues, StepCounterHook, StopAtStepHook,
+                             SummarySaverHook)
 from dsl.train.monitored_session import (ChiefSessionCreator, MonitoredSession,
                                          MonitoredTrainingSession, Scaffold, SessionNotReadyError,
                                          WorkerSessionCreator)
@@ -45,7 +48,8 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "CheckpointSaverHook", "StepCounterHook", "LoggingTensorHook", "NanTensorHook",
            "NanLossDuringTrainingError", "SyncReplicasOptimizer", "exponential_decay",
            "piecewise_constant", "polynomial_decay", "natural_exp_decay", "inverse_time_decay",
-           "cosine_decay"]
+           "cosine_decay", "ExponentialMovingAverage", "assign_moving_average", "batch", "add_queue_runner",
+           "start_queue_runners", "QUEUE_RUNNERS"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,

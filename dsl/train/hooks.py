@@ -21,7 +21,7 @@ from runtime.errors import FlowcError
 
 __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues",
            "SecondOrStepTimer", "StopAtStepHook", "CheckpointSaverHook", "StepCounterHook",
-           "LoggingTensorHook", "NanTensorHook", "NanLossDuringTrainingError"]
+           "LoggingTensorHook", "NanTensorHook", "NanLossDuringTrainingError", "SummarySaverHook"]
 
 log = logging.getLogger("flowc.train")
 
@@ -283,3 +283,54 @@ class NanTensorHook(SessionRunHook):
             log.warning("%s; stopping", message)
             run_context.request_stop()
 
+
+
+class SummarySaverHook(SessionRunHook):
+    """Runs a summary op every ``save_steps`` global steps (or ``save_secs`` seconds) and
+    writes what it gives to ``output_dir`` (``tf.train.SummarySaverHook``). The op is
+    ``summary_op``, or the scaffold's, or ``fl.summary.merge_all()`` when the graph is final."""
+
+    def __init__(self, save_steps: Optional[int] = None, save_secs: Optional[float] = None,
+                 output_dir: Optional[str] = None, summary_writer=None, scaffold=None,
+                 summary_op=None):
+        if (save_steps is None) == (save_secs is None):
+            raise ValueError("exactly one of save_steps and save_secs should be provided")
+        if scaffold is not None and summary_op is not None:
+            raise ValueError("You cannot provide both scaffold and summary_op.")
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+        self._dir, self._writer, self._op = output_dir, summary_writer, summary_op
+        self._scaffold = scaffold
+        self._global_step = None
+        self._request = False
+        self._next_step = None
+
+    def begin(self) -> None:
+        from dsl.summary import FileWriter, merge_all
+        self._global_step = _require_global_step("SummarySaverHook")
+        if self._op is None:
+            self._op = getattr(self._scaffold, "summary_op", None) or merge_all()
+        if self._writer is None and self._dir is not None:
+            self._writer = FileWriter(self._dir)
+        self._next_step = None
+
+    def before_run(self, run_context):
+        self._request = (self._op is not None and self._writer is not None and
+                         (self._next_step is None or
+                          self._timer.should_trigger_for_step(self._next_step)))
+        fetches = {"global_step": self._global_step}
+        if self._request:
+            fetches["summary"] = self._op
+        return SessionRunArgs(fetches)
+
+    def after_run(self, run_context, run_values) -> None:
+        step = int(run_values.results["global_step"])
+        if self._request:
+            self._timer.update_last_triggered_step(step)
+            self._writer.add_summary(run_values.results["summary"], step)
+        self._next_step = step + 1
+
+    def end(self, session) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+            if self._dir is not None:
+                self._writer.close()

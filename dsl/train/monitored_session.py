@@ -33,9 +33,11 @@ from dsl.saver import Saver, latest_checkpoint
 from dsl.session import Session
 from dsl.train.global_step import get_global_step
 from dsl.train.hooks import (CheckpointSaverHook, SessionRunArgs, SessionRunContext,
-                             SessionRunHook, SessionRunValues, StepCounterHook)
-from dsl.variables import global_variables, global_variables_initializer, \
-    report_uninitialized_variables
+                             SessionRunHook, SessionRunValues, StepCounterHook,
+                             SummarySaverHook)
+from dsl.summary import merge_all
+from dsl.variables import global_variables, global_variables_initializer, local_variables, \
+    local_variables_initializer, report_uninitialized_variables
 from runtime.errors import AbortedError, FlowcError, OutOfRangeError, PeerUnavailableError
 from runtime.transport import StepNotRegisteredError, UnavailableError
 
@@ -54,12 +56,29 @@ class SessionNotReadyError(FlowcError):
 
 
 class Scaffold:
-    """What creating a session needs: the initializer, a ready check and a saver (built by
+    """What creating a session needs: the initializer (``init_op`` with ``init_feed_dict``,
+    then ``init_fn(scaffold, session)``), a ready check, the local initializer run in every new
+    session (``local_init_op``: the local variables'), the summary op and a saver (built by
     ``finalize`` when not given)."""
 
-    def __init__(self, init_op=None, ready_op=None, saver: Optional[Saver] = None):
+    def __init__(self, init_op=None, init_feed_dict=None, init_fn=None, ready_op=None,
+                 ready_for_local_init_op=None, local_init_op=None, summary_op=None,
+                 saver: Optional[Saver] = None, copy_from_scaffold=None):
+        if copy_from_scaffold is not None:
+            init_op = init_op or copy_from_scaffold.init_op
+            init_feed_dict = init_feed_dict or copy_from_scaffold.init_feed_dict
+            init_fn = init_fn or copy_from_scaffold.init_fn
+            ready_op = ready_op or copy_from_scaffold.ready_op
+            local_init_op = local_init_op or copy_from_scaffold.local_init_op
+            summary_op = summary_op or copy_from_scaffold.summary_op
+            saver = saver or copy_from_scaffold.saver
         self.init_op = init_op
+        self.init_feed_dict = init_feed_dict
+        self.init_fn = init_fn
         self.ready_op = ready_op
+        self.ready_for_local_init_op = ready_for_local_init_op
+        self.local_init_op = local_init_op
+        self.summary_op = summary_op
         self.saver = saver
         self._ready_vars: List = []
 
@@ -69,9 +88,23 @@ class Scaffold:
             self.ready_op = report_uninitialized_variables(self._ready_vars)
         if self.init_op is None:
             self.init_op = global_variables_initializer()
+        if self.local_init_op is None and local_variables():
+            self.local_init_op = local_variables_initializer()
+        if self.summary_op is None:
+            self.summary_op = merge_all()
         if self.saver is None and global_variables():
             self.saver = Saver(sharded=True)     # as TF's: each PS task saves its own shard
         return self
+
+    def initialize(self, session) -> None:
+        """Run the initializer and ``init_fn`` (a new model: nothing to restore)."""
+        session.run(self.init_op, self.init_feed_dict)
+        if self.init_fn is not None:
+            self.init_fn(self, session)
+
+    def initialize_local(self, session) -> None:
+        if self.local_init_op is not None:
+            session.run(self.local_init_op)
 
     def uninitialized(self, session) -> List[str]:
         """Names of the variables ``session`` still has to initialize."""
@@ -104,7 +137,8 @@ class ChiefSessionCreator:
                 self.scaffold.saver.restore(sess, ckpt)
                 log.info("restored the model from %s", ckpt)
             else:
-                sess.run(self.scaffold.init_op)
+                self.scaffold.initialize(sess)
+            self.scaffold.initialize_local(sess)
             missing = self.scaffold.uninitialized(sess)
             if missing:
                 raise SessionNotReadyError(f"variables still uninitialized after "
@@ -138,6 +172,11 @@ class WorkerSessionCreator:
                 sess.close()
                 raise
             if not missing:
+                try:
+                    self.scaffold.initialize_local(sess)
+                except BaseException:
+                    sess.close()
+                    raise
                 return sess
             sess.close()
             left = deadline - time.monotonic()
@@ -310,6 +349,8 @@ def MonitoredTrainingSession(master: str = "", is_chief: bool = True,
                              chief_only_hooks: Optional[Sequence[SessionRunHook]] = None,
                              save_checkpoint_steps: Optional[int] = None,
                              save_checkpoint_secs: Optional[float] = 600,
+                             save_summaries_steps: Optional[int] = 100,
+                             save_summaries_secs: Optional[float] = None,
                              log_step_count_steps: Optional[int] = 100,
                              stop_grace_period_secs: float = 120.0, config=None,
                              max_wait_secs: float = 7200.0,
@@ -319,7 +360,9 @@ def MonitoredTrainingSession(master: str = "", is_chief: bool = True,
     The chief (``is_chief``) restores from ``checkpoint_dir`` or initializes, runs
     ``chief_only_hooks`` as well as ``hooks`` and, with a ``checkpoint_dir``, saves a
     checkpoint every ``save_checkpoint_steps`` steps (else every ``save_checkpoint_secs``
-    seconds; both None: no periodic saves) and counts steps per second every
+    seconds; both None: no periodic saves), writes the merged summaries there every
+    ``save_summaries_steps`` steps (or ``save_summaries_secs`` seconds) and counts steps
+    per second every
     ``log_step_count_steps``. Other workers wait for the chief (at most ``max_wait_secs``).
     """
     scaffold = scaffold or Scaffold()
@@ -332,6 +375,12 @@ def MonitoredTrainingSession(master: str = "", is_chief: bool = True,
                 checkpoint_dir, save_steps=save_checkpoint_steps,
                 save_secs=None if save_checkpoint_steps else save_checkpoint_secs,
                 scaffold=scaffold))
+        if checkpoint_dir and (save_summaries_steps or save_summaries_secs) and \
+                get_global_step() is not None:
+            all_hooks.append(SummarySaverHook(
+                save_steps=save_summaries_steps or None,
+                save_secs=None if save_summaries_steps else save_summaries_secs,
+                output_dir=checkpoint_dir, scaffold=scaffold))
         if log_step_count_steps and get_global_step() is not None:
             all_hooks.append(StepCounterHook(every_n_steps=log_step_count_steps))
     else:

@@ -54,7 +54,7 @@ from dsl.init_ops import Initializer, constant_initializer, ones_initializer, ze
 from dsl.math_ops import cast, equal, unsorted_segment_sum, where
 from dsl.ops import constant, convert_to_tensor
 from dsl.reduction_ops import argmax
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 from dsl.variables import Variable, trainable_variables
 from runtime.dtypes import DType
 
@@ -400,11 +400,11 @@ def _colocated(var: Variable, ignore_existing: bool = False):
 def _create_slot(var: Variable, initializer, name: str) -> Variable:
     """A slot variable for ``var`` (``slot_creator.create_slot``): same dtype, shape, device."""
     with var.graph.as_default(), _init_scope(), _colocated(var, ignore_existing=True):
-        shape_known = var.shape is not None and all(d is not None for d in var.shape)
+        shape_known = static_shape(var) is not None and all(d is not None for d in static_shape(var))
         if isinstance(initializer, Initializer):
             if shape_known:
                 return Variable(initializer, trainable=False, name=name, dtype=var.dtype,
-                                shape=list(var.shape))
+                                shape=list(static_shape(var)))
             init = lambda: _initializer_like(var, initializer)   # noqa: E731
             return Variable(init, trainable=False, name=name, dtype=var.dtype,
                             validate_shape=False)

@@ -51,7 +51,7 @@ from dsl.control_ops import group
 from dsl.indexed_slices import IndexedSlices
 from dsl.math_ops import add_n
 from dsl.queues import FIFOQueue, QueueRunner
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 from dsl.train.optimizer import Optimizer, _init_scope
 from dsl.variables import GraphKeys, Variable
 from runtime.dtypes import DType
@@ -178,11 +178,11 @@ class SyncReplicasOptimizer(Optimizer):
                     for k in range(self.total_num_replicas)]
 
     def _make_accumulator(self, var: Variable, sparse: bool) -> ConditionalAccumulator:
-        if var.shape is None:
+        if static_shape(var) is None:
             raise ValueError(f"SyncReplicasOptimizer needs the rank of {var.name}")
         kind = SparseConditionalAccumulator if sparse else ConditionalAccumulator
         with _init_scope(), _placed_with(var):
-            return kind(var.dtype, var.shape,
+            return kind(var.dtype, static_shape(var),
                                           shared_name=f"{var.op.name}/grad_accum",
                                           max_accumulated=self.replicas_to_aggregate,
                                           name=f"{var.op.name}_grad_accum")

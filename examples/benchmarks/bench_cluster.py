@@ -28,18 +28,40 @@ def free_port() -> int:
 class LocalCluster:
     """Task processes for ``jobs`` (job name -> task count); logs go to ``folder``."""
 
-    def __init__(self, jobs: Dict[str, int], folder: str):
-        self.spec = {job: [f"localhost:{free_port()}" for _ in range(n)]
-                     for job, n in jobs.items()}
+    def __init__(self, jobs: Dict[str, int], folder: str, hosts=None, token=None):
+        """With ``hosts`` (``tests/netns_fixture.Hosts``) the tasks run round the hosts, each
+        listening on its host's address and requiring ``token``."""
+        self.hosts, self.token = hosts, token
+        if hosts is None:
+            self.spec = {job: [f"localhost:{free_port()}" for _ in range(n)]
+                         for job, n in jobs.items()}
+        else:
+            self.spec, self.place, ports = {}, {}, {}
+            i = 0
+            for job, n in jobs.items():
+                self.spec[job] = []
+                for k in range(n):
+                    h = self.place[(job, k)] = i % len(hosts)
+                    i += 1
+                    ports[h] = ports.get(h, 2221) + 1
+                    self.spec[job].append(f"{hosts.address(h)}:{ports[h]}")
         path = os.path.join(folder, "cluster.json")
         with open(path, "w") as f:
             json.dump(self.spec, f)
         self.procs = []
         for job, k in self.tasks():
             log = open(os.path.join(folder, f"{job}_{k}.log"), "w")
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "compiler.cli", "serve", "--cluster", path, "--job", job,
-                 "--task", str(k)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+            cmd = [sys.executable, "-m", "compiler.cli", "serve", "--cluster", path, "--job", job,
+                   "--task", str(k)]
+            env = dict(os.environ)
+            env.pop("FLOWC_TOKEN", None)
+            if token:
+                env["FLOWC_TOKEN"] = token
+            if hosts is not None:
+                cmd = hosts.wrap(self.place[(job, k)],
+                                 cmd + ["--bind", self.spec[job][k].rsplit(":", 1)[0]])
+            self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
+                                               stderr=subprocess.STDOUT))
             log.close()
         try:
             for job, k in self.tasks():
@@ -57,7 +79,7 @@ class LocalCluster:
     def status(self, job: str, task: int, wait_s: float = 0.0) -> dict:
         """The task's ``Status`` reply, waiting up to ``wait_s`` for it to answer (a task
         process that has exited ends the wait at once)."""
-        client = TaskClient(self.spec[job][task], f"/job:{job}/task:{task}")
+        client = TaskClient(self.spec[job][task], f"/job:{job}/task:{task}", self.token)
         deadline = time.monotonic() + wait_s
         try:
             while True:
@@ -70,6 +92,18 @@ class LocalCluster:
                     time.sleep(0.2)
         finally:
             client.close()
+
+    def step_bytes(self) -> int:
+        """Bytes of the frames that steps moved so far, summed over the tasks' traffic
+        counters: ``RunStep`` (the clients' feeds and fetches) and ``RecvTensor`` (tensors
+        between tasks), requests and responses."""
+        total = 0
+        for job, k in self.tasks():
+            traffic = self.status(job, k).get("traffic", {})
+            for method in ("RunStep", "RecvTensor"):
+                t = traffic.get(method, {})
+                total += t.get("request_bytes", 0) + t.get("response_bytes", 0)
+        return total
 
     def stop(self) -> None:
         for p in self.procs:

@@ -2,6 +2,11 @@
 
     python3 examples/benchmarks/bench_null_step.py [--quick] [--workers 1,2,4,8]
                                                    [--models scalar,sparse,dense] [--mb MB]
+                                                   [--hosts N]
+
+With ``--hosts N`` (root, Linux; ``tests/netns_fixture.py``) the tasks run in N network
+namespaces joined by a bridge, each a host with its own address (the tasks round the hosts,
+up to 16 tasks), with a token, instead of on loopback.
 
 Starts ``flowc serve`` tasks on this machine (``--ps`` parameter-server tasks and as many
 worker tasks as the largest worker count), then, for each model and each worker count W, W
@@ -17,7 +22,9 @@ the communication of one:
   saturate a small machine (``--mb 100`` runs the paper's size).
 
 Prints, per model and worker count, the median and 10th/90th percentile of the step times
-of all workers (milliseconds) and the cluster's steps per second. Times are wall-clock on a
+of all workers (milliseconds), the cluster's steps per second, and the bytes one step moved
+(KB/step: the RunStep and RecvTensor frames counted by the tasks' traffic counters, warm-up
+steps included). Times are wall-clock on a
 loopback network: every process shares this machine's cores. ``--quick`` runs fewer steps
 on smaller models.
 """
@@ -26,6 +33,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -79,23 +87,23 @@ def build_model(model: str, worker: int, params: dict):
     raise ValueError(f"unknown model {model!r}")
 
 
-def initialize(model: str, target: str, params: dict) -> None:
+def initialize(model: str, target: str, params: dict, token=None) -> None:
     import dsl as fl
     with fl.Graph().as_default():
         _, _, init = build_model(model, 0, params)
-        with fl.Session(target) as sess:
+        with fl.Session(target, token=token) as sess:
             sess.run(init)
 
 
 def client(model: str, target: str, worker: int, params: dict, steps: int, warmup: int,
-           barrier, results) -> None:
+           barrier, results, token=None) -> None:
     """One worker's client: warm up (compiles), wait for the others, time ``steps`` steps."""
     try:
         import dsl as fl
         rng = np.random.default_rng(worker)
         with fl.Graph().as_default():
             fetch, feed, _ = build_model(model, worker, params)
-            with fl.Session(target) as sess:
+            with fl.Session(target, token=token) as sess:
                 for _ in range(warmup):
                     sess.run(fetch, feed(rng))
                 barrier.wait(timeout=START_TIMEOUT_S * 4)
@@ -115,8 +123,9 @@ def measure(cluster: LocalCluster, model: str, workers: int, params: dict, steps
     barrier = ctx.Barrier(workers + 1)
     results = ctx.Queue()
     procs = [ctx.Process(target=client, args=(model, cluster.target(k), k, params, steps,
-                                              warmup, barrier, results))
+                                              warmup, barrier, results, cluster.token))
              for k in range(workers)]
+    before = cluster.step_bytes()
     for p in procs:
         p.start()
     try:
@@ -135,8 +144,10 @@ def measure(cluster: LocalCluster, model: str, workers: int, params: dict, steps
             if p.is_alive():
                 p.kill()
     ms = np.array(gathered) * 1000
+    moved = (cluster.step_bytes() - before) / (workers * (steps + warmup))
     return {"median": float(np.median(ms)), "p10": float(np.percentile(ms, 10)),
-            "p90": float(np.percentile(ms, 90)), "steps_per_s": len(ms) / wall}
+            "p90": float(np.percentile(ms, 90)), "steps_per_s": len(ms) / wall,
+            "bytes_per_step": moved}
 
 
 def main() -> None:
@@ -151,6 +162,9 @@ def main() -> None:
                         help="sparse table rows (default 1,000,000; 100,000 with --quick)")
     parser.add_argument("--steps", type=int, default=None,
                         help="timed steps per worker (default 100; 20 with --quick)")
+    parser.add_argument("--hosts", type=int, default=0,
+                        help="run the tasks in N network namespaces of their own addresses "
+                             "(needs root and iproute2; default: loopback)")
     args = parser.parse_args()
     worker_counts = [int(w) for w in args.workers.split(",")]
     models = args.models.split(",")
@@ -159,22 +173,39 @@ def main() -> None:
               "rows": args.rows or (100_000 if args.quick else 1_000_000)}
     steps = args.steps or (20 if args.quick else 100)
     warmup = 3
-    print(f"null steps on loopback: {args.ps} ps task(s), workers {worker_counts}, "
+    if args.ps + max(worker_counts) > 16 and args.hosts:
+        parser.error("--hosts runs at most 16 tasks")
+    where = f"{args.hosts} hosts (network namespaces)" if args.hosts else "loopback"
+    print(f"null steps on {where}: {args.ps} ps task(s), workers {worker_counts}, "
           f"{steps} timed steps per worker, dense {params['mb']:g} MB, sparse table "
           f"{params['rows']}x{EMBEDDING_DIM}, {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="flowc-null-step-") as folder:
-        cluster = LocalCluster({"ps": args.ps, "worker": max(worker_counts)}, folder)
+        hosts = None
+        if args.hosts:
+            sys.path.insert(0, os.path.join(ROOT, "tests"))
+            from netns_fixture import Hosts, netns_unavailable
+            why = netns_unavailable()
+            if why:
+                parser.error(f"--hosts: {why}")
+            hosts = Hosts(args.hosts)
         try:
-            print(f"{'model':<8} {'workers':>7} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8} "
-                  f"{'steps/s':>9}")
-            for model in models:
-                initialize(model, cluster.target(0), params)
-                for w in worker_counts:
-                    r = measure(cluster, model, w, params, steps, warmup)
-                    print(f"{model:<8} {w:>7} {r['median']:>10.2f} {r['p10']:>8.2f} "
-                          f"{r['p90']:>8.2f} {r['steps_per_s']:>9.1f}", flush=True)
+            cluster = LocalCluster({"ps": args.ps, "worker": max(worker_counts)}, folder,
+                                   hosts=hosts, token=secrets.token_urlsafe(16) if hosts else None)
+            try:
+                print(f"{'model':<8} {'workers':>7} {'median ms':>10} {'p10 ms':>8} "
+                      f"{'p90 ms':>8} {'steps/s':>9} {'KB/step':>10}")
+                for model in models:
+                    initialize(model, cluster.target(0), params, cluster.token)
+                    for w in worker_counts:
+                        r = measure(cluster, model, w, params, steps, warmup)
+                        print(f"{model:<8} {w:>7} {r['median']:>10.2f} {r['p10']:>8.2f} "
+                              f"{r['p90']:>8.2f} {r['steps_per_s']:>9.1f} "
+                              f"{r['bytes_per_step'] / 1024:>10.1f}", flush=True)
+            finally:
+                cluster.stop()
         finally:
-            cluster.stop()
+            if hosts is not None:
+                hosts.close()
 
 
 if __name__ == "__main__":

@@ -110,6 +110,54 @@ def test_mnist_style_cnn_trains_evaluates_and_restores(tmp_path):
             assert evaluate(sess, m2, TEST) == acc
 
 
+def test_the_cnn_program_reads_its_batches_from_a_tf_data_pipeline(tmp_path):
+    """The same CNN fed by tf.data, TF1's usual way: an initializable iterator over
+    placeholders (shuffle, repeat, batch, prefetch) whose get_next() is the default of the
+    model's inputs, so evaluation feeds held-out arrays instead; Saver restore."""
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(1234)
+        x_all = tf.placeholder(tf.float32, [None, 64])
+        y_all = tf.placeholder(tf.int32, [None])
+        dataset = (tf.data.Dataset.from_tensor_slices((x_all, y_all))
+                   .shuffle(buffer_size=1000, seed=5).repeat().batch(64).prefetch(1))
+        iterator = dataset.make_initializable_iterator()
+        next_x, next_y = iterator.get_next()
+        assert next_x.get_shape().as_list() == [None, 64]
+        x = tf.placeholder_with_default(next_x, [None, 64], name="x")
+        labels = tf.placeholder_with_default(next_y, [None], name="labels")
+        training = tf.placeholder_with_default(False, [], name="training")
+        logits = cnn_model_fn(x, training)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.AdamOptimizer(0.01).minimize(loss)
+        predictions = tf.argmax(logits, axis=1, output_type=tf.int32)
+        accuracy, accuracy_op = tf.metrics.accuracy(labels=labels, predictions=predictions)
+        saver = tf.train.Saver()
+        losses = []
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(iterator.initializer, {x_all: TRAIN[0], y_all: TRAIN[1]})
+            for _ in range(300):
+                _, value = sess.run([train_op, loss], {training: True})
+                losses.append(value)
+            sess.run(tf.local_variables_initializer())
+            sess.run(accuracy_op, {x: TEST[0], labels: TEST[1]})
+            acc = sess.run(accuracy)
+            path = saver.save(sess, str(tmp_path / "cnn_data"))
+            logits_before = sess.run(logits, {x: TEST[0][:16]})
+    assert np.mean(losses[:20]) > 1.5 and np.mean(losses[-20:]) < 0.3, losses[-20:]
+    assert acc > 0.9, acc
+    g2 = tf.Graph()
+    with g2.as_default():
+        x2 = tf.placeholder(tf.float32, [None, 64], name="x")
+        logits2 = cnn_model_fn(x2, False)
+        with tf.Session() as sess:
+            tf.train.Saver().restore(sess, path)
+            np.testing.assert_allclose(sess.run(logits2, {x2: TEST[0][:16]}), logits_before,
+                                       rtol=1e-5, atol=1e-5)
+
+
 # --- the variable_scope program -----------------------------------------------------------------
 def mlp(x, training, reuse=None):
     with tf.variable_scope("mlp", reuse=reuse):

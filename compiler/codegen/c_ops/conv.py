@@ -17,6 +17,7 @@ import numpy as np
 
 from compiler.codegen.c_ops import conv_engine
 from compiler.codegen.c_ops.nn import GEMM_PARALLEL_MIN_WORK, parallel_gemm
+from compiler.codegen.elementwise import use_vector_math
 from compiler.codegen.kernel_context import KernelContext as CKernelContext
 from compiler.ir.construct import constant_value
 from compiler.ir.op_registry import get_op, set_c_kernel
@@ -59,7 +60,8 @@ def add_epilogue(kc: CKernelContext, dtype: DType) -> str:
     name = f"flowc_conv_epilogue_{dtype.ir_name}"
     return module_helper(kc, name, kc.render("conv.c.j2", part="epilogue", sfx=dtype.ir_name,
                                              T=kc.target.c_type(dtype),
-                                             expm1=kc.math("expm1", dtype)))
+                                             expm1=use_vector_math(
+                                                 kc, kc.math("expm1", dtype) + "(")[:-1]))
 
 
 def epilogue_args(kc: CKernelContext, out_dims: List[str]) -> List[str]:

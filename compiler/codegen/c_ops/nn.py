@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from compiler.codegen.elementwise import broadcast_dim
+from compiler.codegen.elementwise import broadcast_dim, use_vector_math
 from compiler.codegen.kernel_context import KernelContext as CKernelContext, product
 from compiler.ir.op_registry import set_c_kernel
 from compiler.ops.nn import _channel_axis
@@ -157,7 +157,8 @@ def emit_softmax(kc: CKernelContext, log: bool) -> str:
     """C for (Log)Softmax over the last axis: max, shifted exp-sum in double, normalize."""
     x = kc.inputs[0]
     return (kc.render("softmax.c.j2", rows=x.dim_product(0, x.rank - 1),
-                                  n=x.dim(-1), log=log, exp=kc.math("exp", x.dtype)))
+                                  n=x.dim(-1), log=log,
+                                  exp=use_vector_math(kc, kc.math("exp", x.dtype) + "(")[:-1]))
 
 
 for _name, _log in (("Softmax", False), ("LogSoftmax", True)):

@@ -9,7 +9,7 @@ from typing import Callable, List
 
 from compiler.codegen.c_ops import conv as c_conv
 from compiler.codegen.elementwise import (broadcast_dim, emit_elementwise, input_strides,
-                                          use_vector_expf)
+                                          use_vector_math)
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.op_registry import set_c_kernel
 from compiler.ops import conv
@@ -71,7 +71,7 @@ def _xent_c(kc: KernelContext, sparse: bool) -> str:
                    "[0, %lld)", "(long long)lbl", "(long long)n")
     rows, n = _xent_dims(kc)[1]
     # (the exp loop vectorizes with flowc's float exp; libm's expf keeps it scalar)
-    exp = use_vector_expf(kc, kc.math("exp", f.dtype) + "(")[:-1]
+    exp = use_vector_math(kc, kc.math("exp", f.dtype) + "(")[:-1]
     return kc.render("xent.c.j2", sparse=sparse, rows=rows, n=n, strides=strides,
                      exp=exp, fail=fail)
 

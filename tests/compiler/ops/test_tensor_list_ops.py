@@ -190,7 +190,7 @@ def test_shape_functions_check_what_is_known():
         with pytest.raises(ShapeError, match="non negative"):
             R.TensorListReserve(element_shape=[2], num_elements=-1, element_dtype=fl.f32)
         unknown = R.TensorListReserve(element_shape=-1, num_elements=4, element_dtype=fl.f32)
-        assert unknown.shape is None
+        assert unknown.shape.ndims is None
         assert R.TensorListSetItem(input_handle=unknown, index=0,
                                    item=fl.zeros([5])).shape == (None, 5)
         assert R.TensorListPushBack(input_handle=lst, tensor=fl.zeros([2, 3])).shape == (5, 2, 3)
