@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Optional
 
 from runtime.artifact import sha256_file
 from compiler.options import setting
@@ -23,23 +24,32 @@ def artifact_cache_dir() -> str:
     return d
 
 
-def is_cached(so: str) -> bool:
-    """``so`` is in the cache, whole: its stamp names its contents' hash."""
+def cached_digest(so: str) -> Optional[str]:
+    """The SHA-256 of ``so`` where it is in the cache, whole (its stamp names its contents'
+    hash), else None."""
     stamp = so + ".sha256"
     if not (os.path.exists(so) and os.path.exists(stamp)):
-        return False
+        return None
     with open(stamp) as f:
-        return f.read().strip() == sha256_file(so)
+        digest = f.read().strip()
+    return digest if digest == sha256_file(so) else None
 
 
-def publish(built: str, so: str) -> None:
-    """Move the freshly built ``built`` to ``so`` and stamp it (both atomic renames)."""
+def is_cached(so: str) -> bool:
+    """``so`` is in the cache, whole: its stamp names its contents' hash."""
+    return cached_digest(so) is not None
+
+
+def publish(built: str, so: str) -> str:
+    """Move the freshly built ``built`` to ``so`` and stamp it (both atomic renames); the
+    SHA-256 of its contents."""
     digest = sha256_file(built)
     os.replace(built, so)
     stamp = so + ".sha256"
     with open(stamp + ".tmp", "w") as f:
         f.write(digest)
     os.replace(stamp + ".tmp", stamp)
+    return digest
 
 
 def keep_failed_source(src: str, key: str) -> str:

@@ -79,7 +79,8 @@ def build_partition(ir_text: str, feeds: List[str], fetches: List[str]):
         contexts = {d: CudaContext(gpu_index(d)) for d in gpus}
         arch = {d: c.arch for d, c in contexts.items()}
         first = contexts[gpus[0]]
-        load = lambda p: load_cuda_artifact(p, first)      # noqa: E731
+        load = lambda p, verified=None: load_cuda_artifact(p, first,      # noqa: E731
+                                                           verified=verified)
     h = hashlib.sha256(ir_text.encode())
     h.update(json.dumps([feeds, fetches, sorted((arch or {}).items())]).encode())
     h.update(toolchain_fingerprint().encode())

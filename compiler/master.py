@@ -9,6 +9,10 @@ placeholder the step does not use), its instrumentation, GPU architectures, code
 settings and toolchain. A ``by-source`` index maps the hash of a step *before* its passes to
 that key, so a step compiled before loads without running the passes. An entry that does not load (damaged,
 or written by a process that died) is reported and rebuilt in place, never served.
+
+Beside each entry ``<key>.verified`` records its files as hashed when written or last checked
+(``runtime/verified_files.py``): a start from the cache hashes only a file that changed since
+(a changed file is hashed, and refused when it no longer has its manifest hash).
 """
 from __future__ import annotations
 
@@ -25,10 +29,12 @@ from compiler.step import (StepGraph, cached_step_key, gpu_archs_tag, optimize, 
                            source_key, step_key, write_artifact)
 from runtime.artifact import Artifact, load_artifact
 from runtime.errors import FlowcError
+from runtime.verified_files import VerificationRecord
 
 log = logging.getLogger("flowc")
 
-Loader = Callable[[str], Artifact]
+# (the artifact's folder, verified=its VerificationRecord or None) -> the loaded artifact
+Loader = Callable[..., Artifact]
 CudaArch = Union[None, str, Dict[str, str]]
 
 
@@ -37,13 +43,18 @@ def artifact_path(key: str) -> str:
     return os.path.join(artifact_cache_dir(), key[:2], key)
 
 
+def verification_record(path: str) -> VerificationRecord:
+    """The record of the cached artifact at ``path``'s files hashed before (beside it)."""
+    return VerificationRecord(path + ".verified")
+
+
 def load_cached(path: str, load: Loader = load_artifact) -> Optional[Artifact]:
     """The artifact at ``path``, or None where there is none or it does not load; a failed
     load is logged with its reason (the caller rebuilds the entry)."""
     if not os.path.isdir(path):
         return None
     try:
-        return load(path)
+        return load(path, verified=verification_record(path))
     except (FlowcError, OSError, ValueError, KeyError, TypeError) as e:
         log.warning("flowc: the cached artifact %s does not load (%s: %s); rebuilding it",
                     path, type(e).__name__, e)
@@ -58,9 +69,10 @@ def load_or_write(step: StepGraph, key: str, load: Loader = load_artifact, *,
     path = artifact_path(key)
     artifact = load_cached(path, load)
     if artifact is None:
+        record = verification_record(path)
         write_artifact(step, path, signature=key, instrumentation=instrumentation,
-                       replace=os.path.isdir(path), cuda_arch=cuda_arch)
-        artifact = load(path)
+                       replace=os.path.isdir(path), cuda_arch=cuda_arch, verified=record)
+        artifact = load(path, verified=record)
     return artifact
 
 
@@ -100,7 +112,8 @@ def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch 
         instrumentation = dataclasses.replace(instrumentation, profile=True)
     archs = gpu_archs_tag(cuda_arch)
     cache = artifact_cache_dir()
-    source = source_key(step, effective, instrumentation, archs)
+    with gc_paused():               # the key's text of every node: short-lived, no cycles
+        source = source_key(step, effective, instrumentation, archs)
     key = cached_step_key(cache, source)
     artifact = load_cached(artifact_path(key), load) if key else None
     if artifact is None:

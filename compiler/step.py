@@ -15,12 +15,15 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from compiler.build_cache import cache_root
 from compiler.codegen.build import (build_shared_object, cc_jobs, compiler_identity,
                                     compiler_command, target_cpu)
 from compiler.codegen.emitter import emit_c
@@ -37,6 +40,7 @@ from compiler.passes.partition import device_label, split_by_device
 from runtime.artifact import FORMAT, FORMAT_VERSION, sha256_file, write_manifest
 from runtime.errors import FeedError
 from runtime.module import ABI_VERSION, TensorSpec
+from runtime.verified_files import VerificationRecord
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -171,7 +175,8 @@ def _is_gpu(device: str) -> bool:
 def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                    instrumentation: Instrumentation = Instrumentation(),
                    cuda_arch: Union[None, str, Dict[str, str]] = None,
-                   replace: bool = True, sign_key: Union[None, bytes, str] = None) -> str:
+                   replace: bool = True, sign_key: Union[None, bytes, str] = None,
+                   verified: Optional[VerificationRecord] = None) -> str:
     """Emit C for each device of the optimized step graph, build it, and write an artifact.
 
     The artifact is built in a temporary folder beside ``out_dir`` and moved there whole.
@@ -189,6 +194,9 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     Every file written is listed with its SHA-256 in the manifest (the big constants' ``.bin``
     blobs too); ``sign_key`` (bytes or a key file) adds an HMAC-SHA256 signature of the
     manifest (``runtime/signing.py``), which ``load_artifact(path, verify_key=...)`` checks.
+    Each file is hashed once, from the bytes written (the shared object when it entered the
+    build cache); ``verified`` (the compile cache's record, ``runtime/verified_files.py``)
+    notes them as written, so loading the artifact does not hash them again.
     """
     feed_specs, fetch_specs = step_specs(step)
     if not any(n.assigned_device for n in step.graph):
@@ -223,9 +231,15 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     # Each device's module is compiled at the same time, and a large one as several units at
     # once: the modules share the compiler processes (``FLOWC_CC_JOBS``, one per core).
     jobs = max(1, cc_jobs() // max(1, len(modules)))
+    # every big constant's bytes hashed once (by the emitter): for the module's cache key,
+    # the manifest and the IR
+    digests = {m[0]: {fname: getattr(m[4], "blob_digests", {}).get(fname)
+                      or hashlib.sha256(data).hexdigest()
+                      for fname, data in getattr(m[4], "blobs", {}).items()} for m in modules}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(len(modules), os.cpu_count() or 1))) \
             as pool:
-        builds = list(pool.map(lambda m: _build_module(m[0], m[4], cuda_arch, jobs), modules))
+        builds = list(pool.map(lambda m: _build_module(m[0], m[4], cuda_arch, jobs,
+                                                       digests[m[0]]), modules))
     modules = [m + (b,) for m, b in zip(modules, builds)]
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
@@ -233,9 +247,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     try:
         files = {}
         devices = []
-        with open(os.path.join(tmp, "graph.ir"), "w") as f:
-            f.write(print_graph(step.graph))
-        files["graph.ir"] = sha256_file(os.path.join(tmp, "graph.ir"))
+        files["graph.ir"] = _write_hashed(os.path.join(tmp, "graph.ir"), print_graph(
+            step.graph, constant_files=_constant_files(step.graph, modules, digests)).encode())
         for device, g, feeds, retvals, emitted, built in modules:
             label = device_label(device)
             if _is_gpu(device):
@@ -253,15 +266,14 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                     **emitted.instrumentation})
                 devices.append(entry)
                 continue
-            with open(os.path.join(tmp, f"{label}.c"), "w") as f:
-                f.write(emitted.source)
-            blobs = sorted(getattr(emitted, "blobs", {}).items())
-            for fname, data in blobs:                                   # what .incbin reads
+            files[f"{label}.c"] = _write_hashed(os.path.join(tmp, f"{label}.c"),
+                                                emitted.source.encode())
+            for fname, data in sorted(getattr(emitted, "blobs", {}).items()):  # what .incbin reads
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(data)
+                files[fname] = digests[device][fname]
             shutil.copyfile(built.path, os.path.join(tmp, f"{label}.so"))
-            for fname in [f"{label}.c", f"{label}.so"] + [name for name, _ in blobs]:
-                files[fname] = sha256_file(os.path.join(tmp, fname))
+            files[f"{label}.so"] = built.sha256 or sha256_file(os.path.join(tmp, f"{label}.so"))
             devices.append({
                 "device": device, "kind": "cpu", "module": f"{label}.so", "source": f"{label}.c",
                 "features": sorted(emitted.features),
@@ -283,17 +295,53 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
             "compiler": compiler_identity(compiler_command()).splitlines()[0],
         }
         write_manifest(tmp, manifest, sign_key=sign_key)
-        _install(tmp, out_dir, replace)
+        installed = _install(tmp, out_dir, replace)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if installed and verified is not None:
+        _record_written(verified, out_dir, files)
     return out_dir
 
 
-def _install(tmp: str, out_dir: str, replace: bool) -> None:
-    """Move the finished artifact ``tmp`` to ``out_dir``. Two processes that compile the same
-    step into the cache race here: the one that finds the other's artifact in place (the
-    rename fails on a folder that is not empty) keeps it and drops its own copy."""
+def _constant_files(graph: Graph, modules: list, digests: Dict[str, Dict[str, str]]) -> dict:
+    """Node name -> (blob file, SHA-256) of each constant of ``graph`` whose bytes a CPU
+    module's ``.incbin`` blob holds: the artifact's IR names that file instead of printing
+    the bytes a second time (``flowc ir`` and the parser read them from it)."""
+    out = {}
+    for device, _, _, _, emitted, *_ in modules:
+        for name, (file, value) in getattr(emitted, "blob_of", {}).items():
+            node = graph.get(name)
+            if node is not None and node.attrs.get("value") is value:
+                out[name] = (file, digests[device][file])
+    return out
+
+
+def _write_hashed(path: str, data: bytes) -> str:
+    """Write ``data`` to ``path``; its SHA-256 (hex)."""
+    with open(path, "wb") as f:
+        f.write(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _record_written(verified: VerificationRecord, out_dir: str, files: Dict[str, str]) -> None:
+    """Note in ``verified`` the files just written to ``out_dir`` with the hashes of the bytes
+    written (a file that is not there as a regular file is left to the load's check)."""
+    for name, digest in files.items():
+        try:
+            st = os.lstat(os.path.join(out_dir, name))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            verified.note(name, st, digest)
+    verified.save()
+
+
+def _install(tmp: str, out_dir: str, replace: bool) -> bool:
+    """Move the finished artifact ``tmp`` to ``out_dir``; whether it is the one installed.
+    Two processes that compile the same step into the cache race here: the one that finds
+    the other's artifact in place (the rename fails on a folder that is not empty) keeps it
+    and drops its own copy."""
     if replace and os.path.isdir(out_dir):
         shutil.rmtree(out_dir)
     try:
@@ -302,17 +350,20 @@ def _install(tmp: str, out_dir: str, replace: bool) -> None:
         if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not os.path.isdir(out_dir):
             raise
         shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    return True
 
 
 def _build_module(device: str, emitted, cuda_arch: Union[None, str, Dict[str, str]],
-                  jobs: int = 1):
+                  jobs: int = 1, blob_digests: Optional[Dict[str, str]] = None):
     if _is_gpu(device):
         from compiler.codegen.cuda_build import build_cuda_module
         arch = cuda_arch.get(device) if isinstance(cuda_arch, dict) else cuda_arch
         return build_cuda_module(emitted.source, arch, name=device_label(device))
     return build_shared_object(emitted.source, sorted(emitted.features),
                                blobs=getattr(emitted, "blobs", None),
-                               layout=getattr(emitted, "layout", None), jobs=jobs)
+                               layout=getattr(emitted, "layout", None), jobs=jobs,
+                               blob_digests=blob_digests)
 
 
 @functools.lru_cache(maxsize=1)
@@ -321,24 +372,67 @@ def toolchain_fingerprint() -> str:
     the C runtime header, the system C compiler, the CPU it builds for and the oneDNN found,
     if any. A change to any of them changes step keys, so a cached artifact is never reused
     with code generated by another version or for another CPU."""
-    import codegen_templates
-    import runtime
     h = hashlib.sha256(compiler_identity(compiler_command()).encode())
     h.update(b"\0cpu\0" + target_cpu().encode())     # what -march=native builds for
     h.update(onednn_tag().encode())           # '' without oneDNN (compiler/codegen/onednn.py)
+    h.update(_sources_digest())
+    return h.hexdigest()
+
+
+# A source file changed this recently is not remembered by its identity (``_sources_digest``):
+# timestamps tick coarsely, so a change within the same tick could keep it.
+_SETTLED_NS = 2 * 10**9
+
+
+def _sources_digest() -> bytes:
+    """SHA-256 of the compiler's, the templates' and the C runtime's sources (names and
+    bytes). Every new process needs it for its first cache key, and reading the few hundred
+    files took ~8 ms of a 50 ms start: it is remembered in the cache folder under the hash of
+    their identities (path, device, inode, size, mtime, ctime), so a changed, added or
+    removed file makes another entry and the sources are read again."""
+    import codegen_templates
+    import runtime
     roots = [os.path.dirname(os.path.abspath(__file__)),
              os.path.dirname(os.path.abspath(codegen_templates.__file__)),
              os.path.join(os.path.dirname(os.path.abspath(runtime.__file__)), "csrc")]
+    files = []
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for fn in sorted(filenames):
                 if fn.endswith((".py", ".j2", ".h", ".c", ".lark")):
                     path = os.path.join(dirpath, fn)
-                    h.update(os.path.relpath(path, root).encode())
-                    with open(path, "rb") as f:
-                        h.update(f.read())
-    return h.hexdigest()
+                    files.append((os.path.relpath(path, root), path))
+    ident = hashlib.sha256()
+    newest = 0
+    for rel, path in files:
+        st = os.stat(path)
+        newest = max(newest, st.st_ctime_ns, st.st_mtime_ns)
+        ident.update(repr((path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                           st.st_ctime_ns)).encode())
+    memo = os.path.join(cache_root(), "sources", ident.hexdigest())
+    try:
+        with open(memo) as f:
+            known = f.read().strip()
+        if len(known) == 64 and all(c in "0123456789abcdef" for c in known):
+            return bytes.fromhex(known)
+    except OSError:
+        pass
+    h = hashlib.sha256()
+    for rel, path in files:
+        h.update(rel.encode())
+        with open(path, "rb") as f:
+            h.update(f.read())
+    if time.time_ns() - newest > _SETTLED_NS:
+        try:
+            os.makedirs(os.path.dirname(memo), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(memo), prefix=".tmp-")
+            with os.fdopen(fd, "w") as f:
+                f.write(h.hexdigest())
+            os.replace(tmp, memo)
+        except OSError:
+            pass
+    return h.digest()
 
 
 def source_key(step: StepGraph, options: PipelineOptions,
@@ -370,22 +464,43 @@ def source_key(step: StepGraph, options: PipelineOptions,
     return h.hexdigest()
 
 
+# Constants of at least this many bytes in all are hashed by two threads at once (hashlib
+# lets go of the GIL): a cached ResNet-18's start is mostly the hash of its 46 MB of weights.
+PARALLEL_DIGEST_BYTES = 4 << 20
+
+
 def graph_digest(graph: Graph) -> bytes:
-    """SHA-256 of a graph's IR text, its big constants hashed as bytes rather than printed
-    (the text of a ResNet's 46 MB of weights took longer to make than its C took to compile;
-    the start of a cached step hashes the graph too)."""
+    """SHA-256 of a graph's IR text with, in place of each big constant's text, the SHA-256
+    of its bytes (the text of a ResNet's 46 MB of weights took longer to make than its C took
+    to compile; the start of a cached step hashes the graph too)."""
     h = hashlib.sha256(f"graph @{graph.name}\n".encode())
+    arrays: List[np.ndarray] = []
+    pieces: List[Union[bytes, int]] = []        # text, or the index of an array's digest
     for n in graph:
         big = sorted(k for k, v in n.attrs.items()
                      if isinstance(v, np.ndarray) and v.size > INLINE_ELEMENTS
                      and v.dtype.kind != "O")
         lhs, rhs, trailer = node_text(n, hide_attrs=big)
-        h.update(f"{lhs} = {rhs}{trailer}\n".encode())
+        pieces.append(f"{lhs} = {rhs}{trailer}\n".encode())
         for k in big:
             v = np.ascontiguousarray(n.attrs[k])
-            h.update(f"{k}={v.dtype.str}{list(v.shape)}\0".encode())
-            h.update(v.reshape(-1).view(np.uint8))   # bytes of any dtype (bfloat16 too)
+            pieces.append(f"{k}={v.dtype.str}{list(v.shape)}\0".encode())
+            pieces.append(len(arrays))
+            arrays.append(v)
+    digests = _array_digests(arrays)
+    for piece in pieces:
+        h.update(digests[piece] if type(piece) is int else piece)
     return h.digest()
+
+
+def _array_digests(arrays: Sequence[np.ndarray]) -> List[bytes]:
+    """The SHA-256 of each array's bytes; two threads at once where they are big."""
+    def digest(v: np.ndarray) -> bytes:
+        return hashlib.sha256(v.reshape(-1).view(np.uint8)).digest()   # any dtype, bf16 too
+    if sum(v.nbytes for v in arrays) < PARALLEL_DIGEST_BYTES or (os.cpu_count() or 1) < 2:
+        return [digest(v) for v in arrays]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        return list(pool.map(digest, arrays))
 
 
 def _source_index(cache_dir: str, source: str) -> str:

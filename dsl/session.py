@@ -658,15 +658,16 @@ class Session:
         self.compile_count += 1
         return artifact.executable
 
-    def _load(self, path: str):
-        """Load an artifact: with the session's GPU context where it has GPU modules."""
+    def _load(self, path: str, verified=None):
+        """Load an artifact: with the session's GPU context where it has GPU modules.
+        ``verified``: the cache's record of its files hashed before (``compiler/master.py``)."""
         if not self.gpus:
-            return load_artifact(path)
+            return load_artifact(path, verified=verified)
         from runtime.artifact import verify_artifact
-        if not has_gpu_module(verify_artifact(path)):
-            return load_artifact(path)
+        if not has_gpu_module(verify_artifact(path, verified=verified)):
+            return load_artifact(path, verified=verified)
         from runtime.cuda_module import load_cuda_artifact
-        return load_cuda_artifact(path, self._gpu_context())
+        return load_cuda_artifact(path, self._gpu_context(), verified=verified)
 
     def _gpu_context(self):
         if self._cuda_context is None:

@@ -6,7 +6,8 @@ range, file names confined to the folder), its checksum and, given a key, its si
 ``runtime/artifact_files.py``, which reads nothing the manifest does not hash and nothing
 outside the folder, and checks a module is one before ``dlopen``. A tampered, malformed or
 mismatched artifact is refused with an ArtifactError that names the artifact and the entry or
-file.
+file. The compile cache passes a ``VerificationRecord`` (``runtime/verified_files.py``) so its
+files, hashed once, are not hashed again at every start while they stay the same files.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from runtime.manifest import (CHECKSUM_FIELD, FORMAT, FORMAT_VERSION, MANIFEST, 
                               read_manifest)
 from runtime.module import CModule, Executable, TensorSpec
 from runtime.signing import Key, check_signature, load_key, manifest_signature
+from runtime.verified_files import VerificationRecord
 
 # (the artifact's folder, the device's index in the manifest, its manifest entry) -> its module
 ModuleLoader = Callable[[ArtifactFolder, int, dict], CModule]
@@ -145,10 +147,13 @@ class Artifact:
         return FeedError(f"missing feed(s) {', '.join(missing)}")
 
 
-def verify_artifact(path: str, verify_key: Optional[Key] = None) -> dict:
+def verify_artifact(path: str, verify_key: Optional[Key] = None,
+                    verified: Optional[VerificationRecord] = None) -> dict:
     """Check the manifest (strict JSON, every entry, its own checksum, and with
     ``verify_key`` its signature) and the hash of every file it lists; return the manifest.
-    Raises an ArtifactError naming the artifact and what is wrong."""
+    Raises an ArtifactError naming the artifact and what is wrong. ``verified``: the record
+    of files hashed before (the compile cache's); a file still the same as it records is not
+    hashed again, the others are and are recorded. Ignored with ``verify_key``."""
     manifest = read_manifest(path)
     mpath = os.path.join(path, MANIFEST)
     if manifest.get(CHECKSUM_FIELD) != manifest_checksum(manifest):
@@ -157,7 +162,7 @@ def verify_artifact(path: str, verify_key: Optional[Key] = None) -> dict:
     if verify_key is not None:
         check_signature(manifest, load_key(verify_key, "verify_key"), mpath)
     check_entries(manifest, path)
-    ArtifactFolder(path, manifest).verify_all()
+    ArtifactFolder(path, manifest, None if verify_key is not None else verified).verify_all()
     return manifest
 
 
@@ -187,7 +192,8 @@ def _cpu_module(folder: ArtifactFolder, index: int, d: dict) -> CModule:
 
 
 def load_artifact(path: str, load_module: ModuleLoader = _cpu_module, *,
-                  verify_key: Optional[Key] = None) -> Artifact:
+                  verify_key: Optional[Key] = None,
+                  verified: Optional[VerificationRecord] = None) -> Artifact:
     """Load an artifact: one ``Executable`` per device (run together when there are several).
 
     ``verify_key`` (bytes, or the path of a key file): refuse the artifact unless its manifest
@@ -196,9 +202,12 @@ def load_artifact(path: str, load_module: ModuleLoader = _cpu_module, *,
     ``load_module(folder, index, device_entry)`` loads each device's module from the
     ``ArtifactFolder`` (CPU modules by default; ``runtime.cuda_module`` passes one that also
     loads GPU modules). Nothing is loaded before the whole artifact is checked, and nothing
-    from outside its folder."""
-    manifest = verify_artifact(path, verify_key)
-    folder = ArtifactFolder(path, manifest)
+    from outside its folder. ``verified``: the compile cache's record of the artifact's files
+    hashed before (``runtime/verified_files.py``); not used with ``verify_key``."""
+    if verify_key is not None:
+        verified = None
+    manifest = verify_artifact(path, verify_key, verified)
+    folder = ArtifactFolder(path, manifest, verified)
     devices = manifest["devices"]
     feeds = [TensorSpec.from_json(f) for f in manifest["feeds"]]
     fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]

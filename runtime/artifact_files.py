@@ -13,19 +13,26 @@ this happens before it), and just before ``dlopen`` the name must still be that 
 again here and refused. What remains is the instant between that last check and ``dlopen``
 opening the name; someone who can write the folder while it loads can race that, and only a
 loader reading from a folder others cannot write is safe from it (docs: README, "Artifacts").
+
+Given a ``VerificationRecord`` (``runtime/verified_files.py``: the compile cache's, never an
+artifact from elsewhere), a file the record says was checked, and that is still that same
+file (device, inode, size, mtime and ctime), is not hashed again; every other file is, and is
+then noted in the record. A module trusted that way is mapped, not read, for its symbol check.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import mmap
 import os
 import stat
 import sys
-from typing import Iterator, Tuple
+from typing import Iterator, Optional, Tuple
 
 from runtime.elf import ElfError, exported_symbols
 from runtime.errors import ArtifactError
 from runtime.manifest import MANIFEST, plain_file_name_problem
+from runtime.verified_files import VerificationRecord, identity
 
 # What every flowc module exports (runtime/csrc/flowc_rt.h); the runtime calls each of them.
 MODULE_SYMBOLS = ("flowc_abi_version", "flowc_entry", "flowc_free")
@@ -42,11 +49,26 @@ def _elf_platform() -> bool:
 class ArtifactFolder:
     """An artifact folder and its checked manifest: the only way the loader reads its files."""
 
-    def __init__(self, path: str, manifest: dict):
+    def __init__(self, path: str, manifest: dict,
+                 verified: Optional[VerificationRecord] = None):
         self.path = path
         self.manifest = manifest
         self.files = manifest["files"]
         self.mpath = os.path.join(path, MANIFEST)
+        self.verified = verified
+
+    def _trusted(self, fd: int, name: str) -> bool:
+        """File ``name`` (open as ``fd``) was checked before and is unchanged since."""
+        return self.verified is not None and \
+            self.verified.trusted(name, os.fstat(fd), self.files[name])
+
+    def _note(self, fd: int, name: str, before: os.stat_result) -> None:
+        """File ``name`` (open as ``fd``, ``before`` its ``fstat`` before it was read) was
+        just found to have its manifest hash; not noted if it changed while it was read."""
+        if self.verified is not None:
+            after = os.fstat(fd)
+            if identity(after) == identity(before):
+                self.verified.note(name, after, self.files[name])
 
     def _open(self, name: str) -> Tuple[int, str]:
         """(an open descriptor of file ``name``, its path); one of the manifest's files, a
@@ -71,13 +93,17 @@ class ArtifactFolder:
         return fd, fpath
 
     def _read_checked(self, fd: int, fpath: str, name: str) -> bytes:
+        before = os.fstat(fd)
+        trusted = self._trusted(fd, name)
         chunks = []
         with open(fd, "rb", closefd=False) as f:
             f.seek(0)
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 chunks.append(chunk)
         data = b"".join(chunks)
-        self._check_hash(hashlib.sha256(data).hexdigest(), fpath, name)
+        if not trusted:
+            self._check_hash(hashlib.sha256(data).hexdigest(), fpath, name)
+            self._note(fd, name, before)
         return data
 
     def _check_hash(self, actual: str, fpath: str, name: str) -> None:
@@ -88,17 +114,24 @@ class ArtifactFolder:
                                 "modified or corrupted")
 
     def verify_all(self) -> None:
-        """Check the hash of every file the manifest lists."""
+        """Check the hash of every file the manifest lists (not of those the verification
+        record vouches for); the record notes the files hashed."""
         for name in self.files:
             fd, fpath = self._open(name)
             try:
+                if self._trusted(fd, name):
+                    continue
+                before = os.fstat(fd)
                 h = hashlib.sha256()
                 with open(fd, "rb", closefd=False) as f:
                     for chunk in iter(lambda: f.read(1 << 20), b""):
                         h.update(chunk)
+                self._check_hash(h.hexdigest(), fpath, name)
+                self._note(fd, name, before)
             finally:
                 os.close(fd)
-            self._check_hash(h.hexdigest(), fpath, name)
+        if self.verified is not None:
+            self.verified.save()
 
     def read(self, name: str) -> bytes:
         """The bytes of file ``name`` (a checked manifest entry), hash-checked."""
@@ -117,18 +150,20 @@ class ArtifactFolder:
         fd, fpath = self._open(name)
         try:
             before = os.fstat(fd)
-            data = self._read_checked(fd, fpath, name)
-            if _elf_platform():
-                try:
-                    symbols = exported_symbols(data)
-                except ElfError as e:
-                    raise ArtifactError(f"{self.mpath}: {entry}: {fpath} is not a flowc module "
-                                        f"({e}); it was not loaded") from None
-                missing = [s for s in MODULE_SYMBOLS if s not in symbols]
-                if missing:
-                    raise ArtifactError(f"{self.mpath}: {entry}: {fpath} is not a flowc module "
-                                        f"(it does not export {', '.join(missing)}); it was not "
-                                        "loaded")
+            with self._module_bytes(fd, fpath, name) as data:
+                if _elf_platform():
+                    try:
+                        symbols = exported_symbols(data)
+                    except ElfError as e:
+                        raise ArtifactError(f"{self.mpath}: {entry}: {fpath} is not a flowc "
+                                            f"module ({e}); it was not loaded") from None
+                    missing = [s for s in MODULE_SYMBOLS if s not in symbols]
+                    if missing:
+                        raise ArtifactError(f"{self.mpath}: {entry}: {fpath} is not a flowc "
+                                            f"module (it does not export {', '.join(missing)}); "
+                                            "it was not loaded")
+            if self.verified is not None:
+                self.verified.save()
             after = os.fstat(fd)
             try:
                 now = os.lstat(fpath)
@@ -141,6 +176,25 @@ class ArtifactFolder:
             yield fpath
         finally:
             os.close(fd)
+
+
+    @contextlib.contextmanager
+    def _module_bytes(self, fd: int, fpath: str, name: str) -> Iterator[memoryview]:
+        """The module's bytes: mapped where the record vouches for the file (nothing to hash,
+        and the symbol check reads only its headers and symbol table), else read and hashed."""
+        if self._trusted(fd, name) and os.fstat(fd).st_size > 0:
+            mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            view = memoryview(mapped)
+            try:
+                yield view
+            finally:
+                view.release()
+                try:
+                    mapped.close()
+                except BufferError:     # a view is still held (by an error's traceback):
+                    pass                # the mapping goes when that does
+            return
+        yield memoryview(self._read_checked(fd, fpath, name))
 
 
 def _identity(st: os.stat_result) -> tuple:

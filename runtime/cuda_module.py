@@ -43,6 +43,7 @@ from runtime.artifact_files import ArtifactFolder
 from runtime.errors import ArtifactError, FlowcError
 from runtime.module import CModule, ffi
 from runtime.signing import Key
+from runtime.verified_files import VerificationRecord
 
 _CUDA_CDEF = """
 int flowc_cuda_entry(const flowc_tensor *feeds, flowc_tensor *fetches, const flowc_runtime *rt,
@@ -192,13 +193,15 @@ class CudaModule(CModule):
 
 
 def load_cuda_artifact(path: str, context: Optional[CudaContext] = None, *,
-                       verify_key: Optional[Key] = None) -> Artifact:
+                       verify_key: Optional[Key] = None,
+                       verified: Optional[VerificationRecord] = None) -> Artifact:
     """Load an artifact whose devices may include GPUs (``kind: cuda``); CPU devices load as
     ``runtime.artifact.load_artifact`` loads them, and the artifact is checked as it checks
     it (``verify_key`` too) before any module is loaded or any GPU is touched. Each GPU
     module's device code is checked in its own GPU's context (``context`` for the GPU it is
     of; the GPUs' primary contexts, which the CUDA runtime in the modules uses too). Runs with
-    pycuda calls of their own must happen with ``context`` entered."""
+    pycuda calls of their own must happen with ``context`` entered. ``verified``: the
+    compile cache's record of files hashed before (``runtime/verified_files.py``)."""
     contexts = {context.index: context} if context is not None else {}
 
     def load_module(folder: ArtifactFolder, index: int, d: dict) -> CModule:
@@ -221,7 +224,7 @@ def load_cuda_artifact(path: str, context: Optional[CudaContext] = None, *,
                 return CModule(module)
         raise ArtifactError(f"{folder.path}: device {d['device']} is of unknown kind {kind!r}")
 
-    return load_artifact(path, load_module, verify_key=verify_key)
+    return load_artifact(path, load_module, verify_key=verify_key, verified=verified)
 
 
 def gpu_index(device: str) -> int:

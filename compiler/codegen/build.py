@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 import runtime
 from runtime import sanitize
-from compiler.build_cache import cache_root, is_cached, keep_failed_source, publish
+from compiler.build_cache import cache_root, cached_digest, keep_failed_source, publish
 from compiler.codegen.elementwise import last_level_cache_bytes
 from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
 from compiler.codegen.onednn import onednn_flags, onednn_tag
@@ -92,6 +92,7 @@ class BuildResult:
     path: str            # the shared object, inside the cache
     key: str             # content hash that named it
     cached: bool         # True when nothing was compiled
+    sha256: str = ""     # of the shared object's bytes (hashed once, when it entered the cache)
 
 
 # Flags of each module-level feature a kernel may ask for (``kc.require``), added to the
@@ -161,8 +162,10 @@ def sanitize_flags(loaded_here: bool = True) -> tuple:
 def build_shared_object(source: str, features: Sequence[str] = (), name: str = "module",
                         blobs: Optional[Dict[str, bytes]] = None,
                         layout: Optional[ModuleLayout] = None,
-                        jobs: Optional[int] = None) -> BuildResult:
-    """``blobs``: files the source includes with ``.incbin`` (written beside it).
+                        jobs: Optional[int] = None,
+                        blob_digests: Optional[Dict[str, str]] = None) -> BuildResult:
+    """``blobs``: files the source includes with ``.incbin`` (written beside it);
+    ``blob_digests``: their SHA-256s (hex) where the caller has them already.
     ``layout``: the pieces ``source`` was joined from; with it a large module is compiled as
     up to ``jobs`` (default ``cc_jobs()``) translation units at once and linked into one
     shared object. The cache key is the whole source's: how it was split changes no result."""
@@ -176,14 +179,17 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
     toolchain = b"\0".join([header, compiler_identity(cc).encode(), target_cpu().encode(),
                            onednn_tag().encode()])     # its headers, for the kernel objects' keys
     parts = [source.encode(), toolchain, " ".join(flags + link).encode()]
+    digests = dict(blob_digests or {})
     for fname in sorted(blobs):
-        parts += [fname.encode(), hashlib.sha256(blobs[fname]).digest()]
+        digest = digests.get(fname) or hashlib.sha256(blobs[fname]).hexdigest()
+        parts += [fname.encode(), bytes.fromhex(digest)]
     key = hashlib.sha256(b"\0".join(parts)).hexdigest()
     d = os.path.join(cache_dir(), "objects", key[:2])
     os.makedirs(d, exist_ok=True)
     so = os.path.join(d, key + ".so")
-    if is_cached(so):
-        return BuildResult(so, key, True)
+    digest = cached_digest(so)
+    if digest is not None:
+        return BuildResult(so, key, True, digest)
     units = 1
     jobs = cc_jobs() if jobs is None else jobs
     if layout is not None:
@@ -207,7 +213,6 @@ def build_shared_object(source: str, features: Sequence[str] = (), name: str = "
                 keep = keep_failed_source(src, key)
                 raise BuildError(f"the C compiler rejected generated code (source kept at {keep}):\n"
                                  + stderr[-4000:])
-        publish(out, so)
-        return BuildResult(so, key, False)
+        return BuildResult(so, key, False, publish(out, so))
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

@@ -70,6 +70,10 @@ class EmittedModule:
     # Big constants as raw files the source includes with ``.incbin`` (file name -> bytes):
     # whoever compiles the source puts them beside it (and passes -Wa,-I<that folder>).
     blobs: Dict[str, bytes] = field(default_factory=dict)
+    # Which blob holds which Const's ``value`` (node name -> (file, the array)), so the
+    # artifact's IR can name the file instead of printing the bytes again.
+    blob_of: Dict[str, tuple] = field(default_factory=dict)
+    blob_digests: Dict[str, str] = field(default_factory=dict)   # blob file -> its SHA-256
     # The module's pieces, to build it as several translation units in parallel (None: one).
     layout: Optional[ModuleLayout] = None
 
@@ -119,6 +123,8 @@ class _Emitter(EmitterBase):
         self.arena_size = 0                        # bytes of small per-step buffers
         self.kernel_names: Dict[str, str] = {}      # canonical kernel code -> C function
         self.blobs: Dict[str, bytes] = {}           # big constants' files (see _emit_blob)
+        self.blob_of: Dict[str, tuple] = {}         # node name -> (its blob file, the array)
+        self.blob_digests: Dict[str, str] = {}      # blob file -> SHA-256 of its bytes
         self.slot_tables: List[Tuple[int, str]] = []
         # Buffers from the process's buffer pool (flowc_pool_alloc; released with
         # flowc_pool_release): fetched results and dynamic-size buffers of modules without
@@ -193,7 +199,8 @@ class _Emitter(EmitterBase):
         return EmittedModule(layout.joined(), set(self.module.features),
                              list(self.module.variables), list(self.module.streams),
                              list(self.module.queues), instrumented, self.memory,
-                             dict(self.blobs), layout)
+                             dict(self.blobs), dict(self.blob_of), dict(self.blob_digests),
+                             layout)
 
     def _slotless_values(self, order: List[Node]) -> Dict[Output, int]:
         """Values written and read only by code emitted in place, at a planned arena offset,
@@ -510,6 +517,11 @@ class _Emitter(EmitterBase):
         data = np.ascontiguousarray(value, dtype=dtype.np.newbyteorder("<")).tobytes()
         file = f"{name}.bin"
         self.blobs[file] = data
+        if value.dtype == dtype.np:             # the bytes the IR text would print
+            self.blob_of[n.name] = (file, value)
+            self.blob_digests[file] = self._const_digest(n)
+        else:
+            self.blob_digests[file] = hashlib.sha256(data).hexdigest()
         self.constants.append((self._part(),
             f"/* %{n.name} : {n.output_types[0]} ({len(data)} bytes, from {file}) */\n"
             f"__asm__(\".section .rodata\\n.balign 64\\n{name}:\\n.incbin \\\"{file}\\\"\\n"

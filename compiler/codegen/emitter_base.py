@@ -7,11 +7,15 @@ it with what differs: where buffers live, how kernels run, how the entry is asse
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Collection, Dict, List
 
+import numpy as np
+
 from compiler.codegen.kernel_context import TensorRef
 from compiler.errors import CodegenError
+from compiler.ir.attr_text import INLINE_ELEMENTS
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.op_registry import computes_half_in_f32
 from compiler.ir.printer import node_text
@@ -42,6 +46,7 @@ class EmitterBase:
         self.target = target
         self.refs: Dict[Output, TensorRef] = {}
         self.root: Dict[Output, Output] = {}       # storage root of each value
+        self._const_digests: Dict[str, str] = {}   # big Const's name -> its bytes' SHA-256
         self.decls: List[str] = []                 # one ``#define`` per tensor slot
         self.slot: Dict[str, int] = {}
         self.ref_of: Dict[str, Output] = {}
@@ -101,12 +106,26 @@ class EmitterBase:
             raise CodegenError("placeholder is not fed", n)
         return self.feeds.index(n)
 
-    @staticmethod
-    def _node_line(n: Node) -> str:
+    def _node_line(self, n: Node) -> str:
         """``n``'s IR line (big constants elided, the memory plan's attrs left out: the C says
         where buffers live), safe inside a C comment."""
-        lhs, rhs, trailer = node_text(n, elide_constants=True, hide_attrs=PLAN_ATTRS)
+        value = n.attrs.get("value") if n.op == "Const" else None
+        big = isinstance(value, np.ndarray) and value.size > INLINE_ELEMENTS \
+            and value.dtype.kind != "O"
+        lhs, rhs, trailer = node_text(n, elide_constants=True, hide_attrs=PLAN_ATTRS,
+                                      value_file=("", self._const_digest(n)) if big else None)
         return comment(lhs + " = " + rhs + trailer)
+
+    def _const_digest(self, n: Node) -> str:
+        """SHA-256 (hex) of Const ``n``'s value as little-endian bytes, hashed once per module
+        (its comment names it, and its ``.incbin`` blob's manifest entry is it)."""
+        digest = self._const_digests.get(n.name)
+        if digest is None:
+            value = n.attrs["value"]
+            data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+            digest = hashlib.sha256(data.reshape(-1).view(np.uint8)).hexdigest()
+            self._const_digests[n.name] = digest
+        return digest
 
     def _node_comment(self, n: Node) -> str:
         """The comment heading ``n``'s code."""

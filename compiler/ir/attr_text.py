@@ -54,10 +54,25 @@ def format_tensor(arr: np.ndarray) -> str:
     return head + "[" + ", ".join(format_scalar(v, dt) for v in arr.reshape(-1).tolist()) + "]"
 
 
-def format_elided_tensor(arr: np.ndarray) -> str:
-    """A large constant for people, not for the parser: its type, size and a short digest."""
+def format_file_tensor(arr: np.ndarray, file: str, sha256: str) -> str:
+    """A big constant whose little-endian bytes are the file ``file`` beside the IR text (an
+    artifact's ``.incbin`` blob), named with their SHA-256: the text stays small, and parses
+    back (``parse_tensor``'s ``data``) where the file is."""
     dt = DType.from_numpy(arr.dtype)
-    digest = hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()[:12]
+    return f'tensor<{dt.ir_name}{shape_str(arr.shape)}>file"{file}" sha256"{sha256}"'
+
+
+def parse_file_data(text: str):
+    """(file name, SHA-256) of a ``file"NAME" sha256"HEX"`` constant body."""
+    name, _, digest = text[len('file"'):].partition('" sha256"')
+    return name, digest[:-1]
+
+
+def format_elided_tensor(arr: np.ndarray, sha256: Optional[str] = None) -> str:
+    """A large constant for people, not for the parser: its type, size and a short digest
+    (of its bytes; ``sha256`` where the caller has it already)."""
+    dt = DType.from_numpy(arr.dtype)
+    digest = (sha256 or hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest())[:12]
     return f"tensor<{dt.ir_name}{shape_str(arr.shape)}>{{elided {arr.nbytes} bytes, sha256 {digest}}}"
 
 
@@ -109,14 +124,20 @@ class ElementError(ValueError):
 
 
 def parse_tensor(dtype: DType, shape: Optional[Sequence[int]], items=None,
-                 b64: Optional[str] = None) -> np.ndarray:
-    """Build a constant from its IR text pieces; raises ValueError when they do not fit."""
+                 b64: Optional[str] = None, data: Optional[bytes] = None) -> np.ndarray:
+    """Build a constant from its IR text pieces (``data``: its little-endian bytes, read from
+    the file a ``file"..."`` constant names); raises ValueError when they do not fit."""
     if shape is None or any(d is None for d in shape):
         raise ValueError(f"a tensor constant needs a fully known shape, got {shape_str(shape)}")
     if dtype is DType.resource or (dtype is DType.bf16 and bf16_numpy_is_raw()):
         raise ValueError(f"no tensor constants of dtype {dtype}")
     count = math.prod(shape)
-    if b64 is not None:
+    if data is not None:
+        if len(data) != count * dtype.itemsize:
+            raise ValueError(f"the file holds {len(data)} bytes; {dtype}{shape_str(shape)} "
+                             f"needs {count * dtype.itemsize}")
+        arr = np.frombuffer(data, dtype=dtype.np.newbyteorder("<")).astype(dtype.np)
+    elif b64 is not None:
         try:
             raw = base64.b64decode(b64, validate=True)
         except ValueError as e:

@@ -44,11 +44,16 @@ class SourceLocation(NamedTuple):
 
     def to_text(self) -> str:
         """``file:line:col`` for the IR; the file is a JSON string if it would not read back."""
-        file = self.file
-        if not file or file != file.strip() or file.startswith('"') or any(
-                c in file for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
-            file = json.dumps(file)
-        return f"{file}:{self.line}:{self.col}"
+        return f"{_file_text(self.file)}:{self.line}:{self.col}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_text(file: str) -> str:
+    """A location's file as the IR writes it (a graph's nodes share a few files)."""
+    if not file or file != file.strip() or file.startswith('"') or any(
+            c in file for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+        return json.dumps(file)
+    return file
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -12,13 +12,16 @@ its op's shape function.
 from __future__ import annotations
 
 import functools
+import hashlib
+import math
 import os
+import stat
 from typing import Dict, List, Optional, Tuple
 
 import lark
 
 from compiler.errors import CompileError, IRSyntaxError
-from compiler.ir.attr_text import ElementError, parse_device, parse_tensor
+from compiler.ir.attr_text import ElementError, parse_device, parse_file_data, parse_tensor
 from compiler.ir.literals import (LiteralError, abbreviate, parse_dim, parse_element_int,
                                   parse_float, parse_int, parse_string)
 from compiler.ir.graph import Graph, Node, Output
@@ -40,6 +43,7 @@ _TERMINAL_WORDS = {
     "CTRL": "a control operand like ^%x", "OPNAME": "an op name", "NAME": "a name",
     "INT": "an integer", "FLOAT": "a number", "ESCAPED_STRING": "a string",
     "TENSOR_TYPE": "a type like f32[?,3]", "B64": 'base64 data b64"..."',
+    "FILE_DATA": 'a constant\'s file file"NAME" sha256"HEX"',
     "DEVICE": "a device like @/job:ps/task:0", "DEVSPEC": "a device like /job:ps/task:0",
     "LOC": "a location like # file.py:3:1", "$END": "end of input",
 }
@@ -116,6 +120,9 @@ class _Source:
         self.text = text
         self.filename = filename
         self.lines = text.split("\n")
+        # where ``file"..."`` constants are: beside the IR file (None: the text has no file)
+        self.folder = (None if filename.startswith("<") or not os.path.isfile(filename)
+                       else os.path.dirname(os.path.abspath(filename)))
 
     def error(self, message: str, line: int, col: int) -> IRSyntaxError:
         src = self.lines[line - 1].rstrip("\r") if 0 < line <= len(self.lines) else None
@@ -270,7 +277,7 @@ class _GraphBuilder:
                     raise _SemanticError(f"op {opdef.name} has no attr '{key}'; attrs are: "
                                          f"{', '.join(opdef.attrs) or 'none'}", key_tok)
                 value_tree = a.children[1]
-                raw = _value(value_tree)
+                raw = _value(value_tree, folder=self.source.folder)
                 try:
                     attrs[key] = _attr_value(opdef, key, raw, adef.kind if adef else "any")
                 except (CompileError, ValueError, TypeError) as e:
@@ -402,9 +409,10 @@ def _type_token(tok) -> TensorType:
     return TensorType(dtype, tuple(dims))
 
 
-def _value(tree, depth: int = 0, parse_integer=parse_int):
+def _value(tree, depth: int = 0, parse_integer=parse_int, folder: Optional[str] = None):
     """An attr value tree to Python (lists, ints, floats, strs, bools, DTypes, arrays, markers);
-    ``parse_integer`` reads its integers (a tensor's elements may be u64)."""
+    ``parse_integer`` reads its integers (a tensor's elements may be u64); ``folder``: where
+    the files of ``file"..."`` constants are."""
     kind = tree.data
     if kind == "int_value":
         return _literal(parse_integer, tree.children[0])
@@ -435,7 +443,7 @@ def _value(tree, depth: int = 0, parse_integer=parse_int):
         if depth >= MAX_ATTR_NESTING:
             raise _SemanticError(f"attr value lists nest more than {MAX_ATTR_NESTING} deep",
                                  tree.meta)
-        return [_value(c, depth + 1, parse_integer) for c in tree.children]
+        return [_value(c, depth + 1, parse_integer, folder) for c in tree.children]
     if kind == "empty_list":
         return []
     if kind == "unknown_rank":
@@ -446,6 +454,9 @@ def _value(tree, depth: int = 0, parse_integer=parse_int):
         tok, body = tree.children
         ttype = _type_token(tok)
         try:
+            if isinstance(body, lark.Token) and body.type == "FILE_DATA":
+                data = _constant_file(folder, *parse_file_data(str(body)), ttype)
+                return parse_tensor(ttype.dtype, ttype.shape, data=data)
             if isinstance(body, lark.Token):
                 return parse_tensor(ttype.dtype, ttype.shape, b64=str(body)[4:-1])
             items = _value(body, depth + 1, parse_element_int)
@@ -456,6 +467,44 @@ def _value(tree, depth: int = 0, parse_integer=parse_int):
         except ValueError as e:
             raise _SemanticError(str(e), tok) from None
     raise _SemanticError(f"unexpected {kind}", tree.meta)
+
+
+def _constant_file(folder: Optional[str], name: str, digest: str, ttype: TensorType) -> bytes:
+    """The bytes of a ``file"NAME" sha256"HEX"`` constant: the regular file ``name`` beside
+    the IR file (not a link), of the constant's size and with that SHA-256."""
+    if folder is None:
+        raise ValueError(f"the constant's bytes are in the file '{name}' beside the IR file; "
+                         "text that is not read from a file cannot name one")
+    if name in (".", ".."):
+        raise ValueError(f"'{name}' is not a file name")
+    if ttype.shape is None or any(d is None for d in ttype.shape):
+        raise ValueError(f"a tensor constant needs a fully known shape, got {ttype}")
+    try:
+        size = math.prod(ttype.shape) * ttype.dtype.itemsize
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+    path = os.path.join(folder, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise ValueError(f"cannot open the constant's file {path}: {e.strerror or e}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"the constant's file {path} is not a regular file")
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(size + 1)
+    except OSError as e:
+        raise ValueError(f"cannot read the constant's file {path}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if len(data) != size:
+        raise ValueError(f"the constant's file {path} holds {len(data) if len(data) <= size else 'more than ' + str(size)} "
+                         f"bytes; {ttype} needs {size}")
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ValueError(f"the constant's file {path} does not have the SHA-256 the IR names "
+                         "(it was modified or replaced)")
+    return data
 
 
 def _shape(value, what: str):

@@ -370,7 +370,8 @@ class _Rewriter:
     def const(self, array: np.ndarray, dtype: DType, near: Node, name: str,
               control: Sequence[Node] = ()) -> Output:
         with self.graph.inserting_before(near):
-            c = make_node(self.graph, "Const", [], {"value": np.array(array, dtype=dtype.np),
+            c = make_node(self.graph, "Const", [], {"value": np.array(array, dtype=dtype.np,
+                                                                      order="C"),
                                                     "dtype": dtype},
                           name=name, control_inputs=list(control), device=near.device,
                           location=near.location,
@@ -488,7 +489,8 @@ def _fold_constant_transposes(graph: Graph, limit: int, rw: "_Rewriter") -> bool
             continue
         if not _only_read_by(src, node) and np.size(value) > limit:
             continue
-        c = rw.const(np.ascontiguousarray(np.transpose(value, perm)), node.output_types[0].dtype,
+        # (``const`` copies the transposed view into a new C-order array: one copy, not two)
+        c = rw.const(np.transpose(value, perm), node.output_types[0].dtype,
                      node, f"{node.name}/folded", src.node.control_inputs)
         graph.replace_all_uses_with(node.output(0), c)
         for user in list(node.users):
