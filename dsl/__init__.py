@@ -42,6 +42,7 @@ from dsl import metrics
 from dsl import contrib
 from dsl import data
 from dsl import graph_util
+from dsl.meta_graph import import_graph_def
 from dsl import bitwise
 from dsl import image
 from dsl import summary

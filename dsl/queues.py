@@ -48,6 +48,20 @@ class QueueBase:
         self.queue_ref = apply_op("FIFOQueueV2", [], attrs, name=name)
         self.name = self.queue_ref.op.name
 
+    @classmethod
+    def from_queue_ref(cls, queue_ref: Tensor) -> "QueueBase":
+        """The queue of an existing queue op (an imported graph's): adds no op."""
+        node = queue_ref.op.node
+        self = cls.__new__(cls)
+        self.queue_ref = queue_ref
+        self.name = node.name
+        self.dtypes = list(node.attrs["component_types"])
+        shapes = node.attrs.get("shapes") or None
+        self.shapes = None if shapes is None else [
+            list(s) if s is not None else None for s in shapes]
+        self.names = None
+        return self
+
     def _components(self, vals) -> List[Tensor]:
         if isinstance(vals, dict):
             if self.names is None:
@@ -174,6 +188,25 @@ class QueueRunner:
         self.cancel_op = cancel_op if cancel_op is not None else queue.close(True)
         self._running = 0
         self._lock = threading.Lock()
+
+    # --- meta graphs -----------------------------------------------------------------------
+    def to_proto(self, export_scope: Optional[str] = None) -> dict:
+        """What a meta graph keeps (TensorFlow's ``QueueRunnerDef``, as JSON)."""
+        return {"queue_name": self.queue.queue_ref.name,
+                "enqueue_op_name": [op.name for op in self.enqueue_ops],
+                "close_op_name": self.close_op.name, "cancel_op_name": self.cancel_op.name}
+
+    @classmethod
+    def from_proto(cls, queue_runner_def: dict, import_scope: str = "",
+                   graph=None) -> "QueueRunner":
+        """The runner of ``queue_runner_def`` (``to_proto``) over ops already in ``graph``."""
+        from dsl.context import get_default_graph
+        g = graph if graph is not None else get_default_graph()
+        p = import_scope or ""
+        queue = QueueBase.from_queue_ref(Tensor(g.output(p + queue_runner_def["queue_name"])))
+        return cls(queue, [Operation(g.node(p + n)) for n in queue_runner_def["enqueue_op_name"]],
+                   close_op=Operation(g.node(p + queue_runner_def["close_op_name"])),
+                   cancel_op=Operation(g.node(p + queue_runner_def["cancel_op_name"])))
 
     def _run(self, sess, op, coord: Optional[Coordinator]) -> None:
         try:
