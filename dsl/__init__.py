@@ -50,7 +50,7 @@ from dsl import train
 from dsl import app, flags, gfile
 from dsl import io
 from dsl.config import ConfigProto, RunMetadata, RunOptions
-from dsl.queues import FIFOQueue
+from dsl.queues import FIFOQueue, RandomShuffleQueue
 from dsl.session import InteractiveSession, Session, get_default_session
 from dsl import compat
 from dsl import logging

@@ -21,14 +21,15 @@ from dsl.tensor import Operation, Tensor
 from runtime.dtypes import as_dtype
 from runtime.errors import AbortedError, CancelledError, OutOfRangeError
 
-__all__ = ["FIFOQueue", "QueueBase"]
+__all__ = ["FIFOQueue", "RandomShuffleQueue", "QueueBase"]
 
 _SWITCH_INTERVAL = 0.001        # seconds; see QueueRunner.create_threads
 
 
 class QueueBase:
     def __init__(self, capacity: int, dtypes, shapes=None, names=None,
-                 shared_name: Optional[str] = None, name: str = "fifo_queue"):
+                 shared_name: Optional[str] = None, name: str = "fifo_queue",
+                 _op: str = "FIFOQueueV2", _attrs: Optional[dict] = None):
         dtypes = [as_dtype(d) for d in (dtypes if isinstance(dtypes, (list, tuple)) else [dtypes])]
         if shapes is not None:
             shapes = [list(s) for s in shapes] if isinstance(shapes[0], (list, tuple)) or \
@@ -45,7 +46,8 @@ class QueueBase:
         if shapes is not None:
             attrs["shapes"] = [tuple(None if d is None or d < 0 else d for d in s)
                                for s in shapes]
-        self.queue_ref = apply_op("FIFOQueueV2", [], attrs, name=name)
+        attrs.update(_attrs or {})
+        self.queue_ref = apply_op(_op, [], attrs, name=name)
         self.name = self.queue_ref.op.name
 
     @classmethod
@@ -121,6 +123,25 @@ class QueueBase:
 class FIFOQueue(QueueBase):
     """``FIFOQueue(capacity, dtypes, shapes=None, names=None, shared_name=None)``; the C
     backend needs ``shapes`` (static) to batch with ``dequeue_many``/``dequeue_up_to``."""
+
+
+class RandomShuffleQueue(QueueBase):
+    """``RandomShuffleQueue(capacity, min_after_dequeue, dtypes, shapes=None, names=None,
+    seed=None, shared_name=None)``: dequeues take random elements, and (until the queue is
+    closed) only while ``min_after_dequeue`` elements would remain, so what comes out is
+    mixed from at least that many (``tf.RandomShuffleQueue``). ``seed`` as for the random
+    ops (``fl.set_random_seed`` and the op seed): a program draws the same order each run."""
+
+    def __init__(self, capacity: int, min_after_dequeue: int, dtypes, shapes=None, names=None,
+                 seed: Optional[int] = None, shared_name: Optional[str] = None,
+                 name: str = "random_shuffle_queue"):
+        from dsl.random_ops import op_seeds
+        s, s2 = op_seeds(seed)
+        super().__init__(capacity, dtypes, shapes=shapes, names=names, shared_name=shared_name,
+                         name=name, _op="RandomShuffleQueueV2",
+                         _attrs={"min_after_dequeue": int(min_after_dequeue), "seed": s,
+                                 "seed2": s2})
+        self.min_after_dequeue = int(min_after_dequeue)
 
 
 # --- threads that feed queues --------------------------------------------------------------
