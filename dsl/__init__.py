@@ -42,6 +42,7 @@ from dsl import metrics
 from dsl import contrib
 from dsl import data
 from dsl import graph_util
+from dsl.meta_graph import import_graph_def
 from dsl import bitwise
 from dsl import image
 from dsl import summary
@@ -49,7 +50,7 @@ from dsl import train
 from dsl import app, flags, gfile
 from dsl import io
 from dsl.config import ConfigProto, RunMetadata, RunOptions
-from dsl.queues import FIFOQueue
+from dsl.queues import FIFOQueue, RandomShuffleQueue
 from dsl.session import InteractiveSession, Session, get_default_session
 from dsl import compat
 from dsl import logging

@@ -58,6 +58,12 @@ class Graph(_IRGraph):
                              f"like '{name}:0'")
         return Tensor(self.output(name))
 
+    def as_graph_def(self, from_version=None, add_shapes: bool = False):
+        """The graph as a TensorFlow ``GraphDef`` (flowc's ``tf_formats`` message; see
+        ``compiler/interop/graphdef.py``); ``fl.import_graph_def`` reads it back."""
+        from compiler.interop.graphdef import graph_to_graphdef
+        return graph_to_graphdef(self)
+
     def get_operations(self):
         from dsl.tensor import Operation
         return [Operation(n) for n in self]

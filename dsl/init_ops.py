@@ -19,7 +19,8 @@ from runtime.dtypes import DType, as_dtype
 __all__ = ["Initializer", "zeros_initializer", "ones_initializer", "constant_initializer",
            "random_uniform_initializer", "random_normal_initializer",
            "truncated_normal_initializer", "glorot_uniform_initializer",
-           "glorot_normal_initializer", "variance_scaling_initializer", "initializers"]
+           "glorot_normal_initializer", "variance_scaling_initializer", "initializers",
+           "orthogonal_initializer", "identity_initializer", "uniform_unit_scaling_initializer"]
 
 
 def _fans(shape: Sequence[int]):
@@ -170,6 +171,101 @@ class glorot_normal_initializer(variance_scaling_initializer):  # noqa: N801
         super().__init__(1.0, "fan_avg", "truncated_normal", seed, dtype)
 
 
+class orthogonal_initializer(Initializer):  # noqa: N801
+    """A (semi-)orthogonal matrix times ``gain``, reshaped to the shape (TF1's Orthogonal:
+    the QR decomposition of a standard normal ``max(rows, cols) x min(rows, cols)`` matrix,
+    rows = the product of all dims but the last, columns made sign-unique by ``sign(diag(r))``,
+    transposed when rows < cols).
+
+    The value is computed when the initializer is called, with numpy, from the numbers the
+    ``RandomStandardNormal`` op of the same seeds draws first (flowc's Philox streams are
+    TensorFlow's): the variable's initial value is a constant, the same matrix TensorFlow's
+    initializer op gives on its first run for that seed (re-running the initializer gives it
+    again, where TensorFlow would draw a new one). flowc has no QR op to do it in the graph."""
+
+    def __init__(self, gain=1.0, seed=None, dtype=None):
+        self.gain, self.seed = float(gain), seed
+        self.dtype = None if dtype is None else as_dtype(dtype)
+
+    def __call__(self, shape, dtype=None, partition_info=None) -> Tensor:
+        from compiler.ops.random import normal_values
+        from dsl.random_ops import op_seeds
+        dims = _static(shape)
+        dt = self._dtype(dtype)
+        if dt not in (DType.f32, DType.f64):
+            raise TypeError(f"the orthogonal initializer makes float32 or float64, got {dt}")
+        if len(dims) < 2:
+            raise ValueError("The tensor to initialize must be at least two-dimensional")
+        rows, cols = math.prod(dims[:-1]), dims[-1]
+        flat = (max(rows, cols), min(rows, cols))
+        seed, seed2 = op_seeds(self.seed)
+        a = normal_values(flat[0] * flat[1], dt, seed, seed2).astype(np.float64).reshape(flat)
+        q, r = np.linalg.qr(a)
+        d = np.diag(r)
+        q = q * np.where(d < 0, -1.0, 1.0)         # sign(0) as 1: a unique Q all the same
+        if rows < cols:
+            q = q.T
+        return constant((self.gain * q).reshape(dims).astype(dt.np), dtype=dt)
+
+
+class identity_initializer(Initializer):  # noqa: N801
+    """``gain`` times the identity matrix (2-D shapes only; TF1's Identity)."""
+
+    def __init__(self, gain=1.0, dtype=None):
+        self.gain = float(gain)
+        self.dtype = None if dtype is None else as_dtype(dtype)
+
+    def __call__(self, shape, dtype=None, partition_info=None) -> Tensor:
+        dims = _static(shape)
+        if len(dims) != 2:
+            raise ValueError("Identity matrix initializer can only be used for 2D matrices.")
+        dt = self._dtype(dtype)
+        return constant((self.gain * np.eye(*dims)).astype(dt.np), dtype=dt)
+
+
+class uniform_unit_scaling_initializer(Initializer):  # noqa: N801
+    """Uniform in [-m, m], m = factor * sqrt(3 / input_size), input_size the product of all
+    dims but the last (TF1's UniformUnitScaling, deprecated there for variance_scaling)."""
+
+    def __init__(self, factor=1.0, seed=None, dtype=None):
+        self.factor, self.seed = float(factor), seed
+        self.dtype = None if dtype is None else as_dtype(dtype)
+
+    def __call__(self, shape, dtype=None, partition_info=None) -> Tensor:
+        dims = _static(shape)
+        input_size = math.prod(dims[:-1]) if len(dims) > 1 else (dims[0] if dims else 1)
+        limit = math.sqrt(3 / max(1, input_size)) * self.factor
+        return random_uniform(dims, -limit, limit, self._dtype(dtype), seed=self.seed)
+
+
+def he_normal(seed=None):
+    """``variance_scaling(2, "fan_in", truncated normal)`` (``tf.initializers.he_normal``)."""
+    return variance_scaling_initializer(2.0, "fan_in", "truncated_normal", seed)
+
+
+def he_uniform(seed=None):
+    """``variance_scaling(2, "fan_in", uniform)`` (``tf.initializers.he_uniform``)."""
+    return variance_scaling_initializer(2.0, "fan_in", "uniform", seed)
+
+
+def lecun_normal(seed=None):
+    """``variance_scaling(1, "fan_in", truncated normal)`` (``tf.initializers.lecun_normal``)."""
+    return variance_scaling_initializer(1.0, "fan_in", "truncated_normal", seed)
+
+
+def lecun_uniform(seed=None):
+    """``variance_scaling(1, "fan_in", uniform)`` (``tf.initializers.lecun_uniform``)."""
+    return variance_scaling_initializer(1.0, "fan_in", "uniform", seed)
+
+
+def glorot_uniform(seed=None, dtype=None):
+    return glorot_uniform_initializer(seed, dtype)
+
+
+def glorot_normal(seed=None, dtype=None):
+    return glorot_normal_initializer(seed, dtype)
+
+
 class initializers:  # noqa: N801  (a namespace: fl.initializers.glorot_uniform(seed=1))
     zeros = zeros_initializer
     ones = ones_initializer
@@ -180,3 +276,10 @@ class initializers:  # noqa: N801  (a namespace: fl.initializers.glorot_uniform(
     glorot_uniform = glorot_uniform_initializer
     glorot_normal = glorot_normal_initializer
     variance_scaling = variance_scaling_initializer
+    orthogonal = orthogonal_initializer
+    identity = identity_initializer
+    uniform_unit_scaling = uniform_unit_scaling_initializer
+    he_normal = staticmethod(he_normal)
+    he_uniform = staticmethod(he_uniform)
+    lecun_normal = staticmethod(lecun_normal)
+    lecun_uniform = staticmethod(lecun_uniform)

@@ -21,14 +21,15 @@ from dsl.tensor import Operation, Tensor
 from runtime.dtypes import as_dtype
 from runtime.errors import AbortedError, CancelledError, OutOfRangeError
 
-__all__ = ["FIFOQueue", "QueueBase"]
+__all__ = ["FIFOQueue", "RandomShuffleQueue", "QueueBase"]
 
 _SWITCH_INTERVAL = 0.001        # seconds; see QueueRunner.create_threads
 
 
 class QueueBase:
     def __init__(self, capacity: int, dtypes, shapes=None, names=None,
-                 shared_name: Optional[str] = None, name: str = "fifo_queue"):
+                 shared_name: Optional[str] = None, name: str = "fifo_queue",
+                 _op: str = "FIFOQueueV2", _attrs: Optional[dict] = None):
         dtypes = [as_dtype(d) for d in (dtypes if isinstance(dtypes, (list, tuple)) else [dtypes])]
         if shapes is not None:
             shapes = [list(s) for s in shapes] if isinstance(shapes[0], (list, tuple)) or \
@@ -45,8 +46,23 @@ class QueueBase:
         if shapes is not None:
             attrs["shapes"] = [tuple(None if d is None or d < 0 else d for d in s)
                                for s in shapes]
-        self.queue_ref = apply_op("FIFOQueueV2", [], attrs, name=name)
+        attrs.update(_attrs or {})
+        self.queue_ref = apply_op(_op, [], attrs, name=name)
         self.name = self.queue_ref.op.name
+
+    @classmethod
+    def from_queue_ref(cls, queue_ref: Tensor) -> "QueueBase":
+        """The queue of an existing queue op (an imported graph's): adds no op."""
+        node = queue_ref.op.node
+        self = cls.__new__(cls)
+        self.queue_ref = queue_ref
+        self.name = node.name
+        self.dtypes = list(node.attrs["component_types"])
+        shapes = node.attrs.get("shapes") or None
+        self.shapes = None if shapes is None else [
+            list(s) if s is not None else None for s in shapes]
+        self.names = None
+        return self
 
     def _components(self, vals) -> List[Tensor]:
         if isinstance(vals, dict):
@@ -107,6 +123,25 @@ class QueueBase:
 class FIFOQueue(QueueBase):
     """``FIFOQueue(capacity, dtypes, shapes=None, names=None, shared_name=None)``; the C
     backend needs ``shapes`` (static) to batch with ``dequeue_many``/``dequeue_up_to``."""
+
+
+class RandomShuffleQueue(QueueBase):
+    """``RandomShuffleQueue(capacity, min_after_dequeue, dtypes, shapes=None, names=None,
+    seed=None, shared_name=None)``: dequeues take random elements, and (until the queue is
+    closed) only while ``min_after_dequeue`` elements would remain, so what comes out is
+    mixed from at least that many (``tf.RandomShuffleQueue``). ``seed`` as for the random
+    ops (``fl.set_random_seed`` and the op seed): a program draws the same order each run."""
+
+    def __init__(self, capacity: int, min_after_dequeue: int, dtypes, shapes=None, names=None,
+                 seed: Optional[int] = None, shared_name: Optional[str] = None,
+                 name: str = "random_shuffle_queue"):
+        from dsl.random_ops import op_seeds
+        s, s2 = op_seeds(seed)
+        super().__init__(capacity, dtypes, shapes=shapes, names=names, shared_name=shared_name,
+                         name=name, _op="RandomShuffleQueueV2",
+                         _attrs={"min_after_dequeue": int(min_after_dequeue), "seed": s,
+                                 "seed2": s2})
+        self.min_after_dequeue = int(min_after_dequeue)
 
 
 # --- threads that feed queues --------------------------------------------------------------
@@ -174,6 +209,25 @@ class QueueRunner:
         self.cancel_op = cancel_op if cancel_op is not None else queue.close(True)
         self._running = 0
         self._lock = threading.Lock()
+
+    # --- meta graphs -----------------------------------------------------------------------
+    def to_proto(self, export_scope: Optional[str] = None) -> dict:
+        """What a meta graph keeps (TensorFlow's ``QueueRunnerDef``, as JSON)."""
+        return {"queue_name": self.queue.queue_ref.name,
+                "enqueue_op_name": [op.name for op in self.enqueue_ops],
+                "close_op_name": self.close_op.name, "cancel_op_name": self.cancel_op.name}
+
+    @classmethod
+    def from_proto(cls, queue_runner_def: dict, import_scope: str = "",
+                   graph=None) -> "QueueRunner":
+        """The runner of ``queue_runner_def`` (``to_proto``) over ops already in ``graph``."""
+        from dsl.context import get_default_graph
+        g = graph if graph is not None else get_default_graph()
+        p = import_scope or ""
+        queue = QueueBase.from_queue_ref(Tensor(g.output(p + queue_runner_def["queue_name"])))
+        return cls(queue, [Operation(g.node(p + n)) for n in queue_runner_def["enqueue_op_name"]],
+                   close_op=Operation(g.node(p + queue_runner_def["close_op_name"])),
+                   cancel_op=Operation(g.node(p + queue_runner_def["cancel_op_name"])))
 
     def _run(self, sess, op, coord: Optional[Coordinator]) -> None:
         try:

@@ -126,16 +126,29 @@ class Saver:
                  keep_checkpoint_every_n_hours: float = 10000.0, name: Optional[str] = None,
                  allow_empty: bool = False, pad_step_number: bool = False,
                  keep_best: Optional[str] = None, best_to_keep: int = 1,
-                 sharded: bool = False):
+                 sharded: bool = False, saver_def: Optional[dict] = None,
+                 import_scope: Optional[str] = None, defer_build: bool = False,
+                 **kwargs):
         if keep_best not in (None, "min", "max"):
             raise ValueError(f"keep_best must be None, 'min' or 'max', got {keep_best!r}")
         if keep_best is not None and (not isinstance(best_to_keep, int) or best_to_keep < 1):
             raise ValueError(f"best_to_keep must be a positive int, got {best_to_keep!r}")
         if max_to_keep is not None and max_to_keep < 0:
             raise ValueError(f"max_to_keep must be >= 0 or None, got {max_to_keep}")
-        self._vars = _named_variables(var_list)
-        if not self._vars and not allow_empty:
-            raise ValueError("no variables to save")
+        unknown = set(kwargs) - {"reshape", "builder", "write_version", "restore_sequentially",
+                                 "save_relative_paths", "filename"}
+        if unknown:
+            raise TypeError(f"Saver got unexpected arguments: {', '.join(sorted(unknown))}")
+        if saver_def is not None:
+            max_to_keep = saver_def.get("max_to_keep", max_to_keep)
+            keep_checkpoint_every_n_hours = saver_def.get("keep_checkpoint_every_n_hours",
+                                                          keep_checkpoint_every_n_hours)
+            sharded = saver_def.get("sharded", sharded)
+            self._vars = {n: None for n in saver_def.get("var_names", [])}
+        else:
+            self._vars = _named_variables(var_list)
+            if not self._vars and not allow_empty:
+                raise ValueError("no variables to save")
         self.max_to_keep = max_to_keep
         self.keep_checkpoint_every_n_hours = float(keep_checkpoint_every_n_hours)
         self.keep_best = keep_best
@@ -148,8 +161,47 @@ class Saver:
         self._lock = threading.Lock()
         self.graph = get_default_graph()
         self._filename = self._save_op = self._restore_op = None
-        if self._vars:
+        self._checkpoint_ops = set()
+        if saver_def is not None:
+            self._adopt(saver_def, import_scope or "")
+        elif self._vars:
             self._build(name or "save")
+
+    def _adopt(self, saver_def: dict, prefix: str) -> None:
+        """Use the ops ``saver_def`` names (a meta graph's saver, imported): adds no op."""
+        g = self.graph
+        self._filename = Tensor(g.output(prefix + saver_def["filename_tensor_name"]))
+        self._save_op = Operation(g.node(prefix + saver_def["save_tensor_name"]))
+        self._restore_op = Operation(g.node(prefix + saver_def["restore_op_name"]))
+        self._checkpoint_ops = {prefix + n for n in saver_def.get("checkpoint_ops", [])}
+
+    def as_saver_def(self) -> Optional[dict]:
+        """The names of this saver's ops and its policy (TensorFlow's ``SaverDef``, as JSON);
+        ``Saver(saver_def=...)`` rebuilds the saver over them (``import_meta_graph`` does)."""
+        if self._save_op is None:
+            return None
+        return {"filename_tensor_name": self._filename.name,
+                "save_tensor_name": self._save_op.name,
+                "restore_op_name": self._restore_op.name,
+                "var_names": list(self._vars), "checkpoint_ops": sorted(self._checkpoint_ops),
+                "max_to_keep": self.max_to_keep, "sharded": self.sharded,
+                "keep_checkpoint_every_n_hours": self.keep_checkpoint_every_n_hours}
+
+    def to_proto(self, export_scope: Optional[str] = None) -> Optional[dict]:
+        return self.as_saver_def()
+
+    def build(self) -> None:
+        """Nothing to do: the ops are built at construction (``Saver.build`` of TensorFlow)."""
+
+    def export_meta_graph(self, filename: Optional[str] = None, collection_list=None,
+                          as_text: bool = False, export_scope=None, clear_devices: bool = False,
+                          clear_extraneous_savers: bool = False,
+                          strip_default_attrs: bool = False, save_debug_info: bool = False):
+        """The meta graph of this saver's graph, with this saver (``Saver.export_meta_graph``)."""
+        from dsl.meta_graph import export_meta_graph
+        return export_meta_graph(filename, saver_def=self.as_saver_def(),
+                                 collection_list=collection_list, graph=self.graph,
+                                 export_scope=export_scope, clear_devices=clear_devices)
 
     def _build(self, scope_name: str) -> None:
         for name, v in self._vars.items():
@@ -249,12 +301,17 @@ class Saver:
 
     # --- saving ----------------------------------------------------------------------------
     def save(self, sess, save_path: str, global_step=None, latest_filename: Optional[str] = None,
-             write_state: bool = True, metric: Optional[float] = None) -> Optional[str]:
+             meta_graph_suffix: str = "meta", write_meta_graph: bool = True,
+             write_state: bool = True, strip_default_attrs: bool = False,
+             save_debug_info: bool = False, metric: Optional[float] = None) -> Optional[str]:
         """Save the variables to ``save_path`` (``-<global_step>`` appended when given: an
         int, or a tensor/variable evaluated in ``sess``); returns the checkpoint path.
 
-        With ``write_state``, records it in the folder's ``checkpoint`` file and deletes
-        checkpoints beyond ``max_to_keep`` (except the best ones with ``keep_best``).
+        With ``write_meta_graph`` (TensorFlow's default), also writes the graph, its
+        collections and this saver to ``<checkpoint>.<meta_graph_suffix>``
+        (``import_meta_graph`` reads it back). With ``write_state``, records the checkpoint in
+        the folder's ``checkpoint`` file and deletes checkpoints beyond ``max_to_keep``
+        (except the best ones with ``keep_best``), with their meta graphs.
         """
         if metric is not None:
             if self.keep_best is None:
@@ -276,6 +333,9 @@ class Saver:
                              f"'{latest_filename or STATE_FILE}'")
         with self._lock:
             self._run(sess, self._save_op, save_path)
+            if write_meta_graph:
+                self.export_meta_graph(f"{save_path}.{meta_graph_suffix}")
+                self._meta_suffix = meta_graph_suffix
             if not write_state:
                 return save_path
             doomed = self._record(save_path, metric, time.time())
@@ -286,6 +346,10 @@ class Saver:
             # Deleted only once the state file no longer names them.
             for path in doomed:
                 delete_checkpoint(path)
+                try:
+                    os.remove(f"{path}.{getattr(self, '_meta_suffix', 'meta')}")
+                except OSError:
+                    pass
         return save_path
 
     def _kept(self) -> List[Tuple[str, float]]:

@@ -373,7 +373,8 @@ class Trainer:
             return None
         os.makedirs(self.checkpoint_dir, exist_ok=True)
         return self.saver.save(self.session, os.path.join(self.checkpoint_dir,
-                                                          CHECKPOINT_PREFIX), global_step=step)
+                                                          CHECKPOINT_PREFIX), global_step=step,
+                               write_meta_graph=False)
 
     # --- steps --------------------------------------------------------------------------
     def evaluate(self) -> Tuple[float, Dict[str, float]]:

@@ -134,6 +134,35 @@ class Variable:
         for c in collections:
             g.add_to_collection(c, self)
 
+    # --- meta graphs ---------------------------------------------------------------------
+    def to_proto(self, export_scope: Optional[str] = None) -> dict:
+        """What a meta graph keeps of the variable (TensorFlow's ``VariableDef``, as JSON):
+        the names of its handle, initializer, read and initial value, and ``trainable``."""
+        return {"handle": self._handle.op.name, "initializer": self._initializer_op.name,
+                "snapshot": self._graph_element.name,
+                "initial_value": self._initial_value.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_proto(cls, variable_def: dict, import_scope: str = "", graph=None) -> "Variable":
+        """The variable of ``variable_def`` (``to_proto``) over ops already in ``graph`` (the
+        default graph), their names prefixed with ``import_scope``; adds no op."""
+        g = graph if graph is not None else get_default_graph()
+        p = import_scope or ""
+        self = cls.__new__(cls)
+        self.graph = g
+        self.trainable = bool(variable_def.get("trainable", True))
+        self._constraint = None
+        self._handle = Tensor(g.output(p + variable_def["handle"] + ":0"))
+        self._initializer_op = Operation(g.node(p + variable_def["initializer"]))
+        self._graph_element = Tensor(g.output(p + variable_def["snapshot"]))
+        self._initial_value = Tensor(g.output(p + variable_def["initial_value"]))
+        node = self._handle.op.node
+        self._dtype = node.attrs["dtype"]
+        shape = node.attrs.get("shape")
+        self._shape = None if shape is None else tuple(shape)
+        self._name = node.name
+        return self
+
     # --- identity ------------------------------------------------------------------------
     @property
     def name(self) -> str:

@@ -9,6 +9,7 @@ is closed. Every wait honours the step's deadline.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -18,6 +19,25 @@ import numpy as np
 
 from runtime.errors import CancelledError, DeadlineExceededError, OutOfRangeError
 from runtime.module import ffi
+
+
+_MASK = (1 << 64) - 1
+
+
+def _seed_state(seed: int, seed2: int) -> int:
+    """The C queue's initial splitmix64 state (``flowc_queue_take_ex``); both 0: random."""
+    if seed == 0 and seed2 == 0:
+        return int.from_bytes(os.urandom(8), "little")
+    return ((seed & _MASK) * 0x9E3779B97F4A7C15 & _MASK) ^ (seed2 & _MASK)
+
+
+def _splitmix64(state: int):
+    """(next state, next number) of splitmix64, as ``flowc_splitmix64``."""
+    state = (state + 0x9E3779B97F4A7C15) & _MASK
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return state, z ^ (z >> 31)
 
 
 class CQueue:
@@ -57,6 +77,7 @@ class PyQueue:
         self._items: deque = deque()
         self._closed = False
         self._cv = threading.Condition()
+        self._rng: Optional[int] = None          # a shuffling queue's generator state
 
     def _wait(self, ready, timeout_ms: int, what: str) -> None:
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
@@ -77,15 +98,29 @@ class PyQueue:
                 self._items.append(tuple(np.array(c, copy=True) for c in elem))
                 self._cv.notify_all()
 
-    def take(self, n: int, allow_fewer: bool = False, timeout_ms: int = 0) -> List[tuple]:
+    def take(self, n: int, allow_fewer: bool = False, timeout_ms: int = 0,
+             shuffle: Optional[tuple] = None) -> List[tuple]:
+        """Take ``n`` elements (fewer with ``allow_fewer`` once closed). ``shuffle``:
+        ``(min_after_dequeue, seed, seed2)`` of a RandomShuffleQueue: until the queue is
+        closed, wait for ``n + min_after_dequeue`` elements, and take each at random (the C
+        queue's splitmix64 generator, seeded the same way at the first such take)."""
+        ready = n + (max(0, shuffle[0]) if shuffle else 0)
         with self._cv:
-            self._wait(lambda: len(self._items) >= n or self._closed, timeout_ms,
-                       f"waiting for {n} element(s) of queue '{self.name}'")
+            self._wait(lambda: len(self._items) >= ready or self._closed, timeout_ms,
+                       f"waiting for {ready} element(s) of queue '{self.name}'")
             have = len(self._items)
             if have < n and not (self._closed and allow_fewer and have > 0):
                 raise OutOfRangeError(f"queue '{self.name}' is closed and has insufficient "
                                       f"elements (requested {n}, current size {have})")
-            out = [self._items.popleft() for _ in range(min(n, have))]
+            if shuffle and self._rng is None:
+                self._rng = _seed_state(shuffle[1], shuffle[2])
+            out = []
+            for _ in range(min(n, have)):
+                if shuffle and len(self._items) > 1:
+                    self._rng, r = _splitmix64(self._rng)
+                    k = r % len(self._items)
+                    self._items[0], self._items[k] = self._items[k], self._items[0]
+                out.append(self._items.popleft())
             self._cv.notify_all()
             return out
 

@@ -1,11 +1,14 @@
-"""FIFO queues as graph ops (TensorFlow's ``FIFOQueueV2`` family).
+"""Queues as graph ops (TensorFlow's ``FIFOQueueV2`` and ``RandomShuffleQueueV2`` family).
 
 ``FIFOQueueV2`` makes a handle to a queue that lives in the runtime (keyed by its shared
 name, the node name when empty); ``QueueEnqueueV2``/``QueueEnqueueManyV2`` add elements,
 ``QueueDequeueV2``/``QueueDequeueManyV2``/``QueueDequeueUpToV2`` take them, ``QueueCloseV2``
 and ``QueueSizeV2`` close and measure it. Enqueue blocks while the queue is full, dequeue while
 it is empty, both within the step's deadline (``RunOptions(timeout_in_ms=...)``); a dequeue
-from a closed, empty queue is an ``OutOfRangeError``. The interpreter uses
+from a closed, empty queue is an ``OutOfRangeError``. A ``RandomShuffleQueueV2`` is the same
+queue with dequeues that wait (until it is closed) for ``min_after_dequeue`` elements to
+remain and take random elements (a splitmix64 generator seeded from ``seed``/``seed2``, the
+same numbers in both backends). The interpreter uses
 ``runtime.queues.PyQueue``; the C side (``compiler/codegen/c_ops/queue.py``) has the same rules.
 
 Components have the dtypes ``component_types`` and, for the C backend, the static
@@ -30,16 +33,29 @@ def queue_key(node) -> str:
     return node.attrs.get("shared_name") or node.name
 
 
+QUEUE_OPS = ("FIFOQueueV2", "RandomShuffleQueueV2")
+
+
 def queue_source(out):
-    """The FIFOQueueV2 node a handle comes from (through Identity), or None."""
-    return resource_source(out, ("FIFOQueueV2",))
+    """The queue node (FIFOQueueV2, RandomShuffleQueueV2) a handle comes from (through
+    Identity), or None."""
+    return resource_source(out, QUEUE_OPS)
 
 
 def _queue_of(ctx_node) -> Node:
     src = queue_source(ctx_node.inputs[0])
     if src is None:
-        raise ShapeError("input 0 must be a queue handle made by FIFOQueueV2", ctx_node)
+        raise ShapeError("input 0 must be a queue handle made by FIFOQueueV2 or "
+                         "RandomShuffleQueueV2", ctx_node)
     return src
+
+
+def shuffle_of(queue_node: Node) -> Optional[tuple]:
+    """``(min_after_dequeue, seed, seed2)`` of a RandomShuffleQueueV2, None for a FIFO queue."""
+    if queue_node.op != "RandomShuffleQueueV2":
+        return None
+    a = queue_node.attrs
+    return (int(a.get("min_after_dequeue", 0)), int(a.get("seed", 0)), int(a.get("seed2", 0)))
 
 
 def _component_shapes(queue_node) -> List[Optional[tuple]]:
@@ -57,6 +73,12 @@ def _queue_shape(ctx):
         raise ctx.error("a queue needs at least one component type")
     if shapes and len(shapes) != len(types):
         raise ctx.error(f"{len(shapes)} shapes for {len(types)} component types")
+    if ctx.node.op == "RandomShuffleQueueV2":
+        low, cap = ctx.attr("min_after_dequeue"), ctx.attr("capacity")
+        if low < 0:
+            raise ctx.error(f"min_after_dequeue must be >= 0, got {low}")
+        if cap > 0 and low >= cap:
+            raise ctx.error(f"min_after_dequeue {low} must be < capacity {cap}")
     return [TensorType(DType.resource, ())]
 
 
@@ -147,7 +169,8 @@ def _enqueue_many_kernel(ctx, handle, *components):
 
 
 def _dequeue_kernel(ctx, handle):
-    (elem,) = _pyqueue(ctx, handle).take(1, timeout_ms=_timeout(ctx))
+    (elem,) = _pyqueue(ctx, handle).take(1, timeout_ms=_timeout(ctx),
+                                         shuffle=shuffle_of(_queue_of(ctx.node)))
     return list(elem)
 
 
@@ -156,7 +179,7 @@ def _dequeue_n_kernel(allow_fewer: bool):
         if np.size(n) != 1:
             raise ExecutionError(f"n must be a scalar, got shape {list(np.shape(n))}", ctx.node)
         elems = _pyqueue(ctx, handle).take(int(np.reshape(n, -1)[0]), allow_fewer,
-                                           _timeout(ctx))
+                                           _timeout(ctx), shuffle_of(_queue_of(ctx.node)))
         types = ctx.attrs["component_types"]
         out = []
         for k, t in enumerate(types):
@@ -186,6 +209,16 @@ register_op("FIFOQueueV2", outputs=["handle: resource"],
             shape=_queue_shape, kernel=_queue_kernel, stateful=True,
             group="source", half_native=True,
             doc="A handle to the FIFO queue ``shared_name`` (the node's name).")
+
+register_op("RandomShuffleQueueV2", outputs=["handle: resource"],
+            attrs=["component_types: list(type)", "shapes: list(shape) = []",
+                   "capacity: int = -1", "min_after_dequeue: int = 0", "seed: int = 0",
+                   "seed2: int = 0", "container: string = ''", "shared_name: string = ''"],
+            shape=_queue_shape, kernel=_queue_kernel, stateful=True,
+            group="source", half_native=True,
+            doc="A handle to the queue ``shared_name`` (the node's name) whose dequeues take "
+                "random elements, once ``min_after_dequeue`` would remain (until it is "
+                "closed); seeded from ``seed``/``seed2`` (both 0: nondeterministically).")
 
 for _name, _many in (("QueueEnqueueV2", False), ("QueueEnqueueManyV2", True)):
     register_op(_name, inputs=["handle: resource", "components: Tcomponents"],

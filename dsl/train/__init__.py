@@ -16,7 +16,8 @@ from dsl.train.gradient_descent import GradientDescentOptimizer
 from dsl.train.learning_rate_decay import (cosine_decay, exponential_decay,
                                            inverse_time_decay, natural_exp_decay,
                                            piecewise_constant, polynomial_decay)
-from dsl.train.input import QUEUE_RUNNERS, add_queue_runner, batch, start_queue_runners
+from dsl.train.input import (QUEUE_RUNNERS, add_queue_runner, batch, shuffle_batch,
+                             start_queue_runners)
 from dsl.train.momentum import MomentumOptimizer
 from dsl.train.moving_averages import ExponentialMovingAverage, assign_moving_average
 from dsl.train.optimizer import Optimizer
@@ -34,6 +35,7 @@ from dsl.train.monitored_session import (ChiefSessionCreator, MonitoredSession,
                                          WorkerSessionCreator)
 from dsl.saver import (CheckpointState, Saver, best_checkpoint, checkpoint_exists,
                        get_checkpoint_state, latest_checkpoint, list_variables, load_variable)
+from dsl.meta_graph import export_meta_graph, import_meta_graph
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
            "RMSPropOptimizer", "AdamOptimizer", "get_global_step", "create_global_step",
@@ -48,8 +50,8 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "CheckpointSaverHook", "StepCounterHook", "LoggingTensorHook", "NanTensorHook",
            "NanLossDuringTrainingError", "SyncReplicasOptimizer", "exponential_decay",
            "piecewise_constant", "polynomial_decay", "natural_exp_decay", "inverse_time_decay",
-           "cosine_decay", "ExponentialMovingAverage", "assign_moving_average", "batch", "add_queue_runner",
-           "start_queue_runners", "QUEUE_RUNNERS"]
+           "cosine_decay", "ExponentialMovingAverage", "assign_moving_average", "batch", "shuffle_batch", "add_queue_runner",
+           "start_queue_runners", "QUEUE_RUNNERS", "export_meta_graph", "import_meta_graph"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,

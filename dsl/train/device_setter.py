@@ -17,7 +17,8 @@ from compiler.devices import merge_device_specs
 __all__ = ["replica_device_setter", "RoundRobinStrategy", "GreedyLoadBalancingStrategy",
            "byte_size_load_fn"]
 
-STANDARD_PS_OPS = ("VarHandleOp", "VariableV2", "Variable", "FIFOQueueV2")
+STANDARD_PS_OPS = ("VarHandleOp", "VariableV2", "Variable", "FIFOQueueV2",
+                   "RandomShuffleQueueV2")
 
 
 class RoundRobinStrategy:

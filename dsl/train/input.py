@@ -10,10 +10,11 @@ from typing import List, Optional
 
 from dsl.context import get_default_graph, name_scope
 from dsl.ops import convert_to_tensor
-from dsl.queues import Coordinator, FIFOQueue, QueueRunner
+from dsl.queues import Coordinator, FIFOQueue, QueueRunner, RandomShuffleQueue
 from dsl.tensor import Tensor, static_shape
 
-__all__ = ["batch", "add_queue_runner", "start_queue_runners", "QUEUE_RUNNERS"]
+__all__ = ["batch", "shuffle_batch", "add_queue_runner", "start_queue_runners",
+           "QUEUE_RUNNERS"]
 
 QUEUE_RUNNERS = "queue_runners"
 
@@ -56,8 +57,35 @@ def batch(tensors, batch_size: int, num_threads: int = 1, capacity: int = 32,
     if dynamic_pad:
         raise NotImplementedError("fl.train.batch(dynamic_pad=True) needs a PaddingFIFOQueue, "
                                   "which flowc does not have; give examples static shapes")
+    return _batch(tensors, batch_size, num_threads, capacity, enqueue_many, shapes,
+                  allow_smaller_final_batch, name or "batch",
+                  lambda dtypes, shapes: FIFOQueue(capacity, dtypes, shapes=shapes,
+                                                   shared_name=shared_name, name="fifo_queue"))
+
+
+def shuffle_batch(tensors, batch_size: int, capacity: int, min_after_dequeue: int,
+                  num_threads: int = 1, seed: Optional[int] = None, enqueue_many: bool = False,
+                  shapes=None, allow_smaller_final_batch: bool = False,
+                  shared_name: Optional[str] = None, name: Optional[str] = None):
+    """Random batches of ``tensors`` (``tf.train.shuffle_batch``): examples go through a
+    ``RandomShuffleQueue`` of ``capacity`` fed by ``num_threads`` threads of a
+    ``QueueRunner`` (``start_queue_runners``; ``MonitoredTrainingSession`` starts them), and
+    each batch is drawn at random from what the queue holds, once ``min_after_dequeue``
+    examples would remain (until the input runs out and the queue closes)."""
+    if min_after_dequeue >= capacity:
+        raise ValueError(f"min_after_dequeue ({min_after_dequeue}) must be < capacity "
+                         f"({capacity})")
+    return _batch(tensors, batch_size, num_threads, capacity, enqueue_many, shapes,
+                  allow_smaller_final_batch, name or "shuffle_batch",
+                  lambda dtypes, shapes: RandomShuffleQueue(
+                      capacity, min_after_dequeue, dtypes, shapes=shapes, seed=seed,
+                      shared_name=shared_name, name="random_shuffle_queue"))
+
+
+def _batch(tensors, batch_size, num_threads, capacity, enqueue_many, shapes,
+           allow_smaller_final_batch, scope, make_queue):
     flat, rebuild = _flatten(tensors)
-    with name_scope(name or "batch"):
+    with name_scope(scope):
         flat = [convert_to_tensor(t) for t in flat]
         if shapes is None:
             shapes = []
@@ -67,8 +95,7 @@ def batch(tensors, batch_size: int, num_threads: int = 1, capacity: int = 32,
                     raise ValueError(f"All shapes must be fully defined: {t.shape} (pass "
                                      "shapes=)")
                 shapes.append(list(s[1:] if enqueue_many else s))
-        queue = FIFOQueue(capacity, [t.dtype for t in flat], shapes=shapes,
-                          shared_name=shared_name, name="fifo_queue")
+        queue = make_queue([t.dtype for t in flat], shapes)
         enqueue = queue.enqueue_many(flat) if enqueue_many else queue.enqueue(flat)
         add_queue_runner(QueueRunner(queue, [enqueue] * int(num_threads)))
         if allow_smaller_final_batch:

@@ -240,6 +240,10 @@ class MonitoredSession:
         self.sessions_created += 1
         for h in self._hooks:
             h.after_create_session(sess, self.coord)
+        # As TensorFlow's session creator: the queue runners of the graph's QUEUE_RUNNERS
+        # collection start with the session, under ``coord`` (stopped and joined on close).
+        from dsl.train.input import start_queue_runners
+        start_queue_runners(sess, coord=self.coord, daemon=True, start=True)
 
     def _drop_session(self) -> None:
         sess, self._sess = self._sess, None

@@ -510,9 +510,10 @@ typedef struct flowc_queue {
     int32_t ncomponents;
     int32_t closed;
     int32_t cancelled;           /* closed with cancel_pending_enqueues */
-    int32_t reserved;
+    int32_t rng_seeded;          /* a shuffling queue's generator is set (first dequeue) */
     int64_t capacity;            /* elements; <= 0: unbounded */
     int64_t head, count, slots;  /* a ring of ``slots`` elements */
+    uint64_t rng;                /* splitmix64 state of a RandomShuffleQueue's dequeues */
     flowc_tensor *items;         /* slots * ncomponents */
     char name[128];
 } flowc_queue;
@@ -617,19 +618,35 @@ static inline int flowc_queue_put(flowc_queue *q, const flowc_tensor *components
     return 0;
 }
 
+/* splitmix64: a RandomShuffleQueue picks each dequeued element with it; runtime/queues.py
+   (the interpreter's queue) draws the same numbers from the same (seed, seed2). */
+static inline uint64_t flowc_splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
 /* Wait until ``want`` elements are there (or, with ``allow_fewer``, the queue is closed with
    at least one); take ``*got`` of them into ``out[k * ncomponents + c]`` (buffers handed
-   over). Lock released on return. */
-static inline int flowc_queue_take(flowc_queue *q, int64_t want, int allow_fewer, flowc_tensor *out,
-                                   int64_t *got, int64_t timeout_ms, const char *node,
-                                   const char *loc, flowc_status *st) {
+   over). Lock released on return.
+   ``shuffle`` (a RandomShuffleQueue): until the queue is closed, wait for ``want +
+   min_after_dequeue`` elements, and take each element at random among those there (the
+   generator is seeded from ``seed``/``seed2`` at the queue's first such dequeue; both 0: from
+   the clock, as TensorFlow seeds nondeterministically). */
+static inline int flowc_queue_take_ex(flowc_queue *q, int64_t want, int allow_fewer, flowc_tensor *out,
+                                      int64_t *got, int64_t timeout_ms, int shuffle,
+                                      int64_t min_after_dequeue, int64_t seed, int64_t seed2,
+                                      const char *node, const char *loc, flowc_status *st) {
     struct timespec deadline;
     if (timeout_ms > 0) flowc_deadline(&deadline, timeout_ms);
+    const int64_t ready = want + (shuffle && min_after_dequeue > 0 ? min_after_dequeue : 0);
     pthread_mutex_lock(&q->mu);
     int timed_out = 0;
-    while (q->count < want && !q->closed && !timed_out)
+    while (q->count < ready && !q->closed && !timed_out)
         timed_out = flowc_queue_wait(q, timeout_ms, &deadline);
     int64_t n = q->count < want ? q->count : want;
+    if (!q->closed && q->count < ready) n = -1;            /* timed out short of min_after */
     if (n < want && !(q->closed && allow_fewer && n > 0)) {
         const int64_t have = q->count;
         const int closed = q->closed;
@@ -640,9 +657,27 @@ static inline int flowc_queue_take(flowc_queue *q, int64_t want, int allow_fewer
                               "current size %lld)", q->name, (long long)want, (long long)have);
         return flowc_fail(st, FLOWC_DEADLINE_EXCEEDED, node, loc,
                           "timed out after %lld ms waiting for %lld element(s) of queue '%s' (size %lld)",
-                          (long long)timeout_ms, (long long)want, q->name, (long long)have);
+                          (long long)timeout_ms, (long long)ready, q->name, (long long)have);
+    }
+    if (shuffle && !q->rng_seeded) {
+        uint64_t s0 = (uint64_t)seed * 0x9E3779B97F4A7C15ULL ^ (uint64_t)seed2;
+        if (seed == 0 && seed2 == 0) {
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            s0 = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 32) ^ (uint64_t)(uintptr_t)q;
+        }
+        q->rng = s0;
+        q->rng_seeded = 1;
     }
     for (int64_t k = 0; k < n; k++) {
+        if (shuffle && q->count > 1) {                     /* bring a random element to the head */
+            const int64_t pick = (q->head + (int64_t)(flowc_splitmix64(&q->rng) % (uint64_t)q->count)) % q->slots;
+            flowc_tensor tmp[FLOWC_QUEUE_MAX_COMPONENTS];
+            const size_t sz = sizeof(flowc_tensor) * (size_t)q->ncomponents;
+            memcpy(tmp, &q->items[pick * q->ncomponents], sz);
+            memcpy(&q->items[pick * q->ncomponents], &q->items[q->head * q->ncomponents], sz);
+            memcpy(&q->items[q->head * q->ncomponents], tmp, sz);
+        }
         memcpy(&out[k * q->ncomponents], &q->items[q->head * q->ncomponents],
                sizeof(flowc_tensor) * (size_t)q->ncomponents);
         q->head = (q->head + 1) % q->slots;
@@ -652,6 +687,12 @@ static inline int flowc_queue_take(flowc_queue *q, int64_t want, int allow_fewer
     pthread_cond_broadcast(&q->changed);
     pthread_mutex_unlock(&q->mu);
     return 0;
+}
+
+static inline int flowc_queue_take(flowc_queue *q, int64_t want, int allow_fewer, flowc_tensor *out,
+                                   int64_t *got, int64_t timeout_ms, const char *node,
+                                   const char *loc, flowc_status *st) {
+    return flowc_queue_take_ex(q, want, allow_fewer, out, got, timeout_ms, 0, 0, 0, 0, node, loc, st);
 }
 
 static inline void flowc_queue_close(flowc_queue *q, int cancel_pending_enqueues) {

@@ -109,6 +109,7 @@ def test_max_to_keep_deletes_the_oldest(graph, tmp_path):
     assert saver.last_checkpoints == [f"{prefix}-2", f"{prefix}-3"]
     assert sorted(os.listdir(run)) == sorted(
         ["checkpoint"] + [f"model.ckpt-{k}.index.json" for k in (2, 3)]
+        + [f"model.ckpt-{k}.meta" for k in (2, 3)]           # the meta graphs go with them
         + [ckpt.read_index(f"{prefix}-{k}")["data_file"] for k in (2, 3)])
     state = get_checkpoint_state(str(run))
     assert state.model_checkpoint_path == f"{prefix}-3"

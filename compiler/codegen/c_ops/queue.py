@@ -1,5 +1,5 @@
-"""The C lowering of the FIFO queue ops (``compiler/ops/queue.py``): the kernels of
-``FIFOQueueV2``, ``QueueEnqueueV2``/``QueueEnqueueManyV2``, ``QueueDequeueV2``/
+"""The C lowering of the queue ops (``compiler/ops/queue.py``): the kernels of
+``FIFOQueueV2``, ``RandomShuffleQueueV2``, ``QueueEnqueueV2``/``QueueEnqueueManyV2``, ``QueueDequeueV2``/
 ``QueueDequeueManyV2``/``QueueDequeueUpToV2``, ``QueueCloseV2`` and ``QueueSizeV2``.
 
 The C side is ``flowc_queue`` in ``flowc_rt.h``: a queue lives in the runtime (one per
@@ -13,7 +13,7 @@ from typing import List
 
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.op_registry import set_c_kernel
-from compiler.ops.queue import _component_shapes, _queue_of, queue_key
+from compiler.ops.queue import _component_shapes, _queue_of, queue_key, shuffle_of
 
 
 def _q(kc: KernelContext) -> str:
@@ -69,11 +69,20 @@ def _shape_checks(kc: KernelContext, k: int, ref, var: str, lead: int) -> List[s
     return out
 
 
+def _take_args(kc: KernelContext) -> str:
+    """The shuffle arguments of ``flowc_queue_take_ex`` for the queue the op dequeues from."""
+    sh = shuffle_of(_queue_of(kc.node))
+    if sh is None:
+        return "0, 0, 0, 0"
+    low, seed, seed2 = sh
+    return f"1, {low}LL, {seed}LL, {seed2}LL"
+
+
 def _dequeue_c(kc: KernelContext) -> str:
     n = len(kc.outputs)
     lines = [f"flowc_tensor elem[{n}];", "int64_t got = 0;",
-             f"if (flowc_queue_take({_q(kc)}, 1, 0, elem, &got, flowc_rt->timeout_ms, flowc_node, "
-             "flowc_loc, st)) goto fail;"]
+             f"if (flowc_queue_take_ex({_q(kc)}, 1, 0, elem, &got, flowc_rt->timeout_ms, "
+             f"{_take_args(kc)}, flowc_node, flowc_loc, st)) goto fail;"]
     for k, o in enumerate(kc.outputs):
         lines += _shape_checks(kc, k, o, f"elem[{k}]", 0)
     lines += [f"{o.var} = elem[{k}];" for k, o in enumerate(kc.outputs)]
@@ -93,8 +102,9 @@ def _dequeue_n_c(allow_fewer: bool):
                  "sizeof(flowc_tensor));",
                  "if (!elems) " + kc.fail("out of memory", code="FLOWC_RESOURCE_EXHAUSTED"),
                  "int64_t got = 0;",
-                 f"if (want > 0 && flowc_queue_take({_q(kc)}, want, {int(allow_fewer)}, elems, &got, "
-                 "flowc_rt->timeout_ms, flowc_node, flowc_loc, st)) { free(elems); goto fail; }"]
+                 f"if (want > 0 && flowc_queue_take_ex({_q(kc)}, want, {int(allow_fewer)}, elems, "
+                 f"&got, flowc_rt->timeout_ms, {_take_args(kc)}, flowc_node, flowc_loc, st)) "
+                 "{ free(elems); goto fail; }"]
         for k, o in enumerate(kc.outputs):
             inner = " * ".join(str(d) for d in o.shape[1:]) or "1"
             if any(d is None for d in o.shape[1:]):
@@ -128,6 +138,7 @@ def _size_c(kc: KernelContext) -> str:
 
 
 set_c_kernel("FIFOQueueV2", _queue_c)
+set_c_kernel("RandomShuffleQueueV2", _queue_c)
 
 for _name, _many in (("QueueEnqueueV2", False), ("QueueEnqueueManyV2", True)):
     set_c_kernel(_name, _enqueue_c(_many))
