@@ -125,6 +125,7 @@ CASES: Dict[str, Builder] = {
     "Cast": lambda p: fl.cast(fl.cast(p.n(2, 3), fl.float32), f64),
     "Identity": lambda p: fl.identity(p.n(2, 3)),
     "Snapshot": lambda p: fl.raw_ops.Snapshot(input=p.n(2, 3)),
+    "Print": lambda p: (lambda x: fl.Print(x, [x], "x: ", first_n=1))(p.n(2, 3)),
     "PlaceholderWithDefault": lambda p: fl.placeholder_with_default(p.n(2, 3), [2, 3]),
     "AddN": lambda p: (lambda a, b: fl.add_n([a, b, a]))(p.n(2, 3), p.n(2, 3)),
     "Add": lambda p: fl.raw_ops.Add(x=p.n(2, 3), y=p.n(3)),
