@@ -22,6 +22,7 @@ from dsl.linalg_ops import *  # noqa: F401,F403
 from dsl.indexing_ops import *  # noqa: F401,F403
 from dsl.masking_ops import *  # noqa: F401,F403
 from dsl.random_ops import *  # noqa: F401,F403
+from dsl import random
 from dsl.gradients import *  # noqa: F401,F403
 from dsl.control_ops import *  # noqa: F401,F403
 from dsl.control_flow_ops import *  # noqa: F401,F403
