@@ -22,6 +22,7 @@ from dsl.linalg_ops import *  # noqa: F401,F403
 from dsl.indexing_ops import *  # noqa: F401,F403
 from dsl.masking_ops import *  # noqa: F401,F403
 from dsl.random_ops import *  # noqa: F401,F403
+from dsl import random
 from dsl.gradients import *  # noqa: F401,F403
 from dsl.control_ops import *  # noqa: F401,F403
 from dsl.control_flow_ops import *  # noqa: F401,F403
@@ -32,6 +33,7 @@ from dsl.variable_scope import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403
 from dsl.clip_ops import *  # noqa: F401,F403
 from dsl.logging_ops import Print
+from dsl.script_ops import numpy_function, py_func
 from dsl.template import make_template
 from dsl.data_flow_ops import *  # noqa: F401,F403
 from dsl.accumulator_ops import ConditionalAccumulator, SparseConditionalAccumulator

@@ -18,7 +18,7 @@ from dsl.ops import apply_op, convert_to_tensor
 from dsl.tensor import Tensor
 from runtime.dtypes import DType, as_dtype
 
-__all__ = ["random_uniform", "random_normal", "truncated_normal", "op_seeds",
+__all__ = ["random_uniform", "random_normal", "truncated_normal", "multinomial", "op_seeds",
            "DEFAULT_GRAPH_SEED", "set_random_seed"]
 
 DEFAULT_GRAPH_SEED = 87654321
@@ -88,3 +88,23 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=DType.f32, seed: Optiona
     rnd = _source("TruncatedNormal", shape, dtype, seed)
     return add(multiply(rnd, convert_to_tensor(stddev, dtype=dtype)),
                convert_to_tensor(mean, dtype=dtype), name=name or "truncated_normal")
+
+
+def multinomial(logits, num_samples, seed: Optional[int] = None, name: Optional[str] = None,
+                output_dtype=None) -> Tensor:
+    """``num_samples`` class indices per row of ``logits`` [batch, num_classes], drawn from
+    ``softmax(logits[b])`` (TF1's ``tf.multinomial``; int64 unless ``output_dtype``)."""
+    logits = convert_to_tensor(logits)
+    out = DType.i64 if output_dtype is None else as_dtype(output_dtype)
+    if out not in (DType.i32, DType.i64):
+        raise TypeError(f"output_dtype must be int32 or int64, got {out}")
+    s, s2 = op_seeds(seed)
+    return apply_op("Multinomial", [logits, convert_to_tensor(num_samples, dtype=DType.i32)],
+                    {"seed": s, "seed2": s2, "output_dtype": out}, name=name or "multinomial")
+
+
+def categorical(logits, num_samples, dtype=None, seed: Optional[int] = None,
+                name: Optional[str] = None) -> Tensor:
+    """``tf.random.categorical``: ``multinomial`` with the output type named ``dtype``."""
+    return multinomial(logits, num_samples, seed=seed, name=name or "categorical",
+                       output_dtype=dtype)

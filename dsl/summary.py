@@ -31,7 +31,8 @@ SUMMARIES = "summaries"              # GraphKeys.SUMMARIES
 
 _TAG_CHARS = re.compile(r"[^A-Za-z0-9_./\-]")
 
-__all__ = ["scalar", "histogram", "merge", "merge_all", "FileWriter", "SummaryValue"]
+__all__ = ["scalar", "histogram", "merge", "merge_all", "FileWriter", "SummaryValue",
+           "summary_iterator"]
 
 
 class SummaryValue:
@@ -188,3 +189,17 @@ class FileWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def summary_iterator(path: str):
+    """The ``Event`` protocol buffers of the event file ``path`` (``tf.train.summary_iterator``):
+    one written by ``FileWriter`` or by TensorFlow, each with ``.step``, ``.wall_time``,
+    ``.file_version``, ``.graph_def`` and ``.summary.value[i].tag`` / ``.simple_value`` /
+    ``.histo``. A damaged or truncated record raises ``DataLossError``."""
+    from compiler.interop.protos import event_protos
+    from compiler.interop.tfrecord import read_records
+    pb = event_protos().event_pb2
+    for record in read_records(str(path)):
+        event = pb.Event()
+        event.ParseFromString(record)
+        yield event

@@ -393,6 +393,7 @@ _BUILTIN_HOST_OPS = {"SaveV2": "runtime.checkpoint", "RestoreV2": "runtime.check
                          "AccumulatorDropCounts", "AccumulatorClose",
                          "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient")},
                      "Print": "runtime.printing", "_PrintV2": "runtime.printing",
+                     "PyFunc": "runtime.py_funcs", "PyFuncStateless": "runtime.py_funcs",
                      **{op: "runtime.datasets" for op in (
                          "DatasetDefine", "MakeIterator", "IteratorGetNext", "OneShotIterator")}}
 

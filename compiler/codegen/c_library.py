@@ -54,6 +54,8 @@ HOST_CALL_OPS = {
     "RestoreV2": "reads checkpoint files through the Python runtime",
     "_RemoteSend": "sends a tensor to another task through the Python runtime",
     "_RemoteRecv": "receives a tensor from another task through the Python runtime",
+    "PyFunc": "calls a Python function (py_func) through the Python runtime",
+    "PyFuncStateless": "calls a Python function (py_func) through the Python runtime",
 }
 _C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",

@@ -9,6 +9,7 @@ from compiler.codegen import templates
 from compiler.codegen.target import CTarget
 from compiler.errors import CodegenError, StaticValueNeeded
 from compiler.ir.graph import Node
+from compiler.ir.op_registry import get_op, has_op
 from compiler.ir.types import TensorType
 from runtime.dtypes import DType
 from runtime.module import MAX_RANK
@@ -36,9 +37,11 @@ class TensorRef:
         self.target = target
         self.shape = ttype.shape
         if ttype.shape is None:
+            hint = "make the shape-like inputs constant"
+            if node is not None and has_op(node.op):
+                hint = get_op(node.op).extra.get("c_rank_hint", hint)
             raise StaticValueNeeded("an output has unknown rank; the C backend needs ranks "
-                                    "known at compile time (make the shape-like inputs "
-                                    "constant)", node)
+                                    f"known at compile time ({hint})", node)
         if len(ttype.shape) > MAX_RANK:
             raise CodegenError(f"an output has rank {len(ttype.shape)}; the C backend supports "
                                f"at most {MAX_RANK} dims", node)

@@ -36,7 +36,7 @@ def _foldable_op(node: Node) -> bool:
     if node.op in NEVER_FOLD or not has_op(node.op) or not node.output_types:
         return False
     op = get_op(node.op)
-    if op.stateful or op.is_control_flow or op.is_communication:
+    if op.stateful or op.is_control_flow or op.is_communication or op.extra.get("never_fold"):
         return False
     types = list(node.output_types) + [i.type for i in node.inputs]
     return all(t.dtype is not DType.resource for t in types)

@@ -36,6 +36,7 @@ from dsl.train.monitored_session import (ChiefSessionCreator, MonitoredSession,
 from dsl.saver import (CheckpointState, Saver, best_checkpoint, checkpoint_exists,
                        get_checkpoint_state, latest_checkpoint, list_variables, load_variable)
 from dsl.meta_graph import export_meta_graph, import_meta_graph
+from dsl.summary import summary_iterator
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
            "RMSPropOptimizer", "AdamOptimizer", "get_global_step", "create_global_step",
@@ -51,7 +52,8 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "NanLossDuringTrainingError", "SyncReplicasOptimizer", "exponential_decay",
            "piecewise_constant", "polynomial_decay", "natural_exp_decay", "inverse_time_decay",
            "cosine_decay", "ExponentialMovingAverage", "assign_moving_average", "batch", "shuffle_batch", "add_queue_runner",
-           "start_queue_runners", "QUEUE_RUNNERS", "export_meta_graph", "import_meta_graph"]
+           "start_queue_runners", "QUEUE_RUNNERS", "export_meta_graph", "import_meta_graph",
+           "summary_iterator"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,
