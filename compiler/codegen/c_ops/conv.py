@@ -300,6 +300,10 @@ def emit_conv(kc: CKernelContext) -> str:
         oom = kc.fail("out of memory for the convolution's buffers",
                       code="FLOWC_RESOURCE_EXHAUSTED")
         start = conv_engine.emit_onednn(kc, geo, rc, call)
+    elif conv_engine.uses_onednn_backward(kc, geo, base_op(kc.node.op)):
+        oom = kc.fail("out of memory for the convolution gradient's buffers",
+                      code="FLOWC_RESOURCE_EXHAUSTED")
+        start = conv_engine.emit_onednn_backward(kc, geo, base_op(kc.node.op), ptrs, rc, call)
     else:
         start = f"int {rc} = {call};\n"
     return (start +
