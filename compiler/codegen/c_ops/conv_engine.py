@@ -1,4 +1,4 @@
-"""Which engine runs a forward convolution in the generated C: oneDNN (``conv_onednn.c.j2``,
+"""Which engine runs a convolution or its gradients in the generated C: oneDNN (``conv_onednn.c.j2``,
 where ``compiler/codegen/onednn.py`` finds it) or flowc's own kernels (im2col + OpenBLAS, or
 the direct kernel of ``conv_direct.c.j2``).
 
@@ -14,6 +14,18 @@ set-up (memory objects, a stream: about 2 us) costing more than the arithmetic. 
 (bias, ReLU) or NHWC DepthwiseConv2dNative whose shapes are all static when it does at least
 ``MIN_FLOPS``; ``onednn`` gives it every such convolution, ``blas`` none. A shape oneDNN
 refuses when the step first runs falls back to flowc's kernel at run time.
+
+A convolution whose dims are known only at run time (a batch fed as ``None``, as every
+training graph has) runs on oneDNN too: one primitive per shape it meets, up to 4 a node
+(``flowc_dnnl_conv_dyn_f32``), with ``MIN_FLOPS`` and the padding checked on each call.
+
+The gradients Conv2DBackpropInput and Conv2DBackpropFilter (with the bias gradient of
+``_Conv2DBackpropFilterBias``) run on oneDNN's backward-data and backward-weights primitives
+(``conv_onednn_bwd.c.j2``) under the same setting and threshold. Measured on the 28x28 CNN's
+training step, batch 64, one thread (``bench_train_cnn.py --profile``): the second layer's
+three convolutions (1.28 GFLOP each) went from 21-22 ms each on im2col + OpenBLAS / col2im to
+4.7-5.4 ms (about 250 GFLOP/s, what oneDNN reaches alone in C), the first layer's filter
+gradient (one input channel) from 1.3 ms on flowc's direct kernel to 0.7-1.0 ms.
 """
 from __future__ import annotations
 
