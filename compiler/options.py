@@ -278,9 +278,11 @@ ENVIRONMENT: Tuple[EnvVar, ...] = (
            "per core; 1 builds each module as one translation unit)", "compiler/codegen/build.py"),
     EnvVar("FLOWC_CC_MIN_UNIT_COST", "least estimated compile cost worth a translation unit of its "
            "own (0 splits every module)", "compiler/codegen/build.py"),
-    EnvVar("FLOWC_CONV_ENGINE", "auto (default): each forward convolution runs on oneDNN where "
-           "it is installed and the shape is large enough, else on flowc's kernels; onednn: "
-           "every one oneDNN can run; blas: never oneDNN", "compiler/codegen/c_ops/conv_engine.py",
+    EnvVar("FLOWC_CONV_ENGINE", "auto (default): each float32 convolution and convolution "
+           "gradient (Conv2DBackpropInput/Filter) runs on oneDNN where it is installed and the "
+           "shape is large enough (checked at run time for dims known only then), else on "
+           "flowc's kernels; onednn: every one oneDNN can run; blas: never oneDNN",
+           "compiler/codegen/c_ops/conv_engine.py",
            changes_code=True),
     EnvVar("FLOWC_GEMM_ENGINE", "auto (default): each float32 matrix product of at least "
            "16384 multiply-adds runs on oneDNN's sgemm where oneDNN is installed, else on "

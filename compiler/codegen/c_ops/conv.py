@@ -5,8 +5,9 @@ MaxPoolGradGrad (``c_ops/nn_grad.py``) and the CUDA kernels (``cuda_ops/conv.py`
 
 Convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over chunks of rows
 of the column matrix sized to stay in a core's L2 cache; pooling is direct loops over all
-channels of a window at once. NCHW is a compile-time error here. Large forward convolutions
-run on oneDNN where it is installed (``conv_engine.py`` chooses per shape).
+channels of a window at once. NCHW is a compile-time error here. Large convolutions
+run on oneDNN where it is installed, and so do the large gradients (``conv_engine.py``
+chooses per shape).
 """
 from __future__ import annotations
 
@@ -300,6 +301,10 @@ def emit_conv(kc: CKernelContext) -> str:
         oom = kc.fail("out of memory for the convolution's buffers",
                       code="FLOWC_RESOURCE_EXHAUSTED")
         start = conv_engine.emit_onednn(kc, geo, rc, call)
+    elif conv_engine.uses_onednn_backward(kc, geo, base_op(kc.node.op)):
+        oom = kc.fail("out of memory for the convolution gradient's buffers",
+                      code="FLOWC_RESOURCE_EXHAUSTED")
+        start = conv_engine.emit_onednn_backward(kc, geo, base_op(kc.node.op), ptrs, rc, call)
     else:
         start = f"int {rc} = {call};\n"
     return (start +

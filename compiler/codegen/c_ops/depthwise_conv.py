@@ -121,7 +121,7 @@ def emit_depthwise(kc: CKernelContext) -> str:
     oom = kc.fail("out of memory for a depthwise convolution's buffers",
                   code="FLOWC_RESOURCE_EXHAUSTED")
     call = f"{fn}({ptrs}, {geo.call_args()})"
-    if conv_engine.uses_onednn(kc, geo, kc.node.op):        # large, static, f32, NHWC
+    if conv_engine.uses_onednn(kc, geo, kc.node.op):   # large, f32, NHWC (or run-time dims)
         start = conv_engine.emit_onednn(kc, geo, rc, call, depthwise=True)
     else:
         start = f"int {rc} = {call};\n"

@@ -180,8 +180,10 @@ def test_blas_keeps_flowc_kernels_and_tiny_shapes_stay_on_them(graph, rng, monke
     monkeypatch.setenv("FLOWC_CONV_ENGINE", "auto")
     source = _source(graph, fetches, [x, t, dyn])
     assert len(re.findall(r"= flowc_dnnl_conv_f32\(&", source)) == 1
+    # the fed batch: oneDNN, the flops checked at run time (flowc_dnnl_conv_dyn_f32)
+    assert len(re.findall(r"= flowc_dnnl_conv_dyn_f32\(&\w+, 100000, ", source)) == 1
     monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
-    assert "flowc_dnnl_conv_f32" not in _source(graph, fetches, [x, t, dyn])
+    assert "flowc_dnnl_conv" not in _source(graph, fetches, [x, t, dyn])
     monkeypatch.setenv("FLOWC_CONV_ENGINE", "fastest")
     with pytest.raises(CompileError, match="FLOWC_CONV_ENGINE must be one of"):
         _source(graph, fetches, [x, t, dyn])
