@@ -65,6 +65,28 @@ def rng(offset: int = 0) -> np.random.RandomState:
     return np.random.RandomState(SEED + offset)
 
 
+def strip_stack_traces(path: str) -> None:
+    """Drop the exporter's per-node Python stack traces (metadata ``pkg.torch.onnx.stack_trace``):
+    they name the files of the machine that made the model, and nothing reads them."""
+    import onnx
+    proto = onnx.load(path, load_external_data=False)
+
+    def strip(graph) -> None:
+        for node in graph.node:
+            keep = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+            del node.metadata_props[:]
+            node.metadata_props.extend(keep)
+            for attr in node.attribute:
+                if attr.g.node:
+                    strip(attr.g)
+                for g in attr.graphs:
+                    strip(g)
+    strip(proto.graph)
+    for function in proto.functions:
+        strip(function)
+    onnx.save(proto, path)
+
+
 def save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
     with open(path, "wb") as f:
         np.savez(f, **arrays)
@@ -220,6 +242,7 @@ def torch_models() -> Dict[str, Callable[[], dict]]:
                 dynamic = tuple({0: batch} for _ in args)
             torch.onnx.export(model, args, path, input_names=list(inputs), output_names=outputs,
                               external_data=external_data, dynamic_shapes=dynamic)
+        strip_stack_traces(path)
         proto = onnx.load(path)
         onnx.checker.check_model(proto)
         opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
