@@ -76,10 +76,8 @@ def unbroadcast(op: Operation, g: Tensor, x: Tensor, peers: Sequence[Shape],
     """``g`` (of the op's broadcast output shape) summed down to the shape of ``x``."""
     x_shape = static_shape(x)
     out_shape = out_shape if out_shape is not None else static_shape(op.outputs[0])
-    if x_shape is None or out_shape is None:
-        raise GradientShapeError(
-            f"the gradient of {op.type} '{op.name}' needs the ranks of {x.name} "
-            f"{x.output.type} and of the broadcast result {g.output.type} to be known")
+    if x_shape is None or out_shape is None:       # a rank known only when the step runs
+        return _unbroadcast_at_run_time(g, x)
     axes = None
     if all(p is not None for p in peers):
         axes = _broadcast_axes(x_shape, out_shape, peers)
@@ -88,6 +86,16 @@ def unbroadcast(op: Operation, g: Tensor, x: Tensor, peers: Sequence[Shape],
     if not axes:
         return g
     return reshape_like(reduce_sum(g, axes, keep_dims=True), x)
+
+
+def _unbroadcast_at_run_time(g: Tensor, x: Tensor) -> Tensor:
+    """``g`` summed over the axes ``x`` was broadcast along, found when the step runs
+    (BroadcastGradientArgs of the two shapes, as TensorFlow's gradients do), reshaped to
+    ``x``'s shape."""
+    xs = shape_of(x)
+    axes, _ = apply_op("BroadcastGradientArgs", [xs, shape_of(g)])
+    summed = apply_op("Sum", [g, axes], {"keep_dims": False})
+    return apply_op("Reshape", [summed, xs])
 
 
 def _unbroadcast_dynamic(g: Tensor, x: Tensor, lead: int) -> Tensor:

@@ -1,14 +1,15 @@
 """Gradients of reductions (Sum, Mean, Max, Min, Prod); ArgMax/ArgMin/All/Any have none."""
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
-from dsl.grad._util import need_rank, need_value, shape_of
+from dsl.grad._util import need_rank, need_value, shape_of, static_value
 from dsl.gradients import NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op, constant
 from dsl.tensor import Operation, Tensor, static_shape
+from runtime.dtypes import DType
 
 Grads = List[Optional[Tensor]]
 
@@ -17,9 +18,13 @@ def _op(name: str, *inputs, **attrs) -> Tensor:
     return apply_op(name, list(inputs), attrs)
 
 
-def _kept_shape(op: Operation) -> Tuple[Tensor, np.ndarray]:
-    """The shape of the output with keep_dims=True, and the reduced axes."""
+def _kept_shape(op: Operation) -> Tuple[Tensor, Union[np.ndarray, Tensor]]:
+    """The shape of the output with keep_dims=True, and the reduced axes (constants when the
+    input's rank and the axes are known when the graph is built, else tensors computed when
+    the step runs, as TensorFlow's reduced_shape does)."""
     x = op.inputs[0]
+    if static_shape(x) is None or static_value(op.inputs[1]) is None:
+        return _kept_shape_at_run_time(x, op.inputs[1])
     rank = need_rank(op, x)
     axes = np.unique(np.reshape(need_value(op, 1, "reduction axes"), -1) % max(rank, 1))
     axes = axes.astype(np.int32) if rank else np.zeros(0, np.int32)
@@ -30,6 +35,20 @@ def _kept_shape(op: Operation) -> Tuple[Tensor, np.ndarray]:
     mask = np.ones(rank, dtype=np.int32)
     mask[axes] = 0
     return _op("AddV2", _op("Mul", shape_of(x), mask), 1 - mask), axes
+
+
+def _kept_shape_at_run_time(x: Tensor, axes: Tensor) -> Tuple[Tensor, Tensor]:
+    """``_kept_shape`` of an input of unknown rank or of fed axes: each dim of Shape(x) whose
+    position is one of the axes (taken modulo the rank) becomes 1."""
+    shape = shape_of(x)
+    rank = _op("Size", shape)
+    wrapped = _op("FloorMod", _op("Reshape", _op("Cast", axes, DstT=DType.i32),
+                                  constant(np.array([-1], np.int32))), rank)
+    positions = _op("Range", constant(np.int32(0)), rank, constant(np.int32(1)))
+    hit = _op("Any", _op("Equal", _op("ExpandDims", positions, constant(np.int32(1))),
+                         _op("ExpandDims", wrapped, constant(np.int32(0)))),
+              constant(np.array([1], np.int32)))
+    return _op("SelectV2", hit, _op("OnesLike", shape), shape), wrapped
 
 
 def _broadcast_back(op: Operation, t: Tensor, kept: Tensor, axes: np.ndarray) -> Tensor:
