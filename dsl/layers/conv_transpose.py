@@ -11,10 +11,8 @@ from dsl.array_ops import shape as shape_of, stack, transpose
 from dsl.layers.base import InputSpec
 from dsl.layers.convolutional import Conv2D
 from dsl.layers.core import add_kernel_and_bias
-from dsl.nn import bias_add
 from dsl.nn_conv import conv2d_transpose as nn_conv2d_transpose
 from dsl.tensor import Tensor, static_shape
-from dsl.tensor_shape import TensorShape, as_shape
 
 __all__ = ["Conv2DTranspose", "Convolution2DTranspose", "conv2d_transpose",
            "deconv_output_length"]
@@ -82,25 +80,10 @@ class Conv2DTranspose(Conv2D):
                                       name="conv2d_transpose")
         outputs.set_shape([dims[0]] + [s if isinstance(s, int) else None for s in sizes] +
                           [self.filters])
-        if self.use_bias:
-            outputs = bias_add(outputs, self.bias, data_format="NHWC")
-        if first:
-            outputs = transpose(outputs, [0, 3, 1, 2])
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        return outputs
+        return self._finish(outputs, first)
 
-    def compute_output_shape(self, input_shape) -> TensorShape:
-        input_shape = tuple(as_shape(input_shape).as_list())
-        if self.data_format == "channels_first":
-            n, _, h, w = input_shape
-        else:
-            n, h, w, _ = input_shape
-        oh, ow = (deconv_output_length(d, k, self.padding, s) for d, k, s in
-                  zip((h, w), self.kernel_size, self.strides))
-        if self.data_format == "channels_first":
-            return TensorShape((n, self.filters, oh, ow))
-        return TensorShape((n, oh, ow, self.filters))
+    def _output_length(self, length, kernel: int, stride: int, dilation: int):
+        return deconv_output_length(length, kernel, self.padding, stride)
 
 
 Convolution2DTranspose = Conv2DTranspose

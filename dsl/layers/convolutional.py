@@ -115,6 +115,11 @@ class Conv2D(Layer):
         outputs = nn_conv2d(inputs, self.kernel, strides=[1] + list(self.strides) + [1],
                             padding=self.padding.upper(), data_format="NHWC",
                             dilations=[1] + list(self.dilation_rate) + [1], name="Conv2D")
+        return self._finish(outputs, first)
+
+    def _finish(self, outputs: Tensor, first: bool) -> Tensor:
+        """The NHWC convolution's result with the bias added, back in channels_first when the
+        layer is, through the activation."""
         if self.use_bias:
             outputs = bias_add(outputs, self.bias, data_format="NHWC")
         if first:
@@ -123,13 +128,16 @@ class Conv2D(Layer):
             outputs = self.activation(outputs)
         return outputs
 
+    def _output_length(self, length, kernel: int, stride: int, dilation: int):
+        return conv_output_length(length, kernel, self.padding, stride, dilation)
+
     def compute_output_shape(self, input_shape) -> TensorShape:
         input_shape = tuple(as_shape(input_shape).as_list())
         if self.data_format == "channels_first":
             n, _, h, w = input_shape
         else:
             n, h, w, _ = input_shape
-        oh, ow = (conv_output_length(d, k, self.padding, s, r) for d, k, s, r in
+        oh, ow = (self._output_length(d, k, s, r) for d, k, s, r in
                   zip((h, w), self.kernel_size, self.strides, self.dilation_rate))
         if self.data_format == "channels_first":
             return TensorShape((n, self.filters, oh, ow))
