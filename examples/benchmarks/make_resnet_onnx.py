@@ -11,35 +11,22 @@ Needs only the onnx package (no PyTorch).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_mobilenet_onnx import OnnxBuilder  # noqa: E402  (the script's own folder)
 
 # (out channels, blocks, first stride) of ResNet-18's four stages
 STAGES = [(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)]
 
 
-class _Builder:
-    def __init__(self, seed: int):
-        self.rng = np.random.RandomState(seed)
-        self.nodes, self.inits = [], []
-        self.count = 0
-
-    def name(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
-
-    def const(self, value: np.ndarray, prefix: str) -> str:
-        n = self.name(prefix)
-        self.inits.append(numpy_helper.from_array(np.asarray(value, np.float32), n))
-        return n
-
-    def node(self, op: str, inputs, prefix: str, **attrs) -> str:
-        out = self.name(prefix)
-        self.nodes.append(helper.make_node(op, list(inputs), [out], **attrs))
-        return out
+class _Builder(OnnxBuilder):
+    """MobileNetV2's builder with ResNet's convolutions (no bias, no groups) and Relu."""
 
     def conv_bn(self, x: str, cin: int, cout: int, k: int, stride: int) -> str:
         r = self.rng
