@@ -39,9 +39,9 @@ from dsl.control_ops import group
 from dsl.ops import apply_op, placeholder
 from dsl.tensor import Operation, Tensor, as_node, static_shape
 from dsl.variables import Variable, global_variables
-from runtime.checkpoint import (CHECKPOINT_STATUS_CODES, CheckpointError, checkpoint_exists,
-                                delete_checkpoint, list_checkpoint, load_checkpoint,
-                                prefix_to_bytes, shard_prefix)
+from runtime.checkpoint import (CHECKPOINT_STATUS_CODES, CheckpointError, bundle_index_path,
+                                checkpoint_exists, delete_checkpoint, index_path,
+                                list_checkpoint, load_checkpoint, prefix_to_bytes, shard_prefix)
 from runtime.checkpoint_state import (STATE_FILE, STATE_FORMAT, CheckpointState,  # noqa: F401
                                       best_checkpoint, get_checkpoint_state, latest_checkpoint)
 from runtime.checkpoint_state import resolve_checkpoint as _resolve
@@ -413,10 +413,12 @@ class Saver:
         """Take over checkpoints a previous run left (``get_checkpoint_state(dir)``'s
         ``all_model_checkpoint_paths`` and ``best_checkpoints``), so they are rotated too."""
         def mtime(p):
-            try:
-                return os.path.getmtime(p + ".index.json")
-            except OSError:
-                return time.time()
+            for index in (bundle_index_path(p), index_path(p)):
+                try:
+                    return os.path.getmtime(index)
+                except OSError:
+                    pass
+            return time.time()
         with self._lock:
             self._recent = [(p, mtime(p)) for p in checkpoint_paths]
             if self.max_to_keep:

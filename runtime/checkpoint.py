@@ -1,6 +1,16 @@
-"""Checkpoint files: tensors in safetensors format plus a small JSON index, written atomically.
+"""Checkpoint files, written atomically: TensorFlow's tensor bundles, and flowc's older
+safetensors + JSON checkpoints (still read).
 
-A checkpoint is named by a *prefix* (``/runs/a/model.ckpt-1000``) and is two files:
+A checkpoint is named by a *prefix* (``/runs/a/model.ckpt-1000``). ``write_checkpoint`` writes
+TensorFlow's format (``runtime/tensor_bundle.py``), so TensorFlow restores what flowc saves and
+the other way round:
+
+- ``<prefix>.index``: the tensor-bundle index (an SSTable of each tensor's dtype, shape,
+  offset, size and masked CRC32-C);
+- ``<prefix>.data-00000-of-00001``: the tensors' bytes.
+
+flowc's earlier format (``write_checkpoint(..., format=FLOWC_JSON)``; read wherever a
+checkpoint is read) is two files too:
 
 - ``<prefix>.data-<hash16>.safetensors``: the tensors (safetensors, so any safetensors reader
   can open it); ``hash16`` is the start of the file's SHA-256, so a new save to the same
@@ -8,29 +18,38 @@ A checkpoint is named by a *prefix* (``/runs/a/model.ckpt-1000``) and is two fil
 - ``<prefix>.index.json``: format version, the data file's name, size and SHA-256, and each
   tensor's dtype and shape.
 
+When both are at one prefix, the bundle is read (it is the newer; a bundle write removes a
+JSON checkpoint of its prefix once it is durable).
+
 A *sharded* checkpoint (``Saver(sharded=True)``: each parameter-server task saves the
 variables it hosts, in parallel) is one such checkpoint per shard, at
 ``<prefix>-00000-of-00002`` and so on. The functions below that take a prefix accept a
 sharded one too (``shard_prefixes``): it exists when every shard does, and it reads as the
 union of its shards.
 
-Writing is crash-safe: the data goes to a temporary file in the same folder, is fsync'd and
-renamed; then the index is written the same way, last; then the folder is fsync'd. A
-checkpoint exists (``checkpoint_exists``) only once its index does, and the index names the
-exact bytes of its data, so a crash at any point leaves either the previous checkpoint or the
-new one complete, never a mix. A temporary file is named ``.<name>.<12 hex digits>.tmp``
-and its writer holds an exclusive ``flock`` on it until it is renamed; a process killed
-mid-write leaves it behind, unlocked, and the next write of the same name removes it
-(``_remove_stale_temps``: only names of that exact form and only files no live writer holds,
-so a concurrent save of the same prefix keeps its own; never any other file).
+Writing is crash-safe: the data goes to a temporary file in the same folder, is fsync'd;
+then the index the same way; only then are they renamed into place, data first and the index
+last, and the folder fsync'd. A checkpoint exists (``checkpoint_exists``) only once its index
+does. A bundle's data file has a fixed name, so a save over an existing bundle first removes
+that bundle's index: a crash between the renames leaves no checkpoint at that prefix, never
+an index over data it does not describe (and were one damaged anyway, every tensor's CRC32-C
+is checked before anything is restored). A JSON checkpoint's index names the exact bytes of
+its data, so there a crash leaves the previous checkpoint or the new one. A temporary file is
+named ``.<name>.<12 hex digits>.tmp`` and its writer holds an exclusive ``flock`` on it until
+it is renamed; a process killed mid-write leaves it behind, unlocked, and the next write of
+the same name removes it (``_remove_stale_temps``: only names of that exact form and only
+files no live writer holds, so a concurrent save of the same prefix keeps its own; never any
+other file).
 
-Reading verifies the index, the data's size and hash, and the requested names, dtypes and
+Reading verifies the index, the data (sizes, checksums), and the requested names, dtypes and
 shapes before returning anything, and refuses a checkpoint that does not match with one
-``CheckpointError`` listing every tensor that does not.
+``CheckpointError`` listing every tensor that does not; a damaged file is named with what is
+wrong with it.
 
-Every flowc dtype but ``resource`` can be saved; the safetensors dtypes are F16, BF16, F32,
-F64, I8..I64, U8..U64 and BOOL. bf16 tensors need ml_dtypes (its ``bfloat16`` is how numpy
-holds them; see ``runtime/dtypes.py``); without it saving one is a ``CheckpointError``.
+Every flowc dtype but ``resource`` can be saved (u64/u32/u16 and bool included; a bundle
+stores each as TensorFlow's DataType of the same name). bf16 tensors need ml_dtypes (its
+``bfloat16`` is how numpy holds them; see ``runtime/dtypes.py``); without it saving one is a
+``CheckpointError``.
 
 ``SaveV2``/``RestoreV2`` kernels of both backends come here: the reference kernels directly,
 generated C through the host-call hook (registered below), so both write and read the same
@@ -49,6 +68,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from runtime import tensor_bundle
 from runtime.dtypes import DType, bf16_numpy_is_raw
 from runtime.errors import (FLOWC_DATA_LOSS, FLOWC_INVALID_ARGUMENT, FLOWC_NOT_FOUND,
                             FLOWC_PERMISSION_DENIED, DataLossError, InvalidArgumentError,
@@ -61,7 +81,11 @@ except ImportError:                                  # no flock (Windows): temps
 
 FORMAT = "flowc-checkpoint"
 FORMAT_VERSION = 1
-INDEX_SUFFIX = ".index.json"
+INDEX_SUFFIX = ".index.json"              # flowc's older format
+BUNDLE = "tensor-bundle"                  # write_checkpoint's formats
+FLOWC_JSON = FORMAT
+BUNDLE_INDEX_SUFFIX = ".index"
+_BUNDLE_DATA_RE = r"\.data-\d{5}-of-\d{5}"
 _DATA_RE = r"\.data-[0-9a-f]{16}\.safetensors"
 
 # Status codes of flowc_rt.h, carried to generated code by the host-call trampoline.
@@ -112,7 +136,38 @@ CHECKPOINT_STATUS_CODES = frozenset(_CHECKPOINT_CLASSES)     # the codes a Check
 
 # --- names -----------------------------------------------------------------------------------
 def index_path(prefix: str) -> str:
+    """The index of flowc's older (JSON) checkpoint at ``prefix``."""
     return prefix + INDEX_SUFFIX
+
+
+def bundle_index_path(prefix: str) -> str:
+    """The index of the tensor bundle at ``prefix``."""
+    return prefix + BUNDLE_INDEX_SUFFIX
+
+
+def checkpoint_format(prefix: str) -> Optional[str]:
+    """``BUNDLE`` or ``FLOWC_JSON``: the format of the checkpoint (one shard) at ``prefix``
+    by its index; None when it has none."""
+    if os.path.isfile(bundle_index_path(prefix)):
+        return BUNDLE
+    if os.path.isfile(index_path(prefix)):
+        return FLOWC_JSON
+    return None
+
+
+def checkpoint_files(prefix: str) -> List[str]:
+    """Every file of the checkpoint (one shard) at ``prefix``, of either format: its indexes
+    and data files, those there are."""
+    folder = os.path.dirname(prefix)
+    base = os.path.basename(prefix)
+    bundle_data = re.compile(re.escape(base) + _BUNDLE_DATA_RE + "$")
+    try:
+        names = sorted(os.listdir(folder or "."))
+    except OSError:
+        names = []
+    out = [p for p in (bundle_index_path(prefix), index_path(prefix)) if os.path.isfile(p)]
+    out += [os.path.join(folder, n) for n in names if bundle_data.match(n)]
+    return out + _data_files(prefix)
 
 
 def prefix_from_bytes(data) -> str:
@@ -278,9 +333,96 @@ def write_file_atomically(path: str, data: bytes, what: str = "file") -> None:
 
 
 # --- writing -----------------------------------------------------------------------------------
-def write_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray]) -> str:
-    """Write ``tensors`` as checkpoint ``prefix`` (see the module doc for the files and the
-    order that makes it crash-safe); returns the index path. Creates missing folders."""
+def _checked_prefix(prefix) -> str:
+    prefix = os.fspath(prefix)
+    if not prefix or prefix.endswith(os.sep):
+        raise CheckpointError(f"'{prefix}' is not a checkpoint path (it names a folder; add a "
+                              "file name prefix such as 'model.ckpt')")
+    return prefix
+
+
+def _make_folder(prefix: str, folder: str) -> None:
+    if folder and not os.path.isdir(folder):
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as e:
+            raise CheckpointError(f"cannot write checkpoint '{prefix}': cannot create the "
+                                  f"folder '{folder}' ({e.strerror or e})") from None
+
+
+def _checked_tensors(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    arrays: Dict[str, np.ndarray] = {}
+    for name, value in tensors.items():
+        if not isinstance(name, str) or not name or name == "__metadata__" or \
+                name.startswith("\0"):
+            raise CheckpointError(f"cannot save a tensor named {name!r}")
+        arr = np.asarray(value, order="C")
+        try:
+            dtype = DType.from_numpy(arr.dtype)
+        except TypeError:
+            raise CheckpointError(f"cannot save tensor '{name}' of numpy dtype "
+                                  f"{arr.dtype}") from None
+        if dtype is DType.bf16 and bf16_numpy_is_raw():       # pragma: no cover
+            raise CheckpointError(f"cannot save bf16 tensor '{name}': bf16 checkpoints need "
+                                  "the ml_dtypes package")
+        arrays[name] = arr
+    return arrays
+
+
+def write_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray],
+                     format: str = BUNDLE) -> str:
+    """Write ``tensors`` as checkpoint ``prefix`` in ``format`` (``BUNDLE``, TensorFlow's, by
+    default; ``FLOWC_JSON`` flowc's older one); see the module doc for the files and the order
+    that makes it crash-safe. Returns the index path. Creates missing folders."""
+    if format == FLOWC_JSON:
+        return _write_flowc_json(prefix, tensors)
+    if format != BUNDLE:
+        raise ValueError(f"unknown checkpoint format {format!r}; expected {BUNDLE!r} or "
+                         f"{FLOWC_JSON!r}")
+    prefix = _checked_prefix(prefix)
+    arrays = _checked_tensors(tensors)
+    folder = os.path.dirname(prefix)
+    base = os.path.basename(prefix)
+    data_path = tensor_bundle.data_file(prefix, 0, 1)
+    index = bundle_index_path(prefix)
+    data_tmp = index_tmp = None
+    try:
+        _make_folder(prefix, folder)
+        _remove_stale_temps(folder, base)            # what saves killed mid-write left
+        fd, data_tmp = _temp_in(folder, base)
+        with os.fdopen(fd, "wb") as f:
+            try:
+                table = tensor_bundle.write_bundle_data(f, arrays)
+            except ValueError as e:
+                raise CheckpointError(f"cannot write checkpoint '{prefix}': {e}") from None
+            f.flush()
+            os.fsync(f.fileno())
+            ifd, index_tmp = _temp_in(folder, base)
+            with os.fdopen(ifd, "wb") as g:
+                g.write(table)
+                g.flush()
+                os.fsync(g.fileno())
+                # Both are durable; now into place, the index last. An older bundle's index
+                # goes first: its data is about to be replaced.
+                _unlink_quietly(index if os.path.exists(index) else None)
+                os.replace(data_tmp, data_path)    # both still held: not swept
+                data_tmp = None
+                os.replace(index_tmp, index)
+                index_tmp = None
+        _fsync_dir(folder)
+    except OSError as e:
+        raise _write_error("checkpoint", prefix, e) from None
+    finally:
+        _unlink_quietly(data_tmp)
+        _unlink_quietly(index_tmp)
+    # The bundle is durable: an older JSON checkpoint of this prefix is garbage now.
+    for path in [index_path(prefix)] + _data_files(prefix):
+        _unlink_quietly(path)
+    return index
+
+
+def _write_flowc_json(prefix: str, tensors: Mapping[str, np.ndarray]) -> str:
+    """flowc's older format: safetensors data named by its hash, then the JSON index."""
     from safetensors.numpy import save
     prefix = os.fspath(prefix)
     if not prefix or prefix.endswith(os.sep):
@@ -360,11 +502,11 @@ def shard_prefixes(prefix: str) -> List[str]:
     nothing is there: reading it then says so), else its shards, every one of them; a sharded
     checkpoint with a shard missing is refused, naming the shards that are."""
     prefix = os.fspath(prefix)
-    if os.path.isfile(index_path(prefix)):
+    if checkpoint_format(prefix) is not None:
         return [prefix]
     folder = os.path.dirname(prefix) or "."
     pattern = re.compile(re.escape(os.path.basename(prefix)) + r"-(\d{5})-of-(\d{5})"
-                         + re.escape(INDEX_SUFFIX) + "$")
+                         + r"\.index(?:\.json)?$")
     try:
         names = os.listdir(folder)
     except OSError:
@@ -390,7 +532,7 @@ def shard_prefixes(prefix: str) -> List[str]:
 def checkpoint_exists(prefix: str) -> bool:
     """Whether a complete checkpoint (its index, or every shard's) exists at ``prefix``."""
     try:
-        return all(os.path.isfile(index_path(p)) for p in shard_prefixes(prefix))
+        return all(checkpoint_format(p) is not None for p in shard_prefixes(prefix))
     except CheckpointError:
         return False
 
@@ -510,8 +652,9 @@ def read_checkpoint(prefix: str, names: Sequence[str], dtypes: Sequence[DType],
         raise CheckpointError(f"{len(names)} names, {len(dtypes)} dtypes and {len(shapes)} "
                               "shapes to restore; they must be as many")
     tensors: Dict[str, np.ndarray] = {}
+    wanted = set(names)
     for part in shard_prefixes(prefix):       # a sharded checkpoint reads as its shards' union
-        tensors.update(_load_verified(part, read_index(part)))
+        tensors.update(_load_part(part, wanted))
     missing, wrong_dtype, wrong_shape = [], [], []
     out = []
     for name, dtype, shape in zip(names, dtypes, shapes):
@@ -549,10 +692,74 @@ def read_checkpoint(prefix: str, names: Sequence[str], dtypes: Sequence[DType],
     return [np.asarray(a, order="C") for a in out]
 
 
+def _bundle_error(e: tensor_bundle.TensorBundleError) -> CheckpointError:
+    """A tensor-bundle reader's error as the CheckpointError of its class."""
+    code = (_NOT_FOUND if isinstance(e, tensor_bundle.TensorBundleNotFoundError)
+            else _DATA_LOSS if isinstance(e, tensor_bundle.TensorBundleDataLossError)
+            else _INVALID_ARGUMENT)
+    return CheckpointError(str(e), code)
+
+
+def _open_bundle(prefix: str) -> tensor_bundle.TensorBundle:
+    try:
+        return tensor_bundle.open_bundle(prefix)
+    except tensor_bundle.TensorBundleError as e:
+        raise _bundle_error(e) from None
+
+
+def _read_bundle(prefix: str, names=None) -> Dict[str, np.ndarray]:
+    """The tensors of bundle ``prefix`` (those of ``names`` it has, or all), each verified
+    against its checksum. Tensors of a dtype flowc lacks (strings...) are read only when
+    named, as object arrays of bytes for strings."""
+    bundle = _open_bundle(prefix)
+    out: Dict[str, np.ndarray] = {}
+    try:
+        for key in bundle.keys():
+            if names is not None and key not in names:
+                continue
+            entry = bundle.entry(key)
+            if entry.dtype == tensor_bundle._DT_STRING:
+                if names is None or key in names:
+                    out[key] = np.array(bundle.read_string(key), dtype=object
+                                        ).reshape(entry.shape)
+                continue
+            out[key] = bundle.read(key)
+    except tensor_bundle.TensorBundleError as e:
+        raise _bundle_error(e) from None
+    return out
+
+
+def _load_part(prefix: str, names=None) -> Dict[str, np.ndarray]:
+    """The tensors of one checkpoint (one shard), of either format, verified."""
+    fmt = checkpoint_format(prefix)
+    if fmt == BUNDLE:
+        return _read_bundle(prefix, names)
+    if fmt is None:
+        data = [p for p in checkpoint_files(prefix)]
+        if data:
+            raise CheckpointError(f"checkpoint '{prefix}' is incomplete: its index "
+                                  f"{bundle_index_path(prefix)} is missing (a save was "
+                                  "interrupted?)", _NOT_FOUND)
+        raise CheckpointError(f"no checkpoint at '{prefix}' (no file "
+                              f"{bundle_index_path(prefix)})", _NOT_FOUND)
+    return _load_verified(prefix, read_index(prefix))
+
+
 def list_checkpoint(prefix: str) -> Dict[str, tuple]:
-    """``{name: (dtype, shape)}`` of the tensors in checkpoint ``prefix`` (from its index)."""
+    """``{name: (dtype, shape)}`` of the tensors in checkpoint ``prefix`` (from its index);
+    the dtype is None for a tensor of a dtype flowc lacks (a TensorFlow string tensor)."""
     out: Dict[str, tuple] = {}
     for part in shard_prefixes(prefix):
+        if checkpoint_format(part) == BUNDLE:
+            bundle = _open_bundle(part)
+            for key in bundle.keys():
+                entry = bundle.entry(key)
+                try:
+                    dtype = bundle.dtype(key)
+                except tensor_bundle.TensorBundleError:
+                    dtype = None
+                out[key] = (dtype, tuple(entry.shape))
+            continue
         out.update((name, (DType.parse(e["dtype"]), tuple(e["shape"])))
                    for name, e in read_index(part)["tensors"].items())
     return out
@@ -562,7 +769,7 @@ def load_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
     """Every tensor of checkpoint ``prefix``, verified (``tf.train.load_checkpoint`` as a dict)."""
     out: Dict[str, np.ndarray] = {}
     for part in shard_prefixes(prefix):
-        out.update(_load_verified(part, read_index(part)))
+        out.update(_load_part(part))
     return out
 
 
@@ -574,14 +781,14 @@ def delete_checkpoint(prefix: str) -> None:
     except CheckpointError:                         # an incomplete sharded one: what is there
         folder = os.path.dirname(prefix) or "."
         shard = re.compile(re.escape(os.path.basename(prefix)) + r"-\d{5}-of-\d{5}"
-                           + re.escape(INDEX_SUFFIX) + "$")
-        parts = [os.path.join(folder, n[:-len(INDEX_SUFFIX)]) for n in os.listdir(folder)
-                 if shard.match(n)]
+                           + r"(\.index(?:\.json)?)$")
+        parts = sorted({os.path.join(folder, n[:-len(m.group(1))]) for n in os.listdir(folder)
+                        for m in [shard.match(n)] if m})
     if parts and (len(parts) > 1 or parts[0] != prefix):
         for part in parts:
             delete_checkpoint(part)
         return
-    for path in [index_path(prefix)] + _data_files(prefix):
+    for path in checkpoint_files(prefix):
         try:
             os.unlink(path)
         except FileNotFoundError:

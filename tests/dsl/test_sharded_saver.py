@@ -44,7 +44,7 @@ def test_a_missing_shard_is_refused_by_name_and_nothing_is_restored(graph, tmp_p
     with fl.Session(config=THREE) as sess:
         sess.run([v.initializer for v in (a, b, c)])
         path = saver.save(sess, str(tmp_path / "model.ckpt"))
-        os.unlink(shard_prefix(path, 1, 2) + ".index.json")
+        os.unlink(shard_prefix(path, 1, 2) + ".index")
         assert not fl.train.checkpoint_exists(path)
         assert fl.train.latest_checkpoint(str(tmp_path)) is None
         sess.run(a.assign(a + 10.0))
@@ -60,6 +60,6 @@ def test_old_sharded_checkpoints_are_rotated_shard_by_shard(graph, tmp_path):
         sess.run([v.initializer for v in (a, b, c)])
         for step in range(4):
             saver.save(sess, str(tmp_path / "m"), global_step=step)
-    left = sorted(n for n in os.listdir(tmp_path) if n.endswith(".index.json"))
-    assert left == [f"m-{s}-0000{k}-of-00002.index.json" for s in (2, 3) for k in (0, 1)]
-    assert len([n for n in os.listdir(tmp_path) if n.endswith(".safetensors")]) == 4
+    left = sorted(n for n in os.listdir(tmp_path) if n.endswith(".index"))
+    assert left == [f"m-{s}-0000{k}-of-00002.index" for s in (2, 3) for k in (0, 1)]
+    assert len([n for n in os.listdir(tmp_path) if ".data-00000-of-00001" in n]) == 4

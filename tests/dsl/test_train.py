@@ -238,7 +238,7 @@ def test_a_signal_saves_a_checkpoint_and_stops(tmp_path, sig, status):
     assert proc.returncode == status, err
     m = re.search(r"flowc: (SIG\w+) at step (\d+): stopped \(saved (\S+)\)", err)
     assert m and m[1] == signal.Signals(sig).name, err
-    assert m[3].endswith(f"model.ckpt-{m[2]}") and os.path.exists(m[3] + ".index.json")
+    assert m[3].endswith(f"model.ckpt-{m[2]}") and os.path.exists(m[3] + ".index")
     assert "Traceback" not in err
 
 

@@ -12,6 +12,7 @@ from dsl.saver import (CheckpointError, Saver, best_checkpoint, get_checkpoint_s
                        latest_checkpoint, list_variables, load_variable)
 from runtime import checkpoint as ckpt
 from runtime import resources
+from runtime.dtypes import DType
 
 BACKENDS = ("interpreter", "c")
 F32 = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
@@ -76,9 +77,9 @@ def test_checkpoints_move_between_backends_byte_for_byte(graph, tmp_path):
         with fl.Session(backend=backend) as s:
             s.run(fl.global_variables_initializer())
             paths[backend] = saver.save(s, str(tmp_path / backend / "model.ckpt"))
-    data = {b: open(os.path.join(os.path.dirname(p), ckpt.read_index(p)["data_file"]), "rb").read()
-            for b, p in paths.items()}
-    assert data["c"] == data["interpreter"]
+    for suffix in (".index", ".data-00000-of-00001"):
+        files = {b: open(p + suffix, "rb").read() for b, p in paths.items()}
+        assert files["c"] == files["interpreter"]
     for writer, reader in (("c", "interpreter"), ("interpreter", "c")):
         with fl.Session(backend=reader) as s:
             saver.restore(s, paths[writer])
@@ -108,9 +109,9 @@ def test_max_to_keep_deletes_the_oldest(graph, tmp_path):
             saver.save(s, prefix, global_step=step)
     assert saver.last_checkpoints == [f"{prefix}-2", f"{prefix}-3"]
     assert sorted(os.listdir(run)) == sorted(
-        ["checkpoint"] + [f"model.ckpt-{k}.index.json" for k in (2, 3)]
+        ["checkpoint"] + [f"model.ckpt-{k}.index" for k in (2, 3)]
         + [f"model.ckpt-{k}.meta" for k in (2, 3)]           # the meta graphs go with them
-        + [ckpt.read_index(f"{prefix}-{k}")["data_file"] for k in (2, 3)])
+        + [f"model.ckpt-{k}.data-00000-of-00001" for k in (2, 3)])
     state = get_checkpoint_state(str(run))
     assert state.model_checkpoint_path == f"{prefix}-3"
     assert state.all_model_checkpoint_paths == [f"{prefix}-2", f"{prefix}-3"]
@@ -203,14 +204,15 @@ def test_saver_arguments_are_checked(graph, tmp_path):
 
 # --- refused checkpoints ----------------------------------------------------------------------
 def _data_path(prefix):
-    return os.path.join(os.path.dirname(prefix), ckpt.read_index(prefix)["data_file"])
+    return prefix + ".data-00000-of-00001"
 
 
 def _truncate(prefix, tmp_path):
     p = _data_path(prefix)
     raw = open(p, "rb").read()
     open(p, "wb").write(raw[:-5])
-    return r"is truncated \(\d+ bytes, the index says \d+\)"
+    return r"data-00000-of-00001: '.*' \(\d+ bytes at offset \d+\) runs past the end of the " \
+        r"file \(\d+ bytes\): the file is truncated"
 
 
 def _flip_byte(prefix, tmp_path):
@@ -218,18 +220,77 @@ def _flip_byte(prefix, tmp_path):
     raw = bytearray(open(p, "rb").read())
     raw[-3] ^= 0x40
     open(p, "wb").write(bytes(raw))
-    return r"is corrupt \(its SHA-256 does not match the index\)"
+    return r"data-00000-of-00001: checksum mismatch for '.*' \(\d+ bytes at offset \d+\): " \
+        r"the file is damaged"
+
+
+def _flip_index_byte(prefix, tmp_path):
+    p = prefix + ".index"
+    raw = bytearray(open(p, "rb").read())
+    raw[20] ^= 0x40
+    open(p, "wb").write(bytes(raw))
+    return r"model.ckpt.index: not a readable tensor-bundle index \(truncated or damaged\): " \
+        r"checksum mismatch"
+
+
+def _truncate_index(prefix, tmp_path):
+    p = prefix + ".index"
+    raw = open(p, "rb").read()
+    open(p, "wb").write(raw[:30])
+    return r"model.ckpt.index: not a readable tensor-bundle index .*shorter than a table footer"
 
 
 def _drop_index(prefix, tmp_path):
-    os.unlink(ckpt.index_path(prefix))
-    return r"is incomplete: its index .*index.json is missing"
+    os.unlink(prefix + ".index")
+    return r"is incomplete: its index .*model.ckpt.index is missing"
 
 
 def _other_data(prefix, tmp_path):
     other = ckpt.write_checkpoint(str(tmp_path / "other"), {"dense1/weights": F32 * 2})
     os.replace(_data_path(str(tmp_path / "other")), _data_path(prefix))
     assert other
+    return r"data-00000-of-00001: .*(the file is truncated|checksum mismatch)"
+
+
+# flowc's older checkpoints (safetensors + JSON index), still read
+def _json_data_path(prefix):
+    return os.path.join(os.path.dirname(prefix), ckpt.read_index(prefix)["data_file"])
+
+
+def _as_json(prefix):
+    tensors = ckpt.load_checkpoint(prefix)
+    ckpt.delete_checkpoint(prefix)
+    ckpt.write_checkpoint(prefix, tensors, format=ckpt.FLOWC_JSON)
+
+
+def _json_truncate(prefix, tmp_path):
+    _as_json(prefix)
+    p = _json_data_path(prefix)
+    raw = open(p, "rb").read()
+    open(p, "wb").write(raw[:-5])
+    return r"is truncated \(\d+ bytes, the index says \d+\)"
+
+
+def _json_flip_byte(prefix, tmp_path):
+    _as_json(prefix)
+    p = _json_data_path(prefix)
+    raw = bytearray(open(p, "rb").read())
+    raw[-3] ^= 0x40
+    open(p, "wb").write(bytes(raw))
+    return r"is corrupt \(its SHA-256 does not match the index\)"
+
+
+def _json_drop_index(prefix, tmp_path):
+    _as_json(prefix)
+    os.unlink(ckpt.index_path(prefix))
+    return r"is incomplete: its index .* is missing"
+
+
+def _json_other_data(prefix, tmp_path):
+    _as_json(prefix)
+    ckpt.write_checkpoint(str(tmp_path / "other"), {"dense1/weights": F32 * 2},
+                          format=ckpt.FLOWC_JSON)
+    os.replace(_json_data_path(str(tmp_path / "other")), _json_data_path(prefix))
     return r"data file .* is (truncated|longer than its index says|corrupt)"
 
 
@@ -246,6 +307,12 @@ CORRUPTIONS = {
     "flipped_byte": _flip_byte,
     "missing_index": _drop_index,
     "index_data_mismatch": _other_data,
+    "damaged_index": _flip_index_byte,
+    "truncated_index": _truncate_index,
+    "json_truncated": _json_truncate,
+    "json_flipped_byte": _json_flip_byte,
+    "json_missing_index": _json_drop_index,
+    "json_index_data_mismatch": _json_other_data,
     "missing_variable": (_rewrite({k: v for k, v in _GOOD.items() if k != "b"}),
                          r"not in the checkpoint: 'b'"),
     "wrong_shape": (_rewrite(dict(_GOOD, **{"dense1/weights": F32.T.copy()})),
@@ -289,9 +356,12 @@ def test_a_missing_checkpoint_is_refused(graph, tmp_path):
             saver.restore(s, str(tmp_path / "nope"))
 
 
-def test_a_corrupt_state_file_is_an_error(tmp_path):
-    (tmp_path / "checkpoint").write_text("model_checkpoint_path: \"x\"")
-    with pytest.raises(CheckpointError, match="checkpoint state .* is corrupt"):
+@pytest.mark.parametrize("text", ['model_checkpoint_path: "x', "model_checkpoint_path x",
+                                  'all_model_checkpoint_paths: "x"', 'no_such_field: "x"',
+                                  '{"format": "something else"}', "last_preserved_timestamp: y"])
+def test_a_corrupt_state_file_is_an_error(tmp_path, text):
+    (tmp_path / "checkpoint").write_text(text)
+    with pytest.raises(CheckpointError, match="checkpoint state .*checkpoint is corrupt"):
         latest_checkpoint(str(tmp_path))
 
 
@@ -326,8 +396,10 @@ def _fail_on_call(monkeypatch, module_attr, n):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("crash", [("fsync", 1), ("replace", 1), ("replace", 2), ("fsync", 3)],
-                         ids=["fsync_data", "rename_data", "rename_index", "fsync_index"])
+@pytest.mark.parametrize("crash", [("fsync", 1), ("fsync", 2), ("replace", 1), ("replace", 2),
+                                   ("fsync", 3)],
+                         ids=["fsync_data", "fsync_index", "rename_data", "rename_index",
+                              "fsync_folder"])
 def test_a_crash_mid_save_leaves_the_previous_checkpoint(graph, backend, crash, tmp_path,
                                                           monkeypatch):
     v = fl.Variable(np.array([1.0, 2.0]), name="v")
@@ -342,16 +414,22 @@ def test_a_crash_mid_save_leaves_the_previous_checkpoint(graph, backend, crash, 
             _fail_on_call(m, *crash)
             with pytest.raises(CheckpointError, match="simulated crash"):
                 saver.save(s, prefix, global_step=2)
+        assert latest_checkpoint(str(tmp_path)) == prefix     # the state file was not touched
+        assert ckpt.checkpoint_exists(f"{prefix}-2") == (crash == ("fsync", 3))
         with monkeypatch.context() as m:
             _fail_on_call(m, *crash)
             with pytest.raises(CheckpointError, match="simulated crash"):
                 saver.save(s, prefix)                         # the same prefix again
-        assert latest_checkpoint(str(tmp_path)) == prefix
-        assert not ckpt.checkpoint_exists(f"{prefix}-2")
         assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
-        for path in (first, prefix):                          # both still the old values
+        # A crash before the renames leaves the old checkpoint of the same prefix; one
+        # between them leaves none there (a bundle's data file has a fixed name, so its old
+        # index goes first), never an index over data it does not describe.
+        renaming = crash[0] == "replace"
+        assert ckpt.checkpoint_exists(prefix) == (not renaming)
+        for path in (first,) if renaming else (first, prefix):
             saver.restore(s, path)
-            np.testing.assert_array_equal(s.run(v), [1.0, 2.0])
+            want = [5.0, 6.0] if path == prefix and crash == ("fsync", 3) else [1.0, 2.0]
+            np.testing.assert_array_equal(s.run(v), want)
             s.run(v.assign([5.0, 6.0], read_value=False))
         saver.save(s, prefix, global_step=2)                  # and saving works again
         saver.restore(s, f"{prefix}-2")
@@ -398,9 +476,14 @@ def test_index_is_written_last_and_describes_the_data(tmp_path):
     try:
         os.replace = spy
         ckpt.write_checkpoint(prefix, {"t": np.arange(3, dtype=np.int16)})
+        ckpt.write_checkpoint(prefix + "j", {"t": np.arange(3, dtype=np.int16)},
+                              format=ckpt.FLOWC_JSON)
     finally:
         os.replace = real
-    assert order[-1] == "x.index.json" and order[0].endswith(".safetensors")
-    index = json.loads(open(ckpt.index_path(prefix)).read())
+    assert order[:2] == ["x.data-00000-of-00001", "x.index"]
+    assert ckpt.list_checkpoint(prefix) == {"t": (DType.i16, (3,))}
+    assert os.path.getsize(_data_path(prefix)) == 6
+    assert order[-1] == "xj.index.json" and order[2].endswith(".safetensors")
+    index = json.loads(open(ckpt.index_path(prefix + "j")).read())
     assert index["tensors"] == {"t": {"dtype": "i16", "shape": [3]}}
-    assert index["data_size"] == os.path.getsize(_data_path(prefix))
+    assert index["data_size"] == os.path.getsize(_json_data_path(prefix + "j"))

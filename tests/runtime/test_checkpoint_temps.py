@@ -19,8 +19,8 @@ from runtime.dtypes import DType
 pytestmark = pytest.mark.skipif(ckpt.fcntl is None, reason="no flock: temporary files are kept")
 
 # A child that writes checkpoint ``argv[1]`` and stops at the ``argv[2]``-th fsync (1: the
-# data file's, 2: the folder's, 3: the index's), its temporary file written and held, to be
-# killed there.
+# data file's, 2: the index's, both still temporary files; 3: the folder's), its temporary
+# files written and held, to be killed there.
 _KILLED_SAVE = """
 import os, sys
 import numpy as np
@@ -42,7 +42,7 @@ def _temps(folder):
     return sorted(n for n in os.listdir(folder) if n.endswith(".tmp"))
 
 
-@pytest.mark.parametrize("stop", [1, 3], ids=["killed_writing_data", "killed_writing_index"])
+@pytest.mark.parametrize("stop", [1, 2], ids=["killed_writing_data", "killed_writing_index"])
 def test_the_next_save_removes_what_a_killed_save_left(tmp_path, stop):
     prefix = str(tmp_path / "model.ckpt")
     ckpt.write_checkpoint(prefix, {"v": np.zeros(3)})
@@ -55,7 +55,7 @@ def test_the_next_save_removes_what_a_killed_save_left(tmp_path, stop):
         line = child.stdout.readline()                 # EOF if the child failed
         assert line == "writing\n", child.stderr.read()
         left = _temps(tmp_path)
-        assert len(left) == 1                          # the killed save's, half done
+        assert len(left) == stop                       # the killed save's, half done
     finally:
         deadline.cancel()
         child.send_signal(signal.SIGKILL)
@@ -82,6 +82,7 @@ def test_only_flowc_temporary_names_of_the_same_file_are_removed(tmp_path):
     os.mkdir(tmp_path / ".model.ckpt.aaaaaaaaaaaa.tmp")  # not a regular file
     os.symlink(tmp_path / "user_file", tmp_path / ".model.ckpt.bbbbbbbbbbbb.tmp")
     ckpt.write_checkpoint(prefix, {"v": np.ones(2)})
+    ckpt.write_checkpoint(prefix, {"v": np.ones(2)}, format=ckpt.FLOWC_JSON)  # its index's
     ckpt.write_file_atomically(str(tmp_path / "checkpoint"), b"{}\n")
     left = set(os.listdir(tmp_path))
     assert not left & set(stale)
