@@ -41,7 +41,8 @@ from dsl.tensor import Operation, Tensor, as_node, static_shape
 from dsl.variables import Variable, global_variables
 from runtime.checkpoint import (CHECKPOINT_STATUS_CODES, CheckpointError, bundle_index_path,
                                 checkpoint_exists, delete_checkpoint, index_path,
-                                list_checkpoint, load_checkpoint, prefix_to_bytes, shard_prefix)
+                                list_checkpoint, prefix_to_bytes, shard_prefix)
+from runtime.checkpoint import load_checkpoint as _load_tensors
 from runtime.checkpoint_state import (STATE_FILE, STATE_FORMAT, CheckpointState,  # noqa: F401
                                       best_checkpoint, get_checkpoint_state, latest_checkpoint)
 from runtime.checkpoint_state import resolve_checkpoint as _resolve
@@ -51,7 +52,7 @@ from runtime.errors import FLOWC_NOT_FOUND, OpError
 
 __all__ = ["Saver", "CheckpointState", "CheckpointError", "latest_checkpoint",
            "get_checkpoint_state", "best_checkpoint", "checkpoint_exists", "list_variables",
-           "load_variable"]
+           "load_variable", "load_checkpoint", "NewCheckpointReader", "CheckpointReader"]
 
 def list_variables(ckpt_dir_or_file: str) -> List[Tuple[str, List[int]]]:
     """``[(name, shape)]`` of a checkpoint (or of a folder's latest), sorted by name."""
@@ -62,10 +63,47 @@ def list_variables(ckpt_dir_or_file: str) -> List[Tuple[str, List[int]]]:
 def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray:
     """The value of tensor ``name`` in a checkpoint (or in a folder's latest), verified."""
     prefix = _resolve(ckpt_dir_or_file)
-    tensors = load_checkpoint(prefix)
+    tensors = _load_tensors(prefix, [name])
     if name not in tensors:
         raise CheckpointError(f"checkpoint '{prefix}' has no tensor '{name}'", FLOWC_NOT_FOUND)
     return tensors[name]
+
+
+class CheckpointReader:
+    """A checkpoint's tensors by name (``tf.train.load_checkpoint``, TF's
+    ``CheckpointReader``): TensorFlow's bundles and flowc's older checkpoints alike, each
+    tensor verified when it is read."""
+
+    def __init__(self, prefix: str):
+        self._prefix = prefix
+        self._entries = list_checkpoint(prefix)
+
+    def has_tensor(self, name: str) -> bool:
+        return name in self._entries
+
+    def get_tensor(self, name: str) -> np.ndarray:
+        if name not in self._entries:
+            raise CheckpointError(f"checkpoint '{self._prefix}' has no tensor '{name}'",
+                                  FLOWC_NOT_FOUND)
+        return _load_tensors(self._prefix, [name])[name]
+
+    def get_variable_to_shape_map(self) -> Dict[str, List[int]]:
+        return {name: list(shape) for name, (_, shape) in self._entries.items()}
+
+    def get_variable_to_dtype_map(self) -> Dict[str, object]:
+        return {name: dtype for name, (dtype, _) in self._entries.items()}
+
+    def debug_string(self) -> bytes:
+        return "".join(f"{n} ({d.ir_name if d else '?'}) {list(s)}\n"
+                       for n, (d, s) in sorted(self._entries.items())).encode()
+
+
+def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
+    """A ``CheckpointReader`` of a checkpoint (or of a folder's latest)."""
+    return CheckpointReader(_resolve(ckpt_dir_or_file))
+
+
+NewCheckpointReader = CheckpointReader
 
 
 # --- the Saver ---------------------------------------------------------------------------------

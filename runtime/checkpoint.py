@@ -765,11 +765,14 @@ def list_checkpoint(prefix: str) -> Dict[str, tuple]:
     return out
 
 
-def load_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
-    """Every tensor of checkpoint ``prefix``, verified (``tf.train.load_checkpoint`` as a dict)."""
+def load_checkpoint(prefix: str, names: Optional[Sequence[str]] = None
+                    ) -> Dict[str, np.ndarray]:
+    """Every tensor of checkpoint ``prefix`` (or those of ``names`` it has), verified
+    (``tf.train.load_checkpoint`` as a dict)."""
     out: Dict[str, np.ndarray] = {}
+    wanted = None if names is None else set(names)
     for part in shard_prefixes(prefix):
-        out.update(_load_part(part))
+        out.update(_load_part(part, wanted))
     return out
 
 

@@ -33,8 +33,9 @@ from dsl.train.hooks import (CheckpointSaverHook, LoggingTensorHook, NanLossDuri
 from dsl.train.monitored_session import (ChiefSessionCreator, MonitoredSession,
                                          MonitoredTrainingSession, Scaffold, SessionNotReadyError,
                                          WorkerSessionCreator)
-from dsl.saver import (CheckpointState, Saver, best_checkpoint, checkpoint_exists,
-                       get_checkpoint_state, latest_checkpoint, list_variables, load_variable)
+from dsl.saver import (CheckpointReader, CheckpointState, NewCheckpointReader, Saver,
+                       best_checkpoint, checkpoint_exists, get_checkpoint_state,
+                       latest_checkpoint, list_variables, load_checkpoint, load_variable)
 from dsl.meta_graph import export_meta_graph, import_meta_graph
 from dsl.summary import summary_iterator
 
@@ -43,6 +44,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "get_or_create_global_step", "global_step", "assert_global_step",
            "optimizer_by_name", "OPTIMIZERS", "Saver", "CheckpointState", "latest_checkpoint",
            "get_checkpoint_state", "best_checkpoint", "checkpoint_exists", "list_variables",
+           "load_checkpoint", "NewCheckpointReader", "CheckpointReader",
            "load_variable", "Coordinator", "QueueRunner", "replica_device_setter",
            "RoundRobinStrategy", "GreedyLoadBalancingStrategy", "byte_size_load_fn",
            "MonitoredTrainingSession", "MonitoredSession", "Scaffold", "ChiefSessionCreator",
