@@ -52,7 +52,7 @@ from dsl import train
 from dsl import app, flags, gfile
 from dsl import io
 from dsl.config import ConfigProto, RunMetadata, RunOptions
-from dsl.queues import FIFOQueue, RandomShuffleQueue
+from dsl.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
 from dsl.session import InteractiveSession, Session, get_default_session
 from dsl import compat
 from dsl import logging

@@ -21,7 +21,7 @@ from dsl.tensor import Operation, Tensor
 from runtime.dtypes import as_dtype
 from runtime.errors import AbortedError, CancelledError, OutOfRangeError
 
-__all__ = ["FIFOQueue", "RandomShuffleQueue", "QueueBase"]
+__all__ = ["FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "QueueBase"]
 
 _SWITCH_INTERVAL = 0.001        # seconds; see QueueRunner.create_threads
 
@@ -123,6 +123,28 @@ class QueueBase:
 class FIFOQueue(QueueBase):
     """``FIFOQueue(capacity, dtypes, shapes=None, names=None, shared_name=None)``; the C
     backend needs ``shapes`` (static) to batch with ``dequeue_many``/``dequeue_up_to``."""
+
+
+class PaddingFIFOQueue(QueueBase):
+    """``PaddingFIFOQueue(capacity, dtypes, shapes, names=None, shared_name=None)``
+    (``tf.PaddingFIFOQueue``): ``shapes`` is required, each of known rank, and a dim of None
+    (or -1) takes elements of any size there; ``dequeue_many``/``dequeue_up_to`` pad each
+    batch with zeros to its largest element in those dims."""
+
+    def __init__(self, capacity: int, dtypes, shapes, names=None,
+                 shared_name: Optional[str] = None, name: str = "padding_fifo_queue"):
+        n = len(dtypes) if isinstance(dtypes, (list, tuple)) else 1
+        if shapes is None:
+            raise ValueError("a PaddingFIFOQueue needs shapes (of known rank; None for a dim "
+                             "to pad)")
+        listed = [list(s) for s in shapes] if shapes and isinstance(shapes[0], (list, tuple)) \
+            else [list(shapes)] if n == 1 and shapes is not None and not (
+                len(shapes) == 1 and shapes[0] is None) else None
+        if listed is None or len(listed) != n:
+            raise ValueError(f"a PaddingFIFOQueue needs a shape of known rank for each of its "
+                             f"{n} components, got {shapes!r}")
+        super().__init__(capacity, dtypes, shapes=listed, names=names, shared_name=shared_name,
+                         name=name, _op="PaddingFIFOQueueV2")
 
 
 class RandomShuffleQueue(QueueBase):

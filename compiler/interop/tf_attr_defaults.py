@@ -70,6 +70,7 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "ResourceGather": {"batch_dims": 0, "validate_indices": True},
     # data_flow_ops.cc
     "FIFOQueueV2": {"shapes": [], "capacity": -1, "container": "", "shared_name": ""},
+    "PaddingFIFOQueueV2": {"shapes": [], "capacity": -1, "container": "", "shared_name": ""},
     "RandomShuffleQueueV2": {"shapes": [], "capacity": -1, "min_after_dequeue": 0, "seed": 0,
                              "seed2": 0, "container": "", "shared_name": ""},
     "QueueEnqueueV2": {"timeout_ms": -1}, "QueueEnqueueManyV2": {"timeout_ms": -1},

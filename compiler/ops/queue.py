@@ -1,4 +1,5 @@
-"""Queues as graph ops (TensorFlow's ``FIFOQueueV2`` and ``RandomShuffleQueueV2`` family).
+"""Queues as graph ops (TensorFlow's ``FIFOQueueV2``, ``PaddingFIFOQueueV2`` and
+``RandomShuffleQueueV2`` family).
 
 ``FIFOQueueV2`` makes a handle to a queue that lives in the runtime (keyed by its shared
 name, the node name when empty); ``QueueEnqueueV2``/``QueueEnqueueManyV2`` add elements,
@@ -13,6 +14,11 @@ same numbers in both backends). The interpreter uses
 
 Components have the dtypes ``component_types`` and, for the C backend, the static
 ``shapes`` given to the queue (checked on enqueue; dequeued tensors have them).
+
+A ``PaddingFIFOQueueV2`` is a FIFO queue whose ``shapes`` (required, of known rank) may have
+unknown dims (-1): elements of any size there are enqueued, and ``QueueDequeueManyV2`` /
+``QueueDequeueUpToV2`` pad each component of the batch with zeros to the largest size in that
+batch, dim by dim (TensorFlow's ``PaddingFIFOQueue``).
 """
 from __future__ import annotations
 
@@ -33,21 +39,26 @@ def queue_key(node) -> str:
     return node.attrs.get("shared_name") or node.name
 
 
-QUEUE_OPS = ("FIFOQueueV2", "RandomShuffleQueueV2")
+QUEUE_OPS = ("FIFOQueueV2", "RandomShuffleQueueV2", "PaddingFIFOQueueV2")
 
 
 def queue_source(out):
-    """The queue node (FIFOQueueV2, RandomShuffleQueueV2) a handle comes from (through
-    Identity), or None."""
+    """The queue node (FIFOQueueV2, RandomShuffleQueueV2, PaddingFIFOQueueV2) a handle comes
+    from (through Identity), or None."""
     return resource_source(out, QUEUE_OPS)
 
 
 def _queue_of(ctx_node) -> Node:
     src = queue_source(ctx_node.inputs[0])
     if src is None:
-        raise ShapeError("input 0 must be a queue handle made by FIFOQueueV2 or "
-                         "RandomShuffleQueueV2", ctx_node)
+        raise ShapeError("input 0 must be a queue handle made by FIFOQueueV2, "
+                         "PaddingFIFOQueueV2 or RandomShuffleQueueV2", ctx_node)
     return src
+
+
+def pads(queue_node: Node) -> bool:
+    """Whether batches dequeued from ``queue_node`` are padded (a PaddingFIFOQueueV2)."""
+    return queue_node.op == "PaddingFIFOQueueV2"
 
 
 def shuffle_of(queue_node: Node) -> Optional[tuple]:
@@ -73,6 +84,13 @@ def _queue_shape(ctx):
         raise ctx.error("a queue needs at least one component type")
     if shapes and len(shapes) != len(types):
         raise ctx.error(f"{len(shapes)} shapes for {len(types)} component types")
+    if ctx.node.op == "PaddingFIFOQueueV2":
+        if len(shapes) != len(types):
+            raise ctx.error(f"a PaddingFIFOQueue needs a shape for each of its {len(types)} "
+                            f"components (of known rank; -1 for a dim to pad), got "
+                            f"{len(shapes)}")
+        if any(sh is None for sh in shapes):
+            raise ctx.error("a PaddingFIFOQueue needs shapes of known rank")
     if ctx.node.op == "RandomShuffleQueueV2":
         low, cap = ctx.attr("min_after_dequeue"), ctx.attr("capacity")
         if low < 0:
@@ -152,7 +170,18 @@ def _queue_kernel(ctx):
                                  ctx.attrs["capacity"]), dtype=object)]
 
 
+def _check_element(ctx, components, lead: bool) -> None:
+    """Each component fits the queue's shape for it (its rank, and its known dims)."""
+    for k, (c, want) in enumerate(zip(components, _component_shapes(_queue_of(ctx.node)))):
+        have = np.shape(c)[1:] if lead else np.shape(c)
+        if want is not None and (len(have) != len(want) or any(
+                w is not None and w != h for w, h in zip(want, have))):
+            raise ExecutionError(f"component {k} has shape {shape_str(have)}; the queue holds "
+                                 f"{shape_str(want)}", ctx.node)
+
+
 def _enqueue_kernel(ctx, handle, *components):
+    _check_element(ctx, components, False)
     _pyqueue(ctx, handle).put([components], _timeout(ctx))
     return []
 
@@ -163,6 +192,7 @@ def _enqueue_many_kernel(ctx, handle, *components):
         raise ExecutionError(f"enqueue_many components must share a leading dim, got "
                              f"{[list(c.shape) for c in components]}", ctx.node)
     rows = n.pop()
+    _check_element(ctx, components, True)
     _pyqueue(ctx, handle).put([tuple(c[i] for c in components) for i in range(rows)],
                               _timeout(ctx))
     return []
@@ -181,6 +211,11 @@ def _dequeue_n_kernel(allow_fewer: bool):
         elems = _pyqueue(ctx, handle).take(int(np.reshape(n, -1)[0]), allow_fewer,
                                            _timeout(ctx), shuffle_of(_queue_of(ctx.node)))
         types = ctx.attrs["component_types"]
+        queue = _queue_of(ctx.node)
+        if pads(queue):
+            return [_padded(parts, t, want) for parts, t, want in
+                    zip(zip(*elems) if elems else [()] * len(types), types,
+                        _component_shapes(queue))]
         out = []
         for k, t in enumerate(types):
             parts = [e[k] for e in elems]
@@ -191,6 +226,17 @@ def _dequeue_n_kernel(allow_fewer: bool):
             out.append(np.stack(parts).astype(t.np) if parts else np.zeros((0,), t.np))
         return out
     return kernel
+
+
+def _padded(parts, dtype: DType, want) -> np.ndarray:
+    """``parts`` stacked along a new leading dim, each padded with zeros at the end of every
+    dim to the largest size among them (a PaddingFIFOQueue's batch)."""
+    dims = [max((p.shape[d] for p in parts), default=0) if w is None else w
+            for d, w in enumerate(want)]
+    out = np.zeros([len(parts)] + dims, dtype.np)
+    for i, p in enumerate(parts):
+        out[(i,) + tuple(slice(0, n) for n in p.shape)] = p
+    return out
 
 
 def _close_kernel(ctx, handle):
@@ -209,6 +255,14 @@ register_op("FIFOQueueV2", outputs=["handle: resource"],
             shape=_queue_shape, kernel=_queue_kernel, stateful=True,
             group="source", half_native=True,
             doc="A handle to the FIFO queue ``shared_name`` (the node's name).")
+
+register_op("PaddingFIFOQueueV2", outputs=["handle: resource"],
+            attrs=["component_types: list(type)", "shapes: list(shape) = []",
+                   "capacity: int = -1", "container: string = ''", "shared_name: string = ''"],
+            shape=_queue_shape, kernel=_queue_kernel, stateful=True,
+            group="source", half_native=True,
+            doc="A handle to the FIFO queue ``shared_name`` (the node's name) whose batches "
+                "are padded with zeros to the largest element in each unknown dim.")
 
 register_op("RandomShuffleQueueV2", outputs=["handle: resource"],
             attrs=["component_types: list(type)", "shapes: list(shape) = []",

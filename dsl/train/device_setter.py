@@ -18,7 +18,7 @@ __all__ = ["replica_device_setter", "RoundRobinStrategy", "GreedyLoadBalancingSt
            "byte_size_load_fn"]
 
 STANDARD_PS_OPS = ("VarHandleOp", "VariableV2", "Variable", "FIFOQueueV2",
-                   "RandomShuffleQueueV2")
+                   "RandomShuffleQueueV2", "PaddingFIFOQueueV2")
 
 
 class RoundRobinStrategy:

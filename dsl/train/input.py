@@ -1,6 +1,7 @@
 """``fl.train.batch``, ``add_queue_runner`` and ``start_queue_runners`` (TF1's queue-based
 input pipeline, ``training/input.py``): ``batch`` puts one example (or, with
-``enqueue_many``, a batch of examples) per run into a ``FIFOQueue`` fed by a ``QueueRunner``
+``enqueue_many``, a batch of examples) per run into a ``FIFOQueue`` (a ``PaddingFIFOQueue``
+with ``dynamic_pad``, which pads each batch to its longest example) fed by a ``QueueRunner``
 registered in the ``queue_runners`` collection, and returns ``dequeue_many(batch_size)``
 (``dequeue_up_to`` with ``allow_smaller_final_batch``); ``start_queue_runners`` starts every
 registered runner's threads for a session."""
@@ -10,7 +11,7 @@ from typing import List, Optional
 
 from dsl.context import get_default_graph, name_scope
 from dsl.ops import convert_to_tensor
-from dsl.queues import Coordinator, FIFOQueue, QueueRunner, RandomShuffleQueue
+from dsl.queues import Coordinator, FIFOQueue, PaddingFIFOQueue, QueueRunner, RandomShuffleQueue
 from dsl.tensor import Tensor, static_shape
 
 __all__ = ["batch", "shuffle_batch", "add_queue_runner", "start_queue_runners",
@@ -53,14 +54,18 @@ def batch(tensors, batch_size: int, num_threads: int = 1, capacity: int = 32,
           allow_smaller_final_batch: bool = False, shared_name: Optional[str] = None,
           name: Optional[str] = None):
     """Batches of ``tensors`` (a tensor, list or dict) through a queue and ``num_threads``
-    enqueueing threads (``tf.train.batch``); start them with ``start_queue_runners``."""
+    enqueueing threads (``tf.train.batch``); start them with ``start_queue_runners``. With
+    ``dynamic_pad``, examples may differ in the dims their shapes leave unknown (their ranks
+    must be known): each batch is padded with zeros to its longest example."""
     if dynamic_pad:
-        raise NotImplementedError("fl.train.batch(dynamic_pad=True) needs a PaddingFIFOQueue, "
-                                  "which flowc does not have; give examples static shapes")
+        make = lambda dtypes, shapes: PaddingFIFOQueue(      # noqa: E731
+            capacity, dtypes, shapes=shapes, shared_name=shared_name,
+            name="padding_fifo_queue")
+    else:
+        make = lambda dtypes, shapes: FIFOQueue(             # noqa: E731
+            capacity, dtypes, shapes=shapes, shared_name=shared_name, name="fifo_queue")
     return _batch(tensors, batch_size, num_threads, capacity, enqueue_many, shapes,
-                  allow_smaller_final_batch, name or "batch",
-                  lambda dtypes, shapes: FIFOQueue(capacity, dtypes, shapes=shapes,
-                                                   shared_name=shared_name, name="fifo_queue"))
+                  allow_smaller_final_batch, name or "batch", make, dynamic_pad)
 
 
 def shuffle_batch(tensors, batch_size: int, capacity: int, min_after_dequeue: int,
@@ -83,7 +88,7 @@ def shuffle_batch(tensors, batch_size: int, capacity: int, min_after_dequeue: in
 
 
 def _batch(tensors, batch_size, num_threads, capacity, enqueue_many, shapes,
-           allow_smaller_final_batch, scope, make_queue):
+           allow_smaller_final_batch, scope, make_queue, dynamic_pad=False):
     flat, rebuild = _flatten(tensors)
     with name_scope(scope):
         flat = [convert_to_tensor(t) for t in flat]
@@ -91,7 +96,11 @@ def _batch(tensors, batch_size, num_threads, capacity, enqueue_many, shapes,
             shapes = []
             for t in flat:
                 s = static_shape(t)
-                if s is None or any(d is None for d in s[1 if enqueue_many else 0:]):
+                if dynamic_pad and s is None:
+                    raise ValueError(f"dynamic_pad needs tensors of known rank, got {t.shape} "
+                                     "(pass shapes=)")
+                if not dynamic_pad and (s is None or any(
+                        d is None for d in s[1 if enqueue_many else 0:])):
                     raise ValueError(f"All shapes must be fully defined: {t.shape} (pass "
                                      "shapes=)")
                 shapes.append(list(s[1:] if enqueue_many else s))

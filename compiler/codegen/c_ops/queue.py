@@ -13,7 +13,7 @@ from typing import List
 
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.op_registry import set_c_kernel
-from compiler.ops.queue import _component_shapes, _queue_of, queue_key, shuffle_of
+from compiler.ops.queue import _component_shapes, _queue_of, pads, queue_key, shuffle_of
 
 
 def _q(kc: KernelContext) -> str:
@@ -105,11 +105,16 @@ def _dequeue_n_c(allow_fewer: bool):
                  f"if (want > 0 && flowc_queue_take_ex({_q(kc)}, want, {int(allow_fewer)}, elems, "
                  f"&got, flowc_rt->timeout_ms, {_take_args(kc)}, flowc_node, flowc_loc, st)) "
                  "{ free(elems); goto fail; }"]
+        padding = pads(_queue_of(kc.node))
         for k, o in enumerate(kc.outputs):
             inner = " * ".join(str(d) for d in o.shape[1:]) or "1"
             if any(d is None for d in o.shape[1:]):
-                raise kc.error("dequeue_many/dequeue_up_to need a queue with static component "
-                               "shapes (give the queue shapes=...)")
+                if not padding:
+                    raise kc.error("dequeue_many/dequeue_up_to need a queue with static "
+                                   "component shapes (give the queue shapes=..., or use a "
+                                   "PaddingFIFOQueue)")
+                lines += _padded_batch_c(kc, k, o, n)
+                continue
             lines += [f"for (int64_t i = 0; i < got; i++) {{",
                       *["    " + c for c in _shape_checks(kc, k, o, f"elems[i * {n} + {k}]", 1)],
                       "}"]
@@ -129,6 +134,46 @@ def _dequeue_n_c(allow_fewer: bool):
     return emit
 
 
+def _padded_batch_c(kc: KernelContext, k: int, o, n: int) -> List[str]:
+    """Output ``o`` (component ``k``) of a PaddingFIFOQueue's batch: every element of the
+    queue's rank, its static dims as the queue says; each unknown dim the largest among the
+    ``got`` elements; the batch zeroed, then each element copied to the start of its row."""
+    r = o.rank - 1
+    e = f"elems[i * {n} + {k}]"
+    lines = [f"int64_t pd{k}[{max(r, 1)}];"]
+    lines += [f"pd{k}[{d}] = {dim if dim is not None else 0};" for d, dim in
+              enumerate(o.shape[1:])]
+    lines += ["for (int64_t i = 0; i < got; i++) {",
+              f"    if ({e}.rank != {r}) {{ flowc_fail(st, FLOWC_INVALID_ARGUMENT, flowc_node, "
+              f"flowc_loc, \"component {k}: an element of rank %d; the queue holds rank {r}\", "
+              f"(int){e}.rank); goto release; }}"]
+    lines += ["    " + c for c in _shape_checks(kc, k, o, e, 1)]
+    lines += [f"    if ({e}.dims[{d}] > pd{k}[{d}]) pd{k}[{d}] = {e}.dims[{d}];"
+              for d, dim in enumerate(o.shape[1:]) if dim is None]
+    lines.append("}")
+    inner = " * ".join(f"pd{k}[{d}]" for d in range(r)) or "1"
+    lines += [f"{o.var}.rank = {o.rank}; {o.var}.dtype = {o.dtype.code}; {o.var}.dims[0] = got;"]
+    lines += [f"{o.var}.dims[{d + 1}] = pd{k}[{d}];" for d in range(r)]
+    lines += [f"const int64_t inner{k} = {inner};",
+              f"{o.var}.data = flowc_alloc((size_t)(got * inner{k} > 0 ? got * inner{k} : 1) "
+              f"* sizeof({o.ctype}));",
+              f"if (!{o.var}.data) {{ flowc_fail(st, FLOWC_RESOURCE_EXHAUSTED, flowc_node, "
+              "flowc_loc, \"out of memory\"); goto release; }",
+              f"memset({o.var}.data, 0, (size_t)(got * inner{k}) * sizeof({o.ctype}));",
+              "for (int64_t i = 0; i < got; i++) {",
+              f"    const {o.ctype} *src = (const {o.ctype} *){e}.data;",
+              f"    {o.ctype} *dst = ({o.ctype} *){o.var}.data + i * inner{k};",
+              f"    int64_t count = 1;"]
+    lines += [f"    count *= {e}.dims[{d}];" for d in range(r)]
+    lines += ["    for (int64_t j = 0; j < count; j++) {",
+              "        int64_t rem = j, off = 0, stride = 1;"]
+    for d in reversed(range(r)):
+        lines += [f"        off += (rem % {e}.dims[{d}]) * stride; rem /= {e}.dims[{d}]; "
+                  f"stride *= pd{k}[{d}];"]
+    lines += ["        dst[off] = src[j];", "    }", "}"]
+    return lines
+
+
 def _close_c(kc: KernelContext) -> str:
     return f"flowc_queue_close({_q(kc)}, {int(kc.attr('cancel_pending_enqueues'))});"
 
@@ -139,6 +184,7 @@ def _size_c(kc: KernelContext) -> str:
 
 set_c_kernel("FIFOQueueV2", _queue_c)
 set_c_kernel("RandomShuffleQueueV2", _queue_c)
+set_c_kernel("PaddingFIFOQueueV2", _queue_c)
 
 for _name, _many in (("QueueEnqueueV2", False), ("QueueEnqueueManyV2", True)):
     set_c_kernel(_name, _enqueue_c(_many))
