@@ -44,6 +44,7 @@ from dsl import metrics
 from dsl import contrib
 from dsl import data
 from dsl import graph_util
+from dsl import saved_model
 from dsl.meta_graph import import_graph_def
 from dsl import bitwise
 from dsl import image

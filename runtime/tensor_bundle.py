@@ -392,6 +392,15 @@ def _fields(buf: bytes, what: str) -> Iterator[Tuple[int, int, object]]:
         yield number, wire, value
 
 
+def decode_fields(buf: bytes, what: str = "a message") -> List[Tuple[int, int, object]]:
+    """The fields of a serialized protobuf message, as (number, wire type, value); a
+    ``ValueError`` naming ``what`` if it does not parse."""
+    try:
+        return list(_fields(buf, what))
+    except _Corrupt as e:
+        raise ValueError(str(e)) from None
+
+
 def _signed(v: int) -> int:
     """A varint read as a two's-complement int64 (negative numbers take 10 bytes)."""
     v &= (1 << 64) - 1
