@@ -500,6 +500,20 @@ def _put_field(out: bytearray, number: int, value, wire: int = _VARINT) -> None:
         out += value
 
 
+def encode_message(fields) -> bytes:
+    """A protobuf message of ``(number, value)`` fields: str/bytes length-delimited, bool and
+    int as varints."""
+    out = bytearray()
+    for number, value in fields:
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        if isinstance(value, (bytes, bytearray)):
+            _put_field(out, number, bytes(value), _BYTES)
+        else:
+            _put_field(out, number, int(value))
+    return bytes(out)
+
+
 def _encode_header(num_shards: int) -> bytes:
     """A little-endian bundle's header, as TensorFlow's writer sets it (proto3: zero fields
     are left out)."""
