@@ -2,8 +2,10 @@
 Python function as an op of the graph (``PyFunc``, or ``PyFuncStateless`` with
 ``stateful=False``; ``compiler/ops/py_func.py``), run with numpy arrays when the step runs, on
 either backend. The function must return values of exactly the ``Tout`` types (a Python float
-is a float64); its results have unknown shapes unless ``set_shape`` says (the C backend needs
-their ranks). No gradient, as in TensorFlow. A C library cannot run it (no Python there).
+is a float64); its results have unknown shapes unless ``set_shape`` says. Compiled steps take
+them as they come: a step that needs results of unknown rank is cut at the op and run as two
+compiled steps with the function called between them (``dsl/py_func_steps.py``). No gradient,
+as in TensorFlow. A C library cannot run it (no Python there).
 """
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from compiler.master import compile_step
 from compiler.step import make_step_graph
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
+from dsl.py_func_steps import split_step
 from dsl.rank_specialized import RankSpecializedStep, ShapeSpecializedStep, has_unknown_rank
 from dsl.session_devices import (has_gpu_module, pin_variables, placement_options,
                                  session_gpus, variables_kept_off_the_gpu)
@@ -594,12 +595,21 @@ class Session:
         try:
             return self._compiled(feeds, plan.outputs, plan.targets, feed_shapes=feed_shapes)
         except StaticValueNeeded as e:
+            split = split_step(self.graph, feeds, plan, e, self._rank_step)
+            if split is not None:           # a py_func's results of unknown rank
+                return split
             if not feeds:
                 raise                       # nothing fed can tell what it needs
             return ShapeSpecializedStep(
                 feeds, lambda feed_shapes, feed_values: self._compiled(
                     feeds, plan.outputs, plan.targets, feed_shapes=feed_shapes,
                     feed_values=feed_values), e, self._describe_specialization)
+
+    def _rank_step(self, feeds: List[Output], plan):
+        """The step's executable, compiled per ranks fed where a feed has no rank."""
+        if has_unknown_rank(feeds):
+            return RankSpecializedStep(feeds, lambda shapes: self._step_for(feeds, plan, shapes))
+        return self._step_for(feeds, plan)
 
     def _describe_specialization(self, line: str) -> None:
         """Say how a step is compiled per shapes fed: on stderr under log_device_placement

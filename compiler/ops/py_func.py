@@ -29,6 +29,8 @@ for _name, _stateful in (("PyFunc", True), ("PyFuncStateless", False)):
                 attrs=["token: string", "Tin: list(type)", "Tout: list(type)"],
                 shape=_py_func_shape, kernel=_py_func_kernel, stateful=_stateful,
                 group="other", half_native=True, never_fold=True,
-                c_rank_hint="give the py_func's results their shapes with set_shape",
+                c_rank_hint="give the py_func's results their shapes with set_shape; "
+                            "fl.Session cuts a step at such a py_func, unless a node waits "
+                            "on the py_func's inputs by a control edge alone",
                 doc="The outputs of the Python function registered under ``token`` called "
                     "with the inputs as numpy arrays (``tf.py_func``).")
