@@ -41,7 +41,7 @@ from dsl.tensor import Operation, Tensor, as_node, static_shape
 from dsl.variables import Variable, global_variables
 from runtime.checkpoint import (CHECKPOINT_STATUS_CODES, CheckpointError, bundle_index_path,
                                 checkpoint_exists, delete_checkpoint, index_path,
-                                list_checkpoint, prefix_to_bytes, shard_prefix)
+                                list_checkpoint, merge_shards, prefix_to_bytes, shard_prefix)
 from runtime.checkpoint import load_checkpoint as _load_tensors
 from runtime.checkpoint_state import (STATE_FILE, STATE_FORMAT, CheckpointState,  # noqa: F401
                                       best_checkpoint, get_checkpoint_state, latest_checkpoint)
@@ -212,6 +212,7 @@ class Saver:
         self._save_op = Operation(g.node(prefix + saver_def["save_tensor_name"]))
         self._restore_op = Operation(g.node(prefix + saver_def["restore_op_name"]))
         self._checkpoint_ops = {prefix + n for n in saver_def.get("checkpoint_ops", [])}
+        self._num_shards = int(saver_def.get("num_shards", 0))
 
     def as_saver_def(self) -> Optional[dict]:
         """The names of this saver's ops and its policy (TensorFlow's ``SaverDef``, as JSON);
@@ -223,6 +224,7 @@ class Saver:
                 "restore_op_name": self._restore_op.name,
                 "var_names": list(self._vars), "checkpoint_ops": sorted(self._checkpoint_ops),
                 "max_to_keep": self.max_to_keep, "sharded": self.sharded,
+                "num_shards": getattr(self, "_num_shards", 0),
                 "keep_checkpoint_every_n_hours": self.keep_checkpoint_every_n_hours}
 
     def to_proto(self, export_scope: Optional[str] = None) -> Optional[dict]:
@@ -257,7 +259,9 @@ class Saver:
                                                np.uint8)
                         filename = apply_op("ConcatV2", [[filename, suffix], 0], {},
                                             name="ShardedFilename")
-                    save, restored = self._shard_ops(named, filename)
+                    # each shard saves to its own prefix (merged by save()); every
+                    # restore reads the checkpoint's one index, as TensorFlow's does
+                    save, restored = self._shard_ops(named, filename, self._filename)
                 saves.append(save)
                 restores.append(restored)
             # Every assignment waits for every shard's RestoreV2, which checks its whole shard
@@ -269,6 +273,7 @@ class Saver:
                         with self._with_variable(v):
                             assigns.append(apply_op("AssignVariableOp", [v.handle, t],
                                                     {"dtype": v.dtype}, name="Assign"))
+            self._num_shards = len(shards)
             self._save_op = saves[0] if len(saves) == 1 else group(*saves, name="save_all")
             self._restore_op = group(*assigns, name="restore_all")
 
@@ -287,8 +292,9 @@ class Saver:
         device block holds the file ops."""
         return colocate_with(v) if self.sharded else contextlib.nullcontext()
 
-    def _shard_ops(self, named: Dict[str, Variable], filename):
-        """``SaveV2`` of reads of ``named``, and the ``RestoreV2`` outputs for them."""
+    def _shard_ops(self, named: Dict[str, Variable], filename, restore_from=None):
+        """``SaveV2`` of reads of ``named`` to ``filename``, and the ``RestoreV2`` outputs for
+        them from ``restore_from`` (``filename`` by default)."""
         names, variables = list(named), list(named.values())
         values = []
         for v in variables:
@@ -296,7 +302,7 @@ class Saver:
                 values.append(apply_op("ReadVariableOp", [v.handle], {"dtype": v.dtype},
                                        name="read"))
         save = apply_op("SaveV2", [filename, values], {"tensor_names": names}, name="SaveV2")
-        restored = apply_op("RestoreV2", [filename],
+        restored = apply_op("RestoreV2", [filename if restore_from is None else restore_from],
                             {"tensor_names": names, "dtypes": [v.dtype for v in variables],
                              "shapes": [static_shape(v) for v in variables]}, name="RestoreV2")
         restored = restored if isinstance(restored, list) else [restored]
@@ -371,6 +377,8 @@ class Saver:
                              f"'{latest_filename or STATE_FILE}'")
         with self._lock:
             self._run(sess, self._save_op, save_path)
+            if self.sharded and getattr(self, "_num_shards", 0):
+                merge_shards(save_path, self._num_shards)
             if write_meta_graph:
                 self.export_meta_graph(f"{save_path}.{meta_graph_suffix}")
                 self._meta_suffix = meta_graph_suffix

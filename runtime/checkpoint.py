@@ -491,6 +491,51 @@ def _write_flowc_json(prefix: str, tensors: Mapping[str, np.ndarray]) -> str:
     return index_path(prefix)
 
 
+def merge_shards(prefix: str, num_shards: int) -> str:
+    """Merge the bundles a sharded save wrote at ``<prefix>-0000k-of-0000n`` into one bundle
+    at ``prefix``, as TensorFlow's ``MergeV2Checkpoints`` does: ``<prefix>.index`` and data
+    shards ``<prefix>.data-0000k-of-0000n``. Crash-safe: the data files are linked (or copied)
+    to their new names first, the merged index is written atomically, and only then are the
+    shards' own files removed, so a complete checkpoint is there at every moment. The shards
+    must be visible here (a folder the tasks and this process share)."""
+    prefix = _checked_prefix(prefix)
+    parts = [shard_prefix(prefix, k, num_shards) for k in range(num_shards)]
+    missing = [p for p in parts if checkpoint_format(p) != BUNDLE]
+    if missing:
+        raise CheckpointError(f"cannot merge sharded checkpoint '{prefix}': shard(s) "
+                              + ", ".join(f"'{m}'" for m in missing) + " not found here (a "
+                              "sharded save needs a folder its tasks and the client share)",
+                              _NOT_FOUND)
+    bundles = [_open_bundle(p) for p in parts]
+    try:
+        table = tensor_bundle.merged_index(bundles)
+    except ValueError as e:
+        raise CheckpointError(f"cannot merge sharded checkpoint '{prefix}': {e}") from None
+    finally:
+        for b in bundles:
+            b._data.clear()
+    index = bundle_index_path(prefix)
+    try:
+        _unlink_quietly(index if os.path.exists(index) else None)
+        for k, part in enumerate(parts):
+            src = tensor_bundle.data_file(part, 0, 1)
+            dst = tensor_bundle.data_file(prefix, k, num_shards)
+            _unlink_quietly(dst if os.path.exists(dst) else None)
+            try:
+                os.link(src, dst)
+            except OSError:
+                import shutil
+                shutil.copyfile(src, dst)
+    except OSError as e:
+        raise _write_error("checkpoint", prefix, e) from None
+    write_file_atomically(index, table, what="checkpoint index")
+    for part in parts:
+        for path in [bundle_index_path(part), tensor_bundle.data_file(part, 0, 1)]:
+            _unlink_quietly(path)
+    _fsync_dir(os.path.dirname(prefix))
+    return index
+
+
 # --- shards ----------------------------------------------------------------------------------
 def shard_prefix(prefix: str, shard: int, num_shards: int) -> str:
     """The prefix of shard ``shard`` of ``num_shards`` of checkpoint ``prefix``."""

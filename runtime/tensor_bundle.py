@@ -526,7 +526,7 @@ def _encode_header(num_shards: int) -> bytes:
 
 
 def _encode_entry(dtype: int, shape: Sequence[int], offset: int, size: int,
-                  masked_crc: int) -> bytes:
+                  masked_crc: int, shard_id: int = 0) -> bytes:
     shape_msg = bytearray()
     for d in shape:
         dim = bytearray()
@@ -537,6 +537,8 @@ def _encode_entry(dtype: int, shape: Sequence[int], offset: int, size: int,
     if dtype:
         _put_field(out, 1, dtype)
     _put_field(out, 2, bytes(shape_msg), _BYTES)      # set even for a scalar, as TF does
+    if shard_id:
+        _put_field(out, 3, shard_id)
     if offset:
         _put_field(out, 4, offset)
     if size:
@@ -913,3 +915,21 @@ def write_bundle_data(f, tensors: Mapping[str, np.ndarray]) -> bytes:
                                             mask_crc(crc32c(raw)))))
         offset += len(raw)
     return build_table(rows)
+
+
+def merged_index(shards: Sequence[TensorBundle]) -> bytes:
+    """The index of one bundle whose data shard k is the one data file of ``shards[k]``
+    (single-shard bundles; TensorFlow's ``MergeBundles``): every entry, keys sorted, each
+    naming its shard. A key in two shards is a ``ValueError``."""
+    rows: Dict[bytes, bytes] = {}
+    for k, bundle in enumerate(shards):
+        if bundle.num_shards != 1 or bundle._slices:
+            raise ValueError(f"{bundle.index_path}: only single-shard bundles without "
+                             "partitioned tensors are merged")
+        for key in bundle.keys():
+            raw = key.encode("utf-8")
+            if raw in rows:
+                raise ValueError(f"{bundle.index_path}: '{key}' is in two shards")
+            e = bundle.entry(key)
+            rows[raw] = _encode_entry(e.dtype, e.shape, e.offset, e.size, e.crc32c, k)
+    return build_table([(HEADER_KEY, _encode_header(len(shards)))] + sorted(rows.items()))

@@ -135,3 +135,26 @@ def test_a_damaged_tensorflow_checkpoint_is_refused_by_file(tmp_path):
                                match=r"model.ckpt-5.data-00000-of-00001: '.*' .* runs past the "
                                      r"end of the file .*: the file is truncated"):
                 saver.restore(sess, str(folder / "model.ckpt-5"))
+
+
+def test_tensorflow_reads_a_sharded_flowc_checkpoint(tmp_path):
+    """A sharded save is merged into one checkpoint (data shard per device); TensorFlow was
+    recorded reading flowc_sharded/, and flowc writes those bytes today."""
+    import sys
+    sys.path.insert(0, HERE)
+    try:
+        import record_tf_checkpoints
+    finally:
+        sys.path.remove(HERE)
+    read = _recorded("tf_reads_flowc_sharded")
+    committed = os.path.join(HERE, "flowc_sharded", "model.ckpt-1")
+    assert str(read["latest_checkpoint"]) == "model.ckpt-1"
+    tensors = ckpt.load_checkpoint(committed)
+    assert sorted(tensors) == ["a", "b", "c"]
+    for name, value in tensors.items():
+        np.testing.assert_array_equal(read[name], value)
+        assert read[name].dtype == value.dtype
+    path = record_tf_checkpoints.sharded(str(tmp_path))
+    for suffix in (".index", ".data-00000-of-00002", ".data-00001-of-00002"):
+        with open(path + suffix, "rb") as mine, open(committed + suffix, "rb") as theirs:
+            assert mine.read() == theirs.read(), suffix
