@@ -155,9 +155,12 @@ class Saver:
     ``sharded``: one ``SaveV2``/``RestoreV2`` per device the variables asked for, on the first
     CPU of that device's task (as TensorFlow's ``set_cpu0``: the file ops have CPU kernels
     only, and a variable on the task's GPU stays there, its reads and assignments with it),
-    each writing (reading) its own shard ``<path>-0000k-of-0000n``. Across tasks every
-    parameter server saves the variables it hosts, in parallel, and no variable's value
-    travels to the client; a checkpoint is recorded only once every shard is written.
+    each writing its own shard ``<path>-0000k-of-0000n``; ``save`` then merges them into one
+    checkpoint at ``<path>`` with a data file per shard (TensorFlow's ``MergeV2Checkpoints``
+    layout; the client must see the folder the tasks write), which every shard's
+    ``RestoreV2`` reads. Across tasks every parameter server saves the variables it hosts, in
+    parallel, and no variable's value travels to the client; a checkpoint is recorded only
+    once every shard is written and merged.
     """
 
     def __init__(self, var_list=None, max_to_keep: Optional[int] = 5,

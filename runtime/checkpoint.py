@@ -21,11 +21,12 @@ checkpoint is read) is two files too:
 When both are at one prefix, the bundle is read (it is the newer; a bundle write removes a
 JSON checkpoint of its prefix once it is durable).
 
-A *sharded* checkpoint (``Saver(sharded=True)``: each parameter-server task saves the
-variables it hosts, in parallel) is one such checkpoint per shard, at
-``<prefix>-00000-of-00002`` and so on. The functions below that take a prefix accept a
-sharded one too (``shard_prefixes``): it exists when every shard does, and it reads as the
-union of its shards.
+A *sharded* save (``Saver(sharded=True)``: each parameter-server task saves the variables it
+hosts, in parallel) writes one bundle per shard, at ``<prefix>-00000-of-00002`` and so on,
+which ``merge_shards`` then turns into one bundle at ``<prefix>`` with a data file per shard
+(TensorFlow's layout). flowc's earlier sharded checkpoints stay per shard; the functions below
+that take a prefix accept such a one too (``shard_prefixes``): it exists when every shard
+does, and it reads as the union of its shards.
 
 Writing is crash-safe: the data goes to a temporary file in the same folder, is fsync'd;
 then the index the same way; only then are they renamed into place, data first and the index
