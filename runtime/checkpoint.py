@@ -63,6 +63,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import stat
 import warnings
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -514,7 +515,7 @@ def merge_shards(prefix: str, num_shards: int) -> str:
         raise CheckpointError(f"cannot merge sharded checkpoint '{prefix}': {e}") from None
     finally:
         for b in bundles:
-            b._data.clear()
+            b.close()
     index = bundle_index_path(prefix)
     try:
         _unlink_quietly(index if os.path.exists(index) else None)
@@ -524,8 +525,7 @@ def merge_shards(prefix: str, num_shards: int) -> str:
             _unlink_quietly(dst if os.path.exists(dst) else None)
             try:
                 os.link(src, dst)
-            except OSError:
-                import shutil
+            except OSError:                          # a filesystem without hard links
                 shutil.copyfile(src, dst)
     except OSError as e:
         raise _write_error("checkpoint", prefix, e) from None
@@ -764,10 +764,8 @@ def _read_bundle(prefix: str, names=None) -> Dict[str, np.ndarray]:
             if names is not None and key not in names:
                 continue
             entry = bundle.entry(key)
-            if entry.dtype == tensor_bundle._DT_STRING:
-                if names is None or key in names:
-                    out[key] = np.array(bundle.read_string(key), dtype=object
-                                        ).reshape(entry.shape)
+            if bundle.is_string(key):
+                out[key] = np.array(bundle.read_string(key), dtype=object).reshape(entry.shape)
                 continue
             out[key] = bundle.read(key)
     except tensor_bundle.TensorBundleError as e:

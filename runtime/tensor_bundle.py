@@ -628,6 +628,14 @@ class TensorBundle:
                 self._entries[key] = entry
         self._data: Dict[int, object] = {}     # shard -> its bytes (mapped)
 
+    def close(self) -> None:
+        """Let go of the data shards mapped so far (reading maps them again)."""
+        self._data.clear()
+
+    def is_string(self, key: str) -> bool:
+        """Whether tensor ``key`` is a DT_STRING tensor (``read_string`` reads it)."""
+        return self.entry(key).dtype == _DT_STRING
+
     def keys(self) -> List[str]:
         """Every tensor's key, sorted (a partitioned tensor once, by its own key)."""
         return list(self._entries)
