@@ -163,7 +163,7 @@ def _padded_batch_c(kc: KernelContext, k: int, o, n: int) -> List[str]:
               "for (int64_t i = 0; i < got; i++) {",
               f"    const {o.ctype} *src = (const {o.ctype} *){e}.data;",
               f"    {o.ctype} *dst = ({o.ctype} *){o.var}.data + i * inner{k};",
-              f"    int64_t count = 1;"]
+              "    int64_t count = 1;"]
     lines += [f"    count *= {e}.dims[{d}];" for d in range(r)]
     lines += ["    for (int64_t j = 0; j < count; j++) {",
               "        int64_t rem = j, off = 0, stride = 1;"]
