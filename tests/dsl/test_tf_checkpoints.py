@@ -108,7 +108,7 @@ def test_the_bundle_writer_writes_tensorflows_bytes(tmp_path):
             assert a.read() == b.read(), suffix
 
 
-def test_a_saved_checkpoint_has_tensorflows_files(tmp_path):
+def test_a_saved_checkpoint_has_tensorflows_files(graph, tmp_path):
     v = tf.Variable(np.arange(3.0, dtype=np.float32), name="v")
     saver = tf.train.Saver()
     with tf.Session() as sess:
