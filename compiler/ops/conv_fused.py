@@ -20,6 +20,11 @@
   pixels; and ``_MaxPoolGradArgmax(orig_input, orig_output, argmax, grad)`` (``relu``: the
   ``_MaxPoolReluGrad`` form, masked where ``orig_output`` is not positive), the pooling
   gradient routed by those places: it does not read ``orig_input`` again (only its shape).
+- ``_MaxPoolGradArgmaxBias(orig_input, orig_output, argmax, grad)``: ``_MaxPoolGradArgmax``'s
+  output and, as ``bias_grad``, that output summed per channel (``BiasAddGrad`` of it): where
+  the pooling gradient is a convolution's output gradient, the convolution's bias gradient
+  comes from the pass that writes it (each window's grad lands at one place, so the sum is
+  of the routed grads), and the filter gradient runs without one.
 
 The C lowering is ``compiler/codegen/c_ops/conv_fused.py``. The reference kernels compose
 the reference kernels of the ops they replace (``_MaxPoolGradArgmax``'s finds the places
@@ -212,6 +217,16 @@ class _WithoutArgmax:
         return self._ctx.error(message)
 
 
+def _grad_argmax_bias_shape(ctx) -> list:
+    dx = _grad_argmax_shape(ctx)[0]
+    return [dx, (dx[3],)]
+
+
+def _grad_argmax_bias_ref(ctx, x, y, argmax, dy):
+    dx = _grad_argmax_ref(ctx, x, y, argmax, dy)
+    return dx, np.sum(dx, axis=(0, 1, 2), dtype=dx.dtype)
+
+
 register_op("_MaxPoolArgmax", inputs=["input: T"], outputs=["output: T", "argmax: u8"],
             attrs=conv._MAX_POOL_ATTRS, shape=_argmax_shape, kernel=_argmax_ref,
             **conv._COMMON,
@@ -223,3 +238,10 @@ register_op("_MaxPoolGradArgmax", inputs=["orig_input: T", "orig_output: T", "ar
             shape=_grad_argmax_shape, kernel=_grad_argmax_ref, **conv._COMMON,
             doc="MaxPoolGrad routed by _MaxPoolArgmax's places (orig_input's data is not "
                 "read); with relu, 0 where orig_output is not positive.")
+register_op("_MaxPoolGradArgmaxBias", inputs=["orig_input: T", "orig_output: T", "argmax: u8",
+                                              "grad: T"],
+            outputs=["output: T", "bias_grad: T"],
+            attrs=conv._MAX_POOL_ATTRS + ["relu: bool = false"],
+            shape=_grad_argmax_bias_shape, kernel=_grad_argmax_bias_ref, **conv._COMMON,
+            doc="_MaxPoolGradArgmax, and its output summed per channel (NHWC: BiasAddGrad of "
+                "it) in the same pass.")

@@ -19,7 +19,15 @@ value used by nothing else):
 - ``y = MaxPool(x)`` with gradients ``MaxPoolGrad(x, y, dy)`` (or ``_MaxPoolReluGrad``) becomes
   ``y, places = _MaxPoolArgmax(x)`` and ``_MaxPoolGradArgmax(x, y, places, dy)``: the forward
   pass records where each maximum is (a byte per output), so the gradient reads those bytes
-  instead of searching ``x`` again (windows of at most 255 pixels).
+  instead of searching ``x`` again (windows of at most 255 pixels);
+- ``_Conv2DBackpropFilterBias(x, sizes, dy)`` whose ``dy`` is a ``_MaxPoolGradArgmax`` (the
+  gradient of ``MaxPool(Relu(Conv2D(x, f) + b))``) becomes ``Conv2DBackpropFilter(x, sizes,
+  dy)`` with ``dy, db = _MaxPoolGradArgmaxBias(...)``: the bias gradient is summed from the
+  routed grads while ``dy`` is written (a sum over a quarter of ``dy``'s size for 2x2 pools),
+  and the filter gradient runs without one. Measured on the 28x28 CNN, batch 64, one thread
+  (``bench_train_cnn.py --profile``, fastest of 40 steps): the first layer's filter gradient
+  went from 1.1-1.3 ms with the bias gradient to 0.5-0.6 ms without, the second's from 6.3 ms
+  to 4.9-5.6 ms, while the sum costs the pooling gradient 0.01-0.04 ms.
 
 Ops in ``compiler/ops/conv_fused.py``; run by the ``fuse-conv`` pass. The fused node keeps
 the last replaced node's name and source location and the control edges of all of them.
@@ -246,6 +254,41 @@ def _fuse_max_pool_argmax(graph: Graph, pool: Node, grads: List[Node]) -> None:
         take_place(graph, grad, routed, ())
 
 
+def match_pool_bias_grad(filter_bias: Node) -> Optional[Node]:
+    """The ``_MaxPoolGradArgmax`` that writes ``filter_bias``'s dy (a
+    ``_Conv2DBackpropFilterBias``) when it can sum the bias gradient instead: on the same
+    device, its output read by no other bias gradient."""
+    if filter_bias.op != "_Conv2DBackpropFilterBias":
+        return None
+    dy = filter_bias.inputs[2]
+    pool_grad = dy.node
+    if pool_grad.op != "_MaxPoolGradArgmax" or not _nhwc(pool_grad) \
+            or not _on_one_device("_MaxPoolGradArgmaxBias", pool_grad, filter_bias):
+        return None
+    others = [u for u in pool_grad.users
+              if u is not filter_bias and u.op in ("_Conv2DBackpropFilterBias", "BiasAddGrad")]
+    return None if others else pool_grad
+
+
+def _fuse_pool_bias_grad(graph: Graph, filter_bias: Node, pool_grad: Node) -> None:
+    """``pool_grad`` also sums the bias gradient; ``filter_bias`` becomes the plain filter
+    gradient (both keep their names, devices and control edges)."""
+    with graph.inserting_before(pool_grad):
+        routed = graph.add_node("_MaxPoolGradArgmaxBias", list(pool_grad.inputs),
+                                dict(pool_grad.attrs), name=f"{pool_grad.name}/bias",
+                                output_types=[pool_grad.output_types[0],
+                                              filter_bias.output_types[1]],
+                                location=pool_grad.location, device=pool_grad.device)
+    graph.replace_all_uses_with(filter_bias.output(1), routed.output(1))
+    take_place(graph, pool_grad, routed, ())
+    with graph.inserting_before(filter_bias):
+        plain = graph.add_node("Conv2DBackpropFilter", list(filter_bias.inputs),
+                               dict(filter_bias.attrs), name=f"{filter_bias.name}/plain",
+                               output_types=[filter_bias.output_types[0]],
+                               location=filter_bias.location, device=filter_bias.device)
+    take_place(graph, filter_bias, plain, ())
+
+
 def _fuse_conv(graph: Graph, m: ConvMatch) -> None:
     fused_ops = ["BiasAdd"] + (["Add"] if m.residual is not None else []) + \
         ([m.act] if m.act else [])
@@ -304,6 +347,11 @@ def fuse_conv(graph: Graph) -> bool:
                 changed = True
     if resort:
         graph.topo_sort()
+    for node in list(graph):            # after the fusions above made both
+        pool_grad = match_pool_bias_grad(node) if node in graph else None
+        if pool_grad is not None:
+            _fuse_pool_bias_grad(graph, node, pool_grad)
+            changed = True
     return changed
 
 

@@ -184,7 +184,7 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
     check_output_sizes(kc, geo)
     want = geo.out_dims()
     checked = (([len(ins) - 1] if has_grad else []) + ([1] if op == "MaxPoolGrad" else [])
-               + ([2] if kc.node.op == "_MaxPoolGradArgmax" else []))
+               + ([2] if kc.node.op in _ARGMAX_GRADS else []))
     for i in checked:
         name = get_op(kc.node.op).inputs[i].name
         for d in range(4):
@@ -207,14 +207,20 @@ def _out_dims(kc: CKernelContext) -> List[List[str]]:
         return [dims, [geo.o]]
     if kc.node.op == "_MaxPoolArgmax":
         return [dims, dims]
+    if kc.node.op == "_MaxPoolGradArgmaxBias":
+        return [dims, [geo.x[3]]]
     return [dims]
+
+
+# The pooling gradients routed by _MaxPoolArgmax's places (the second also sums dx per channel).
+_ARGMAX_GRADS = ("_MaxPoolGradArgmax", "_MaxPoolGradArgmaxBias")
 
 
 # Fused ops made by the fuse-conv pass (compiler/ops/conv_fused.py) that run the helper of
 # the op they extend, with its epilogue switched on.
 _BASE_OPS = {"_FusedConv2D": "Conv2D", "_MaxPoolReluGrad": "MaxPoolGrad",
              "_Conv2DBackpropFilterBias": "Conv2DBackpropFilter", "_MaxPoolArgmax": "MaxPool",
-             "_MaxPoolGradArgmax": "MaxPoolGrad"}
+             "_MaxPoolGradArgmax": "MaxPoolGrad", "_MaxPoolGradArgmaxBias": "MaxPoolGrad"}
 
 
 def base_op(op: str) -> str:
@@ -230,8 +236,9 @@ def _epilogue_args(kc: CKernelContext) -> List[str]:
         return epilogue_args(kc, _c_geometry(kc).out_dims())
     if op in ("MaxPoolGrad", "_MaxPoolReluGrad"):
         return ["1" if op == "_MaxPoolReluGrad" else "0"]
-    if op == "_MaxPoolGradArgmax":
-        return ["1" if kc.attr("relu") else "0"]
+    if op in _ARGMAX_GRADS:
+        return ["1" if kc.attr("relu") else "0",
+                kc.outputs[1].data if op == "_MaxPoolGradArgmaxBias" else "NULL"]
     if op == "_MaxPoolArgmax":
         return [kc.out.data, kc.outputs[1].data]
     if op == "Conv2DBackpropFilter":
@@ -250,6 +257,7 @@ _CALLS = {
     "MaxPoolGrad": ("flowc_max_pool_grad", (0, 2)),
     "_MaxPoolArgmax": ("flowc_max_pool_argmax", (0,)),
     "_MaxPoolGradArgmax": ("flowc_max_pool_grad_argmax", (1, 2, 3)),
+    "_MaxPoolGradArgmaxBias": ("flowc_max_pool_grad_argmax", (1, 2, 3)),
     "AvgPoolGrad": ("flowc_avg_pool_grad", (1,)),
 }
 

@@ -16,5 +16,5 @@ from compiler.ops import conv_fused  # noqa: F401  (registers the ops this modul
 
 set_c_kernel("_FusedDepthwiseConv2dNative", emit_depthwise, depthwise_out_dims)
 for _name in ("_FusedConv2D", "_MaxPoolReluGrad", "_Conv2DBackpropFilterBias", "_MaxPoolArgmax",
-              "_MaxPoolGradArgmax"):
+              "_MaxPoolGradArgmax", "_MaxPoolGradArgmaxBias"):
     set_c_kernel(_name, emit_conv, _out_dims)

@@ -36,3 +36,21 @@ def test_tile_pool_gradients_match_the_interpreter(graph, rng, relu):
     dx = got["dx0_float32"]
     assert not dx[:, 6, :, :].any() and not dx[:, :, 8, :].any()
     assert not got["dx1_float32"][:, 2::3, :, :].any()
+
+
+@pytest.mark.parametrize("npt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_argmax_pooling_keeps_the_first_maximum_with_ties_and_nans(graph, rng, npt):
+    """_MaxPoolArgmax/_MaxPoolGradArgmax over whole vectors of channels and the rest: ties go
+    to the first pixel, a NaN first in its window stays (and takes the gradient), a later NaN
+    is passed over, as the interpreter does."""
+    dtype = fl.float64 if npt is np.float64 else fl.float32
+    shape = (2, 6, 5, 19)
+    x = fl.placeholder(dtype, shape, name="x")
+    y = fl.nn.max_pool(x * 1.0, 2, 2, "SAME")
+    cot = fl.constant(rng.standard_normal(y.shape.as_list()).astype(npt))
+    dx = fl.gradients(fl.reduce_sum(y * cot), [x])[0]
+    xv = np.round(rng.uniform(-2, 2, shape)).astype(npt)
+    xv[0, 0, 0, :7] = np.nan            # first pixel of its windows
+    xv[1, 3, 1, 5:] = np.nan            # last pixel of its windows
+    got = check_against_interpreter(graph, {"y": y, "dx": dx}, {x: xv})
+    assert np.isnan(got["y"][0, 0, 0, :7]).all() and not np.isnan(got["y"][1]).any()

@@ -251,3 +251,44 @@ def test_filter_and_bias_gradients_fuse_and_match_the_interpreter(graph, rng):
     for i, (xs, *_rest) in enumerate(LAYER_CASES):             # empty batches at run time
         feed[graph.get_tensor_by_name(f"x{i}:0")] = np.zeros((0, *xs[1:]), np.float32)
     check_against_interpreter(graph, grads, feed)
+
+
+# (input shape, filter shape, window, stride, padding, relu, dtype): a convolution layer under
+# a max pool: windows that tile the input (rows and columns left out on odd sizes), that
+# overlap, channels below, at and above one vector's lanes, float64
+POOLED_LAYER_CASES = [
+    ((2, 9, 7, 3), (3, 3, 3, 8), 2, 2, "VALID", True, np.float32),
+    ((1, 8, 8, 2), (3, 3, 2, 19), 2, 2, "SAME", True, np.float32),
+    ((2, 7, 6, 4), (3, 3, 4, 5), 3, 2, "SAME", True, np.float32),
+    ((2, 6, 6, 3), (1, 1, 3, 6), 2, 2, "VALID", False, np.float32),
+    ((2, 7, 7, 2), (3, 3, 2, 6), 2, 2, "VALID", True, np.float64),
+]
+
+
+def test_a_pooled_layer_sums_its_bias_gradient_in_the_pooling_gradient(graph, rng):
+    grads, feed, feeds = {}, {}, []
+    for i, (xs, fs, k, s, padding, relu, npt) in enumerate(POOLED_LAYER_CASES):
+        dtype = fl.float64 if npt is np.float64 else fl.float32
+        x = fl.placeholder(dtype, [None, *xs[1:]], name=f"x{i}")
+        f = fl.placeholder(dtype, fs, name=f"f{i}")
+        b = fl.placeholder(dtype, [fs[3]], name=f"b{i}")
+        h = fl.nn.bias_add(fl.nn.conv2d(x, f, 1, "SAME"), b)
+        pooled = fl.nn.max_pool(fl.nn.relu(h) if relu else h, k, s, padding)
+        weights = fl.constant(_normal(rng, list(pooled.shape)[1:], npt))
+        df, db = fl.gradients(fl.reduce_sum(pooled * weights), [f, b])
+        grads.update({f"filter{i}": df, f"bias{i}": db})
+        # rounded: ties in windows, zeros after the ReLU
+        feed.update({x: np.round(rng.uniform(-2, 2, xs)).astype(npt),
+                     f: np.round(rng.uniform(-1, 1, fs)).astype(npt),
+                     b: np.round(rng.uniform(-1, 1, fs[3])).astype(npt)})
+        feeds += [x, f, b]
+    ops = _ops(list(grads.values()), feeds)
+    cases = len(POOLED_LAYER_CASES)
+    assert ops.count("_MaxPoolGradArgmaxBias") == ops.count("Conv2DBackpropFilter") == cases
+    assert "_Conv2DBackpropFilterBias" not in ops and "BiasAddGrad" not in ops
+    assert "_MaxPoolGradArgmax" not in ops
+    check_against_interpreter(graph, grads, feed)
+    for i, (xs, *_rest) in enumerate(POOLED_LAYER_CASES):      # empty batches at run time
+        feed[graph.get_tensor_by_name(f"x{i}:0")] = np.zeros((0, *xs[1:]), _rest[-1])
+    got = check_against_interpreter(graph, grads, feed)
+    assert not any(got[f"bias{i}"].any() for i in range(cases))
