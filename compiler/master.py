@@ -25,8 +25,8 @@ from compiler.build_cache import artifact_cache_dir
 from compiler.codegen.instrument import Instrumentation
 from compiler.gc_pause import gc_paused
 from compiler.options import PipelineOptions, resolve_options
-from compiler.step import (StepGraph, cached_step_key, gpu_archs_tag, optimize, record_step_key,
-                           source_key, step_key, write_artifact)
+from compiler.step import (StepGraph, StepRequest, cached_step_key, gpu_archs_tag, optimize,
+                           record_step_key, source_key, step_key, write_artifact)
 from runtime.artifact import Artifact, load_artifact
 from runtime.errors import FlowcError
 from runtime.verified_files import VerificationRecord
@@ -100,11 +100,13 @@ def _dump_per_step(step: StepGraph, options: PipelineOptions, instrumentation: I
     return dataclasses.replace(options, dump_to=os.path.join(options.dump_to, folder))
 
 
-def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch = None,
-                 load: Loader = load_artifact, profiled: bool = False) -> Artifact:
+def compile_step(step: Union[StepGraph, StepRequest], options: PipelineOptions,
+                 cuda_arch: CudaArch = None, load: Loader = load_artifact,
+                 profiled: bool = False) -> Artifact:
     """Compile ``step`` (not yet optimized) with ``options`` (``FLOWC_FLAGS`` merged under
     them) to a loaded artifact: from the cache when the same step was compiled before, with
     no passes run; else run the passes, build, and remember the step for next time.
+    A ``StepRequest`` is made into its step graph only when the cache does not have it.
     ``profiled``: with kernel timers whatever the options say (a traced run's own build)."""
     effective = resolve_options(options)
     instrumentation = Instrumentation.from_options(effective)
@@ -117,6 +119,9 @@ def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch 
     key = cached_step_key(cache, source)
     artifact = load_cached(artifact_path(key), load) if key else None
     if artifact is None:
+        if isinstance(step, StepRequest):
+            with gc_paused():       # a copy of the graph: objects that live on
+                step = step.make()
         if effective.dump_to:
             options = _dump_per_step(step, effective, instrumentation, archs)
         # the passes and the emitter make a graph's worth of objects that live on: scanning

@@ -122,6 +122,53 @@ def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Out
                      [tensor_name(f) for f in fetches])
 
 
+@dataclass
+class StepRequest:
+    """A step not made yet: what ``make_step_graph`` takes, and the devices asked of some of
+    its nodes (``devices``: node name -> device spec, set on the step's copies of them).
+    ``compile_step`` keys it (``source_key``) from the graph's digest, remembered per graph
+    revision, and these few arguments: a step already in the cache is loaded without copying
+    the graph, which for a 10,000-node graph was most of a warm start."""
+    graph: Graph
+    feeds: Sequence[Output]
+    fetches: Sequence[Output]
+    targets: Sequence[Node] = ()
+    feed_shapes: Optional[Sequence[Optional[tuple]]] = None
+    feed_values: Optional[Sequence[Optional[np.ndarray]]] = None
+    devices: Dict[str, str] = field(default_factory=dict)
+
+    def make(self) -> StepGraph:
+        """The step graph (``make_step_graph``), its nodes in ``devices`` on their devices."""
+        step = make_step_graph(self.graph, self.feeds, self.fetches, self.targets,
+                               self.feed_shapes, self.feed_values)
+        for name, device in sorted(self.devices.items()):
+            step.graph.node(name).device = device
+        return step
+
+    def identity(self) -> bytes:
+        """What decides the step graph ``make`` gives: the graph's digest, the feeds, fetches
+        and targets by name, the shapes and values fed for, the devices asked, and the state
+        of the graph's name counter for the names ``make_step_graph`` gives new nodes."""
+        h = hashlib.sha256(b"step request\0" + graph_digest(self.graph))
+        values = None if self.feed_values is None else [
+            None if v is None else [np.asarray(v).dtype.str, list(np.shape(v)),
+                                    hashlib.sha256(np.ascontiguousarray(v).reshape(-1)
+                                                   .view(np.uint8)).hexdigest()]
+            for v in self.feed_values]
+        shapes = None if self.feed_shapes is None else [
+            None if s is None else [None if d is None else int(d) for d in s]
+            for s in self.feed_shapes]
+        counts = self.graph._name_counts
+        new_names = ([feed_placeholder_name(f) for f in self.feeds]
+                     + [f"{feed_placeholder_name(f)}/_value" for f in self.feeds]
+                     + [f"_retval{i}" for i in range(len(self.fetches))] + ["_sink"])
+        h.update(json.dumps([[f.name for f in self.feeds], [f.name for f in self.fetches],
+                             sorted(t.name for t in self.targets), shapes, values,
+                             sorted(self.devices.items()),
+                             [counts.get(n, 0) for n in new_names]]).encode())
+        return h.digest()
+
+
 def _read_as_constant(g: Graph, placeholder: Output, value: np.ndarray) -> Output:
     """Make the users of ``placeholder`` read ``value`` as a constant instead."""
     value = np.ascontiguousarray(value, dtype=placeholder.dtype.np)
@@ -435,7 +482,7 @@ def _sources_digest() -> bytes:
     return h.digest()
 
 
-def source_key(step: StepGraph, options: PipelineOptions,
+def source_key(step: Union[StepGraph, StepRequest], options: PipelineOptions,
                instrumentation: Instrumentation = Instrumentation(),
                gpu_archs: str = "") -> Optional[str]:
     """Content hash of a step graph *before* its passes, with its feed/fetch names and specs
@@ -446,13 +493,19 @@ def source_key(step: StepGraph, options: PipelineOptions,
     None when the options ask the passes to show something (IR dumps, pass timings, the
     placement log), which a start from the cache would skip. ``gpu_archs``: what the GPU
     modules are built for (``gpu_archs_tag``), so a build for the CUDA simulator or for
-    another GPU is never taken for this one's."""
+    another GPU is never taken for this one's. A ``StepRequest`` is keyed without being
+    made: by its ``identity``, which decides the step graph it makes."""
     if (options.print_ir_after or options.print_ir_after_all or options.print_ir_before_all
             or options.dump_to or options.time_passes or options.log_device_placement):
         return None
-    h = hashlib.sha256(b"before passes\0" + graph_digest(step.graph))
-    h.update(json.dumps([step.feed_names, step.fetch_names, repr(options)]).encode())
-    h.update(b"\0specs\0" + _specs_text(step).encode())
+    if isinstance(step, StepRequest):
+        # the step graph is a function of these (``StepRequest.identity``): its specs too
+        h = hashlib.sha256(b"request before passes\0" + step.identity())
+        h.update(json.dumps([repr(options)]).encode())
+    else:
+        h = hashlib.sha256(b"before passes\0" + graph_digest(step.graph))
+        h.update(json.dumps([step.feed_names, step.fetch_names, repr(options)]).encode())
+        h.update(b"\0specs\0" + _specs_text(step).encode())
     if instrumentation:
         h.update(instrumentation.tag.encode())
     if gpu_archs:
@@ -472,14 +525,24 @@ PARALLEL_DIGEST_BYTES = 4 << 20
 def graph_digest(graph: Graph) -> bytes:
     """SHA-256 of a graph's IR text with, in place of each big constant's text, the SHA-256
     of its bytes (the text of a ResNet's 46 MB of weights took longer to make than its C took
-    to compile; the start of a cached step hashes the graph too)."""
+    to compile; the start of a cached step hashes the graph too). Remembered until the graph
+    changes (``Graph.remembered``): a new session over the same graph does not hash it again.
+    The constants hashed are made read-only, so no edit in place can go unseen."""
+    return graph.remembered("digest", lambda: _graph_digest(graph))
+
+
+def _graph_digest(graph: Graph) -> bytes:
     h = hashlib.sha256(f"graph @{graph.name}\n".encode())
     arrays: List[np.ndarray] = []
     pieces: List[Union[bytes, int]] = []        # text, or the index of an array's digest
     for n in graph:
-        big = sorted(k for k, v in n.attrs.items()
-                     if isinstance(v, np.ndarray) and v.size > INLINE_ELEMENTS
-                     and v.dtype.kind != "O")
+        big = []
+        for k, v in n.attrs.items():
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False       # edited in place, it would keep its digest
+                if v.size > INLINE_ELEMENTS and v.dtype.kind != "O":
+                    big.append(k)
+        big.sort()
         lhs, rhs, trailer = node_text(n, hide_attrs=big)
         pieces.append(f"{lhs} = {rhs}{trailer}\n".encode())
         for k in big:
