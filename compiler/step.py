@@ -13,6 +13,7 @@ import errno
 import functools
 import hashlib
 import json
+import marshal
 import os
 import shutil
 import stat
@@ -31,9 +32,9 @@ from compiler.codegen.instrument import Instrumentation, origins_of
 from compiler.codegen.onednn import onednn_tag
 from compiler.errors import CompileError
 from compiler.ir.graph import Graph, Node, Output
-from compiler.ir.attr_text import INLINE_ELEMENTS
-from compiler.ir.printer import node_text, print_graph
-from compiler.ir.types import TensorType
+from compiler.ir.attr_text import INLINE_ELEMENTS, format_attr
+from compiler.ir.printer import print_graph
+from compiler.ir.types import DType, TensorType
 from compiler.passes.manager import PassManager
 from compiler.options import PipelineOptions, code_tag
 from compiler.passes.partition import device_label, split_by_device
@@ -531,29 +532,80 @@ def graph_digest(graph: Graph) -> bytes:
     return graph.remembered("digest", lambda: _graph_digest(graph))
 
 
+# Version 2 of marshal's format: binary floats, and no back-references (version 3 writes
+# an object seen twice as a reference, so equal records could give different bytes).
+_MARSHAL_VERSION = 2
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_DTYPE_TAGS = {dt: b"dtype:" + dt.ir_name.encode() for dt in DType}
+
+
 def _graph_digest(graph: Graph) -> bytes:
-    h = hashlib.sha256(f"graph @{graph.name}\n".encode())
+    """The SHA-256 of the graph's canonical records, one per node in order: name, op, inputs,
+    control inputs, attrs (sorted), output types, device, assigned device and location,
+    written by ``marshal`` in one call. Every field the IR text has is there, so two graphs
+    whose text differs never share a digest; the records take a fifth of the text's time.
+    A big constant is recorded by its dtype, shape and the SHA-256 of its bytes (hashed
+    after the records, two threads at once where they are big)."""
     arrays: List[np.ndarray] = []
-    pieces: List[Union[bytes, int]] = []        # text, or the index of an array's digest
-    for n in graph:
-        big = []
-        for k, v in n.attrs.items():
-            if isinstance(v, np.ndarray):
-                v.flags.writeable = False       # edited in place, it would keep its digest
-                if v.size > INLINE_ELEMENTS and v.dtype.kind != "O":
-                    big.append(k)
-        big.sort()
-        lhs, rhs, trailer = node_text(n, hide_attrs=big)
-        pieces.append(f"{lhs} = {rhs}{trailer}\n".encode())
-        for k in big:
-            v = np.ascontiguousarray(n.attrs[k])
-            pieces.append(f"{k}={v.dtype.str}{list(v.shape)}\0".encode())
-            pieces.append(len(arrays))
-            arrays.append(v)
-    digests = _array_digests(arrays)
-    for piece in pieces:
-        h.update(digests[piece] if type(piece) is int else piece)
+    records: list = [graph.name]
+    append = records.append
+    plain = _PLAIN
+    dtype_tags = _DTYPE_TAGS
+    for n in graph._nodes:
+        attrs = n.attrs
+        if attrs:
+            items = []
+            for k in sorted(attrs):
+                v = attrs[k]
+                t = type(v)
+                if t in plain:
+                    items.append((k, v))
+                elif t is DType:
+                    items.append((k, dtype_tags[v]))
+                else:
+                    items.append((k, _attr_record(v, arrays)))
+        else:
+            items = None
+        append((n.name, n.op,
+                [i.node.name if not i.index else (i.node.name, i.index) for i in n._inputs],
+                [c.name for c in n._control_inputs] if n._control_inputs else None,
+                items,
+                [(dtype_tags[t.dtype], t.shape) for t in n.output_types],
+                n.device, n.assigned_device,
+                None if n.location is None else tuple(n.location)))
+    h = hashlib.sha256(b"graph records\0")
+    h.update(marshal.dumps(records, _MARSHAL_VERSION))
+    for digest in _array_digests(arrays):
+        h.update(digest)
     return h.digest()
+
+
+def _attr_record(value, arrays: List[np.ndarray]):
+    """An attr value that is not a str, int, float, bool, None or DType, as a marshal-able
+    record whose type no plain value has (bytes tags): arrays by dtype, shape and bytes (a
+    big one by its place in ``arrays``, hashed apart), numpy scalars by dtype and bytes,
+    lists and tuples item by item. An array recorded is made read-only: edited in place,
+    its graph would keep its digest."""
+    t = type(value)
+    if t is np.ndarray or isinstance(value, np.ndarray):
+        value.flags.writeable = False
+        dtype = (value.dtype.str, str(value.dtype))
+        shape = tuple(value.shape)
+        if value.dtype.kind == "O":                 # strings: their text
+            return (b"text", format_attr(value))
+        if value.size > INLINE_ELEMENTS:
+            arrays.append(np.ascontiguousarray(value))
+            return (b"big array", dtype, shape, len(arrays) - 1)
+        return (b"array", dtype, shape, np.ascontiguousarray(value).tobytes())
+    if t is list or t is tuple:
+        items = [v if type(v) in _PLAIN else (_DTYPE_TAGS[v] if type(v) is DType
+                                              else _attr_record(v, arrays)) for v in value]
+        return (b"list" if t is list else b"tuple", items)
+    if isinstance(value, (np.bool_, np.integer, np.floating)):
+        return (b"numpy", value.dtype.str, value.tobytes())
+    if isinstance(value, (str, int, float)):        # subclasses (an IntEnum): their text
+        return (b"text", type(value).__name__, format_attr(value))
+    return (b"text", format_attr(value))            # raises for what the IR cannot hold
 
 
 def _array_digests(arrays: Sequence[np.ndarray]) -> List[bytes]:

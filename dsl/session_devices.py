@@ -84,6 +84,13 @@ def variable_pins(graph: Graph, placed: Dict[str, str],
     return pins
 
 
+def pin_variables(graph: Graph, placed: Dict[str, str],
+                  off_gpu: Optional[Dict[str, str]] = None) -> None:
+    """Set ``variable_pins`` on ``graph``'s own nodes (a step graph made apart)."""
+    for name, device in variable_pins(graph, placed, off_gpu).items():
+        graph.node(name).device = device
+
+
 def variables_kept_off_the_gpu(graph: Graph, cpu: str) -> Dict[str, str]:
     """Variables of the whole ``graph`` that must live on ``cpu`` (shared name -> ``cpu``):
     their colocation group has an op without a GPU kernel

@@ -219,3 +219,71 @@ def test_the_same_graph_in_a_new_session_loads_its_step_without_copying_it(tmp_p
     g.node("act").attrs["alpha"] = 0.5
     np.testing.assert_allclose(_run(g, x, out), _expected(2.0, 0.5), rtol=1e-6)
     assert calls.count("make_step_graph") == 1
+
+
+# --- the graph digest: every field of a node's text, and the same in every process ---------
+
+def _digest_graph():
+    g = fl.Graph("digested")
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 3], name="x")
+        w = fl.constant(np.arange(60, dtype=np.float32).reshape(3, 20), name="w")   # big
+        b = fl.constant(np.float32(0.5), name="b")
+        y = fl.nn.leaky_relu(fl.matmul(x, w) + b, alpha=0.1, name="y")
+        with fl.control_dependencies([b]):
+            z = fl.identity(y, name="z")
+    return g, z
+
+
+def _edits():
+    from compiler.ir.location import SourceLocation
+    from compiler.ir.types import TensorType
+    def retype(g):
+        g.node("z").output_types[0] = TensorType(fl.float32, (None, 21))
+    return {
+        "rename": lambda g: g.rename(g.node("z"), "z2"),
+        "graph name": lambda g: setattr(g, "name", "other"),
+        "op": lambda g: setattr(g.node("z"), "op", "StopGradient"),
+        "attr": lambda g: g.node("y").attrs.__setitem__("alpha", 0.2),
+        "attr added": lambda g: g.node("y").attrs.__setitem__("extra", [1, 2]),
+        "small constant": lambda g: g.node("b").attrs.__setitem__(
+            "value", np.float32(0.25) * np.ones((), np.float32)),
+        "big constant": lambda g: g.node("w").attrs.__setitem__(
+            "value", np.arange(1, 61, dtype=np.float32).reshape(3, 20)),
+        "type": retype,
+        "device": lambda g: setattr(g.node("y"), "device", "/device:CPU:1"),
+        "assigned device": lambda g: setattr(g.node("y"), "assigned_device",
+                                             "/job:localhost/replica:0/task:0/device:CPU:0"),
+        "location": lambda g: setattr(g.node("y"), "location", SourceLocation("m.py", 1, 2)),
+        "input": lambda g: g.node("z").set_input(0, g.node("b").output(0)),
+        "control input": lambda g: g.node("z").remove_control_input(g.node("b")),
+    }
+
+
+@pytest.mark.parametrize("edit", sorted(_edits()))
+def test_every_edit_changes_the_version_and_the_digest(edit):
+    from compiler.step import graph_digest
+    g, _ = _digest_graph()
+    before, version = graph_digest(g), g.version
+    _edits()[edit](g)
+    assert g.version > version
+    assert graph_digest(g) != before
+    fresh, _ = _digest_graph()
+    assert graph_digest(fresh) == before and graph_digest(fresh) != graph_digest(g)
+
+
+def test_the_digest_is_the_same_in_another_process():
+    """A warm start in a new process finds the step by the digest of the graph it builds:
+    the digest depends on the graph's content only, not on which objects it shares."""
+    import subprocess
+    import sys
+    from compiler.step import graph_digest
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    code = ("import sys; sys.path[:0] = [%r, %r]; import test_step_cache_keys as t; "
+            "from compiler.step import graph_digest; print(graph_digest(t._digest_graph()[0])"
+            ".hex())" % (root, here))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=os.getcwd())
+    g, _ = _digest_graph()
+    assert out.stdout.split()[-1] == graph_digest(g).hex()
