@@ -533,79 +533,81 @@ def graph_digest(graph: Graph) -> bytes:
 
 
 # Version 2 of marshal's format: binary floats, and no back-references (version 3 writes
-# an object seen twice as a reference, so equal records could give different bytes).
+# an object seen twice as a reference, so equal columns could give different bytes).
 _MARSHAL_VERSION = 2
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_DTYPE_NAMES = {dt: dt.ir_name for dt in DType}
 _DTYPE_TAGS = {dt: b"dtype:" + dt.ir_name.encode() for dt in DType}
 
 
 def _graph_digest(graph: Graph) -> bytes:
-    """The SHA-256 of the graph's canonical records, one per node in order: name, op, inputs,
-    control inputs, attrs (sorted), output types, device, assigned device and location,
-    written by ``marshal`` in one call. Every field the IR text has is there, so two graphs
-    whose text differs never share a digest; the records take a fifth of the text's time.
-    A big constant is recorded by its dtype, shape and the SHA-256 of its bytes (hashed
-    after the records, two threads at once where they are big)."""
+    """The SHA-256 of the graph's canonical form: its nodes in order as columns (names, ops,
+    inputs, control inputs, attrs sorted by key, output types, devices, assigned devices,
+    locations), written by ``marshal`` in one call. Every field of the IR text is there, so
+    two graphs whose text differs never share a digest; and each column is one list
+    comprehension, so a 10,000-node graph hashes in a fraction of the time its text took.
+    A big constant is in the columns by its dtype, shape and place among the big arrays,
+    whose SHA-256 follow (two threads at once where they are big)."""
     arrays: List[np.ndarray] = []
-    records: list = [graph.name]
-    append = records.append
-    plain = _PLAIN
-    dtype_tags = _DTYPE_TAGS
-    for n in graph._nodes:
-        attrs = n.attrs
-        if attrs:
-            items = []
-            for k in sorted(attrs):
-                v = attrs[k]
-                t = type(v)
-                if t in plain:
-                    items.append((k, v))
-                elif t is DType:
-                    items.append((k, dtype_tags[v]))
-                else:
-                    items.append((k, _attr_record(v, arrays)))
-        else:
-            items = None
-        append((n.name, n.op,
-                [i.node.name if not i.index else (i.node.name, i.index) for i in n._inputs],
-                [c.name for c in n._control_inputs] if n._control_inputs else None,
-                items,
-                [(dtype_tags[t.dtype], t.shape) for t in n.output_types],
-                n.device, n.assigned_device,
-                None if n.location is None else tuple(n.location)))
-    h = hashlib.sha256(b"graph records\0")
-    h.update(marshal.dumps(records, _MARSHAL_VERSION))
+    nodes = graph._nodes
+    inputs = [i for n in nodes for i in n._inputs]
+    types = [t for n in nodes for t in n.output_types]
+    attrs = [sorted(n.attrs.items()) for n in nodes]
+    plain, tags = _PLAIN, _DTYPE_TAGS
+    locations = [n.location for n in nodes]
+    files: Dict[str, int] = {}
+    columns = (
+        "graph columns", graph.name,
+        [n.name for n in nodes],
+        [n.op for n in nodes],
+        [len(n._inputs) for n in nodes],
+        [i.node.name for i in inputs],
+        [i.index for i in inputs],
+        [[c.name for c in n._control_inputs] if n._control_inputs else None for n in nodes],
+        [len(a) for a in attrs],
+        [k for a in attrs for k, _ in a],
+        [v if type(v) in plain else tags[v] if type(v) is DType else _attr_record(v, arrays)
+         for a in attrs for _, v in a],
+        [len(n.output_types) for n in nodes],
+        [_DTYPE_NAMES[t.dtype] for t in types],
+        [t.shape for t in types],
+        [n.device for n in nodes],
+        [n.assigned_device for n in nodes],
+        [-1 if loc is None else files.setdefault(loc.file, len(files)) for loc in locations],
+        list(files),
+        [0 if loc is None else loc.line for loc in locations],
+        [0 if loc is None else loc.col for loc in locations],
+    )
+    h = hashlib.sha256(marshal.dumps(columns, _MARSHAL_VERSION))
     for digest in _array_digests(arrays):
         h.update(digest)
     return h.digest()
 
 
 def _attr_record(value, arrays: List[np.ndarray]):
-    """An attr value that is not a str, int, float, bool, None or DType, as a marshal-able
-    record whose type no plain value has (bytes tags): arrays by dtype, shape and bytes (a
-    big one by its place in ``arrays``, hashed apart), numpy scalars by dtype and bytes,
-    lists and tuples item by item. An array recorded is made read-only: edited in place,
-    its graph would keep its digest."""
+    """An attr value that is not a str, int, float, bool, None or DType, as a tuple marshal
+    writes, tagged by bytes (which no attr value is, so none can pass for another): an
+    array by its dtype, shape and bytes (a big one by its place in ``arrays``, hashed
+    apart), a numpy scalar by its dtype and bytes, a list or tuple item by item. An array
+    is made read-only here: edited in place, its graph would keep its digest."""
     t = type(value)
-    if t is np.ndarray or isinstance(value, np.ndarray):
+    if t is list or t is tuple:
+        return (b"list", [v if type(v) in _PLAIN else _DTYPE_TAGS[v] if type(v) is DType
+                          else _attr_record(v, arrays) for v in value])
+    if isinstance(value, np.ndarray):
         value.flags.writeable = False
         dtype = (value.dtype.str, str(value.dtype))
-        shape = tuple(value.shape)
         if value.dtype.kind == "O":                 # strings: their text
             return (b"text", format_attr(value))
         if value.size > INLINE_ELEMENTS:
             arrays.append(np.ascontiguousarray(value))
-            return (b"big array", dtype, shape, len(arrays) - 1)
-        return (b"array", dtype, shape, np.ascontiguousarray(value).tobytes())
-    if t is list or t is tuple:
-        items = [v if type(v) in _PLAIN else (_DTYPE_TAGS[v] if type(v) is DType
-                                              else _attr_record(v, arrays)) for v in value]
-        return (b"list" if t is list else b"tuple", items)
-    if isinstance(value, (np.bool_, np.integer, np.floating)):
+            return (b"big array", dtype, tuple(value.shape), len(arrays) - 1)
+        return (b"array", dtype, tuple(value.shape), np.ascontiguousarray(value).tobytes())
+    if isinstance(value, (np.bool_, np.number)):
         return (b"numpy", value.dtype.str, value.tobytes())
-    if isinstance(value, (str, int, float)):        # subclasses (an IntEnum): their text
-        return (b"text", type(value).__name__, format_attr(value))
-    return (b"text", format_attr(value))            # raises for what the IR cannot hold
+    # subclasses of str, int, float, list and tuple as the IR writes them; format_attr
+    # raises for what the IR cannot hold
+    return (b"text", format_attr(value))
 
 
 def _array_digests(arrays: Sequence[np.ndarray]) -> List[bytes]:
