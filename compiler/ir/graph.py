@@ -177,6 +177,7 @@ def _output_types(node: "Node", types) -> OutputTypes:
 
 
 # What a node's text (and so a step's cache key) is made of: setting one bumps the version.
+_set = object.__setattr__
 _CONTENT_FIELDS = frozenset({"name", "op", "attrs", "output_types", "device",
                              "assigned_device", "location"})
 
@@ -229,19 +230,20 @@ class Node:
     def __init__(self, graph: "Graph", name: str, op: str, attrs: Dict[str, Any],
                  output_types: List[TensorType], device: str = "",
                  location: Optional[SourceLocation] = None):
-        # Straight into __dict__: a new node changes no graph yet (``__setattr__`` below).
-        d = self.__dict__
-        d["graph"] = graph
-        d["name"] = name
-        d["op"] = op
-        d["attrs"] = _node_attrs(self, attrs)
-        d["output_types"] = _output_types(self, output_types)
-        d["device"] = device                 # requested device spec (may be partial)
-        d["assigned_device"] = ""            # set by placement
-        d["location"] = location
-        d["_inputs"] = ()                    # a tuple: ``inputs`` hands it out as is
-        d["_control_inputs"] = []
-        d["users"] = _Users()                # user node -> number of edges (data + control)
+        # Past ``__setattr__`` (a new node changes no graph yet), and not through
+        # ``self.__dict__``, which would make each node a dict of its own (slower to build,
+        # more for the cyclic collector to walk).
+        _set(self, "graph", graph)
+        _set(self, "name", name)
+        _set(self, "op", op)
+        _set(self, "attrs", _node_attrs(self, attrs))
+        _set(self, "output_types", _output_types(self, output_types))
+        _set(self, "device", device)                 # requested device spec (may be partial)
+        _set(self, "assigned_device", "")            # set by placement
+        _set(self, "location", location)
+        _set(self, "_inputs", ())                    # a tuple: ``inputs`` hands it out as is
+        _set(self, "_control_inputs", [])
+        _set(self, "users", _Users())                # user node -> number of edges (data + control)
 
     def __setattr__(self, key: str, value) -> None:
         """Setting what the node's text is made of (op, attrs, types, devices, location,
@@ -252,15 +254,13 @@ class Node:
                 value = _node_attrs(self, value)
             elif key == "output_types":
                 value = _output_types(self, value)
-            self.__dict__[key] = value
-            self._changed()
+            _set(self, key, value)
+            self.graph._touch()
         else:
-            object.__setattr__(self, key, value)
+            _set(self, key, value)
 
     def _changed(self) -> None:
-        graph = self.__dict__.get("graph")
-        if graph is not None:
-            graph._touch()
+        self.graph._touch()
 
     # --- edges -------------------------------------------------------------------------
     @property
@@ -487,7 +487,7 @@ class Graph:
         else:
             name = self.unique_name(name or op)
         node = Node(self, name, op, dict(attrs) if attrs else {}, output_types, device, location)
-        node.__dict__["_inputs"] = tuple(inputs)   # a new node: no old inputs to leave
+        _set(node, "_inputs", tuple(inputs))   # a new node: no old inputs to leave
         for new in inputs:
             users = new.node.users
             users[node] = users.get(node, 0) + 1
@@ -607,13 +607,13 @@ class Graph:
                 inputs = [stand_in if i is None else i for i in inputs]
             m = Node(g, n.name, n.op, _copy_attrs(n.attrs), n.output_types, n.device,
                      n.location)
-            m.__dict__["_inputs"] = tuple(inputs)
+            _set(m, "_inputs", tuple(inputs))
             for i in inputs:
                 users = i.node.users
                 users[m] = users.get(m, 0) + 1
             for c in n._control_inputs:
                 m.add_control_input(mapping[c])
-            m.__dict__["assigned_device"] = n.assigned_device
+            _set(m, "assigned_device", n.assigned_device)
             nodes.append(m)
             by_name[m.name] = m
             mapping[n] = m
