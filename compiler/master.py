@@ -7,8 +7,12 @@ The cache (``FLOWC_CACHE_DIR``/artifacts) holds artifacts named by ``step_key``:
 hash of the optimized step, every feed's and fetch's spec (name, dtype, shape: also of a fed
 placeholder the step does not use), its instrumentation, GPU architectures, code-changing
 settings and toolchain. A ``by-source`` index maps the hash of a step *before* its passes to
-that key, so a step compiled before loads without running the passes. An entry that does not load (damaged,
-or written by a process that died) is reported and rebuilt in place, never served.
+that key, so a step compiled before loads without running the passes. A session hands in a
+``StepRequest`` (the graph, feeds, fetches, targets): its hash is made from the graph's digest,
+which the graph remembers until it next changes (every edit bumps its version), so a new
+session over a cached step neither copies the graph nor visits its nodes. An entry that does
+not load (damaged, or written by a process that died) is reported and rebuilt in place, never
+served.
 
 Beside each entry ``<key>.verified`` records its files as hashed when written or last checked
 (``runtime/verified_files.py``): a start from the cache hashes only a file that changed since

@@ -1,7 +1,8 @@
 """Compile speed: the MLP training step (784-256-256-10, SGD, examples/benchmarks/
 bench_train_mlp.py) compiled into an empty cache (cold: passes, C code generation, cc and
-loading), and the same step started by a new session over the filled cache (warm: the step
-graph, the passes and the cache key, then the artifact loaded; no cc). Then the same two rows
+loading), and the same step started by a new session over the filled cache (warm: the cache
+key, from the graph's digest remembered per graph version, then the artifact loaded; no
+passes, no copy of the graph, no cc). Then the same two rows
 for models at scale: the 10,000-op chain of bench_dispatch.py (fusion off, as there), and a
 ResNet-18-style and a MobileNetV2-style CNN at 1x3x96x96 written as ONNX by
 compile_models.py and make_mobilenet_onnx.py (imported once, before the timing: the rows time
