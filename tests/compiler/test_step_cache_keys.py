@@ -287,3 +287,15 @@ def test_the_digest_is_the_same_in_another_process():
                          check=True, cwd=os.getcwd())
     g, _ = _digest_graph()
     assert out.stdout.split()[-1] == graph_digest(g).hex()
+
+
+def test_set_shape_bumps_the_version():
+    """An edit the TF1 API makes in place (``Tensor.set_shape`` sets the node's output types)
+    is a graph edit like any other."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None], name="x")
+        y = x * 2.0
+    version = g.version
+    y.set_shape([3])
+    assert g.version > version and y.shape.as_list() == [3]
