@@ -524,11 +524,12 @@ PARALLEL_DIGEST_BYTES = 4 << 20
 
 
 def graph_digest(graph: Graph) -> bytes:
-    """SHA-256 of a graph's IR text with, in place of each big constant's text, the SHA-256
-    of its bytes (the text of a ResNet's 46 MB of weights took longer to make than its C took
-    to compile; the start of a cached step hashes the graph too). Remembered until the graph
-    changes (``Graph.remembered``): a new session over the same graph does not hash it again.
-    The constants hashed are made read-only, so no edit in place can go unseen."""
+    """SHA-256 of everything a graph's IR text says (``_graph_digest``), with each big
+    constant by the SHA-256 of its bytes (the text of a ResNet's 46 MB of weights took longer
+    to make than its C took to compile). Remembered until the graph changes (``Graph.
+    remembered``: every edit bumps its revision), so a new session over the same graph does not
+    visit its nodes again. The constants hashed are made read-only: an edit in place, which
+    no version would see, raises instead."""
     return graph.remembered("digest", lambda: _graph_digest(graph))
 
 
