@@ -7,8 +7,12 @@ The cache (``FLOWC_CACHE_DIR``/artifacts) holds artifacts named by ``step_key``:
 hash of the optimized step, every feed's and fetch's spec (name, dtype, shape: also of a fed
 placeholder the step does not use), its instrumentation, GPU architectures, code-changing
 settings and toolchain. A ``by-source`` index maps the hash of a step *before* its passes to
-that key, so a step compiled before loads without running the passes. An entry that does not load (damaged,
-or written by a process that died) is reported and rebuilt in place, never served.
+that key, so a step compiled before loads without running the passes. A session hands in a
+``StepRequest`` (the graph, feeds, fetches, targets): its hash is made from the graph's digest,
+which the graph remembers until it next changes (every edit bumps its version), so a new
+session over a cached step neither copies the graph nor visits its nodes. An entry that does
+not load (damaged, or written by a process that died) is reported and rebuilt in place, never
+served.
 
 Beside each entry ``<key>.verified`` records its files as hashed when written or last checked
 (``runtime/verified_files.py``): a start from the cache hashes only a file that changed since
@@ -25,8 +29,8 @@ from compiler.build_cache import artifact_cache_dir
 from compiler.codegen.instrument import Instrumentation
 from compiler.gc_pause import gc_paused
 from compiler.options import PipelineOptions, resolve_options
-from compiler.step import (StepGraph, cached_step_key, gpu_archs_tag, optimize, record_step_key,
-                           source_key, step_key, write_artifact)
+from compiler.step import (StepGraph, StepRequest, cached_step_key, gpu_archs_tag, optimize,
+                           record_step_key, source_key, step_key, write_artifact)
 from runtime.artifact import Artifact, load_artifact
 from runtime.errors import FlowcError
 from runtime.verified_files import VerificationRecord
@@ -100,11 +104,13 @@ def _dump_per_step(step: StepGraph, options: PipelineOptions, instrumentation: I
     return dataclasses.replace(options, dump_to=os.path.join(options.dump_to, folder))
 
 
-def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch = None,
-                 load: Loader = load_artifact, profiled: bool = False) -> Artifact:
+def compile_step(step: Union[StepGraph, StepRequest], options: PipelineOptions,
+                 cuda_arch: CudaArch = None, load: Loader = load_artifact,
+                 profiled: bool = False) -> Artifact:
     """Compile ``step`` (not yet optimized) with ``options`` (``FLOWC_FLAGS`` merged under
     them) to a loaded artifact: from the cache when the same step was compiled before, with
     no passes run; else run the passes, build, and remember the step for next time.
+    A ``StepRequest`` is made into its step graph only when the cache does not have it.
     ``profiled``: with kernel timers whatever the options say (a traced run's own build)."""
     effective = resolve_options(options)
     instrumentation = Instrumentation.from_options(effective)
@@ -117,6 +123,9 @@ def compile_step(step: StepGraph, options: PipelineOptions, cuda_arch: CudaArch 
     key = cached_step_key(cache, source)
     artifact = load_cached(artifact_path(key), load) if key else None
     if artifact is None:
+        if isinstance(step, StepRequest):
+            with gc_paused():       # a copy of the graph: objects that live on
+                step = step.make()
         if effective.dump_to:
             options = _dump_per_step(step, effective, instrumentation, archs)
         # the passes and the emitter make a graph's worth of objects that live on: scanning

@@ -13,6 +13,7 @@ import errno
 import functools
 import hashlib
 import json
+import marshal
 import os
 import shutil
 import stat
@@ -31,9 +32,9 @@ from compiler.codegen.instrument import Instrumentation, origins_of
 from compiler.codegen.onednn import onednn_tag
 from compiler.errors import CompileError
 from compiler.ir.graph import Graph, Node, Output
-from compiler.ir.attr_text import INLINE_ELEMENTS
-from compiler.ir.printer import node_text, print_graph
-from compiler.ir.types import TensorType
+from compiler.ir.attr_text import INLINE_ELEMENTS, format_attr
+from compiler.ir.printer import print_graph
+from compiler.ir.types import DType, TensorType
 from compiler.passes.manager import PassManager
 from compiler.options import PipelineOptions, code_tag
 from compiler.passes.partition import device_label, split_by_device
@@ -120,6 +121,53 @@ def make_step_graph(graph: Graph, feeds: Sequence[Output], fetches: Sequence[Out
     g.topo_sort()
     return StepGraph(g, feed_nodes, [tensor_name(f) for f in feeds], retvals,
                      [tensor_name(f) for f in fetches])
+
+
+@dataclass
+class StepRequest:
+    """A step not made yet: what ``make_step_graph`` takes, and the devices asked of some of
+    its nodes (``devices``: node name -> device spec, set on the step's copies of them).
+    ``compile_step`` keys it (``source_key``) from the graph's digest, remembered per graph
+    revision, and these few arguments: a step already in the cache is loaded without copying
+    the graph, which for a 10,000-node graph was most of a warm start."""
+    graph: Graph
+    feeds: Sequence[Output]
+    fetches: Sequence[Output]
+    targets: Sequence[Node] = ()
+    feed_shapes: Optional[Sequence[Optional[tuple]]] = None
+    feed_values: Optional[Sequence[Optional[np.ndarray]]] = None
+    devices: Dict[str, str] = field(default_factory=dict)
+
+    def make(self) -> StepGraph:
+        """The step graph (``make_step_graph``), its nodes in ``devices`` on their devices."""
+        step = make_step_graph(self.graph, self.feeds, self.fetches, self.targets,
+                               self.feed_shapes, self.feed_values)
+        for name, device in sorted(self.devices.items()):
+            step.graph.node(name).device = device
+        return step
+
+    def identity(self) -> bytes:
+        """What decides the step graph ``make`` gives: the graph's digest, the feeds, fetches
+        and targets by name, the shapes and values fed for, the devices asked, and the state
+        of the graph's name counter for the names ``make_step_graph`` gives new nodes."""
+        h = hashlib.sha256(b"step request\0" + graph_digest(self.graph))
+        values = None if self.feed_values is None else [
+            None if v is None else [np.asarray(v).dtype.str, list(np.shape(v)),
+                                    hashlib.sha256(np.ascontiguousarray(v).reshape(-1)
+                                                   .view(np.uint8)).hexdigest()]
+            for v in self.feed_values]
+        shapes = None if self.feed_shapes is None else [
+            None if s is None else [None if d is None else int(d) for d in s]
+            for s in self.feed_shapes]
+        counts = self.graph._name_counts
+        new_names = ([feed_placeholder_name(f) for f in self.feeds]
+                     + [f"{feed_placeholder_name(f)}/_value" for f in self.feeds]
+                     + [f"_retval{i}" for i in range(len(self.fetches))] + ["_sink"])
+        h.update(json.dumps([[f.name for f in self.feeds], [f.name for f in self.fetches],
+                             sorted(t.name for t in self.targets), shapes, values,
+                             sorted(self.devices.items()),
+                             [counts.get(n, 0) for n in new_names]]).encode())
+        return h.digest()
 
 
 def _read_as_constant(g: Graph, placeholder: Output, value: np.ndarray) -> Output:
@@ -435,7 +483,7 @@ def _sources_digest() -> bytes:
     return h.digest()
 
 
-def source_key(step: StepGraph, options: PipelineOptions,
+def source_key(step: Union[StepGraph, StepRequest], options: PipelineOptions,
                instrumentation: Instrumentation = Instrumentation(),
                gpu_archs: str = "") -> Optional[str]:
     """Content hash of a step graph *before* its passes, with its feed/fetch names and specs
@@ -446,13 +494,19 @@ def source_key(step: StepGraph, options: PipelineOptions,
     None when the options ask the passes to show something (IR dumps, pass timings, the
     placement log), which a start from the cache would skip. ``gpu_archs``: what the GPU
     modules are built for (``gpu_archs_tag``), so a build for the CUDA simulator or for
-    another GPU is never taken for this one's."""
+    another GPU is never taken for this one's. A ``StepRequest`` is keyed without being
+    made: by its ``identity``, which decides the step graph it makes."""
     if (options.print_ir_after or options.print_ir_after_all or options.print_ir_before_all
             or options.dump_to or options.time_passes or options.log_device_placement):
         return None
-    h = hashlib.sha256(b"before passes\0" + graph_digest(step.graph))
-    h.update(json.dumps([step.feed_names, step.fetch_names, repr(options)]).encode())
-    h.update(b"\0specs\0" + _specs_text(step).encode())
+    if isinstance(step, StepRequest):
+        # the step graph is a function of these (``StepRequest.identity``): its specs too
+        h = hashlib.sha256(b"request before passes\0" + step.identity())
+        h.update(json.dumps([repr(options)]).encode())
+    else:
+        h = hashlib.sha256(b"before passes\0" + graph_digest(step.graph))
+        h.update(json.dumps([step.feed_names, step.fetch_names, repr(options)]).encode())
+        h.update(b"\0specs\0" + _specs_text(step).encode())
     if instrumentation:
         h.update(instrumentation.tag.encode())
     if gpu_archs:
@@ -470,27 +524,102 @@ PARALLEL_DIGEST_BYTES = 4 << 20
 
 
 def graph_digest(graph: Graph) -> bytes:
-    """SHA-256 of a graph's IR text with, in place of each big constant's text, the SHA-256
-    of its bytes (the text of a ResNet's 46 MB of weights took longer to make than its C took
-    to compile; the start of a cached step hashes the graph too)."""
-    h = hashlib.sha256(f"graph @{graph.name}\n".encode())
+    """SHA-256 of everything a graph's IR text says (``_graph_digest``), with each big
+    constant by the SHA-256 of its bytes (the text of a ResNet's 46 MB of weights took longer
+    to make than its C took to compile). Remembered until the graph changes (``Graph.
+    remembered``: every edit bumps its revision), so a new session over the same graph does not
+    visit its nodes again. The constants hashed are made read-only: an edit in place, which
+    no version would see, raises instead."""
+    return graph.remembered("digest", lambda: _graph_digest(graph))
+
+
+# Version 2 of marshal's format: binary floats, and no back-references (version 3 writes
+# an object seen twice as a reference, so equal columns could give different bytes).
+_MARSHAL_VERSION = 2
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_DTYPE_NAMES = {dt: dt.ir_name for dt in DType}
+_DTYPE_TAGS = {dt: b"dtype:" + dt.ir_name.encode() for dt in DType}
+
+
+def _graph_digest(graph: Graph) -> bytes:
+    """The SHA-256 of the graph's canonical form: its nodes in order as columns (names, ops,
+    inputs, control inputs, attrs sorted by key, output types, devices, assigned devices,
+    locations), written by ``marshal`` in one call. Every field of the IR text is there, so
+    two graphs whose text differs never share a digest; and each column is one list
+    comprehension, so a 10,000-node graph hashes in a fraction of the time its text took.
+    A big constant is in the columns by its dtype, shape and place among the big arrays,
+    whose SHA-256 follow (two threads at once where they are big)."""
     arrays: List[np.ndarray] = []
-    pieces: List[Union[bytes, int]] = []        # text, or the index of an array's digest
-    for n in graph:
-        big = sorted(k for k, v in n.attrs.items()
-                     if isinstance(v, np.ndarray) and v.size > INLINE_ELEMENTS
-                     and v.dtype.kind != "O")
-        lhs, rhs, trailer = node_text(n, hide_attrs=big)
-        pieces.append(f"{lhs} = {rhs}{trailer}\n".encode())
-        for k in big:
-            v = np.ascontiguousarray(n.attrs[k])
-            pieces.append(f"{k}={v.dtype.str}{list(v.shape)}\0".encode())
-            pieces.append(len(arrays))
-            arrays.append(v)
-    digests = _array_digests(arrays)
-    for piece in pieces:
-        h.update(digests[piece] if type(piece) is int else piece)
+    nodes = graph._nodes
+    inputs = [i for n in nodes for i in n._inputs]
+    controls = [c for n in nodes for c in n._control_inputs]
+    types = [t for n in nodes for t in n.output_types]
+    attrs = [sorted(n.attrs.items()) for n in nodes]
+    plain, tags = _PLAIN, _DTYPE_TAGS
+    locations = [n.location for n in nodes]
+    files: Dict[str, int] = {}
+    columns = (
+        "graph columns", graph.name,
+        _strings([n.name for n in nodes]),
+        _strings([n.op for n in nodes]),
+        [len(n._inputs) for n in nodes],
+        _strings([i.node.name for i in inputs]),
+        [i.index for i in inputs],
+        [len(n._control_inputs) for n in nodes],
+        _strings([c.name for c in controls]),
+        [len(a) for a in attrs],
+        _strings([k for a in attrs for k, _ in a]),
+        [v if type(v) in plain else tags[v] if type(v) is DType else _attr_record(v, arrays)
+         for a in attrs for _, v in a],
+        [len(n.output_types) for n in nodes],
+        _strings([_DTYPE_NAMES[t.dtype] for t in types]),
+        [t.shape for t in types],
+        _strings([n.device for n in nodes]),
+        _strings([n.assigned_device for n in nodes]),
+        [-1 if loc is None else files.setdefault(loc.file, len(files)) for loc in locations],
+        list(files),
+        [0 if loc is None else loc.line for loc in locations],
+        [0 if loc is None else loc.col for loc in locations],
+    )
+    h = hashlib.sha256(marshal.dumps(columns, _MARSHAL_VERSION))
+    for digest in _array_digests(arrays):
+        h.update(digest)
     return h.digest()
+
+
+def _strings(column: List[str]):
+    """A column of strings as ``marshal`` writes it fastest: one string, its items joined
+    by NUL, where no item has a NUL (else the list; which of the two says which it is)."""
+    joined = "\0".join(column)
+    if joined.count("\0") == len(column) - 1 if column else True:
+        return len(column), joined
+    return column
+
+
+def _attr_record(value, arrays: List[np.ndarray]):
+    """An attr value that is not a str, int, float, bool, None or DType, as a tuple marshal
+    writes, tagged by bytes (which no attr value is, so none can pass for another): an
+    array by its dtype, shape and bytes (a big one by its place in ``arrays``, hashed
+    apart), a numpy scalar by its dtype and bytes, a list or tuple item by item. An array
+    is made read-only here: edited in place, its graph would keep its digest."""
+    t = type(value)
+    if t is list or t is tuple:
+        return (b"list", [v if type(v) in _PLAIN else _DTYPE_TAGS[v] if type(v) is DType
+                          else _attr_record(v, arrays) for v in value])
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+        dtype = (value.dtype.str, str(value.dtype))
+        if value.dtype.kind == "O":                 # strings: their text
+            return (b"text", format_attr(value))
+        if value.size > INLINE_ELEMENTS:
+            arrays.append(np.ascontiguousarray(value))
+            return (b"big array", dtype, tuple(value.shape), len(arrays) - 1)
+        return (b"array", dtype, tuple(value.shape), np.ascontiguousarray(value).tobytes())
+    if isinstance(value, (np.bool_, np.number)):
+        return (b"numpy", value.dtype.str, value.tobytes())
+    # subclasses of str, int, float, list and tuple as the IR writes them; format_attr
+    # raises for what the IR cannot hold
+    return (b"text", format_attr(value))
 
 
 def _array_digests(arrays: Sequence[np.ndarray]) -> List[bytes]:

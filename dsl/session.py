@@ -20,18 +20,17 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from compiler.errors import GraphError, StaticValueNeeded
-from compiler.gc_pause import gc_paused
 from compiler.interpreter import Interpreter
 from compiler.ir.graph import Node, Output
 from compiler.options import PipelineOptions, resolve_options
 from compiler.master import compile_step
-from compiler.step import make_step_graph
+from compiler.step import StepRequest
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
 from dsl.py_func_steps import split_step
 from dsl.rank_specialized import RankSpecializedStep, ShapeSpecializedStep, has_unknown_rank
-from dsl.session_devices import (has_gpu_module, pin_variables, placement_options,
-                                 session_gpus, variables_kept_off_the_gpu)
+from dsl.session_devices import (has_gpu_module, placement_options, session_gpus,
+                                 variable_pins, variables_kept_off_the_gpu)
 from dsl.tensor import Operation, Tensor
 from runtime.artifact import load_artifact
 from runtime.errors import FeedError, OpError
@@ -659,11 +658,12 @@ class Session:
             cpu = next((d for d in self.options.devices if "/device:CPU:" in d), None)
             self._off_gpu = variables_kept_off_the_gpu(self.graph, cpu) if cpu else {}
             self._off_gpu_version = self.graph.version
-        with gc_paused():          # a copy of the graph: objects that live on (gc_pause.py)
-            sg = make_step_graph(self.graph, feeds, fetches, targets, feed_shapes, feed_values)
         # A variable stays where it lives (and off the GPU where the graph needs it elsewhere).
-        pin_variables(sg.graph, self._variable_devices, self._off_gpu)
-        artifact = compile_step(sg, self.options, self._cuda_arch(), self._load, profiled)
+        # The step graph is made (a copy of the graph) only if the cache does not have it.
+        request = StepRequest(self.graph, feeds, fetches, targets, feed_shapes, feed_values,
+                              devices=variable_pins(self.graph, self._variable_devices,
+                                                    self._off_gpu))
+        artifact = compile_step(request, self.options, self._cuda_arch(), self._load, profiled)
         self._record_variable_devices(artifact.manifest)
         self.compile_count += 1
         return artifact.executable

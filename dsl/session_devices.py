@@ -9,7 +9,7 @@ back to a CPU under ``allow_soft_placement``, and is an error naming the node wi
 A variable lives on one device for the whole session: a variable whose ops include one
 without a GPU kernel anywhere in the graph stays on the CPU (``variables_kept_off_the_gpu``);
 otherwise the first step that uses it places it, and later steps ask for that device
-(``pin_variables``), so a step that would have put it elsewhere moves its other ops instead
+(``variable_pins``), so a step that would have put it elsewhere moves its other ops instead
 of the variable.
 """
 from __future__ import annotations
@@ -62,23 +62,33 @@ def placement_options(options: PipelineOptions, gpus: Sequence[str]) -> Pipeline
                                default_device=options.default_device or gpus[0])
 
 
-def pin_variables(graph: Graph, placed: Dict[str, str],
-                  off_gpu: Optional[Dict[str, str]] = None) -> None:
-    """Ask for the device each variable was placed on by an earlier step (``placed``: its
-    shared name -> device), where the user did not ask for one; a variable in ``off_gpu``
+def variable_pins(graph: Graph, placed: Dict[str, str],
+                  off_gpu: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The device to ask of each variable handle of ``graph`` (node name -> device) in a step
+    (``StepRequest.devices``): where an earlier step placed it (``placed``: its shared name ->
+    device), where the user did not ask for one; a variable in ``off_gpu``
     (``variables_kept_off_the_gpu``) goes to its CPU even where the user asked for a GPU
     (the soft placement every step would make for part of its ops anyway)."""
     off_gpu = off_gpu or {}
+    pins: Dict[str, str] = {}
     if not placed and not off_gpu:
-        return
+        return pins
     for n in graph:
         if n.op != "VarHandleOp":
             continue
         key = variable_key(n)
         if key in off_gpu and (not n.device or "GPU" in n.device.upper()):
-            n.device = off_gpu[key]
+            pins[n.name] = off_gpu[key]
         elif not n.device and placed.get(key):
-            n.device = placed[key]
+            pins[n.name] = placed[key]
+    return pins
+
+
+def pin_variables(graph: Graph, placed: Dict[str, str],
+                  off_gpu: Optional[Dict[str, str]] = None) -> None:
+    """Set ``variable_pins`` on ``graph``'s own nodes (a step graph made apart)."""
+    for name, device in variable_pins(graph, placed, off_gpu).items():
+        graph.node(name).device = device
 
 
 def variables_kept_off_the_gpu(graph: Graph, cpu: str) -> Dict[str, str]:

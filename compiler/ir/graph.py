@@ -43,6 +43,145 @@ class _Users(Counter):
     __init__ = dict.__init__
 
 
+class NodeAttrs(dict):
+    """A node's attrs: a ``dict`` whose every change bumps the graph's version, so a key or
+    digest remembered per version (``compiler/step.py``) never outlives an edit. Reads are
+    ``dict``'s own. Attr values are replaced, not edited in place: a list is copied by
+    ``Graph.copy``, and a constant's array is made read-only once the graph is hashed."""
+
+    __slots__ = ("_node",)
+
+    def _changed(self) -> None:
+        node = getattr(self, "_node", None)
+        if node is not None:
+            node._changed()
+
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, value)
+        self._changed()
+
+    def __delitem__(self, key):
+        dict.__delitem__(self, key)
+        self._changed()
+
+    def __ior__(self, other):
+        dict.update(self, other)
+        self._changed()
+        return self
+
+    def update(self, *args, **kwargs):
+        dict.update(self, *args, **kwargs)
+        self._changed()
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return dict.__getitem__(self, key)
+
+    def pop(self, *args):
+        had = args[0] in self
+        value = dict.pop(self, *args)
+        if had:
+            self._changed()
+        return value
+
+    def popitem(self):
+        item = dict.popitem(self)
+        self._changed()
+        return item
+
+    def clear(self):
+        dict.clear(self)
+        self._changed()
+
+    def __reduce__(self):               # copies and pickles are plain dicts
+        return dict, (dict(self),)
+
+
+class OutputTypes(list):
+    """A node's output types: a ``list`` whose every change bumps the graph's version (the
+    same contract as ``NodeAttrs``)."""
+
+    __slots__ = ("_node",)
+
+    def _changed(self) -> None:
+        node = getattr(self, "_node", None)
+        if node is not None:
+            node._changed()
+
+    def __setitem__(self, index, value):
+        list.__setitem__(self, index, value)
+        self._changed()
+
+    def __delitem__(self, index):
+        list.__delitem__(self, index)
+        self._changed()
+
+    def __iadd__(self, other):
+        list.extend(self, other)
+        self._changed()
+        return self
+
+    def __imul__(self, n):
+        list.__imul__(self, n)
+        self._changed()
+        return self
+
+    def append(self, value):
+        list.append(self, value)
+        self._changed()
+
+    def extend(self, values):
+        list.extend(self, values)
+        self._changed()
+
+    def insert(self, index, value):
+        list.insert(self, index, value)
+        self._changed()
+
+    def pop(self, index=-1):
+        value = list.pop(self, index)
+        self._changed()
+        return value
+
+    def remove(self, value):
+        list.remove(self, value)
+        self._changed()
+
+    def clear(self):
+        list.clear(self)
+        self._changed()
+
+    def sort(self, *args, **kwargs):
+        list.sort(self, *args, **kwargs)
+        self._changed()
+
+    def reverse(self):
+        list.reverse(self)
+        self._changed()
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+
+def _node_attrs(node: "Node", attrs) -> NodeAttrs:
+    a = NodeAttrs(attrs)
+    a._node = node
+    return a
+
+
+def _output_types(node: "Node", types) -> OutputTypes:
+    t = OutputTypes(types)
+    t._node = node
+    return t
+
+
+# What a node's text (and so a step's cache key) is made of: setting one bumps the version.
+_set = object.__setattr__
+_CONTENT_FIELDS = frozenset({"name", "op", "attrs", "output_types", "device",
+                             "assigned_device", "location"})
+
+
 class Output:
     """One output of a node: ``node:index``. Hashable; equal when node and index match."""
 
@@ -91,17 +230,37 @@ class Node:
     def __init__(self, graph: "Graph", name: str, op: str, attrs: Dict[str, Any],
                  output_types: List[TensorType], device: str = "",
                  location: Optional[SourceLocation] = None):
-        self.graph = graph
-        self.name = name
-        self.op = op
-        self.attrs = attrs
-        self.output_types = list(output_types)
-        self.device = device                 # requested device spec (may be partial)
-        self.assigned_device = ""            # set by placement
-        self.location = location
-        self._inputs: Tuple[Output, ...] = ()     # a tuple: ``inputs`` hands it out as is
-        self._control_inputs: List[Node] = []
-        self.users: Counter = _Users()       # user node -> number of edges (data + control)
+        # Past ``__setattr__`` (a new node changes no graph yet), and not through
+        # ``self.__dict__``, which would make each node a dict of its own (slower to build,
+        # more for the cyclic collector to walk).
+        _set(self, "graph", graph)
+        _set(self, "name", name)
+        _set(self, "op", op)
+        _set(self, "attrs", _node_attrs(self, attrs))
+        _set(self, "output_types", _output_types(self, output_types))
+        _set(self, "device", device)                 # requested device spec (may be partial)
+        _set(self, "assigned_device", "")            # set by placement
+        _set(self, "location", location)
+        _set(self, "_inputs", ())                    # a tuple: ``inputs`` hands it out as is
+        _set(self, "_control_inputs", [])
+        _set(self, "users", _Users())                # user node -> number of edges (data + control)
+
+    def __setattr__(self, key: str, value) -> None:
+        """Setting what the node's text is made of (op, attrs, types, devices, location,
+        name) bumps its graph's version; ``attrs`` and ``output_types`` are kept as
+        ``NodeAttrs`` and ``OutputTypes`` (copies of what is given), whose edits bump it too."""
+        if key in _CONTENT_FIELDS:
+            if key == "attrs":
+                value = _node_attrs(self, value)
+            elif key == "output_types":
+                value = _output_types(self, value)
+            _set(self, key, value)
+            self.graph._touch()
+        else:
+            _set(self, key, value)
+
+    def _changed(self) -> None:
+        self.graph._touch()
 
     # --- edges -------------------------------------------------------------------------
     @property
@@ -118,11 +277,13 @@ class Node:
         self._inputs = tuple(inputs)
         for new in self._inputs:
             new.node.users[self] += 1
+        self._changed()
 
     def set_input(self, i: int, value: Output) -> None:
         self._inputs[i].node._drop_user(self)
         self._inputs = self._inputs[:i] + (value,) + self._inputs[i + 1:]
         value.node.users[self] += 1
+        self._changed()
 
     def set_control_inputs(self, nodes: Iterable["Node"]) -> None:
         for old in self._control_inputs:
@@ -130,16 +291,19 @@ class Node:
         self._control_inputs = []
         for n in nodes:
             self.add_control_input(n)
+        self._changed()
 
     def add_control_input(self, node: "Node") -> None:
         if node not in self._control_inputs:
             self._control_inputs.append(node)
             node.users[self] += 1
+            self._changed()
 
     def remove_control_input(self, node: "Node") -> None:
         if node in self._control_inputs:
             self._control_inputs.remove(node)
             node._drop_user(self)
+            self._changed()
 
     def _drop_user(self, user: "Node") -> None:
         self.users[user] -= 1
@@ -189,12 +353,55 @@ class Graph:
     def __init__(self, name: str = "main"):
         if not isinstance(name, str) or not GRAPH_NAME_RE.match(name):
             raise GraphError(f"invalid graph name {name!r}: use letters, digits and _ . -")
-        self.name = name
+        self._name = name
         self._nodes: List[Node] = []
         self._by_name: Dict[str, Node] = {}
         self._insert_at: Optional[int] = None
         self._name_counts: Dict[str, int] = {}     # base name -> next suffix to try
-        self.version = 0
+        self._version = 0
+        # Counts every change and never goes back (``version`` may be set, to 0 by an
+        # importer): what is remembered per graph content is remembered per revision.
+        self.revision = 0
+        self._memo: Dict[str, tuple] = {}          # what -> (revision, value): see ``remembered``
+
+    # --- version -----------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """Bumped by every change to the graph: a node added, erased or renamed, an edge, an
+        attr, a type, a device or a location changed (``Node.__setattr__``, ``NodeAttrs``)."""
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._version = value
+        self.revision += 1
+
+    def _touch(self) -> None:
+        self._version += 1
+        self.revision += 1
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        if not isinstance(value, str) or not GRAPH_NAME_RE.match(value):
+            raise GraphError(f"invalid graph name {value!r}: use letters, digits and _ . -")
+        self._name = value
+        self._touch()
+
+    def remembered(self, what: str, compute):
+        """``compute()``, remembered until the graph next changes (a digest of its content)."""
+        known = self._memo.get(what)
+        revision = self.revision
+        if known is not None and known[0] == revision:
+            return known[1]
+        value = compute()
+        if self.revision != revision:           # ``compute`` changed the graph: keep nothing
+            return value
+        self._memo[what] = (revision, value)
+        return value
 
     # --- access ------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Node]:
@@ -280,7 +487,7 @@ class Graph:
         else:
             name = self.unique_name(name or op)
         node = Node(self, name, op, dict(attrs) if attrs else {}, output_types, device, location)
-        node._inputs = tuple(inputs)          # a new node: no old inputs to leave
+        _set(node, "_inputs", tuple(inputs))   # a new node: no old inputs to leave
         for new in inputs:
             users = new.node.users
             users[node] = users.get(node, 0) + 1
@@ -292,7 +499,7 @@ class Graph:
             self._nodes.insert(self._insert_at, node)
             self._insert_at += 1
         self._by_name[name] = node
-        self.version += 1
+        self._touch()
         return node
 
     @contextlib.contextmanager
@@ -325,7 +532,7 @@ class Graph:
                     user.set_input(i, new)
                     changed += 1
         if changed:
-            self.version += 1
+            self._touch()
         return changed
 
     def erase_node(self, node: Node) -> None:
@@ -336,7 +543,7 @@ class Graph:
         node.set_control_inputs([])
         self._nodes.remove(node)
         del self._by_name[node.name]
-        self.version += 1
+        self._touch()
 
     def rename(self, node: Node, new_name: str) -> None:
         check_node_name(new_name, node.location)
@@ -345,13 +552,13 @@ class Graph:
         del self._by_name[node.name]
         node.name = new_name
         self._by_name[new_name] = node
-        self.version += 1
+        self._touch()
 
     def topo_sort(self) -> None:
         """Reorder nodes topologically, keeping the current order where edges allow."""
         order = {n: i for i, n in enumerate(self._nodes)}
         if self._in_topological_order(order):      # what the sort would give back
-            self.version += 1
+            self._touch()
             return
         import networkx as nx
         dg = nx.DiGraph()
@@ -369,7 +576,7 @@ class Graph:
             cycle = nx.find_cycle(dg)
             raise GraphError("graph has a cycle: " + " -> ".join(f"%{a.name}" for a, _ in cycle)
                              + f" -> %{cycle[0][0].name}") from None
-        self.version += 1
+        self._touch()
 
     def _in_topological_order(self, order: Dict[Node, int]) -> bool:
         """Whether every edge (but back edges) already runs forward in ``order``."""
@@ -400,13 +607,13 @@ class Graph:
                 inputs = [stand_in if i is None else i for i in inputs]
             m = Node(g, n.name, n.op, _copy_attrs(n.attrs), n.output_types, n.device,
                      n.location)
-            m._inputs = tuple(inputs)
+            _set(m, "_inputs", tuple(inputs))
             for i in inputs:
                 users = i.node.users
                 users[m] = users.get(m, 0) + 1
             for c in n._control_inputs:
                 m.add_control_input(mapping[c])
-            m.assigned_device = n.assigned_device
+            _set(m, "assigned_device", n.assigned_device)
             nodes.append(m)
             by_name[m.name] = m
             mapping[n] = m
