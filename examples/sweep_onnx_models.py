@@ -129,6 +129,8 @@ class _Logits:
         import torch
 
         class Wrapper(torch.nn.Module):
+            varargs = True                   # forward(*args): one dynamic_shapes entry
+
             def __init__(self):
                 super().__init__()
                 self.model = model
@@ -240,6 +242,7 @@ def families() -> Dict[str, Family]:
 
 
 def text_families() -> Dict[str, Family]:
+    _import_torchvision()                       # transformers imports it when it is installed
     import transformers as hf
 
     text = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
@@ -312,6 +315,8 @@ def export(fam: Family, exporter: str, path: str) -> List[Dict[str, np.ndarray]]
             dims = {}
             shapes = tuple({a: dims.setdefault(s, torch.export.Dim.AUTO)
                             for a, s in fam.dynamic.get(n, {}).items()} for n in names)
+            if getattr(module, "varargs", False):
+                shapes = (shapes,)
             program = torch.onnx.export(module, args, dynamo=True,
                                         opset_version=EXPORTERS[exporter], input_names=names,
                                         output_names=list(fam.outputs), dynamic_shapes=shapes,
