@@ -61,10 +61,16 @@ def _constant_ancestors(node: Node):
     return seen
 
 
-def fed_ancestors(out: Output) -> List[Node]:
+# Ops whose value depends on their input's shape only, never on its values.
+_SHAPE_ONLY = {"Shape", "ShapeN", "Size", "Rank"}
+
+
+def fed_ancestors(out: Output, through_shapes: bool = True) -> List[Node]:
     """The placeholders ``out``'s value depends on (through nodes not known at compile time),
     in graph order: the graph inputs to bind so that the value becomes static. Control flow
-    stops the walk: a value of a loop's iteration stays a run-time value whatever is bound."""
+    stops the walk: a value of a loop's iteration stays a run-time value whatever is bound.
+    ``through_shapes=False``: only the placeholders whose values (not just their shapes, as
+    ``Shape(input_ids)`` on a dynamic sequence axis) it depends on."""
     found, seen, stack = set(), set(), [out.node]
     while stack:
         n = stack.pop()
@@ -76,7 +82,7 @@ def fed_ancestors(out: Output) -> List[Node]:
         if n.op in _NOT_FOLDABLE:
             found.add(n)
             continue
-        if get_op(n.op).is_control_flow:
+        if get_op(n.op).is_control_flow or (not through_shapes and n.op in _SHAPE_ONLY):
             continue
         stack.extend(i.node for i in n.inputs)
     return [n for n in out.node.graph if n in found]

@@ -213,6 +213,31 @@ def test_a_shape_computed_from_a_dynamic_batch_reshapes_at_run_time(tmp_path, rn
         np.testing.assert_array_equal(y, x.reshape(batch, 6))
 
 
+def test_a_slice_to_a_dynamic_dims_length_runs_at_run_time(tmp_path, rng):
+    """BERT's ``position_ids[:, :seq_len]`` exported on a dynamic sequence axis: the Slice's
+    end is Shape(input_ids)[1], known only at run time but read from the input's shape, not
+    its values: no input needs binding, and each fed length slices its own prefix."""
+    positions = np.arange(64, dtype=np.int64)[None, :] * 10
+    nodes = [helper.make_node("Shape", ["ids"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "zero"], ["ends"]),
+             helper.make_node("Slice", ["positions", "zero", "ends", "axes"], ["p"],
+                              name="position_slice"),
+             helper.make_node("Add", ["ids", "p"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                         ["batch", "seq"])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", "seq"])],
+                   [_init("positions", positions), _init("one", np.array(1, np.int64)),
+                    _init("zero", np.array([0], np.int64)), _init("axes", np.array([1], np.int64))])
+    model = load_onnx_model(_save(model, tmp_path, "positions.onnx"))
+    assert [f.node.name for f in model.feeds] == ["ids"]
+    for batch, seq in ((2, 8), (3, 5)):
+        ids = rng.integers(0, 100, (batch, seq)).astype(np.int64)
+        with fl.Session(graph=model.graph) as sess:
+            (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"ids": ids})
+        np.testing.assert_array_equal(y, ids + positions[:, :seq])
+
+
 def test_values_computed_from_static_shapes_and_bound_inputs_are_folded(tmp_path, rng):
     """A center crop as ONNX's function body writes it: Slice starts from Shape(x) (static)
     and a graph input. The error names that graph input (not the intermediate value), and
