@@ -238,6 +238,35 @@ def test_a_slice_to_a_dynamic_dims_length_runs_at_run_time(tmp_path, rng):
         np.testing.assert_array_equal(y, ids + positions[:, :seq])
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_and_scatter_elements_on_dynamic_shapes(tmp_path, rng, axis):
+    """GatherElements / ScatterElements whose indices' shape is known only at run time
+    (RoBERTa's position ids, gathered on a dynamic batch and sequence), negative indices too."""
+    nodes = [helper.make_node("GatherElements", ["x", "i"], ["g"], axis=axis),
+             helper.make_node("ScatterElements", ["x", "i", "u"], ["s"], axis=axis,
+                              reduction="add")]
+    dims = ["n", "m"]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, ["a", "b"]),
+                           helper.make_tensor_value_info("u", TensorProto.FLOAT, ["a", "b"])],
+                   [helper.make_tensor_value_info("g", TensorProto.FLOAT, ["a", "b"]),
+                    helper.make_tensor_value_info("s", TensorProto.FLOAT, dims)], [], opset=18)
+    model = load_onnx_model(_save(model, tmp_path, "elements.onnx"))
+    for shape, ishape in (((4, 5), (3, 2)), ((2, 3), (2, 3))):
+        x = rng.random(shape, dtype=np.float32)
+        i = rng.integers(-shape[axis], shape[axis], ishape).astype(np.int64)
+        u = rng.random(ishape, dtype=np.float32)
+        with fl.Session(graph=model.graph) as sess:
+            g, s = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x, "i": i, "u": u})
+        full = np.where(i < 0, i + shape[axis], i)
+        grid = list(np.indices(ishape))
+        grid[axis] = full
+        np.testing.assert_array_equal(g, x[tuple(grid)])
+        want = x.copy()
+        np.add.at(want, tuple(grid), u)
+        np.testing.assert_allclose(s, want, rtol=1e-6)
+
+
 def test_values_computed_from_static_shapes_and_bound_inputs_are_folded(tmp_path, rng):
     """A center crop as ONNX's function body writes it: Slice starts from Shape(x) (static)
     and a graph input. The error names that graph input (not the intermediate value), and
