@@ -336,15 +336,16 @@ def export(fam: Family, exporter: str, path: str) -> List[Dict[str, np.ndarray]]
 
 # --- flowc ---------------------------------------------------------------------------------------
 FLOWC_PYTHON = sys.executable
+FLOWC_ROOT = ROOT
 
 
 def flowc(*args: str, timeout: int = 900) -> Tuple[int, str, float]:
     """``flowc ARGS`` from this checkout, run by ``FLOWC_PYTHON`` (it must have flowc installed,
     for its ``.onnx`` loader entry point, or its dependencies and this checkout's egg-info)."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=FLOWC_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     start = time.time()
     try:
-        proc = subprocess.run([FLOWC_PYTHON, "-m", "compiler.cli", *args], cwd=ROOT, env=env,
+        proc = subprocess.run([FLOWC_PYTHON, "-m", "compiler.cli", *args], cwd=FLOWC_ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {timeout} s", time.time() - start
@@ -357,12 +358,31 @@ def first_error(text: str) -> str:
     return (errors or lines or ["(no message)"])[-1 if "Traceback" in text else 0][:300]
 
 
-def sweep_one(fam: Family, exporter: str, work: str) -> Result:
+def recorded_run(base: str) -> Optional[List[Dict[str, Dict[str, np.ndarray]]]]:
+    """What an earlier sweep exported and recorded at ``base`` (None when it did not)."""
+    if not os.path.exists(base + ".onnx"):
+        return None
+    recorded = []
+    for i in range(8):
+        if not os.path.exists(f"{base}.ref{i}.npz"):
+            break
+        with np.load(f"{base}.in{i}.npz") as feeds, np.load(f"{base}.ref{i}.npz") as outputs:
+            recorded.append({"feeds": dict(feeds), "outputs": dict(outputs)})
+    return recorded or None
+
+
+def sweep_one(fam: Family, exporter: str, work: str, reuse: bool = False,
+              stop_after: str = "run") -> Result:
     result = Result(fam.name, exporter)
     base = os.path.join(work, f"{fam.name}.{exporter}")
     model = base + ".onnx"
     try:
-        recorded = export(fam, exporter, model)
+        recorded = recorded_run(base) if reuse else None
+        if recorded is None:
+            recorded = export(fam, exporter, model)
+            for i, rec in enumerate(recorded):
+                np.savez(f"{base}.in{i}.npz", **rec["feeds"])
+                np.savez(f"{base}.ref{i}.npz", **rec["outputs"])
     except Exception as e:                              # noqa: BLE001  (reported)
         result.error = f"export: {type(e).__name__}: {str(e).splitlines()[0][:250] if str(e) else ''}"
         return result
@@ -372,6 +392,8 @@ def sweep_one(fam: Family, exporter: str, work: str) -> Result:
         result.error = "import: " + first_error(text)
         return result
     result.imports = True
+    if stop_after == "check":
+        return result
     artifact = base + ".artifact"
     rc, text, seconds = flowc("compile", model, "-o", artifact)
     result.compile_s = round(seconds, 1)
@@ -381,7 +403,6 @@ def sweep_one(fam: Family, exporter: str, work: str) -> Result:
     result.compiles = True
     for i, rec in enumerate(recorded):
         inputs, saved = f"{base}.in{i}.npz", f"{base}.out{i}.npz"
-        np.savez(inputs, **rec["feeds"])
         rc, text, _ = flowc("run", artifact, "--feeds", inputs, "--save", saved)
         if rc != 0:
             result.matches.append(False)
@@ -425,9 +446,16 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--flowc-python", default=sys.executable,
                         help="the Python that runs flowc (one where flowc is installed; "
                              "default: this one)")
+    parser.add_argument("--flowc-root", default=ROOT,
+                        help="the flowc checkout to run (default: the one holding this script)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse the models and reference outputs an earlier sweep wrote to "
+                             "WORK instead of exporting them again")
+    parser.add_argument("--stop-after", choices=("check", "run"), default="run",
+                        help="check: import and infer shapes only (no C compile)")
     args = parser.parse_args(argv)
-    global FLOWC_PYTHON
-    FLOWC_PYTHON = args.flowc_python
+    global FLOWC_PYTHON, FLOWC_ROOT
+    FLOWC_PYTHON, FLOWC_ROOT = args.flowc_python, os.path.abspath(args.flowc_root)
     fams = families()
     unknown = [n for n in args.families if n not in fams]
     if unknown:
@@ -437,7 +465,8 @@ def main(argv: List[str]) -> int:
     for name in args.families or list(fams):
         for exporter in args.exporter or list(EXPORTERS):
             try:
-                result = sweep_one(fams[name], exporter, args.work)
+                result = sweep_one(fams[name], exporter, args.work, args.reuse,
+                                   args.stop_after)
             except Exception:                            # noqa: BLE001  (reported)
                 result = Result(name, exporter, error="sweep: " + traceback.format_exc()
                                 .strip().splitlines()[-1][:250])
