@@ -285,7 +285,8 @@ def text_families() -> Dict[str, Family]:
         hf.WhisperModel(hf.WhisperConfig(
             d_model=64, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=128,
             decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=128, num_mel_bins=16,
-            max_source_positions=50, vocab_size=100)).get_encoder(), ("input_features",))),
+            max_source_positions=50, vocab_size=100, pad_token_id=1, bos_token_id=2,
+            eos_token_id=3, decoder_start_token_id=2)).get_encoder(), ("input_features",))),
         _features(16, 100), ((2, 0), (3, 0)), {"x": {0: "batch"}})
     return out
 
