@@ -267,6 +267,62 @@ def test_gather_and_scatter_elements_on_dynamic_shapes(tmp_path, rng, axis):
         np.testing.assert_allclose(s, want, rtol=1e-6)
 
 
+def test_pads_computed_from_the_known_dims_of_a_dynamic_batch_fold(tmp_path, rng):
+    """Swin's ``F.pad(x, (0, (4 - W % 4) % 4))`` exported on a dynamic batch: W is
+    ``Shape(x)[3]``, known although the batch is not, so the pads fold at import time and the
+    padded width stays static."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "three"], ["w"], axis=0),
+             helper.make_node("Mod", ["w", "four"], ["r"]),
+             helper.make_node("Sub", ["four", "r"], ["q"]),
+             helper.make_node("Mod", ["q", "four"], ["pad"]),
+             helper.make_node("Unsqueeze", ["pad", "zero"], ["pad1"]),
+             helper.make_node("Concat", ["zeros7", "pad1"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="window_pad")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3, 5])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 3, 8])],
+                   [_init("three", np.array(3, np.int64)), _init("four", np.array(4, np.int64)),
+                    _init("zero", np.array([0], np.int64)),
+                    _init("zeros7", np.zeros(7, np.int64))])
+    model = load_onnx_model(_save(model, tmp_path, "window_pad.onnx"))
+    assert fl.Tensor(model.fetches[0]).shape.as_list() == [None, 2, 3, 8]
+    for batch in (1, 3):
+        x = rng.random((batch, 2, 3, 5), dtype=np.float32)
+        with fl.Session(graph=model.graph) as sess:
+            (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+        np.testing.assert_array_equal(y, np.pad(x, [(0, 0), (0, 0), (0, 0), (0, 3)]))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_to_sizes_with_a_dynamic_batch(tmp_path, rng, mode):
+    """``F.interpolate(x, size=(8, 6))`` exported on a dynamic batch: sizes are
+    ``Concat(Shape(x)[:2], [8, 6])``, the batch known only at run time; and scales that keep
+    the batch. Checked against onnx's reference Resize."""
+    from onnx.reference import ReferenceEvaluator
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "two"], ["nc"]),
+             helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode),
+             helper.make_node("Resize", ["x", "", "scales"], ["z"], mode=mode)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 4, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 8, 6]),
+                    helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 2, 8, 1])],
+                   [_init("zero", np.array([0], np.int64)), _init("two", np.array([2], np.int64)),
+                    _init("hw", np.array([8, 6], np.int64)),
+                    _init("scales", np.array([1, 1, 2, 0.5], np.float32))])
+    path = _save(model, tmp_path, "interpolate.onnx")
+    reference = ReferenceEvaluator(path)
+    imported = load_onnx_model(path)
+    assert [fl.Tensor(f).shape.as_list() for f in imported.fetches] == \
+        [[None, 2, 8, 6], [None, 2, 8, 1]]
+    for batch in (1, 3):
+        x = rng.random((batch, 2, 4, 3), dtype=np.float32)
+        with fl.Session(graph=imported.graph) as sess:
+            got = sess.run([fl.Tensor(f) for f in imported.fetches], {"x": x})
+        for have, want in zip(got, reference.run(None, {"x": x})):
+            np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+
+
 def test_values_computed_from_static_shapes_and_bound_inputs_are_folded(tmp_path, rng):
     """A center crop as ONNX's function body writes it: Slice starts from Shape(x) (static)
     and a graph input. The error names that graph input (not the intermediate value), and
