@@ -313,6 +313,26 @@ def torch_models() -> Dict[str, Callable[[], dict]]:
     small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=64, vocab_size=50, max_position_embeddings=40)
 
+    def swin():
+        import torchvision.models as tv
+        return tv.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[1, 1],
+                                  num_heads=[2, 2], window_size=[4, 4], num_classes=5)
+
+    class SegmentationHead(nn.Module):
+        """torchvision's segmentation models' shape: a strided backbone, a classifier, and
+        ``F.interpolate(..., size=x.shape[-2:], mode="bilinear")`` back to the input size."""
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.Sequential(
+                nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                nn.Conv2d(8, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+            self.classifier = nn.Conv2d(16, 4, 1)
+
+        def forward(self, x):
+            y = self.classifier(self.backbone(x))
+            return nn.functional.interpolate(y, size=x.shape[-2:], mode="bilinear",
+                                             align_corners=False)
+
     def bert():
         import transformers as hf
         return hf.BertModel(hf.BertConfig(**small))
@@ -361,6 +381,19 @@ def torch_models() -> Dict[str, Callable[[], dict]]:
             "the padding mask (CumSum), gathered with GatherElements on the dynamic shape",
             hf_text(roberta, ["input_ids", "attention_mask"], 8), tokens(108, 3, 5, 50),
             ["last_hidden_state"], dynamic_axes=text_axes, export_inputs=tokens(208, 2, 8, 50)),
+        "tv_swin_dynamic_batch": lambda: export(
+            "tv_swin_dynamic_batch", "torchvision SwinTransformer (small config: 2 stages, "
+            "window 4) with a dynamic batch, TorchScript exporter (opset 17): window pads and "
+            "reshapes computed from Shape(x) whose batch is unknown",
+            init_(swin, 9), {"image": f32(109, 3, 3, 32, 32)}, ["logits"], legacy=True,
+            dynamic_axes={"image": {0: "batch"}}, export_inputs={"image": f32(209, 2, 3, 32, 32)}),
+        "torch_segmentation_dynamic_batch": lambda: export(
+            "torch_segmentation_dynamic_batch", "segmentation head as torchvision's (FCN, "
+            "DeepLabV3, LRASPP) end: bilinear F.interpolate to the input's size with a dynamic "
+            "batch, TorchScript exporter (opset 17): Resize sizes = Concat(Shape(x)[:2], [H, W])",
+            init_(SegmentationHead, 10), {"image": f32(110, 3, 3, 24, 20)}, ["masks"],
+            legacy=True, dynamic_axes={"image": {0: "batch"}},
+            export_inputs={"image": f32(210, 2, 3, 24, 20)}),
         "torch_mlp": lambda: export(
             "torch_mlp", "MLP (linear, ReLU, softmax) with a symbolic batch axis", init_(MLP, 6),
             {"features": f32(106, 4, 20)}, ["probs"], external_data=True, dynamic_batch=True),
