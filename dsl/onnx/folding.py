@@ -94,7 +94,7 @@ def fed_ancestors(out: Output, through_shapes: bool = True) -> List[Node]:
 # --- values read from the known dims of partially known shapes ---------------------------------
 class _Partial(list):
     """A 1-D integer value with some elements unknown (None): ``Shape(x)`` of an ``x`` whose
-    batch is dynamic, and what Gather, Slice and Concat make of it."""
+    batch is dynamic, and what Gather, Slice, StridedSlice and Concat make of it."""
     dtype: np.dtype
 
 
@@ -157,6 +157,13 @@ def _known_dims_step(node: Node, values: list) -> object:
     if node.op == "StridedSlice" and isinstance(first, _Partial) and rest_known \
             and all(np.size(v) == 1 for v in values[1:4]):
         return _strided(first, node, values[1:4])
+    if node.op == "Slice" and isinstance(first, _Partial) and rest_known \
+            and all(np.size(v) == 1 for v in values[1:3]):
+        begin, size = (int(np.reshape(v, -1)[0]) for v in values[1:3])
+        end = len(first) if size == -1 else begin + size
+        if not 0 <= begin <= end <= len(first):
+            return None
+        return _partial(first[begin:end], first.dtype)
     if node.op == "ConcatV2" and isinstance(values[-1], np.ndarray) \
             and int(np.reshape(values[-1], -1)[0]) in (0, -1):
         joined = []

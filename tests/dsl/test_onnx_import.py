@@ -296,17 +296,22 @@ def test_pads_computed_from_the_known_dims_of_a_dynamic_batch_fold(tmp_path, rng
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
 def test_resize_to_sizes_with_a_dynamic_batch(tmp_path, rng, mode):
     """``F.interpolate(x, size=(8, 6))`` exported on a dynamic batch: sizes are
-    ``Concat(Shape(x)[:2], [8, 6])``, the batch known only at run time; and scales that keep
-    the batch. Checked against onnx's reference Resize."""
+    ``Concat(Shape(x)[:2], [8, 6])`` (the TorchScript exporter's Slice, the dynamo exporter's
+    Shape(start, end)), the batch known only at run time; and scales that keep the batch.
+    Checked against onnx's reference Resize."""
     from onnx.reference import ReferenceEvaluator
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
              helper.make_node("Slice", ["s", "zero", "two"], ["nc"]),
              helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0),
              helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode),
-             helper.make_node("Resize", ["x", "", "scales"], ["z"], mode=mode)]
+             helper.make_node("Resize", ["x", "", "scales"], ["z"], mode=mode),
+             helper.make_node("Shape", ["x"], ["nc2"], start=0, end=2),    # dynamo's form
+             helper.make_node("Concat", ["nc2", "hw"], ["sizes2"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes2"], ["w"], mode=mode)]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 4, 3])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 8, 6]),
-                    helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 2, 8, 1])],
+                    helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 2, 8, 1]),
+                    helper.make_tensor_value_info("w", TensorProto.FLOAT, ["N", 2, 8, 6])],
                    [_init("zero", np.array([0], np.int64)), _init("two", np.array([2], np.int64)),
                     _init("hw", np.array([8, 6], np.int64)),
                     _init("scales", np.array([1, 1, 2, 0.5], np.float32))])
@@ -314,7 +319,7 @@ def test_resize_to_sizes_with_a_dynamic_batch(tmp_path, rng, mode):
     reference = ReferenceEvaluator(path)
     imported = load_onnx_model(path)
     assert [fl.Tensor(f).shape.as_list() for f in imported.fetches] == \
-        [[None, 2, 8, 6], [None, 2, 8, 1]]
+        [[None, 2, 8, 6], [None, 2, 8, 1], [None, 2, 8, 6]]
     for batch in (1, 3):
         x = rng.random((batch, 2, 4, 3), dtype=np.float32)
         with fl.Session(graph=imported.graph) as sess:
