@@ -394,6 +394,11 @@ def torch_models() -> Dict[str, Callable[[], dict]]:
             init_(SegmentationHead, 10), {"image": f32(110, 3, 3, 24, 20)}, ["masks"],
             legacy=True, dynamic_axes={"image": {0: "batch"}},
             export_inputs={"image": f32(210, 2, 3, 24, 20)}),
+        "torch_segmentation_dynamic_batch_dynamo": lambda: export(
+            "torch_segmentation_dynamic_batch_dynamo", "the segmentation head above through "
+            "the dynamo exporter: Resize sizes = Concat(Shape(x, start=0, end=2), [H, W])",
+            init_(SegmentationHead, 10), {"image": f32(110, 3, 3, 24, 20)}, ["masks"],
+            dynamic_axes={"image": {0: "batch"}}, export_inputs={"image": f32(210, 2, 3, 24, 20)}),
         "torch_mlp": lambda: export(
             "torch_mlp", "MLP (linear, ReLU, softmax) with a symbolic batch axis", init_(MLP, 6),
             {"features": f32(106, 4, 20)}, ["probs"], external_data=True, dynamic_batch=True),
