@@ -86,6 +86,9 @@ def lower_resize(ctx):
     if sizes is not None and (sizes == -1).any() and any(
             sizes[k] == -1 and axis not in dynamic for k, axis in enumerate(axes)):
         raise ctx.error("a size computed at run time for a dim known at import time")
+    if dynamic and ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch" \
+            and sizes is not None and any(axis in dynamic for axis in axes):
+        raise ctx.error("keep_aspect_ratio_policy over a dim not known at import time")
     probe_sizes = None if sizes is None else np.where(sizes == -1, 1, sizes)
     probe = np.zeros([1 if d is None else d for d in shape], x.dtype.np)
     out_shape = list(_reference(ctx, probe, roi, scales, probe_sizes,
