@@ -108,11 +108,13 @@ class LoweringContext:
                                        "known at compile time (an initializer or a Constant)")
         return np.asarray(value)
 
-    def graph_inputs_of(self, i: int) -> List[str]:
+    def graph_inputs_of(self, i: int, through_shapes: bool = True) -> List[str]:
         """The (fed) graph inputs the value of input ``i`` is computed from, in graph order:
-        binding them with ``constant_inputs`` makes it known at compile time."""
+        binding them with ``constant_inputs`` makes it known at compile time.
+        ``through_shapes=False``: only those whose values it reads (not only their shapes)."""
         t = self.input(i)
-        return [self.graph_inputs[n] for n in fed_ancestors(t.output) if n in self.graph_inputs]
+        return [self.graph_inputs[n] for n in fed_ancestors(t.output, through_shapes)
+                if n in self.graph_inputs]
 
     def not_constant(self, i: int, message: str) -> NotConstantError:
         """The error for input ``i`` not known at compile time: ``message``, and which graph

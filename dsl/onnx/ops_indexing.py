@@ -123,16 +123,37 @@ def _element_rows(ctx, data: Tensor, indices: Tensor) -> Tensor:
     check every coordinate against its own dim."""
     rank = rank_of(data, ctx)
     axis = normalize_axis(ctx.attr("axis", 0), rank, ctx)
-    ishape = full_shape(indices)
-    if ishape is None:
-        raise ctx.error("needs the shape of indices known")
+    if rank_of(indices, ctx) != rank:
+        raise ctx.error(f"indices have rank {rank_of(indices, ctx)}, data rank {rank}")
     idx = fl.cast(indices, fl.int64)
     size = dim_tensor(dim_of(data, axis))
     idx = fl.where_v2(binary("Less", idx, scalar(0, idx)), binary("AddV2", idx, size), idx)
-    grid = np.indices(ishape, dtype=np.int64)                               # [rank, *ishape]
-    parts = [fl.constant(grid[k][..., None], dtype=fl.int64) if k != axis
-             else apply_op("ExpandDims", [idx, index_scalar(-1)]) for k in range(rank)]
+    ishape = full_shape(indices)
+    if ishape is not None:
+        grid = np.indices(ishape, dtype=np.int64)                           # [rank, *ishape]
+        coords = [fl.constant(grid[k][..., None], dtype=fl.int64) for k in range(rank)]
+    else:
+        coords = _coordinates_at_run_time(indices, rank)
+    parts = [coords[k] if k != axis else apply_op("ExpandDims", [idx, index_scalar(-1)])
+             for k in range(rank)]
     return apply_op("ConcatV2", [parts, index_scalar(-1)]) if rank > 1 else parts[0]
+
+
+def _coordinates_at_run_time(x: Tensor, rank: int) -> List[Tensor]:
+    """Per dim k of ``x`` (its shape known only at run time, as RoBERTa's position ids on a
+    dynamic sequence), each element's coordinate along k, shaped ``x.shape + [1]``: a Range
+    over dim k, broadcast over the other dims."""
+    shape = shape_i64(x)
+    zeros = apply_op("Fill", [apply_op("ConcatV2", [[shape, index_const([1])], index_scalar(0)]),
+                              fl.constant(np.int64(0))])
+    coords = []
+    for k in range(rank):
+        dim = apply_op("GatherV2", [shape, index_scalar(k), index_scalar(0)])
+        along = apply_op("Range", [fl.constant(np.int64(0)), dim, fl.constant(np.int64(1))])
+        lay = [1] * (rank + 1)
+        lay[k] = -1
+        coords.append(binary("AddV2", apply_op("Reshape", [along, index_const(lay)]), zeros))
+    return coords
 
 
 def lower_gather_elements(ctx):

@@ -210,9 +210,12 @@ def lower_slice(ctx):
         steps = [1] * len(starts)
     else:
         known = [static_value(ctx.input(i).output) for i in (1, 2)]
-        if (known[0] is None or known[1] is None) and not (ctx.graph_inputs_of(1)
-                                                           or ctx.graph_inputs_of(2)):
-            return _slice_at_run_time(ctx, x, rank)  # (from graph inputs: bind them)
+        if (known[0] is None or known[1] is None) and not (
+                ctx.graph_inputs_of(1, through_shapes=False)
+                or ctx.graph_inputs_of(2, through_shapes=False)):
+            # computed at run time (a loop's iteration, a dynamic dim's length: x[:, :seq]);
+            # read from graph inputs' values: bind them
+            return _slice_at_run_time(ctx, x, rank)
         starts = ctx.const(1, "starts").reshape(-1).tolist()
         ends = ctx.const(2, "ends").reshape(-1).tolist()
         axes = ctx.optional_const(3, "axes")

@@ -213,6 +213,121 @@ def test_a_shape_computed_from_a_dynamic_batch_reshapes_at_run_time(tmp_path, rn
         np.testing.assert_array_equal(y, x.reshape(batch, 6))
 
 
+def test_a_slice_to_a_dynamic_dims_length_runs_at_run_time(tmp_path, rng):
+    """BERT's ``position_ids[:, :seq_len]`` exported on a dynamic sequence axis: the Slice's
+    end is Shape(input_ids)[1], known only at run time but read from the input's shape, not
+    its values: no input needs binding, and each fed length slices its own prefix."""
+    positions = np.arange(64, dtype=np.int64)[None, :] * 10
+    nodes = [helper.make_node("Shape", ["ids"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "zero"], ["ends"]),
+             helper.make_node("Slice", ["positions", "zero", "ends", "axes"], ["p"],
+                              name="position_slice"),
+             helper.make_node("Add", ["ids", "p"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                         ["batch", "seq"])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", "seq"])],
+                   [_init("positions", positions), _init("one", np.array(1, np.int64)),
+                    _init("zero", np.array([0], np.int64)), _init("axes", np.array([1], np.int64))])
+    model = load_onnx_model(_save(model, tmp_path, "positions.onnx"))
+    assert [f.node.name for f in model.feeds] == ["ids"]
+    for batch, seq in ((2, 8), (3, 5)):
+        ids = rng.integers(0, 100, (batch, seq)).astype(np.int64)
+        with fl.Session(graph=model.graph) as sess:
+            (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"ids": ids})
+        np.testing.assert_array_equal(y, ids + positions[:, :seq])
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_and_scatter_elements_on_dynamic_shapes(tmp_path, rng, axis):
+    """GatherElements / ScatterElements whose indices' shape is known only at run time
+    (RoBERTa's position ids, gathered on a dynamic batch and sequence), negative indices too."""
+    nodes = [helper.make_node("GatherElements", ["x", "i"], ["g"], axis=axis),
+             helper.make_node("ScatterElements", ["x", "i", "u"], ["s"], axis=axis,
+                              reduction="add")]
+    dims = ["n", "m"]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, ["a", "b"]),
+                           helper.make_tensor_value_info("u", TensorProto.FLOAT, ["a", "b"])],
+                   [helper.make_tensor_value_info("g", TensorProto.FLOAT, ["a", "b"]),
+                    helper.make_tensor_value_info("s", TensorProto.FLOAT, dims)], [], opset=18)
+    model = load_onnx_model(_save(model, tmp_path, "elements.onnx"))
+    for shape, ishape in (((4, 5), (3, 2)), ((2, 3), (2, 3))):
+        x = rng.random(shape, dtype=np.float32)
+        i = rng.integers(-shape[axis], shape[axis], ishape).astype(np.int64)
+        u = rng.random(ishape, dtype=np.float32)
+        with fl.Session(graph=model.graph) as sess:
+            g, s = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x, "i": i, "u": u})
+        full = np.where(i < 0, i + shape[axis], i)
+        grid = list(np.indices(ishape))
+        grid[axis] = full
+        np.testing.assert_array_equal(g, x[tuple(grid)])
+        want = x.copy()
+        np.add.at(want, tuple(grid), u)
+        np.testing.assert_allclose(s, want, rtol=1e-6)
+
+
+def test_pads_computed_from_the_known_dims_of_a_dynamic_batch_fold(tmp_path, rng):
+    """Swin's ``F.pad(x, (0, (4 - W % 4) % 4))`` exported on a dynamic batch: W is
+    ``Shape(x)[3]``, known although the batch is not, so the pads fold at import time and the
+    padded width stays static."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "three"], ["w"], axis=0),
+             helper.make_node("Mod", ["w", "four"], ["r"]),
+             helper.make_node("Sub", ["four", "r"], ["q"]),
+             helper.make_node("Mod", ["q", "four"], ["pad"]),
+             helper.make_node("Unsqueeze", ["pad", "zero"], ["pad1"]),
+             helper.make_node("Concat", ["zeros7", "pad1"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="window_pad")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3, 5])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 3, 8])],
+                   [_init("three", np.array(3, np.int64)), _init("four", np.array(4, np.int64)),
+                    _init("zero", np.array([0], np.int64)),
+                    _init("zeros7", np.zeros(7, np.int64))])
+    model = load_onnx_model(_save(model, tmp_path, "window_pad.onnx"))
+    assert fl.Tensor(model.fetches[0]).shape.as_list() == [None, 2, 3, 8]
+    for batch in (1, 3):
+        x = rng.random((batch, 2, 3, 5), dtype=np.float32)
+        with fl.Session(graph=model.graph) as sess:
+            (y,) = sess.run([fl.Tensor(f) for f in model.fetches], {"x": x})
+        np.testing.assert_array_equal(y, np.pad(x, [(0, 0), (0, 0), (0, 0), (0, 3)]))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_to_sizes_with_a_dynamic_batch(tmp_path, rng, mode):
+    """``F.interpolate(x, size=(8, 6))`` exported on a dynamic batch: sizes are
+    ``Concat(Shape(x)[:2], [8, 6])`` (the TorchScript exporter's Slice, the dynamo exporter's
+    Shape(start, end)), the batch known only at run time; and scales that keep the batch.
+    Checked against onnx's reference Resize."""
+    from onnx.reference import ReferenceEvaluator
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "two"], ["nc"]),
+             helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode),
+             helper.make_node("Resize", ["x", "", "scales"], ["z"], mode=mode),
+             helper.make_node("Shape", ["x"], ["nc2"], start=0, end=2),    # dynamo's form
+             helper.make_node("Concat", ["nc2", "hw"], ["sizes2"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes2"], ["w"], mode=mode)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 4, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 8, 6]),
+                    helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 2, 8, 1]),
+                    helper.make_tensor_value_info("w", TensorProto.FLOAT, ["N", 2, 8, 6])],
+                   [_init("zero", np.array([0], np.int64)), _init("two", np.array([2], np.int64)),
+                    _init("hw", np.array([8, 6], np.int64)),
+                    _init("scales", np.array([1, 1, 2, 0.5], np.float32))])
+    path = _save(model, tmp_path, "interpolate.onnx")
+    reference = ReferenceEvaluator(path)
+    imported = load_onnx_model(path)
+    assert [fl.Tensor(f).shape.as_list() for f in imported.fetches] == \
+        [[None, 2, 8, 6], [None, 2, 8, 1], [None, 2, 8, 6]]
+    for batch in (1, 3):
+        x = rng.random((batch, 2, 4, 3), dtype=np.float32)
+        with fl.Session(graph=imported.graph) as sess:
+            got = sess.run([fl.Tensor(f) for f in imported.fetches], {"x": x})
+        for have, want in zip(got, reference.run(None, {"x": x})):
+            np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+
+
 def test_values_computed_from_static_shapes_and_bound_inputs_are_folded(tmp_path, rng):
     """A center crop as ONNX's function body writes it: Slice starts from Shape(x) (static)
     and a graph input. The error names that graph input (not the intermediate value), and

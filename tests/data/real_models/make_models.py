@@ -4,7 +4,8 @@ frameworks themselves, with their inputs and the reference runtime's outputs.
 
 What it needs (none of it is a flowc dependency; the tests read only the files it writes):
 PyTorch 2.x (CPU) with onnxscript (torch.onnx.export's default, dynamo exporter), onnx,
-onnxruntime, and TensorFlow 2.x with Keras 3. The committed files were written with torch
+onnxruntime, Hugging Face transformers (the ``hf_*`` models, built from small configs, no
+downloads), and TensorFlow 2.x with Keras 3. The committed files were written with torch
 2.13.0, onnx 1.23.2, onnxruntime 1.32.0, tensorflow 2.21.0 and keras 3.15.1.
 
 How to run it (from anywhere; it writes next to itself and rewrites manifest.json):
@@ -222,7 +223,11 @@ def torch_models() -> Dict[str, Callable[[], dict]]:
 
     def export(name: str, family: str, model: nn.Module, inputs: Dict[str, np.ndarray],
                outputs: List[str], external_data: bool = False, legacy: bool = False,
-               dynamic_batch: bool = False) -> dict:
+               dynamic_batch: bool = False, dynamic_axes: Dict[str, Dict[int, str]] = None,
+               export_inputs: Dict[str, np.ndarray] = None) -> dict:
+        """``dynamic_axes``: symbolic axes per input (both exporters); the model is exported
+        with ``export_inputs`` when given (another size than the recorded ``inputs``: the
+        file must work for sizes it was not traced at)."""
         import onnx
         import onnxruntime as ort
         path = os.path.join(HERE, name + ".onnx")
@@ -230,18 +235,29 @@ def torch_models() -> Dict[str, Callable[[], dict]]:
             if os.path.exists(stale):
                 os.remove(stale)
         args = tuple(torch.from_numpy(v) for v in inputs.values())
+        traced = args if export_inputs is None else \
+            tuple(torch.from_numpy(export_inputs[k]) for k in inputs)
         if legacy:      # the TorchScript exporter, torch.onnx.export's default before 2.9
             warnings.filterwarnings("ignore", "You are using the legacy TorchScript",
                                     DeprecationWarning)
-            torch.onnx.export(model, args, path, input_names=list(inputs), output_names=outputs,
-                              dynamo=False, opset_version=17)
+            torch.onnx.export(model, traced, path, input_names=list(inputs),
+                              output_names=outputs, dynamo=False, opset_version=17,
+                              dynamic_axes=dynamic_axes)
         else:
             dynamic = None
             if dynamic_batch:       # the first axis of every input is a symbolic "batch"
                 batch = torch.export.Dim("batch", min=1, max=4096)
                 dynamic = tuple({0: batch} for _ in args)
-            torch.onnx.export(model, args, path, input_names=list(inputs), output_names=outputs,
-                              external_data=external_data, dynamic_shapes=dynamic)
+            if dynamic_axes:        # one torch.export.Dim per symbol, shared by the inputs
+                dims: Dict[str, object] = {}
+                dynamic = tuple({a: dims.setdefault(sym, torch.export.Dim.AUTO)
+                                 for a, sym in dynamic_axes.get(k, {}).items()}
+                                for k in inputs)
+                if getattr(model, "varargs", False):
+                    dynamic = (dynamic,)
+            torch.onnx.export(model, traced, path, input_names=list(inputs),
+                              output_names=outputs, external_data=external_data,
+                              dynamic_shapes=dynamic)
         strip_stack_traces(path)
         proto = onnx.load(path)
         onnx.checker.check_model(proto)
@@ -266,7 +282,64 @@ def torch_models() -> Dict[str, Callable[[], dict]]:
             entry["external_data"] = name + ".onnx.data"
         if dynamic_batch:
             entry["dynamic_batch"] = True
+        if dynamic_axes:
+            entry["dynamic_axes"] = {k: {str(a): sym for a, sym in v.items()}
+                                     for k, v in dynamic_axes.items()}
         return entry
+
+    def hf_text(make: Callable[[], nn.Module], names: List[str], seed: int) -> nn.Module:
+        """A Hugging Face transformers model (built from a config: random weights) as a
+        module of positional inputs ``names`` returning its first output."""
+        class Positional(nn.Module):
+            varargs = True                          # forward(*args): one dynamic_shapes entry
+
+            def __init__(self):
+                super().__init__()
+                self.model = make()
+
+            def forward(self, *args):
+                return self.model(**dict(zip(names, args)), return_dict=True)[0]
+        return init_(Positional, seed)
+
+    def tokens(offset: int, batch: int, seq: int, vocab: int) -> Dict[str, np.ndarray]:
+        """Token ids and an attention mask with the first row's last two tokens padded."""
+        ids = rng(offset).randint(1, vocab, (batch, seq)).astype(np.int64)
+        mask = np.ones((batch, seq), np.int64)
+        mask[0, -2:] = 0
+        return {"input_ids": ids, "attention_mask": mask}
+
+    text_axes = {"input_ids": {0: "batch", 1: "sequence"},
+                 "attention_mask": {0: "batch", 1: "sequence"}}
+    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, vocab_size=50, max_position_embeddings=40)
+
+    def swin():
+        import torchvision.models as tv
+        return tv.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[1, 1],
+                                  num_heads=[2, 2], window_size=[4, 4], num_classes=5)
+
+    class SegmentationHead(nn.Module):
+        """torchvision's segmentation models' shape: a strided backbone, a classifier, and
+        ``F.interpolate(..., size=x.shape[-2:], mode="bilinear")`` back to the input size."""
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.Sequential(
+                nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                nn.Conv2d(8, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+            self.classifier = nn.Conv2d(16, 4, 1)
+
+        def forward(self, x):
+            y = self.classifier(self.backbone(x))
+            return nn.functional.interpolate(y, size=x.shape[-2:], mode="bilinear",
+                                             align_corners=False)
+
+    def bert():
+        import transformers as hf
+        return hf.BertModel(hf.BertConfig(**small))
+
+    def roberta():
+        import transformers as hf
+        return hf.RobertaModel(hf.RobertaConfig(**small))
 
     def f32(offset: int, *shape: int, scale: float = 1.0) -> np.ndarray:
         return (rng(offset).randn(*shape) * scale).astype(np.float32)
@@ -295,6 +368,37 @@ def torch_models() -> Dict[str, Callable[[], dict]]:
         "torch_gru": lambda: export(
             "torch_gru", "GRU (nn.GRU, 2 layers) with a linear head per step",
             init_(GRUModel, 5), {"sequence": f32(105, 2, 7, 8)}, ["logits", "h_n"]),
+        "hf_bert_dynamic": lambda: export(
+            "hf_bert_dynamic", "Hugging Face BERT (transformers BertModel from a small config) "
+            "with dynamic batch and sequence axes, TorchScript exporter (opset 17): "
+            "position_ids[:, :seq] is a Slice to a length computed from Shape(input_ids)",
+            hf_text(bert, ["input_ids", "attention_mask"], 7), tokens(107, 3, 5, 50),
+            ["last_hidden_state"], legacy=True, dynamic_axes=text_axes,
+            export_inputs=tokens(207, 2, 8, 50)),
+        "hf_roberta_dynamic": lambda: export(
+            "hf_roberta_dynamic", "Hugging Face RoBERTa (transformers RobertaModel from a small "
+            "config) with dynamic batch and sequence axes, dynamo exporter: position ids from "
+            "the padding mask (CumSum), gathered with GatherElements on the dynamic shape",
+            hf_text(roberta, ["input_ids", "attention_mask"], 8), tokens(108, 3, 5, 50),
+            ["last_hidden_state"], dynamic_axes=text_axes, export_inputs=tokens(208, 2, 8, 50)),
+        "tv_swin_dynamic_batch": lambda: export(
+            "tv_swin_dynamic_batch", "torchvision SwinTransformer (small config: 2 stages, "
+            "window 4) with a dynamic batch, TorchScript exporter (opset 17): window pads and "
+            "reshapes computed from Shape(x) whose batch is unknown",
+            init_(swin, 9), {"image": f32(109, 3, 3, 32, 32)}, ["logits"], legacy=True,
+            dynamic_axes={"image": {0: "batch"}}, export_inputs={"image": f32(209, 2, 3, 32, 32)}),
+        "torch_segmentation_dynamic_batch": lambda: export(
+            "torch_segmentation_dynamic_batch", "segmentation head as torchvision's (FCN, "
+            "DeepLabV3, LRASPP) end: bilinear F.interpolate to the input's size with a dynamic "
+            "batch, TorchScript exporter (opset 17): Resize sizes = Concat(Shape(x)[:2], [H, W])",
+            init_(SegmentationHead, 10), {"image": f32(110, 3, 3, 24, 20)}, ["masks"],
+            legacy=True, dynamic_axes={"image": {0: "batch"}},
+            export_inputs={"image": f32(210, 2, 3, 24, 20)}),
+        "torch_segmentation_dynamic_batch_dynamo": lambda: export(
+            "torch_segmentation_dynamic_batch_dynamo", "the segmentation head above through "
+            "the dynamo exporter: Resize sizes = Concat(Shape(x, start=0, end=2), [H, W])",
+            init_(SegmentationHead, 10), {"image": f32(110, 3, 3, 24, 20)}, ["masks"],
+            dynamic_axes={"image": {0: "batch"}}, export_inputs={"image": f32(210, 2, 3, 24, 20)}),
         "torch_mlp": lambda: export(
             "torch_mlp", "MLP (linear, ReLU, softmax) with a symbolic batch axis", init_(MLP, 6),
             {"features": f32(106, 4, 20)}, ["probs"], external_data=True, dynamic_batch=True),
