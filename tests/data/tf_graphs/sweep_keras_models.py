@@ -362,8 +362,13 @@ def export_tf1(tf, out, formats, batches):
 
 
 # --- checking with flowc ----------------------------------------------------------------------
+def _env():
+    return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                PYTHONDONTWRITEBYTECODE="1")
+
+
 def _flowc(python, *args, timeout=900):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     t = time.time()
     try:
         p = subprocess.run([python, "-m", "compiler.cli", *map(str, args)], env=env, cwd=ROOT,
@@ -378,7 +383,7 @@ def _flowc(python, *args, timeout=900):
 def _imports(python, case):
     code = ("import sys; from compiler.model_loader import load_model; "
             "m = load_model(sys.argv[1], sys.argv[2] or None); print(len(m.graph.nodes))")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     p = subprocess.run([python, "-c", code, case["path"], case.get("signature") or ""], env=env,
                        cwd=ROOT, capture_output=True, text=True)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
@@ -435,15 +440,20 @@ def check(python, case, work):
 
 
 def main():
+    global ROOT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="")
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--flowc-python", default=sys.executable)
     ap.add_argument("--batch", default="1,3")
+    ap.add_argument("--flowc-root", default=ROOT,
+                    help="the flowc source tree to check with (default: this one)")
+    ap.add_argument("--results", default="results.json", help="file name under OUT")
     ap.add_argument("--skip-export", action="store_true",
                     help="reuse OUT/cases.npz from an earlier run")
     args = ap.parse_args()
+    ROOT = os.path.abspath(args.flowc_root)
     formats = [f for f in args.formats.split(",") if f]
     batches = [int(b) for b in args.batch.split(",")]
     only = {n for n in args.only.split(",") if n}
@@ -474,7 +484,8 @@ def main():
             pickle.dump(cases, f)
     results = []
     for case in cases:
-        work = os.path.join(args.out, case["model"], "work_" + case["format"])
+        work = os.path.join(args.out, case["model"], "work_" + case["format"] + "_" +
+                            os.path.basename(ROOT))
         os.makedirs(work, exist_ok=True)
         r = check(args.flowc_python, case, work)
         results.append(r)
@@ -482,7 +493,7 @@ def main():
         print(f"{r['model']:20s} {r['format']:12s} imports={mark(r['imports'])} "
               f"compiles={mark(r['compiles'])} matches={mark(r['matches'])} "
               f"{r.get('compile_s', '')} {r['error'][:200]}", flush=True)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
+    with open(os.path.join(args.out, args.results), "w") as f:
         json.dump(results, f, indent=1)
 
 
