@@ -86,3 +86,26 @@ def test_fed_size_must_be_positive_in_c(graph):
     with fl.Session() as sess:
         with pytest.raises(FlowcError, match="must be positive"):
             sess.run(y, {x: np.ones((1, 2, 2, 1), np.float32), size: np.array([0, 2], np.int32)})
+
+
+def test_the_python_api(graph, rng):
+    """fl.image.resize is TF2's (half-pixel centers; 3-D images too); resize_bilinear and
+    resize_nearest_neighbor are TF1's."""
+    x = fl.placeholder(fl.uint8, [None, 4, 6, 2], name="x")
+    fetches = {"resize": fl.image.resize(x, [7, 3]),
+               "nearest": fl.image.resize(x, [3, 9], method="nearest"),
+               "one": fl.image.resize(x[0], [5, 5]),
+               "batched": fl.image.resize(x, [5, 5]),
+               "v1": fl.image.resize_bilinear(x, [7, 11], align_corners=True),
+               "v1_nearest": fl.image.resize_nearest_neighbor(x, [2, 2])}
+    assert fetches["resize"].dtype == fl.float32 and fetches["nearest"].dtype == fl.uint8
+    assert fetches["one"].shape == (5, 5, 2)
+    xv = rng.integers(0, 256, (2, 4, 6, 2)).astype(np.uint8)
+    got = check_against_interpreter(graph, fetches, {x: xv})
+    np.testing.assert_array_equal(got["one"], got["batched"][0])
+    flags = {(n.op, n.attrs["align_corners"], n.attrs["half_pixel_centers"])
+             for n in graph.nodes if n.op.startswith("Resize")}
+    assert flags == {("ResizeBilinear", False, True), ("ResizeNearestNeighbor", False, True),
+                     ("ResizeBilinear", True, False), ("ResizeNearestNeighbor", False, False)}
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        fl.image.resize(x, [2, 2], method="bicubic")

@@ -88,3 +88,15 @@ def test_fed_width_must_divide_in_c(graph):
         assert sess.run(y, {x: np.ones((1, 3, 1), np.float32)}).shape == (2, 2, 1)
         with pytest.raises(FlowcError, match="not divisible by block_shape"):
             sess.run(y, {x: np.ones((1, 4, 1), np.float32)})
+
+
+def test_the_python_api(graph, rng):
+    x = fl.placeholder(fl.float32, [None, 4, 6, 1], name="x")
+    y = fl.space_to_batch(x, [2, 3], [[0, 0], [0, 3]])
+    a, b = fl.identity_n([y, x])
+    back = fl.batch_to_space(a, [2, 3], [[0, 0], [0, 3]])
+    assert y.shape == (None, 2, 3, 1) and back.shape == (None, 4, 6, 1)
+    xv = rng.standard_normal((3, 4, 6, 1)).astype(np.float32)
+    got = check_against_interpreter(graph, {"back": back, "b": b}, {x: xv})
+    np.testing.assert_array_equal(got["back"], xv)
+    np.testing.assert_array_equal(got["b"], xv)
