@@ -19,11 +19,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from compiler.ir.construct import constant_value
+from compiler.ir.construct import constant_value, make_node
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import Shape, TensorType
 from compiler.passes.manager import Pass, PassContext, register_pass
 from compiler.passes.prune import erase_if_unused
+from runtime.dtypes import DType
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,37 @@ def tile_once(node: Node) -> Optional[Rewrite]:
     """Tile(x, [1, 1, ...]) -> x."""
     m = _int_list(node.inputs[1])
     return Replace(node.inputs[0]) if m is not None and all(a == 1 for a in m) else None
+
+
+@rule("Conv2D")
+def grouped_conv_as_depthwise(node: Node) -> Optional[Rewrite]:
+    """A grouped Conv2D with one input channel per group (Keras' ``Conv2D(groups=C)``, as in
+    ConvNeXt) -> DepthwiseConv2dNative of the filter reshaped from [KH, KW, 1, C*M] to
+    [KH, KW, C, M] (output channel c*M + m reads input channel c in both), which has a C
+    kernel; the input's depth must be known."""
+    x, f = node.inputs[0].type.shape, node.inputs[1].type.shape
+    nchw = node.attrs.get("data_format") == "NCHW"
+    if x is None or f is None or len(x) != 4 or len(f) != 4 or not node.users:
+        return None
+    c = x[1] if nchw else x[3]
+    if c is None or None in f or f[2] != 1 or c == 1 or f[3] % c:
+        return None
+    graph = node.graph
+    attrs = {k: node.attrs[k] for k in ("strides", "padding", "explicit_paddings",
+                                        "data_format", "dilations") if k in node.attrs}
+    with graph.inserting_before(node):
+        shape = make_node(graph, "Const", [], {"value": np.array([f[0], f[1], c, f[3] // c],
+                                                                  np.int32),
+                                               "dtype": DType.i32},
+                          name=f"{node.name}/depthwise_shape", device=node.device,
+                          location=node.location)
+        filt = make_node(graph, "Reshape", [node.inputs[1], shape.output(0)], {},
+                         name=f"{node.name}/depthwise_filter", device=node.device,
+                         location=node.location)
+        conv = make_node(graph, "DepthwiseConv2dNative", [node.inputs[0], filt.output(0)],
+                         attrs, name=f"{node.name}/depthwise", device=node.device,
+                         location=node.location)
+    return Replace(conv.output(0))
 
 
 # --- the pass ------------------------------------------------------------------------------
