@@ -472,6 +472,23 @@ def tf_models() -> Dict[str, Callable[[], dict]]:
         out = layers.Conv2D(2, 1)(r)
         return trained_looking(keras.Model(inp, [out, layers.GlobalAveragePooling2D()(n)]), 20)
 
+    def convnext() -> "keras.Model":
+        """Two ConvNeXt blocks as keras.applications.ConvNeXt builds them: a 7x7 Conv2D with
+        groups = channels (TensorFlow's grouped Conv2D), LayerNormalization, Dense, GELU, a
+        layer scale and the residual."""
+        keras.utils.set_random_seed(SEED + 21)
+        inp = keras.Input((16, 16, 3), batch_size=2, name="image")
+        x = layers.LayerNormalization(epsilon=1e-6)(layers.Conv2D(12, 4, strides=4)(inp))
+        for _ in range(2):
+            y = layers.Conv2D(12, 7, padding="same", groups=12)(x)
+            y = layers.LayerNormalization(epsilon=1e-6)(y)
+            y = layers.Dense(4 * 12, activation="gelu")(y)
+            y = layers.Dense(12)(y)
+            y = layers.Rescaling(0.5)(y)
+            x = layers.Add()([x, y])
+        x = layers.GlobalAveragePooling2D()(x)
+        return trained_looking(keras.Model(inp, layers.Dense(5)(x)), 21)
+
     def tf1_while_cond() -> dict:
         """A TF1 graph (graph mode, control flow v1: Enter/Merge/Switch/NextIteration/Exit) with
         a tf.while_loop over a fed trip count and a tf.cond on the loop's result, its
@@ -610,6 +627,10 @@ def tf_models() -> Dict[str, Callable[[], dict]]:
             "BatchNormalization, Conv2DTranspose, UpSampling2D and Resizing (ResizeBilinear, "
             "ResizeNearestNeighbor), Concatenate, two outputs", unet(),
             {"image": f32(120, 2, 16, 16, 3)}),
+        "tf_convnext": lambda: keras_frozen(
+            "tf_convnext", "ConvNeXt blocks in Keras: Conv2D(groups=channels) (a grouped "
+            "Conv2D), LayerNormalization, GELU, layer scale, residual", convnext(),
+            {"image": f32(121, 2, 16, 16, 3)}),
         "tf1_while_cond": tf1_while_cond,
         "tf2_function_loop": tf2_function_loop,
         "tf_saved_model": saved_model,
