@@ -6,6 +6,12 @@ models are built and written to a scratch folder each time):
 
     python3 tests/data/tf_graphs/sweep_keras_models.py --out /tmp/sweep [--only NAME,...]
         [--formats sm,export,pb,pb_lowered,pb_grappler] [--flowc-python PYTHON] [--batch 1,3]
+        [--skip-export] [--flowc-root TREE --results NAME.json]
+
+``--flowc-python``: a Python where flowc is installed (``pip install -e .``: its model loaders
+for ``.pb`` files are entry points), e.g. ``python3`` when TensorFlow lives in another
+environment; flowc's code is taken from this tree (or ``--flowc-root``, to compare with another
+checkout). ``--skip-export`` checks the models an earlier run wrote (``OUT/cases.pkl``).
 
 Formats:
 - ``sm``: ``tf.saved_model.save`` with a ``serving_default`` signature of dynamic batch;
