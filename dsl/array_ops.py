@@ -176,7 +176,8 @@ def space_to_batch_nd(input, block_shape, paddings,  # noqa: A002
 space_to_batch = space_to_batch_nd      # tf.space_to_batch (TF2) takes the same arguments
 
 
-def batch_to_space_nd(input, block_shape, crops, name: Optional[str] = None) -> Tensor:  # noqa: A002
+def batch_to_space_nd(input, block_shape, crops,  # noqa: A002
+                      name: Optional[str] = None) -> Tensor:
     """``tf.batch_to_space`` (the op BatchToSpaceND): the inverse of ``space_to_batch_nd``,
     then ``crops`` [M, 2] cut from both ends of each of the M spatial dims."""
     return apply_op("BatchToSpaceND", [convert_to_tensor(input),

@@ -70,7 +70,8 @@ def _bilinear_c(kc: KernelContext) -> str:
               f"*br = {x.data} + (r1 + x1) * C;",
               f"            float *o = {out.data} + ((b * OH + oy) * OW + ox) * C;",
               "            for (int64_t c = 0; c < C; c++) {",
-              "                const float top = (float)tl[c] + ((float)tr[c] - (float)tl[c]) * lx;",
+              "                const float top = (float)tl[c] + ((float)tr[c] - (float)tl[c]) "
+              "* lx;",
               "                const float bottom = (float)bl[c] + ((float)br[c] - (float)bl[c]) "
               "* lx;",
               "                o[c] = top + (bottom - top) * ly;",

@@ -57,7 +57,7 @@ def test_three_block_dims_and_int64_shapes(graph, rng):
 
 def test_documented_example(graph):
     # tf.space_to_batch_nd: x = [[[[1], [2]], [[3], [4]]]], block [2, 2] -> [[[[1]]], [[[2]]],
-    # [[[3]]], [[[4]]]]; with paddings [[0, 0], [2, 0]] on a [1, 2, 2, 1] input -> shape [4, 1, 2, 1]
+    # [[[3]]], [[[4]]]]; with paddings [[0, 0], [2, 0]]: shape [4, 1, 2, 1], zeros first
     x = fl.constant(np.arange(1, 5, dtype=np.float32).reshape(1, 2, 2, 1))
     got = check_against_interpreter(graph, {"plain": _s2b(x, [2, 2], [[0, 0], [0, 0]]),
                                             "padded": _s2b(x, [2, 2], [[0, 0], [2, 0]])}, {})

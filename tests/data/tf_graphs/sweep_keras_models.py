@@ -58,7 +58,8 @@ def keras_models():
     from keras import layers
 
     def image(size, seed=0):
-        return [("image", (size, size, 3), "float32", lambda b, s=seed: rng(s).rand(b, size, size, 3).astype(np.float32))]
+        return [("image", (size, size, 3), "float32",
+                 lambda b, s=seed: rng(s).rand(b, size, size, 3).astype(np.float32))]
 
     def app(cls, size, **kw):
         def build():
