@@ -1,9 +1,9 @@
 """Grouped Conv2D (TensorFlow's: the input depth a multiple of the filter's in-channels;
 Keras' ``Conv2D(groups=...)``, ConvNeXt's depthwise layers): the reference against a
 per-group computation, and compiled C (through the simplify rule that makes a
-one-channel-per-group Conv2D a DepthwiseConv2dNative) against the interpreter, for strides,
-dilations, SAME and VALID padding and a fed batch; several channels per group have no C
-kernel and say so."""
+one-channel-per-group Conv2D a DepthwiseConv2dNative, and one with several channels per group
+G Conv2Ds on split inputs) against the interpreter, for strides, dilations, SAME and VALID
+padding and a fed batch."""
 import numpy as np
 import pytest
 
@@ -41,6 +41,18 @@ def test_depthwise_groups_compile_and_match(graph, rng):
     for batch in (2, 1):
         check_against_interpreter(graph, fetches, {
             x: rng.standard_normal((batch, 7, 6, 3)).astype(np.float32)})
+
+
+def test_several_channels_per_group_compile_and_match(graph, rng):
+    x = fl.placeholder(fl.float32, [None, 6, 5, 8], name="x")
+    fetches = {}
+    for k, (cin, out, s, p, d) in enumerate([(2, 8, 1, "SAME", 1), (4, 6, 2, "VALID", 1),
+                                             (2, 4, 1, "SAME", 2)]):
+        f = fl.constant(rng.standard_normal((3, 3, cin, out)).astype(np.float32))
+        fetches[f"c{k}"] = fl.nn.relu(_conv(x, f, s, p, d))
+    for batch in (2, 1):
+        check_against_interpreter(graph, fetches, {
+            x: rng.standard_normal((batch, 6, 5, 8)).astype(np.float32)})
 
 
 def test_group_errors():
