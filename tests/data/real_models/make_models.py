@@ -475,10 +475,11 @@ def tf_models() -> Dict[str, Callable[[], dict]]:
     def convnext() -> "keras.Model":
         """Two ConvNeXt blocks as keras.applications.ConvNeXt builds them: a 7x7 Conv2D with
         groups = channels (TensorFlow's grouped Conv2D), LayerNormalization, Dense, GELU, a
-        layer scale and the residual."""
+        layer scale and the residual; before them a Conv2D of 3 groups of 4 channels."""
         keras.utils.set_random_seed(SEED + 21)
         inp = keras.Input((16, 16, 3), batch_size=2, name="image")
         x = layers.LayerNormalization(epsilon=1e-6)(layers.Conv2D(12, 4, strides=4)(inp))
+        x = layers.Conv2D(12, 3, padding="same", groups=3)(x)       # 4 channels per group
         for _ in range(2):
             y = layers.Conv2D(12, 7, padding="same", groups=12)(x)
             y = layers.LayerNormalization(epsilon=1e-6)(y)
@@ -628,8 +629,8 @@ def tf_models() -> Dict[str, Callable[[], dict]]:
             "ResizeNearestNeighbor), Concatenate, two outputs", unet(),
             {"image": f32(120, 2, 16, 16, 3)}),
         "tf_convnext": lambda: keras_frozen(
-            "tf_convnext", "ConvNeXt blocks in Keras: Conv2D(groups=channels) (a grouped "
-            "Conv2D), LayerNormalization, GELU, layer scale, residual", convnext(),
+            "tf_convnext", "ConvNeXt blocks in Keras: Conv2D(groups=channels) and "
+            "Conv2D(groups=3) (grouped Conv2D), LayerNormalization, GELU, layer scale, residual", convnext(),
             {"image": f32(121, 2, 16, 16, 3)}),
         "tf1_while_cond": tf1_while_cond,
         "tf2_function_loop": tf2_function_loop,
