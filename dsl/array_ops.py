@@ -21,7 +21,8 @@ __all__ = [
     "reshape", "transpose", "concat", "split", "slice", "strided_slice", "stack", "unstack",
     "squeeze", "expand_dims", "tile", "pad", "fill", "zeros", "ones", "zeros_like", "ones_like",
     "one_hot", "range", "gather", "shape", "size", "rank", "identity", "stop_gradient", "newaxis",
-    "reverse", "bitcast",
+    "reverse", "bitcast", "identity_n", "space_to_batch_nd", "space_to_batch", "batch_to_space_nd",
+    "batch_to_space",
 ]
 
 newaxis = None
@@ -153,6 +154,39 @@ def rank(input, name: Optional[str] = None) -> Tensor:  # noqa: A002
 
 def identity(input, name: Optional[str] = None) -> Tensor:  # noqa: A002
     return apply_op("Identity", [convert_to_tensor(input)], name=name or "Identity")
+
+
+def identity_n(input, name: Optional[str] = None) -> List[Tensor]:  # noqa: A002
+    """The tensors of the list ``input``, unchanged (``tf.identity_n``, the op IdentityN)."""
+    outs = apply_op("IdentityN", [[convert_to_tensor(x) for x in input]],
+                    name=name or "IdentityN")
+    return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+
+
+def space_to_batch_nd(input, block_shape, paddings,  # noqa: A002
+                      name: Optional[str] = None) -> Tensor:
+    """``tf.space_to_batch_nd`` (the op SpaceToBatchND): the M dims after the batch padded by
+    ``paddings`` [M, 2] and cut into blocks of ``block_shape`` [M] that move into the batch."""
+    dtype = _index_dtype(block_shape)
+    return apply_op("SpaceToBatchND", [convert_to_tensor(input), _as_index(block_shape, dtype),
+                                       _as_index(paddings, _index_dtype(paddings))],
+                    name=name or "SpaceToBatchND")
+
+
+space_to_batch = space_to_batch_nd      # tf.space_to_batch (TF2) takes the same arguments
+
+
+def batch_to_space_nd(input, block_shape, crops,  # noqa: A002
+                      name: Optional[str] = None) -> Tensor:
+    """``tf.batch_to_space`` (the op BatchToSpaceND): the inverse of ``space_to_batch_nd``,
+    then ``crops`` [M, 2] cut from both ends of each of the M spatial dims."""
+    return apply_op("BatchToSpaceND", [convert_to_tensor(input),
+                                       _as_index(block_shape, _index_dtype(block_shape)),
+                                       _as_index(crops, _index_dtype(crops))],
+                    name=name or "BatchToSpaceND")
+
+
+batch_to_space = batch_to_space_nd      # tf.batch_to_space (TF2) takes the same arguments
 
 
 def stop_gradient(input, name: Optional[str] = None) -> Tensor:  # noqa: A002

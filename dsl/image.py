@@ -1,6 +1,8 @@
 """``fl.image``: image ops named as in ``tf.image``: ``non_max_suppression``,
 ``non_max_suppression_with_scores`` and ``non_max_suppression_padded`` (all
-NonMaxSuppressionV5)."""
+NonMaxSuppressionV5); ``resize`` (TF2's, bilinear and nearest: ResizeBilinear and
+ResizeNearestNeighbor with half-pixel centers), and TF1's ``resize_bilinear`` and
+``resize_nearest_neighbor`` (``align_corners``, ``half_pixel_centers``)."""
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -13,7 +15,61 @@ from dsl.tensor import Tensor
 from runtime.dtypes import DType
 
 __all__ = ["non_max_suppression", "non_max_suppression_with_scores",
-           "non_max_suppression_padded"]
+           "non_max_suppression_padded", "resize", "resize_bilinear", "resize_nearest_neighbor",
+           "ResizeMethod"]
+
+
+class ResizeMethod:
+    """The ``method`` names of ``tf.image.resize`` (flowc has the first two)."""
+    BILINEAR = "bilinear"
+    NEAREST_NEIGHBOR = "nearest"
+    BICUBIC = "bicubic"
+    AREA = "area"
+    LANCZOS3 = "lanczos3"
+    LANCZOS5 = "lanczos5"
+    GAUSSIAN = "gaussian"
+    MITCHELLCUBIC = "mitchellcubic"
+
+
+def _resize(op: str, images, size, align_corners: bool, half_pixel_centers: bool, name):
+    images = convert_to_tensor(images)
+    rank = images.shape.ndims if hasattr(images.shape, "ndims") else len(images.shape)
+    if rank not in (3, 4):
+        raise ValueError(f"'images' must have 3 or 4 dimensions, got shape {images.shape}")
+    batched = images if rank == 4 else apply_op("ExpandDims", [images, np.int32(0)])
+    out = apply_op(op, [batched, cast(convert_to_tensor(size), DType.i32)],
+                   {"align_corners": align_corners, "half_pixel_centers": half_pixel_centers},
+                   name=name or op)
+    return out if rank == 4 else apply_op("Squeeze", [out], {"squeeze_dims": [0]})
+
+
+def resize(images, size, method: str = ResizeMethod.BILINEAR, preserve_aspect_ratio=False,
+           antialias=False, name: Optional[str] = None) -> Tensor:
+    """``tf.image.resize`` of images [batch, height, width, channels] (or one image, 3-D) to
+    ``size`` [new_height, new_width], with half-pixel centers: bilinear (float32 result) or
+    nearest (the images' dtype)."""
+    if preserve_aspect_ratio or antialias:
+        raise NotImplementedError("fl.image.resize: preserve_aspect_ratio and antialias are "
+                                  "not supported")
+    if method == ResizeMethod.BILINEAR:
+        return _resize("ResizeBilinear", images, size, False, True, name)
+    if method == ResizeMethod.NEAREST_NEIGHBOR:
+        return _resize("ResizeNearestNeighbor", images, size, False, True, name)
+    raise NotImplementedError(f"fl.image.resize: method '{method}' is not supported (bilinear "
+                              "and nearest are)")
+
+
+def resize_bilinear(images, size, align_corners=False, name: Optional[str] = None,
+                    half_pixel_centers=False) -> Tensor:
+    """``tf.compat.v1.image.resize_bilinear`` (the op ResizeBilinear; float32 result)."""
+    return _resize("ResizeBilinear", images, size, align_corners, half_pixel_centers, name)
+
+
+def resize_nearest_neighbor(images, size, align_corners=False, name: Optional[str] = None,
+                            half_pixel_centers=False) -> Tensor:
+    """``tf.compat.v1.image.resize_nearest_neighbor`` (the op ResizeNearestNeighbor)."""
+    return _resize("ResizeNearestNeighbor", images, size, align_corners, half_pixel_centers,
+                   name)
 
 
 def _nms(boxes, scores, max_output_size, iou_threshold, score_threshold, soft_nms_sigma,

@@ -141,10 +141,24 @@ def _expect(ctx, name: str, got, want) -> None:
 
 
 # --- shape functions -------------------------------------------------------------------------
+def _check_groups(ctx, c_x, c_f, o) -> None:
+    """A grouped Conv2D (TensorFlow's: input depth a multiple of the filter's in-channels,
+    groups = their ratio, Keras' ``Conv2D(groups=...)``): the output depth must be a multiple
+    of the groups too."""
+    if c_x is None or c_f is None or c_x == c_f:
+        return
+    if c_f <= 0 or c_x % c_f:
+        raise ctx.error(f"filter in-channels has shape {shape_str((c_f,))}, expected "
+                        f"{shape_str((c_x,))} (or a divisor of it: grouped convolution)")
+    if o is not None and o % (c_x // c_f):
+        raise ctx.error(f"Depth of output ({o}) is not a multiple of the number of groups "
+                        f"({c_x // c_f})")
+
+
 def _conv_shape(ctx) -> list:
     g = _geometry(ctx.attrs, ctx.error)
     x, f = _rank4(ctx, 0, "input"), _rank4(ctx, 1, "filter")
-    _expect(ctx, "filter in-channels", (f[2],), (x[3],))
+    _check_groups(ctx, x[3], f[2], f[3])
     n, oh, ow = _check_out(ctx, g, x, f[0], f[1])
     return [(n, oh, ow, f[3])]
 
@@ -235,13 +249,17 @@ def _check_channels(ctx, c_x: int, c_f: int) -> None:
 
 def _conv_ref(ctx, x, f):
     kh, kw, c, o = f.shape
-    _check_channels(ctx, x.shape[3], c)
+    groups = x.shape[3] // c if c and x.shape[3] % c == 0 and o % (x.shape[3] // c) == 0 else 1
+    _check_channels(ctx, x.shape[3], c * groups)
     g, oh, ow, pt, pl = _ref_geometry(ctx, x.shape, kh, kw)
     taps, pads = _taps(g, x.shape, kh, kw, oh, ow, pt, pl)
     xp = _padded(x, pads)
     y = np.zeros((x.shape[0], oh, ow, o), x.dtype)
-    for i, j, rs, cs in taps:
-        y += xp[:, rs, cs, :] @ f[i, j]
+    per = o // groups
+    for k in range(groups):           # group k: input channels k*c.., output channels k*per..
+        xs, ys = slice(k * c, (k + 1) * c), slice(k * per, (k + 1) * per)
+        for i, j, rs, cs in taps:
+            y[..., ys] += xp[:, rs, cs, xs] @ f[i, j][:, ys]
     return y
 
 

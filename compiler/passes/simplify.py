@@ -19,11 +19,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from compiler.ir.construct import constant_value
+from compiler.ir.construct import constant_value, make_node
 from compiler.ir.graph import Graph, Node, Output
 from compiler.ir.types import Shape, TensorType
 from compiler.passes.manager import Pass, PassContext, register_pass
 from compiler.passes.prune import erase_if_unused
+from runtime.dtypes import DType
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,60 @@ def tile_once(node: Node) -> Optional[Rewrite]:
     """Tile(x, [1, 1, ...]) -> x."""
     m = _int_list(node.inputs[1])
     return Replace(node.inputs[0]) if m is not None and all(a == 1 for a in m) else None
+
+
+@rule("Conv2D")
+def grouped_conv(node: Node) -> Optional[Rewrite]:
+    """A grouped Conv2D (input depth C a multiple G > 1 of the filter's in-channels: Keras'
+    ``Conv2D(groups=G)``) becomes ops with C kernels: one input channel per group (ConvNeXt's
+    ``groups=C``) -> DepthwiseConv2dNative of the filter reshaped from [KH, KW, 1, C*M] to
+    [KH, KW, C, M] (output channel c*M + m reads input channel c in both); several (ResNeXt,
+    RegNet) -> the input and the filter split into G parts, G Conv2Ds, their ConcatV2. The
+    input's depth and the filter's shape must be known."""
+    x, f = node.inputs[0].type.shape, node.inputs[1].type.shape
+    nchw = node.attrs.get("data_format") == "NCHW"
+    if x is None or f is None or len(x) != 4 or len(f) != 4 or not node.users:
+        return None
+    c = x[1] if nchw else x[3]
+    if c is None or None in f or f[2] in (0, c) or c % f[2]:
+        return None
+    groups = c // f[2]
+    if f[3] % groups:
+        return None
+    graph = node.graph
+    made: List[Node] = []
+
+    def add(op: str, inputs, attrs, suffix: str) -> Node:
+        n = make_node(graph, op, inputs, attrs, name=f"{node.name}/{suffix}",
+                      device=node.device, location=node.location)
+        made.append(n)
+        return n
+
+    def const(value: np.ndarray, suffix: str) -> Output:
+        return add("Const", [], {"value": value, "dtype": DType.i32}, suffix).output(0)
+
+    attrs = {k: node.attrs[k] for k in ("strides", "padding", "explicit_paddings",
+                                        "data_format", "dilations") if k in node.attrs}
+    with graph.inserting_before(node):
+        if f[2] == 1:
+            shape = const(np.array([f[0], f[1], c, f[3] // c], np.int32), "depthwise_shape")
+            filt = add("Reshape", [node.inputs[1], shape], {}, "depthwise_filter")
+            out = add("DepthwiseConv2dNative", [node.inputs[0], filt.output(0)], attrs,
+                      "depthwise")
+        else:
+            axis = const(np.array(1 if nchw else 3, np.int32), "group_axis")
+            xs = add("Split", [axis, node.inputs[0]], {"num_split": groups}, "group_inputs")
+            fs = add("Split", [const(np.array(3, np.int32), "filter_axis"), node.inputs[1]],
+                     {"num_split": groups}, "group_filters")
+            convs = [add("Conv2D", [xs.output(k), fs.output(k)], dict(node.attrs),
+                         f"group_{k}").output(0) for k in range(groups)]
+            out = add("ConcatV2", [convs, axis], {}, "groups")
+    if out.output_types[0] != node.output_types[0]:
+        erase_if_unused(graph, list(reversed(made)))
+        return None
+    for n in made:
+        n.assigned_device = node.assigned_device
+    return Replace(out.output(0))
 
 
 # --- the pass ------------------------------------------------------------------------------

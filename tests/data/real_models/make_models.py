@@ -547,6 +547,53 @@ def tf_models() -> Dict[str, Callable[[], dict]]:
         x = layers.GlobalAveragePooling1D()(x)
         return trained_looking(keras.Model(inp, layers.Dense(3, activation="softmax")(x)), 15)
 
+    def text_cnn() -> "keras.Model":
+        keras.utils.set_random_seed(SEED + 19)
+        inp = keras.Input((20,), batch_size=2, dtype="int32", name="tokens")
+        x = layers.Embedding(60, 12)(inp)
+        x = layers.Conv1D(16, 3, activation="relu", padding="same")(x)
+        x = layers.MaxPooling1D(2)(x)
+        x = layers.Conv1D(8, 3, activation="relu", dilation_rate=2, padding="same")(x)
+        x = layers.Conv1D(8, 2, dilation_rate=3)(x)
+        x = layers.GlobalMaxPooling1D()(x)
+        x = layers.Dropout(0.5)(x)
+        return trained_looking(keras.Model(inp, layers.Dense(2, activation="softmax")(x)), 19)
+
+    def unet() -> "keras.Model":
+        keras.utils.set_random_seed(SEED + 20)
+        inp = keras.Input((16, 16, 3), batch_size=2, name="image")
+        c1 = layers.BatchNormalization()(layers.Conv2D(8, 3, padding="same",
+                                                       activation="swish")(inp))
+        c2 = layers.Conv2D(8, 3, padding="same", activation="relu", dilation_rate=2)(
+            layers.MaxPooling2D()(c1))
+        b = layers.Conv2D(8, 3, padding="same", activation="relu")(layers.AveragePooling2D(2)(c2))
+        u2 = layers.Concatenate()([layers.Conv2DTranspose(8, 3, strides=2, padding="same")(b),
+                                   c2])
+        u1 = layers.Concatenate()([layers.UpSampling2D(interpolation="bilinear")(u2), c1])
+        u1 = layers.Conv2D(4, 3, padding="same", activation="gelu")(u1)
+        r = layers.Resizing(24, 20, interpolation="bilinear")(u1)
+        n = layers.Resizing(12, 12, interpolation="nearest")(u1)
+        out = layers.Conv2D(2, 1)(r)
+        return trained_looking(keras.Model(inp, [out, layers.GlobalAveragePooling2D()(n)]), 20)
+
+    def convnext() -> "keras.Model":
+        """Two ConvNeXt blocks as keras.applications.ConvNeXt builds them: a 7x7 Conv2D with
+        groups = channels (TensorFlow's grouped Conv2D), LayerNormalization, Dense, GELU, a
+        layer scale and the residual; before them a Conv2D of 3 groups of 4 channels."""
+        keras.utils.set_random_seed(SEED + 21)
+        inp = keras.Input((16, 16, 3), batch_size=2, name="image")
+        x = layers.LayerNormalization(epsilon=1e-6)(layers.Conv2D(12, 4, strides=4)(inp))
+        x = layers.Conv2D(12, 3, padding="same", groups=3)(x)       # 4 channels per group
+        for _ in range(2):
+            y = layers.Conv2D(12, 7, padding="same", groups=12)(x)
+            y = layers.LayerNormalization(epsilon=1e-6)(y)
+            y = layers.Dense(4 * 12, activation="gelu")(y)
+            y = layers.Dense(12)(y)
+            y = layers.Rescaling(0.5)(y)
+            x = layers.Add()([x, y])
+        x = layers.GlobalAveragePooling2D()(x)
+        return trained_looking(keras.Model(inp, layers.Dense(5)(x)), 21)
+
     def tf1_while_cond() -> dict:
         """A TF1 graph (graph mode, control flow v1: Enter/Merge/Switch/NextIteration/Exit) with
         a tf.while_loop over a fed trip count and a tf.cond on the loop's result, its
@@ -676,6 +723,19 @@ def tf_models() -> Dict[str, Callable[[], dict]]:
         "tf_attention": lambda: keras_frozen(
             "tf_attention", "Keras MultiHeadAttention (Einsum) encoder block with GELU and "
             "LayerNormalization", attention(), {"tokens": f32(115, 2, 10, 16)}),
+        "tf_text_cnn": lambda: keras_frozen(
+            "tf_text_cnn", "Keras text CNN: Embedding, Conv1D (dilated: SpaceToBatchND, "
+            "BatchToSpaceND), MaxPooling1D, GlobalMaxPooling1D, Dropout, softmax",
+            text_cnn(), {"tokens": rng(119).randint(0, 60, (2, 20)).astype(np.int32)}),
+        "tf_unet": lambda: keras_frozen(
+            "tf_unet", "small Keras U-Net: Conv2D (swish: IdentityN; dilated), "
+            "BatchNormalization, Conv2DTranspose, UpSampling2D and Resizing (ResizeBilinear, "
+            "ResizeNearestNeighbor), Concatenate, two outputs", unet(),
+            {"image": f32(120, 2, 16, 16, 3)}),
+        "tf_convnext": lambda: keras_frozen(
+            "tf_convnext", "ConvNeXt blocks in Keras: Conv2D(groups=channels) and "
+            "Conv2D(groups=3) (grouped Conv2D), LayerNormalization, GELU, layer scale, residual", convnext(),
+            {"image": f32(121, 2, 16, 16, 3)}),
         "tf1_while_cond": tf1_while_cond,
         "tf2_function_loop": tf2_function_loop,
         "tf_saved_model": saved_model,
