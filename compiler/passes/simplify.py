@@ -264,14 +264,21 @@ def tile_once(node: Node) -> Optional[Rewrite]:
     return Replace(node.inputs[0]) if m is not None and all(a == 1 for a in m) else None
 
 
+def _on_gpu(node: Node) -> bool:
+    """Whether ``node`` is meant for a GPU: its placed or requested device names one."""
+    return "GPU" in (node.assigned_device or node.device or "").upper()
+
+
 @rule("Conv2D")
 def grouped_conv(node: Node) -> Optional[Rewrite]:
     """A grouped Conv2D (input depth C a multiple G > 1 of the filter's in-channels: Keras'
     ``Conv2D(groups=G)``) becomes ops with C kernels: one input channel per group (ConvNeXt's
     ``groups=C``) -> DepthwiseConv2dNative of the filter reshaped from [KH, KW, 1, C*M] to
     [KH, KW, C, M] (output channel c*M + m reads input channel c in both); several (ResNeXt,
-    RegNet) -> the input and the filter split into G parts, G Conv2Ds, their ConcatV2. The
-    input's depth and the filter's shape must be known."""
+    RegNet) stay one Conv2D, which the C kernels run as one grouped convolution
+    (``c_ops/conv.py``), except on a GPU (a node whose device names one), whose kernel has no
+    groups: there the input and the filter are split into G parts, G Conv2Ds, their
+    ConcatV2. The input's depth and the filter's shape must be known."""
     x, f = node.inputs[0].type.shape, node.inputs[1].type.shape
     nchw = node.attrs.get("data_format") == "NCHW"
     if x is None or f is None or len(x) != 4 or len(f) != 4 or not node.users:
@@ -281,6 +288,8 @@ def grouped_conv(node: Node) -> Optional[Rewrite]:
         return None
     groups = c // f[2]
     if f[3] % groups:
+        return None
+    if f[2] > 1 and not _on_gpu(node):
         return None
     graph = node.graph
     made: List[Node] = []

@@ -115,6 +115,7 @@ class CGeometry:
     kw: str
     o: str
     g: Geometry
+    groups: int = 1     # a grouped Conv2D's groups (input depth / filter in-channels)
 
     def window_args(self, axis: int) -> str:
         k = (self.kh, self.kw)[axis]
@@ -149,6 +150,29 @@ class CGeometry:
                                    self.pad(0), self.pad(1)])
 
 
+def conv_groups(kc: CKernelContext, c: str, c_f: str, o: str) -> int:
+    """The groups of a Conv2D of input depth ``c`` by a filter of ``c_f`` in-channels and
+    ``o`` outputs (C expressions): ``c / c_f`` when both are known now and ``c`` is a larger
+    multiple of ``c_f`` (TensorFlow's grouped convolution; ``o`` must be a multiple of the
+    groups, checked now or at run time), else 1. Only the C target runs groups: the CUDA
+    kernel has none (simplify splits a grouped Conv2D meant for a GPU, and the CUDA kernel
+    does not take one, ``cuda_ops/conv.py``)."""
+    if kc.target.name != "c" or not (c.isdigit() and c_f.isdigit()):
+        return 1
+    c, c_f = int(c), int(c_f)
+    if c_f == 0 or c == c_f or c % c_f:
+        return 1
+    groups = c // c_f
+    if o.isdigit():
+        if int(o) % groups:
+            raise kc.error(f"Depth of output ({o}) is not a multiple of the number of groups "
+                           f"({groups})")
+    else:
+        kc.check(f"({o}) % {groups} == 0",
+                 f"depth of output is not a multiple of the number of groups ({groups})")
+    return groups
+
+
 def _c_geometry(kc: CKernelContext) -> CGeometry:
     """Geometry of the node in C; the first call adds run-time checks of all the shapes."""
     cached = getattr(kc, "_conv_geometry", None)
@@ -166,8 +190,10 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
     _helpers(kc, kc.out.dtype)
     if op == "Conv2D":
         x, f = ins[0].dims, ins[1].dims
-        kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
-        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), False
+        groups = conv_groups(kc, x[3], f[2], f[3])
+        if groups == 1:
+            kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
+        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g, groups), False
     elif op == "Conv2DBackpropInput":
         x, f = _sizes_c(kc, 0), ins[1].dims
         kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
@@ -274,7 +300,7 @@ def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
     """The name of the direct-convolution helper for this convolution or filter gradient,
     added to the module, when its filter dims are static and small; else None."""
     op = base_op(kc.node.op)
-    if op not in ("Conv2D", "Conv2DBackpropFilter"):
+    if op not in ("Conv2D", "Conv2DBackpropFilter") or geo.groups > 1:
         return None
     dims = [geo.kh, geo.kw, geo.x[3], geo.o]
     if not all(d.isdigit() for d in dims):
@@ -302,6 +328,8 @@ def emit_conv(kc: CKernelContext) -> str:
     ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + outs)
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
+    if geo.groups > 1:
+        fn, ptrs = "flowc_conv2d_grouped", f"{ptrs}, {geo.groups}"
     if direct is None:
         fn = f"{fn}_{kc.out.dtype.ir_name}"
     call = f"{fn}({ptrs}, {geo.call_args()})"

@@ -123,7 +123,7 @@ def uses_onednn(kc: CKernelContext, geo, op: str) -> bool:
         return False
     n, h, w, c = map(int, geo.x)
     flops = 2 * n * int(geo.out(0)) * int(geo.out(1)) * int(geo.kh) * int(geo.kw) * int(geo.o) \
-        * (1 if depthwise else c)
+        * (1 if depthwise else c // geo.groups)
     return engine == "onednn" or flops >= MIN_FLOPS
 
 
@@ -141,8 +141,8 @@ def emit_onednn(kc: CKernelContext, geo, rc: str, fallback: str, depthwise: bool
     if depthwise:
         c, m = int(geo.x[3]), int(geo.o)
         groups, outputs = str(c), str(c * m)
-    else:
-        groups, outputs = "1", geo.o
+    else:               # a grouped Conv2D's HWIO filter [KH, KW, C / G, O] is hwigo too
+        groups, outputs = str(geo.groups), geo.o
     args = [groups] + geo.x + [geo.kh, geo.kw, outputs, geo.out(0), geo.out(1),
                                *map(str, geo.g.strides + geo.g.dilations), geo.pad(0),
                                geo.pad(1)]

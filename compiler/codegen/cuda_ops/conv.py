@@ -90,7 +90,16 @@ _SIZES = {"Conv2DBackpropInput": 0, "Conv2DBackpropFilter": 1, "AvgPoolGrad": 0}
 
 
 def _supports(node: Node) -> bool:
-    return node.attrs.get("data_format", "NHWC") == "NHWC"
+    """NHWC, and no grouped Conv2D (input depth a multiple > 1 of the filter's in-channels):
+    these kernels have no groups (simplify splits a grouped Conv2D meant for a GPU)."""
+    if node.attrs.get("data_format", "NHWC") != "NHWC":
+        return False
+    if node.op in ("Conv2D", "_FusedConv2D"):
+        x, f = node.inputs[0].type.shape, node.inputs[1].type.shape
+        if x is not None and f is not None and len(x) == 4 and len(f) == 4 \
+                and None not in (x[3], f[2]) and x[3] != f[2]:
+            return False
+    return True
 
 
 def _grad_grad_dims(kc: KernelContext):

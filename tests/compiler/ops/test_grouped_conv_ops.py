@@ -1,9 +1,9 @@
 """Grouped Conv2D (TensorFlow's: the input depth a multiple of the filter's in-channels;
 Keras' ``Conv2D(groups=...)``, ConvNeXt's depthwise layers): the reference against a
 per-group computation, and compiled C (through the simplify rule that makes a
-one-channel-per-group Conv2D a DepthwiseConv2dNative, and one with several channels per group
-G Conv2Ds on split inputs) against the interpreter, for strides, dilations, SAME and VALID
-padding and a fed batch."""
+one-channel-per-group Conv2D a DepthwiseConv2dNative; one with several channels per group
+runs as one grouped kernel, see test_grouped_conv_native.py) against the interpreter, for
+strides, dilations, SAME and VALID padding and a fed batch."""
 import numpy as np
 import pytest
 
