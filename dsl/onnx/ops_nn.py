@@ -3,7 +3,9 @@ Softmax/LogSoftmax, BatchNormalization, InstanceNormalization, LayerNormalizatio
 
 flowc's convolution and pooling are TensorFlow's (NHWC): the lowering transposes in and out,
 turns ONNX pads and auto_pad into explicit paddings; a depthwise Conv (group == input channels)
-is one DepthwiseConv2dNative, another grouped one a Conv2D per group.
+is one DepthwiseConv2dNative, another grouped one one grouped Conv2D (TensorFlow's: input
+depth a multiple of the filter's in-channels; one kernel in C) when the input's channels are
+known, else a Conv2D per group.
 """
 from __future__ import annotations
 
@@ -124,7 +126,11 @@ def conv(ctx, x, w, bias=None):
         y = apply_op("DepthwiseConv2dNative", [xh, _transpose(wd, [2, 3, 0, 1])], attrs)
         return _finish_conv(y, bias, spatial)
     wh = _transpose(w, [2, 3, 1, 0])                          # OIHW -> HWIO
-    if group == 1:
+    channels = (static_shape(x) or [None, None])[1]
+    if group == 1 or (channels is not None and wshape[1] is not None
+                      and channels == group * wshape[1]):
+        # ONNX's output channel o reads group o // (O / group): TensorFlow's grouped Conv2D
+        # (filter [KH, KW, C / group, O]) computes the same, the groups in one kernel
         y = apply_op("Conv2D", [xh, wh], attrs)
     else:
         xs = apply_op("Split", [fl.constant(np.int32(3)), xh], {"num_split": group})

@@ -512,8 +512,54 @@ def test_grouped_and_depthwise_conv_match_onnx_reference(tmp_path, rng, case):
         assert ops.count("DepthwiseConv2dNative") == 1
         assert "Conv2D" not in ops and "Split" not in ops and "ConcatV2" not in ops
     else:
-        assert ops.count("Conv2D") == group and "DepthwiseConv2dNative" not in ops
+        assert ops.count("Conv2D") == 1 and "DepthwiseConv2dNative" not in ops
+        assert "Split" not in ops and "ConcatV2" not in ops
     with fl.Session(graph=loaded.graph) as sess:
         (y,) = sess.run([fl.Tensor(f) for f in loaded.fetches], {"x": x})
     assert y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("engine", ["blas", "onednn"])
+def test_resnext_block_with_group_8_is_one_grouped_kernel(tmp_path, rng, monkeypatch, engine):
+    """A ResNeXt bottleneck (1x1 -> grouped 3x3, group 8 -> 1x1, + the shortcut, ReLUs): the
+    grouped Conv imports as one Conv2D, which compiles to one grouped _FusedConv2D (bias and
+    ReLU fused) with no Split/ConcatV2, and matches ONNX's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+    from compiler.codegen import onednn
+    from compiler.step import make_step_graph, optimize
+    if engine == "onednn" and not onednn.available():
+        pytest.skip("oneDNN is not installed")
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", engine)
+    c, mid = 32, 64
+    x = rng.standard_normal((2, c, 10, 9)).astype(np.float32)
+    inits = [_init("w1", (rng.standard_normal((mid, c, 1, 1)) * 0.2).astype(np.float32)),
+             _init("b1", rng.standard_normal(mid).astype(np.float32)),
+             _init("w2", (rng.standard_normal((mid, mid // 8, 3, 3)) * 0.2).astype(np.float32)),
+             _init("b2", rng.standard_normal(mid).astype(np.float32)),
+             _init("w3", (rng.standard_normal((c, mid, 1, 1)) * 0.2).astype(np.float32)),
+             _init("b3", rng.standard_normal(c).astype(np.float32))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1], group=8),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], kernel_shape=[1, 1]),
+             helper.make_node("Add", ["c3", "x"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)], inits)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    loaded = load_onnx_model(_save(model, tmp_path, "resnext.onnx"))
+    ops = [n.op for n in loaded.graph]
+    assert ops.count("Conv2D") == 3 and "Split" not in ops and "ConcatV2" not in ops
+    feeds = [n.output(0) for n in loaded.graph if n.op == "Placeholder"]
+    step = make_step_graph(loaded.graph, feeds, list(loaded.fetches))
+    optimize(step)
+    opt = [n for n in step.graph if n.op in ("Conv2D", "_FusedConv2D", "Split", "ConcatV2")]
+    assert [n.op for n in opt] == ["_FusedConv2D"] * 3
+    grouped = [n for n in opt if n.inputs[1].type.shape[2] * 8 == n.inputs[0].type.shape[3]]
+    assert len(grouped) == 1 and list(grouped[0].attrs["fused_ops"]) == ["BiasAdd", "Relu"]
+    with fl.Session(graph=loaded.graph) as sess:
+        (y,) = sess.run([fl.Tensor(f) for f in loaded.fetches], {"x": x})
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
