@@ -4,8 +4,11 @@ geometry (``CGeometry``, ``_c_geometry``) that the fused forms (``c_ops/conv_fus
 MaxPoolGradGrad (``c_ops/nn_grad.py``) and the CUDA kernels (``cuda_ops/conv.py``) share.
 
 Convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over chunks of rows
-of the column matrix sized to stay in a core's L2 cache; pooling is direct loops over all
-channels of a window at once. NCHW is a compile-time error here. Large convolutions
+of the column matrix sized to stay in a core's L2 cache; a grouped Conv2D (input depth G > 1
+times the filter's in-channels, known at compile time: ResNeXt, RegNet) is one kernel too,
+``flowc_conv2d_grouped`` (one im2col of a chunk for all groups, then a gemm per group into
+its block of output channels, the fused epilogue after), or oneDNN's grouped primitive;
+pooling is direct loops over all channels of a window at once. NCHW is a compile-time error here. Large convolutions
 run on oneDNN where it is installed, and so do the large gradients (``conv_engine.py``
 chooses per shape).
 """
