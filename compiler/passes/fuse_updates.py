@@ -18,8 +18,8 @@ out.
 The fusions that run after it are passes of their own: ``fuse-accumulate`` (a loop variable's
 ``acc + MatMul(a, b)`` as one gemm with ``beta = 1``, ``compiler/passes/fuse_accumulate.py``),
 ``fuse-conv`` (a convolution's bias and ReLU, a ReLU's mask on a max pooling gradient,
-``compiler/passes/fuse_conv.py``) and ``fuse-matmul-bias`` (a column bias as the gemm's start
-value, ``compiler/passes/fuse_matmul_bias.py``).
+``compiler/passes/fuse_conv.py``) and ``fuse-matmul-bias`` (a column bias, or a matrix of the
+product's shape, as the gemm's start value, ``compiler/passes/fuse_matmul_bias.py``).
 """
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ class Case:
 
     def __init__(self, name, op, rng, *, steps=4, batch=3, inp=5, hidden=6, dtype=np.float32,
                  x_dims=None, lens=None, initial=False, peepholes=False, bias=True,
-                 outputs=("Y", "Y_h", "Y_c"), opset=14, **attrs):
+                 outputs=("Y", "Y_h", "Y_c"), opset=14, feed_weights=False, **attrs):
         self.name, self.op = name, op
         dirs = 2 if attrs.get("direction") == "bidirectional" else 1
         g = GATES[op]
@@ -161,6 +161,8 @@ class Case:
         node = helper.make_node(op, names, outs, name=f"{name}_node", hidden_size=hidden,
                                 **attrs)
         fed = {"X": list(x_dims or xshape)}
+        if feed_weights:                         # W and R graph inputs, not initializers
+            fed.update({"W": list(values["W"].shape), "R": list(values["R"].shape)})
         if lens is not None:
             fed["sequence_lens"] = [batch]
         inputs = [helper.make_tensor_value_info(
@@ -301,6 +303,34 @@ def test_the_loop_path_is_a_c_loop_writing_y_in_place_and_long_static_sequences_
     assert source.count("while (1) {") == 1             # both directions in one loop
     # Y of each direction stays in its buffer: written one row per iteration, never copied
     assert source.count("the variable is unchanged */") == 2
+
+
+def test_weights_known_at_import_are_stored_transposed_and_fed_ones_are_not(rng):
+    """W and R initializers become W^T and R^T constants (plain a @ b gemms); W and R fed at
+    run time keep transpose_b. Both match the reference, unrolled and in the loop."""
+    long = ops_rnn.MAX_UNROLLED_STEPS + 2
+    cases = []
+    for fed in (False, True):
+        tag = "fed" if fed else "init"
+        cases += [
+            Case(f"LSTM_bidirectional_{tag}", "LSTM", rng, direction="bidirectional",
+                 initial=True, peepholes=True, feed_weights=fed),
+            Case(f"GRU_bidirectional_{tag}", "GRU", rng, direction="bidirectional",
+                 lens=[4, 2, 0], feed_weights=fed),
+            Case(f"GRU_linear_before_reset_{tag}", "GRU", rng, linear_before_reset=1,
+                 steps=long, feed_weights=fed),
+            Case(f"RNN_reverse_{tag}", "RNN", rng, direction="reverse", steps=long,
+                 feed_weights=fed),
+            Case(f"LSTM_loop_{tag}", "LSTM", rng, steps=long, lens=[long, 3, 1],
+                 feed_weights=fed)]
+    check(cases, graph_name="weights")
+    graph = fl.Graph("weights")
+    for c in cases:
+        import_graph(c.model, f"{c.name}.onnx", graph, scope=c.name)
+    for c in cases:
+        matmuls = [n for n in graph if n.op == "MatMul" and n.name.startswith(c.name + "/")]
+        transposed = {bool(n.attrs.get("transpose_b", False)) for n in matmuls}
+        assert matmuls and transposed == {c.name.endswith("_fed")}, c.name
 
 
 @pytest.mark.parametrize("opset", [7, 22])

@@ -140,7 +140,7 @@ def test_the_engine_is_chosen_per_product(graph, rng, monkeypatch):
         return fl.constant(rng.standard_normal(shape).astype(np.float32))
     x = fl.placeholder(fl.float32, [64, 64], name="x")
     fetches = {"big": fl.matmul(x, f32(64, 64)),                 # 262,144 multiply-adds
-               "tiny": fl.matmul(f32(8, 8), f32(8, 8)) + x[:8, :8],     # 512
+               "tiny": fl.matmul(f32(8, 8), f32(8, 8)) * x[:8, :8],     # 512
                "row": fl.matmul(x[:1], f32(64, 256)),            # one row: gemv
                "f64": fl.cast(fl.matmul(fl.cast(x, fl.float64),
                                         fl.constant(np.eye(64))), fl.float32)}
