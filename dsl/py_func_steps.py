@@ -20,46 +20,19 @@ way and keeps the compiler's error. A step with several such ``py_func``s is cut
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Callable, Dict, List, Sequence, Set
+from typing import Callable, Dict, List, Sequence
 
 import numpy as np
 
 from compiler.errors import StaticValueNeeded
 from compiler.ir.graph import Node, Output
+from compiler.ir.reachability import needed_nodes
 from runtime.dtypes import DType
 from runtime.errors import OpError
 from runtime.feeds import FeedCheck
 from runtime.py_funcs import call_py_func
 
 PY_FUNC_OPS = ("PyFunc", "PyFuncStateless")
-
-
-def _ancestors(node: Node, feeds: Set[Output]) -> Set[Node]:
-    """``node`` and what it depends on, through data and control inputs; a fed output's
-    producer is not needed for that input."""
-    seen: Set[Node] = set()
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        todo.extend(i.node for i in n.inputs if i not in feeds)
-        todo.extend(n.control_inputs)
-    return seen
-
-
-def _needed(outputs: Sequence[Output], targets: Sequence[Node], feeds: Set[Output]) -> Set[Node]:
-    seen: Set[Node] = set()
-    todo = [o.node for o in outputs if o not in feeds] + list(targets)
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        todo.extend(i.node for i in n.inputs if i not in feeds)
-        todo.extend(n.control_inputs)
-    return seen
 
 
 def split_step(graph, feeds: List[Output], plan, error: StaticValueNeeded,
@@ -74,9 +47,9 @@ def split_step(graph, feeds: List[Output], plan, error: StaticValueNeeded,
     except Exception:
         return None
     fed = set(feeds)
-    first = _ancestors(p, fed)
+    first = needed_nodes((), [p], fed)
     first_inputs = first - {p}
-    rest = _needed(plan.outputs, plan.targets, fed) - first
+    rest = needed_nodes(plan.outputs, plan.targets, fed) - first
     cut: List[Output] = []
     for n in rest:
         if any(c in first for c in n.control_inputs):

@@ -355,10 +355,9 @@ def _make_folder(prefix: str, folder: str) -> None:
 def _checked_tensors(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     arrays: Dict[str, np.ndarray] = {}
     for name, value in tensors.items():
-        if not isinstance(name, str) or not name or name == "__metadata__" or \
-                name.startswith("\0"):
+        if not isinstance(name, str) or not name or name == "__metadata__":
             raise CheckpointError(f"cannot save a tensor named {name!r}")
-        arr = np.asarray(value, order="C")
+        arr = np.asarray(value, order="C")      # (0-d stays 0-d)
         try:
             dtype = DType.from_numpy(arr.dtype)
         except TypeError:
@@ -383,6 +382,9 @@ def write_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray],
                          f"{FLOWC_JSON!r}")
     prefix = _checked_prefix(prefix)
     arrays = _checked_tensors(tensors)
+    for name in arrays:              # a bundle's index keeps keys from NUL for slices
+        if name.startswith("\0"):
+            raise CheckpointError(f"cannot save a tensor named {name!r}")
     folder = os.path.dirname(prefix)
     base = os.path.basename(prefix)
     data_path = tensor_bundle.data_file(prefix, 0, 1)
@@ -426,36 +428,15 @@ def write_checkpoint(prefix: str, tensors: Mapping[str, np.ndarray],
 def _write_flowc_json(prefix: str, tensors: Mapping[str, np.ndarray]) -> str:
     """flowc's older format: safetensors data named by its hash, then the JSON index."""
     from safetensors.numpy import save
-    prefix = os.fspath(prefix)
-    if not prefix or prefix.endswith(os.sep):
-        raise CheckpointError(f"'{prefix}' is not a checkpoint path (it names a folder; add a "
-                              "file name prefix such as 'model.ckpt')")
-    arrays: Dict[str, np.ndarray] = {}
-    entries = {}
-    for name, value in tensors.items():
-        if not isinstance(name, str) or not name or name == "__metadata__":
-            raise CheckpointError(f"cannot save a tensor named {name!r}")
-        arr = np.asarray(value, order="C")      # (0-d stays 0-d)
-        try:
-            dtype = DType.from_numpy(arr.dtype)
-        except TypeError:
-            raise CheckpointError(f"cannot save tensor '{name}' of numpy dtype "
-                                  f"{arr.dtype}") from None
-        if dtype is DType.bf16 and bf16_numpy_is_raw():       # pragma: no cover
-            raise CheckpointError(f"cannot save bf16 tensor '{name}': bf16 checkpoints need "
-                                  "the ml_dtypes package")
-        arrays[name] = arr
-        entries[name] = {"dtype": dtype.ir_name, "shape": list(arr.shape)}
+    prefix = _checked_prefix(prefix)
+    arrays = _checked_tensors(tensors)
+    entries = {name: {"dtype": DType.from_numpy(arr.dtype).ir_name, "shape": list(arr.shape)}
+               for name, arr in arrays.items()}
     folder = os.path.dirname(prefix)
     base = os.path.basename(prefix)
     tmp = None
     try:
-        if folder and not os.path.isdir(folder):
-            try:
-                os.makedirs(folder, exist_ok=True)
-            except OSError as e:
-                raise CheckpointError(f"cannot write checkpoint '{prefix}': cannot create the "
-                                      f"folder '{folder}' ({e.strerror or e})") from None
+        _make_folder(prefix, folder)
         # One metadata key: safetensors orders them by hash, so more would make the bytes
         # (and the hash) vary between runs; tensors are laid out in a fixed order.
         data = save(arrays, metadata={"format": f"{FORMAT}/{FORMAT_VERSION}"})
