@@ -28,11 +28,13 @@ generation and ``cc``; the note gives the CPU time of the command and its compil
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,6 +90,7 @@ def measure_here(models: Sequence[str], batches: Sequence[int], threads: int,
     ort = optional_import("onnxruntime")
     results: List[Result] = []
     work = tempfile.mkdtemp(prefix="flowc-bench-inference-")
+    atexit.register(shutil.rmtree, work, True)        # its artifacts: ~0.5-0.9 GB a pass
     for name in models:
         for batch in batches:
             bench = _bench(name, batch, threads)

@@ -13,7 +13,9 @@ sets ``MAX_UNROLLED_STEPS`` (the longest static sequence that is unrolled).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -55,6 +57,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=25)
     args = parser.parse_args()
     os.environ["FLOWC_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_onnx_rnn_")
+    atexit.register(shutil.rmtree, os.environ["FLOWC_CACHE_DIR"], True)
     rng = np.random.default_rng(0)
     dirs = 2 if args.bidirectional else 1
     onnx_model = model(args.op, args.steps, args.batch, args.input, args.hidden, dirs, rng)
