@@ -192,7 +192,7 @@ def uses_onednn_backward(kc: CKernelContext, geo, op: str) -> bool:
             return False
         n, h, w, c = map(int, geo.x)
         flops = 2 * n * int(geo.out(0)) * int(geo.out(1)) * int(geo.kh) * int(geo.kw) \
-            * int(geo.o) * c
+            * int(geo.o) * (c // geo.groups)
         return flops >= min_flops()
     return True
 
@@ -201,12 +201,14 @@ def emit_onednn_backward(kc: CKernelContext, geo, op: str, ptrs: str, rc: str,
                          fallback: str) -> str:
     """C that declares ``rc`` and runs the gradient ``op`` (see ``BACKWARD``) on oneDNN with
     the pointers ``ptrs`` (as flowc's helper takes them: dy, filter, dx; or x, dy, db or NULL,
-    df), or ``fallback`` (flowc's kernel) when the call is not for oneDNN (run-time flops or
+    df) and ``geo.groups`` groups (oneDNN's grouped primitive, the hwigo filter, as the
+    forward's), or ``fallback`` (flowc's kernel) when the call is not for oneDNN (run-time flops or
     shapes) or oneDNN refuses the shape; a failure of oneDNN itself fails the step here."""
     _add_helpers(kc, backward=True)
     state = kc.tmp("dnnl_bwd")
     return (f"static flowc_dnnl_bwd {state} = FLOWC_DNNL_BWD_INIT;\n"
-            f"int {rc} = {BACKWARD[op]}(&{state}, {min_flops()}, {ptrs}, {geo.call_args()});\n"
+            f"int {rc} = {BACKWARD[op]}(&{state}, {min_flops()}, {geo.groups}, {ptrs}, "
+            f"{geo.call_args()});\n"
             f"if ({rc} == 3) {rc} = {fallback};\n"
             f"else if ({rc} == 2) "
             f"{kc.fail('oneDNN failed to run the convolution gradient', code='FLOWC_INTERNAL')}\n")
