@@ -327,6 +327,61 @@ def grouped_conv(node: Node) -> Optional[Rewrite]:
     return Replace(out.output(0))
 
 
+_WINDOW_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
+
+
+@rule("Conv2DBackpropInput", "Conv2DBackpropFilter")
+def depthwise_conv_backprop(node: Node) -> Optional[Rewrite]:
+    """The gradients of a Conv2D with one input channel per group (input depth C > 1, the
+    filter [KH, KW, 1, C*M]: what ``grouped_conv`` makes a DepthwiseConv2dNative) become the
+    depthwise gradients, on any device: DepthwiseConv2dNativeBackpropInput of the filter
+    reshaped to [KH, KW, C, M], and DepthwiseConv2dNativeBackpropFilter (filter_sizes
+    [KH, KW, C, M]) reshaped back to [KH, KW, 1, C*M]. The input's depth and the filter's
+    shape must be known."""
+    backprop_input = node.op == "Conv2DBackpropInput"
+    out = node.output_types[0].shape
+    x, f = (out, node.inputs[1].type.shape) if backprop_input else \
+        (node.inputs[0].type.shape, out)
+    if x is None or f is None or len(x) != 4 or len(f) != 4 or not node.users:
+        return None
+    c = x[1] if node.attrs.get("data_format") == "NCHW" else x[3]
+    if c is None or c <= 1 or None in f or f[2] != 1 or f[3] % c:
+        return None
+    graph = node.graph
+    made: List[Node] = []
+
+    def add(op: str, inputs, attrs, suffix: str) -> Node:
+        n = make_node(graph, op, inputs, attrs, name=f"{node.name}/{suffix}",
+                      device=node.device, location=node.location)
+        made.append(n)
+        return n
+
+    def const(value, suffix: str) -> Output:
+        return add("Const", [], {"value": np.array(value, np.int32), "dtype": DType.i32},
+                   suffix).output(0)
+
+    attrs = {k: node.attrs[k] for k in _WINDOW_ATTRS if k in node.attrs}
+    depthwise_shape = [f[0], f[1], c, f[3] // c]
+    with graph.inserting_before(node):
+        if backprop_input:
+            filt = add("Reshape", [node.inputs[1], const(depthwise_shape, "depthwise_shape")],
+                       {}, "depthwise_filter")
+            result = add("DepthwiseConv2dNativeBackpropInput",
+                         [node.inputs[0], filt.output(0), node.inputs[2]], attrs, "depthwise")
+        else:
+            grad = add("DepthwiseConv2dNativeBackpropFilter",
+                       [node.inputs[0], const(depthwise_shape, "depthwise_shape"),
+                        node.inputs[2]], attrs, "depthwise")
+            result = add("Reshape", [grad.output(0), const(list(f), "grouped_shape")], {},
+                         "grouped_filter")
+    if result.output_types[0] != node.output_types[0]:
+        erase_if_unused(graph, list(reversed(made)))
+        return None
+    for n in made:
+        n.assigned_device = node.assigned_device
+    return Replace(result.output(0))
+
+
 def _grouped_backprop_split(node: Node, x_shape, f_shape) -> Optional[int]:
     """The groups of a grouped convolution gradient ``node`` on a GPU (input depth, from
     ``x_shape``, a multiple G > 1 of the filter's in-channels, from ``f_shape``), when both

@@ -122,6 +122,24 @@ def test_grouped_gradients_compile_and_match(graph, rng, monkeypatch, engine, dy
 
 
 @pytest.mark.cpu_only
+@pytest.mark.parametrize("engine", ENGINES)
+def test_grouped_gradients_nchw(graph, rng, monkeypatch, engine):
+    """NCHW runs as the NHWC ops between transposes; the groups stay known through the
+    input_sizes' reordering."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", engine)
+    x = fl.placeholder(fl.float32, [None, 8, 7, 6], name="x")
+    f = fl.placeholder(fl.float32, [3, 3, 2, 12], name="f")          # 4 groups
+    y = A("Conv2D", [x, f], {"strides": [1, 1, 2, 1], "padding": "SAME", "data_format": "NCHW"})
+    cot = fl.placeholder(fl.float32, [None] * 4, name="cot")
+    dx, df = fl.gradients(fl.reduce_sum(y * cot), [x, f])
+    feed = {x: rng.standard_normal((2, 8, 7, 6)).astype(np.float32),
+            f: rng.standard_normal((3, 3, 2, 12)).astype(np.float32)}
+    with fl.Session(graph=graph, backend="interpreter") as s:
+        feed[cot] = rng.standard_normal(s.run(y, feed).shape).astype(np.float32)
+    check_against_interpreter(graph, {"dx": dx, "df": df}, feed, **TOL)
+
+
+@pytest.mark.cpu_only
 def test_grouped_gradients_float64_and_empty_batches(graph, rng, monkeypatch):
     monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
     x = fl.placeholder(fl.float64, [None, 6, 7, 12], name="x")
@@ -132,6 +150,31 @@ def test_grouped_gradients_float64_and_empty_batches(graph, rng, monkeypatch):
         check_against_interpreter(graph, {"dx": dx, "df": df}, {
             x: rng.standard_normal((batch, 6, 7, 12)), f: rng.standard_normal((3, 3, 4, 6))},
             rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
+def test_one_channel_per_group_gradients_become_depthwise(graph, rng, nchw):
+    """Keras' Conv2D(groups=C) (ConvNeXt): the forward op runs as DepthwiseConv2dNative, and
+    its gradients as the depthwise gradients (the filter reshaped), not C tiny groups."""
+    shape = (2, 6, 7, 5) if nchw else (2, 7, 5, 6)
+    x = fl.placeholder(fl.float32, [None, *shape[1:]], name="x")
+    f = fl.placeholder(fl.float32, [3, 3, 1, 12], name="f")          # 6 groups, 2 outputs each
+    fmt = "NCHW" if nchw else "NHWC"
+    y = A("Conv2D", [x, f], {"strides": [1, 1, 2, 2] if nchw else [1, 2, 2, 1],
+                             "padding": "SAME", "data_format": fmt})
+    cot = fl.placeholder(fl.float32, [None] * 4, name="cot")
+    dx, df = fl.gradients(fl.reduce_sum(y * cot), [x, f])
+    feed = {x: rng.standard_normal(shape).astype(np.float32),
+            f: rng.standard_normal((3, 3, 1, 12)).astype(np.float32)}
+    with fl.Session(graph=graph, backend="interpreter") as s:
+        feed[cot] = rng.standard_normal(s.run(y, feed).shape).astype(np.float32)
+    step = make_step_graph(graph, [v.output for v in feed], [dx.output, df.output])
+    optimize(step, NO_FOLDING)
+    ops = {n.op for n in step.graph}
+    assert {"DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter"} <= ops
+    assert not ops & {"Conv2DBackpropInput", "Conv2DBackpropFilter"}
+    check_against_interpreter(graph, {"dx": dx, "df": df}, feed, **TOL)
 
 
 def test_grouped_backprop_shape_errors_name_the_node():
