@@ -4,6 +4,11 @@ pad_before = pad_total // 2). NHWC everywhere; NCHW in the reference interpreter
 NHWC code on transposed operands), a compile-time error in C. The C lowering is
 ``compiler/codegen/c_ops/conv.py``.
 
+Conv2D takes TensorFlow's grouped form (input depth G times the filter's in-channels, the
+output channels a multiple of G; Keras' ``Conv2D(groups=G)``), and so do its two backprops,
+TensorFlow's gradient of it: input_sizes' (or the input's) depth G times the filter's
+in-channels.
+
 MaxPool takes the first maximum of a window (a later element replaces it only if strictly
 greater), which is also where MaxPoolGrad routes the gradient, as TensorFlow's CPU kernels do.
 """

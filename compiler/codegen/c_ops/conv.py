@@ -8,6 +8,10 @@ of the column matrix sized to stay in a core's L2 cache; a grouped Conv2D (input
 times the filter's in-channels, known at compile time: ResNeXt, RegNet) is one kernel too,
 ``flowc_conv2d_grouped`` (one im2col of a chunk for all groups, then a gemm per group into
 its block of output channels, the fused epilogue after), or oneDNN's grouped primitive;
+so are its gradients (``flowc_conv2d_bwd_input_grouped``: a gemm per group into the group's
+column block, one col2im of all; ``flowc_conv2d_bwd_filter_grouped``: one im2col of all, a
+gemm per group into its columns of df; or oneDNN's grouped backward primitives), whose groups
+are the input depth over the filter's in-channels known at compile time;
 pooling is direct loops over all channels of a window at once. NCHW is a compile-time error here. Large convolutions
 run on oneDNN where it is installed, and so do the large gradients (``conv_engine.py``
 chooses per shape).
@@ -157,9 +161,9 @@ def conv_groups(kc: CKernelContext, c: str, c_f: str, o: str) -> int:
     """The groups of a Conv2D of input depth ``c`` by a filter of ``c_f`` in-channels and
     ``o`` outputs (C expressions): ``c / c_f`` when both are known now and ``c`` is a larger
     multiple of ``c_f`` (TensorFlow's grouped convolution; ``o`` must be a multiple of the
-    groups, checked now or at run time), else 1. Only the C target runs groups: the CUDA
-    kernel has none (simplify splits a grouped Conv2D meant for a GPU, and the CUDA kernel
-    does not take one, ``cuda_ops/conv.py``)."""
+    groups, checked now or at run time), else 1; for Conv2D and its two backprops. Only the
+    C target runs groups: the CUDA kernels have none (simplify splits a grouped Conv2D or
+    backprop meant for a GPU, and the CUDA kernels do not take one, ``cuda_ops/conv.py``)."""
     if kc.target.name != "c" or not (c.isdigit() and c_f.isdigit()):
         return 1
     c, c_f = int(c), int(c_f)

@@ -21,7 +21,8 @@ training graph has) runs on oneDNN too: one primitive per shape it meets, up to 
 
 The gradients Conv2DBackpropInput and Conv2DBackpropFilter (with the bias gradient of
 ``_Conv2DBackpropFilterBias``) run on oneDNN's backward-data and backward-weights primitives
-(``conv_onednn_bwd.c.j2``) under the same setting and threshold. Measured on the 28x28 CNN's
+(``conv_onednn_bwd.c.j2``; grouped ones with the hwigo filter, as the forward) under the same
+setting and threshold. Measured on the 28x28 CNN's
 training step, batch 64, one thread (``bench_train_cnn.py --profile``): the second layer's
 three convolutions (1.28 GFLOP each) went from 21-22 ms each on im2col + OpenBLAS / col2im to
 4.7-5.4 ms (about 250 GFLOP/s, what oneDNN reaches alone in C), the first layer's filter

@@ -177,6 +177,47 @@ def test_one_channel_per_group_gradients_become_depthwise(graph, rng, nchw):
     check_against_interpreter(graph, {"dx": dx, "df": df}, feed, **TOL)
 
 
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fused_bias_gradients_of_a_grouped_layer(graph, rng, monkeypatch, engine):
+    """fuse-conv's gradient fusions keep the groups: MaxPool(Relu(grouped conv + b)) makes
+    the bias gradient a _MaxPoolGradArgmaxBias output beside a plain grouped filter gradient,
+    and Relu(grouped conv + b) alone a _Conv2DBackpropFilterBias."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", engine)
+    x = fl.placeholder(fl.float32, [None, 8, 8, 8], name="x")
+    f1 = fl.placeholder(fl.float32, [3, 3, 2, 8], name="f1")         # 4 groups
+    b1 = fl.placeholder(fl.float32, [8], name="b1")
+    f2 = fl.placeholder(fl.float32, [3, 3, 4, 8], name="f2")         # 2 groups
+    b2 = fl.placeholder(fl.float32, [8], name="b2")
+    h = fl.nn.max_pool(fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(x, f1, 1, "SAME"), b1)), 2, 2,
+                       "VALID")
+    y = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(h, f2, 1, "SAME"), b2))
+    cot = fl.placeholder(fl.float32, [None] * 4, name="cot")
+    variables = [x, f1, b1, f2, b2]
+    grads = fl.gradients(fl.reduce_sum(y * cot), variables)
+    fetches = {f"d{v.op.name}": g for v, g in zip(variables, grads)}
+    feed = {v: rng.standard_normal([2 if d is None else d for d in v.shape.as_list()])
+            .astype(np.float32) for v in variables}
+    feed[cot] = rng.standard_normal((2, 4, 4, 8)).astype(np.float32)
+    step = make_step_graph(graph, [v.output for v in feed],
+                           [t.output for t in fetches.values()])
+    optimize(step, NO_FOLDING)
+    ops = [n.op for n in step.graph]
+    assert "_MaxPoolGradArgmaxBias" in ops and "_Conv2DBackpropFilterBias" in ops
+    assert ops.count("Conv2DBackpropFilter") == 1 and "BiasAddGrad" not in ops
+    check_against_interpreter(graph, fetches, feed, **TOL)
+
+
+@pytest.mark.cpu_only
+def test_grouped_gradients_cut_for_flowcs_threads(graph, rng, monkeypatch):
+    """Gradients big enough to be cut into parts for 2 threads (the input gradient by whole
+    images, the filter gradient's parts summed in order) equal the interpreter's."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    monkeypatch.setenv("FLOWC_NUM_THREADS", "2")
+    fetches, feed = _grads(rng, ((4, 16, 16, 32), 4, (3, 3), 32, 1, "SAME", 1), 0, bias=True)
+    check_against_interpreter(graph, fetches, feed, **TOL)
+
+
 def test_grouped_backprop_shape_errors_name_the_node():
     g = fl.Graph()
     with g.as_default():
