@@ -161,7 +161,7 @@ def _check_groups(ctx, c_x, c_f, o) -> None:
     of the groups too."""
     if c_x is None or c_f is None or c_x == c_f:
         return
-    if c_f <= 0 or c_x % c_f:
+    if c_f <= 0 or c_x <= 0 or c_x % c_f:
         raise ctx.error(f"filter in-channels has shape {shape_str((c_f,))}, expected "
                         f"{shape_str((c_x,))} (or a divisor of it: grouped convolution)")
     if o is not None and o % (c_x // c_f):
@@ -266,7 +266,7 @@ def _groups(ctx, c_x: int, c_f: int, o: int) -> int:
     multiple of the groups); an ExecutionError naming the node otherwise."""
     if c_x == c_f:
         return 1
-    if c_f <= 0 or c_x % c_f:
+    if c_f <= 0 or c_x <= 0 or c_x % c_f:
         raise ExecutionError(f"input depth {c_x} does not match filter in-channels {c_f} "
                              "(nor is a multiple of it: grouped convolution)", ctx.node)
     groups = c_x // c_f

@@ -167,7 +167,7 @@ def conv_groups(kc: CKernelContext, c: str, c_f: str, o: str) -> int:
     if kc.target.name != "c" or not (c.isdigit() and c_f.isdigit()):
         return 1
     c, c_f = int(c), int(c_f)
-    if c_f == 0 or c == c_f or c % c_f:
+    if c_f == 0 or c == 0 or c == c_f or c % c_f:
         return 1
     groups = c // c_f
     if o.isdigit():
