@@ -4,6 +4,11 @@ pad_before = pad_total // 2). NHWC everywhere; NCHW in the reference interpreter
 NHWC code on transposed operands), a compile-time error in C. The C lowering is
 ``compiler/codegen/c_ops/conv.py``.
 
+Conv2D takes TensorFlow's grouped form (input depth G times the filter's in-channels, the
+output channels a multiple of G; Keras' ``Conv2D(groups=G)``), and so do its two backprops,
+TensorFlow's gradient of it: input_sizes' (or the input's) depth G times the filter's
+in-channels.
+
 MaxPool takes the first maximum of a window (a later element replaces it only if strictly
 greater), which is also where MaxPoolGrad routes the gradient, as TensorFlow's CPU kernels do.
 """
@@ -17,6 +22,7 @@ import numpy as np
 from compiler.errors import ExecutionError
 from compiler.ir.types import shape_str
 from compiler.ir.op_registry import register_op
+from compiler.ops.array.common import _partial_vector
 
 _MODES = {"VALID": 0, "SAME": 1, "EXPLICIT": 2}
 _ATTR_MAX = 2**31 - 1                # attrs are bounded so window arithmetic cannot overflow
@@ -106,13 +112,21 @@ def _rank4(ctx, i: int, what: str):
 
 
 def _sizes_value(ctx, i: int, what: str):
-    """The 4 values of a shape-like input if constant (checked), else None."""
+    """The 4 values of a shape-like input where known now (checked), None for the others:
+    all of a constant, the static dims of a ``Shape`` (a gradient's ``Shape(x)`` of an input
+    whose batch is fed: TensorFlow's partial shape), or None when nothing is known."""
     s = ctx.input_shape(i)
     if s is not None and (len(s) != 1 or s[0] not in (None, 4)):
         raise ctx.error(f"{what} must be a vector of 4 elements, got shape {shape_str(s)}")
     v = ctx.input_value(i)
     if v is None:
-        return None
+        partial = ctx.partial_vector(i) if isinstance(ctx, _NHWCShapeContext) else \
+            (_partial_vector(ctx, i) if ctx.node is not None else None)
+        if partial is None or len(partial) != 4:
+            return None
+        if any(x is not None and x < 0 for x in partial):
+            raise ctx.error(f"{what} must be 4 non-negative sizes, got {partial}")
+        return tuple(partial)
     v = [int(x) for x in np.reshape(v, -1)]
     if len(v) != 4 or min(v) < 0:
         raise ctx.error(f"{what} must be 4 non-negative sizes, got {v}")
@@ -147,7 +161,7 @@ def _check_groups(ctx, c_x, c_f, o) -> None:
     of the groups too."""
     if c_x is None or c_f is None or c_x == c_f:
         return
-    if c_f <= 0 or c_x % c_f:
+    if c_f <= 0 or c_x <= 0 or c_x % c_f:
         raise ctx.error(f"filter in-channels has shape {shape_str((c_f,))}, expected "
                         f"{shape_str((c_x,))} (or a divisor of it: grouped convolution)")
     if o is not None and o % (c_x // c_f):
@@ -164,22 +178,26 @@ def _conv_shape(ctx) -> list:
 
 
 def _conv_input_shape(ctx) -> list:
+    """The input's shape from input_sizes; its depth is input_sizes' (a multiple of the
+    filter's in-channels when grouped, so not the filter's when unknown)."""
     g = _geometry(ctx.attrs, ctx.error)
     sizes = _sizes_value(ctx, 0, "input_sizes") or (None,) * 4
     f, dy = _rank4(ctx, 1, "filter"), _rank4(ctx, 2, "out_backprop")
-    x = (_merge(sizes[0], dy[0]), sizes[1], sizes[2], _merge(sizes[3], f[2]))
-    _expect(ctx, "filter in-channels", (f[2],), (sizes[3],))
+    x = (_merge(sizes[0], dy[0]), sizes[1], sizes[2], sizes[3])
+    _check_groups(ctx, sizes[3], f[2], f[3])
     n, oh, ow = _check_out(ctx, g, x, f[0], f[1])
     _expect(ctx, "out_backprop", dy, (n, oh, ow, f[3]))
     return [x]
 
 
 def _conv_filter_shape(ctx) -> list:
+    """The filter's shape from filter_sizes; its in-channels are filter_sizes' (a divisor of
+    the input's depth when grouped)."""
     g = _geometry(ctx.attrs, ctx.error)
     x, dy = _rank4(ctx, 0, "input"), _rank4(ctx, 2, "out_backprop")
     sizes = _sizes_value(ctx, 1, "filter_sizes") or (None,) * 4
-    f = (sizes[0], sizes[1], _merge(sizes[2], x[3]), _merge(sizes[3], dy[3]))
-    _expect(ctx, "filter_sizes in-channels", (sizes[2],), (x[3],))
+    f = (sizes[0], sizes[1], sizes[2], _merge(sizes[3], dy[3]))
+    _check_groups(ctx, x[3], sizes[2], f[3])
     n, oh, ow = _check_out(ctx, g, x, f[0], f[1])
     _expect(ctx, "out_backprop", dy, (n, oh, ow, f[3]))
     return [f]
@@ -242,15 +260,25 @@ def _padded(x: np.ndarray, pads, value=0) -> np.ndarray:
     return np.pad(x, ((0, 0), pads[0], pads[1], (0, 0)), constant_values=value)
 
 
-def _check_channels(ctx, c_x: int, c_f: int) -> None:
-    if c_x != c_f:
-        raise ExecutionError(f"input depth {c_x} does not match filter in-channels {c_f}", ctx.node)
+def _groups(ctx, c_x: int, c_f: int, o: int) -> int:
+    """The groups of a convolution of input depth ``c_x`` by a filter of ``c_f`` in-channels
+    and ``o`` outputs (TensorFlow's grouped Conv2D: ``c_x`` a multiple of ``c_f``, ``o`` a
+    multiple of the groups); an ExecutionError naming the node otherwise."""
+    if c_x == c_f:
+        return 1
+    if c_f <= 0 or c_x <= 0 or c_x % c_f:
+        raise ExecutionError(f"input depth {c_x} does not match filter in-channels {c_f} "
+                             "(nor is a multiple of it: grouped convolution)", ctx.node)
+    groups = c_x // c_f
+    if o % groups:
+        raise ExecutionError(f"Depth of output ({o}) is not a multiple of the number of groups "
+                             f"({groups})", ctx.node)
+    return groups
 
 
 def _conv_ref(ctx, x, f):
     kh, kw, c, o = f.shape
-    groups = x.shape[3] // c if c and x.shape[3] % c == 0 and o % (x.shape[3] // c) == 0 else 1
-    _check_channels(ctx, x.shape[3], c * groups)
+    groups = _groups(ctx, x.shape[3], c, o)
     g, oh, ow, pt, pl = _ref_geometry(ctx, x.shape, kh, kw)
     taps, pads = _taps(g, x.shape, kh, kw, oh, ow, pt, pl)
     xp = _padded(x, pads)
@@ -278,19 +306,22 @@ def _check_grad(ctx, dy_shape, want, what: str = "out_backprop") -> None:
 def _conv_input_ref(ctx, sizes, f, dy):
     x_shape = _sizes(ctx, sizes, "input_sizes")
     kh, kw, c, o = f.shape
-    _check_channels(ctx, x_shape[3], c)
+    groups = _groups(ctx, x_shape[3], c, o)
     g, oh, ow, pt, pl = _ref_geometry(ctx, x_shape, kh, kw)
     _check_grad(ctx, dy.shape, (x_shape[0], oh, ow, o))
     taps, pads = _taps(g, x_shape, kh, kw, oh, ow, pt, pl)
     dxp = _padded(np.zeros(x_shape, dy.dtype), pads)
-    for i, j, rs, cs in taps:
-        dxp[:, rs, cs, :] += dy @ f[i, j].T
+    per = o // groups
+    for k in range(groups):           # group k: input channels k*c.., output channels k*per..
+        xs, ys = slice(k * c, (k + 1) * c), slice(k * per, (k + 1) * per)
+        for i, j, rs, cs in taps:
+            dxp[:, rs, cs, xs] += dy[..., ys] @ f[i, j][:, ys].T
     return np.ascontiguousarray(dxp[:, pt:pt + x_shape[1], pl:pl + x_shape[2], :])
 
 
 def _conv_filter_ref(ctx, x, sizes, dy):
     kh, kw, c, o = _sizes(ctx, sizes, "filter_sizes")
-    _check_channels(ctx, x.shape[3], c)
+    groups = _groups(ctx, x.shape[3], c, o)
     g, oh, ow, pt, pl = _ref_geometry(ctx, x.shape, kh, kw)
     _check_grad(ctx, dy.shape, (x.shape[0], oh, ow, o))
     taps, pads = _taps(g, x.shape, kh, kw, oh, ow, pt, pl)
@@ -298,8 +329,11 @@ def _conv_filter_ref(ctx, x, sizes, dy):
     df = np.zeros((kh, kw, c, o), x.dtype)
     rows = x.shape[0] * oh * ow
     d2 = dy.reshape(rows, o)
-    for i, j, rs, cs in taps:
-        df[i, j] = xp[:, rs, cs, :].reshape(rows, c).T @ d2
+    per = o // groups
+    for k in range(groups):           # group k: input channels k*c.., output channels k*per..
+        xs, ys = slice(k * c, (k + 1) * c), slice(k * per, (k + 1) * per)
+        for i, j, rs, cs in taps:
+            df[i, j][:, ys] = xp[:, rs, cs, xs].reshape(rows, c).T @ d2[:, ys]
     return df
 
 
@@ -424,6 +458,13 @@ class _NHWCShapeContext:
 
     def input_value(self, i: int):
         return _permute(self._ctx.input_value(i), self._kinds[i], _TO_NHWC)
+
+    def partial_vector(self, i: int):
+        """Input ``i``'s elements known now (see ``_sizes_value``), permuted like its value."""
+        v = _partial_vector(self._ctx, i)
+        if v is None or self._kinds[i] != "sizes" or len(v) != 4:
+            return v
+        return [v[k] for k in _TO_NHWC]
 
     def error(self, message: str):
         return self._ctx.error(message)

@@ -225,7 +225,9 @@ CASES: Dict[str, Builder] = {
         features=p.n(3, 4), labels=fl.constant([3, 0, 1])),
     "Conv2D": lambda p: (lambda x, f: [fl.nn.conv2d(x, f, strides=2, padding="SAME"),
                                        fl.nn.conv2d(x, f, strides=1, padding="VALID")])(
-        p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)),
+        p.n(1, 5, 4, 2), p.n(3, 2, 2, 3)) + [
+        # grouped (Keras' Conv2D(groups=2)): input depth 4 = 2 groups of the filter's 2
+        fl.nn.conv2d(p.n(1, 4, 3, 4), p.n(2, 2, 2, 4), strides=1, padding="SAME")],
     "DepthwiseConv2dNative": lambda p: (lambda x, f: [
         fl.nn.depthwise_conv2d(x, f, [1, 2, 2, 1], "SAME"),
         fl.nn.depthwise_conv2d(x, f, [1, 1, 1, 1], "VALID", rate=[1, 2])])(
@@ -309,13 +311,27 @@ CASES: Dict[str, Builder] = {
     "ReciprocalGrad": lambda p: fl.raw_ops.ReciprocalGrad(y=p.pos(2, 3), dy=p.n(2, 3)),
     "SoftsignGrad": lambda p: fl.raw_ops.SoftsignGrad(gradients=p.n(2, 3), features=p.n(2, 3)),
     "SeluGrad": lambda p: fl.raw_ops.SeluGrad(gradients=p.n(2, 3), outputs=p.n(2, 3)),
+    # every coordinate rule (align_corners, half_pixel_centers), up and down; bilinear's
+    # output is float32 whatever the image (a larger step, EPS), nearest keeps float64
+    "ResizeBilinear": lambda p: (lambda x: [fl.cast(fl.apply_op(
+        "ResizeBilinear", [x, hw], {"align_corners": ac, "half_pixel_centers": hp}), f64)
+        for ac, hp in ((False, False), (True, False), (False, True))
+        for hw in ([5, 4], [2, 2])])(p.n(1, 3, 3, 2)),
+    "ResizeNearestNeighbor": lambda p: (lambda x: [fl.apply_op(
+        "ResizeNearestNeighbor", [x, hw], {"align_corners": ac, "half_pixel_centers": hp})
+        for ac, hp in ((False, False), (True, False), (False, True))
+        for hw in ([5, 4], [2, 2])])(p.n(1, 3, 3, 2)),
     "LeakyReluGrad": lambda p: fl.raw_ops.LeakyReluGrad(gradients=p.n(2, 3),
                                                         features=p.n(2, 3), alpha=0.3),
     "BiasAddGrad": lambda p: fl.raw_ops.BiasAddGrad(out_backprop=p.n(2, 3, 4)),
-    "Conv2DBackpropInput": lambda p: fl.nn.conv2d_backprop_input(
+    "Conv2DBackpropInput": lambda p: [fl.nn.conv2d_backprop_input(
         [1, 5, 4, 2], p.n(3, 2, 2, 3), p.n(1, 3, 2, 3), strides=2, padding="SAME"),
-    "Conv2DBackpropFilter": lambda p: fl.nn.conv2d_backprop_filter(
+        fl.nn.conv2d_backprop_input(                        # grouped: 3 groups
+            [1, 3, 3, 3], p.n(2, 2, 1, 3), p.n(1, 2, 2, 3), strides=2, padding="SAME")],
+    "Conv2DBackpropFilter": lambda p: [fl.nn.conv2d_backprop_filter(
         p.n(1, 5, 4, 2), [3, 2, 2, 3], p.n(1, 3, 2, 3), strides=2, padding="SAME"),
+        fl.nn.conv2d_backprop_filter(                       # grouped: 2 groups
+            p.n(1, 3, 3, 4), [2, 2, 2, 4], p.n(1, 2, 2, 4), strides=1, padding="VALID")],
     "DepthwiseConv2dNativeBackpropInput": lambda p: fl.nn.depthwise_conv2d_native_backprop_input(
         [1, 5, 4, 2], p.n(3, 2, 2, 3), p.n(1, 3, 2, 6), [1, 2, 2, 1], "SAME"),
     "DepthwiseConv2dNativeBackpropFilter": lambda p: fl.nn.depthwise_conv2d_native_backprop_filter(
@@ -343,7 +359,8 @@ CASES: Dict[str, Builder] = {
         fl.TensorArray(f64, size=2, clear_after_read=False).scatter([0, 1], p.n(2, 3))),
 }
 
-EPS = {"Cast": 1e-2}       # the float32 round trip needs a larger step
+# the float32 round trip needs a larger step (ResizeBilinear is linear in its image: exact)
+EPS = {"Cast": 1e-2, "ResizeBilinear": 0.5}
 
 
 def numeric_gradient(loss: fl.Tensor, feeds: Dict[fl.Tensor, np.ndarray], x: fl.Tensor,

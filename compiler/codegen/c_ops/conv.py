@@ -8,6 +8,10 @@ of the column matrix sized to stay in a core's L2 cache; a grouped Conv2D (input
 times the filter's in-channels, known at compile time: ResNeXt, RegNet) is one kernel too,
 ``flowc_conv2d_grouped`` (one im2col of a chunk for all groups, then a gemm per group into
 its block of output channels, the fused epilogue after), or oneDNN's grouped primitive;
+so are its gradients (``flowc_conv2d_bwd_input_grouped``: a gemm per group into the group's
+column block, one col2im of all; ``flowc_conv2d_bwd_filter_grouped``: one im2col of all, a
+gemm per group into its columns of df; or oneDNN's grouped backward primitives), whose groups
+are the input depth over the filter's in-channels known at compile time;
 pooling is direct loops over all channels of a window at once. NCHW is a compile-time error here. Large convolutions
 run on oneDNN where it is installed, and so do the large gradients (``conv_engine.py``
 chooses per shape).
@@ -157,13 +161,13 @@ def conv_groups(kc: CKernelContext, c: str, c_f: str, o: str) -> int:
     """The groups of a Conv2D of input depth ``c`` by a filter of ``c_f`` in-channels and
     ``o`` outputs (C expressions): ``c / c_f`` when both are known now and ``c`` is a larger
     multiple of ``c_f`` (TensorFlow's grouped convolution; ``o`` must be a multiple of the
-    groups, checked now or at run time), else 1. Only the C target runs groups: the CUDA
-    kernel has none (simplify splits a grouped Conv2D meant for a GPU, and the CUDA kernel
-    does not take one, ``cuda_ops/conv.py``)."""
+    groups, checked now or at run time), else 1; for Conv2D and its two backprops. Only the
+    C target runs groups: the CUDA kernels have none (simplify splits a grouped Conv2D or
+    backprop meant for a GPU, and the CUDA kernels do not take one, ``cuda_ops/conv.py``)."""
     if kc.target.name != "c" or not (c.isdigit() and c_f.isdigit()):
         return 1
     c, c_f = int(c), int(c_f)
-    if c_f == 0 or c == c_f or c % c_f:
+    if c_f == 0 or c == 0 or c == c_f or c % c_f:
         return 1
     groups = c // c_f
     if o.isdigit():
@@ -174,6 +178,25 @@ def conv_groups(kc: CKernelContext, c: str, c_f: str, o: str) -> int:
         kc.check(f"({o}) % {groups} == 0",
                  f"depth of output is not a multiple of the number of groups ({groups})")
     return groups
+
+
+# A grouped convolution runs grouped only when the input depth and the filter's in-channels
+# are known when compiling; otherwise they must be equal.
+_DEPTH_DIFFERS = ("input depth differs from filter in-channels (a grouped convolution needs "
+                  "both known at compile time)")
+
+
+def _known_sizes(kc: CKernelContext, i: int) -> List[str]:
+    """``_sizes_c`` of a backprop's shape-like input ``i``, with the dims its output's type
+    knows (a ``Shape`` of a tensor whose batch alone is fed: see ``_sizes_value`` in
+    ``compiler/ops/conv.py``) as literals, checked against the run-time values."""
+    sizes = _sizes_c(kc, i)
+    name = get_op(kc.node.op).inputs[i].name
+    for k, known in enumerate(kc.out.shape):
+        if known is not None and not sizes[k].isdigit():
+            kc.check_dims_equal(sizes[k], str(known), f"{name}[{k}] differs from its known value")
+            sizes[k] = str(known)
+    return sizes
 
 
 def _c_geometry(kc: CKernelContext) -> CGeometry:
@@ -195,16 +218,20 @@ def _new_c_geometry(kc: CKernelContext) -> CGeometry:
         x, f = ins[0].dims, ins[1].dims
         groups = conv_groups(kc, x[3], f[2], f[3])
         if groups == 1:
-            kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
+            kc.check_dims_equal(x[3], f[2], _DEPTH_DIFFERS)
         geo, has_grad = CGeometry(x, f[0], f[1], f[3], g, groups), False
     elif op == "Conv2DBackpropInput":
-        x, f = _sizes_c(kc, 0), ins[1].dims
-        kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
-        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), True
+        x, f = _known_sizes(kc, 0), ins[1].dims
+        groups = conv_groups(kc, x[3], f[2], f[3])
+        if groups == 1:
+            kc.check_dims_equal(x[3], f[2], _DEPTH_DIFFERS)
+        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g, groups), True
     elif op == "Conv2DBackpropFilter":
-        x, f = ins[0].dims, _sizes_c(kc, 1)
-        kc.check_dims_equal(x[3], f[2], "input depth differs from filter in-channels")
-        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g), True
+        x, f = ins[0].dims, _known_sizes(kc, 1)
+        groups = conv_groups(kc, x[3], f[2], f[3])
+        if groups == 1:
+            kc.check_dims_equal(x[3], f[2], _DEPTH_DIFFERS)
+        geo, has_grad = CGeometry(x, f[0], f[1], f[3], g, groups), True
     else:
         k = kc.attr("ksize")
         x = _sizes_c(kc, 0) if op == "AvgPoolGrad" else ins[0].dims
@@ -328,11 +355,11 @@ def emit_conv(kc: CKernelContext) -> str:
     if direct is not None:
         fn = direct
     outs = [] if kc.node.op == "_MaxPoolArgmax" else [kc.out.data]
-    ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + outs)
+    ptrs = plain_ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + outs)
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
-    if geo.groups > 1:
-        fn, ptrs = "flowc_conv2d_grouped", f"{ptrs}, {geo.groups}"
+    if geo.groups > 1:      # flowc_conv2d_grouped, flowc_conv2d_bwd_{input,filter}_grouped
+        fn, ptrs = f"{fn}_grouped", f"{ptrs}, {geo.groups}"
     if direct is None:
         fn = f"{fn}_{kc.out.dtype.ir_name}"
     call = f"{fn}({ptrs}, {geo.call_args()})"
@@ -343,7 +370,8 @@ def emit_conv(kc: CKernelContext) -> str:
     elif conv_engine.uses_onednn_backward(kc, geo, base_op(kc.node.op)):
         oom = kc.fail("out of memory for the convolution gradient's buffers",
                       code="FLOWC_RESOURCE_EXHAUSTED")
-        start = conv_engine.emit_onednn_backward(kc, geo, base_op(kc.node.op), ptrs, rc, call)
+        start = conv_engine.emit_onednn_backward(kc, geo, base_op(kc.node.op), plain_ptrs, rc,
+                                                 call)
     else:
         start = f"int {rc} = {call};\n"
     return (start +

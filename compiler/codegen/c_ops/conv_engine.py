@@ -21,7 +21,8 @@ training graph has) runs on oneDNN too: one primitive per shape it meets, up to 
 
 The gradients Conv2DBackpropInput and Conv2DBackpropFilter (with the bias gradient of
 ``_Conv2DBackpropFilterBias``) run on oneDNN's backward-data and backward-weights primitives
-(``conv_onednn_bwd.c.j2``) under the same setting and threshold. Measured on the 28x28 CNN's
+(``conv_onednn_bwd.c.j2``; grouped ones with the hwigo filter, as the forward) under the same
+setting and threshold. Measured on the 28x28 CNN's
 training step, batch 64, one thread (``bench_train_cnn.py --profile``): the second layer's
 three convolutions (1.28 GFLOP each) went from 21-22 ms each on im2col + OpenBLAS / col2im to
 4.7-5.4 ms (about 250 GFLOP/s, what oneDNN reaches alone in C), the first layer's filter
@@ -192,7 +193,7 @@ def uses_onednn_backward(kc: CKernelContext, geo, op: str) -> bool:
             return False
         n, h, w, c = map(int, geo.x)
         flops = 2 * n * int(geo.out(0)) * int(geo.out(1)) * int(geo.kh) * int(geo.kw) \
-            * int(geo.o) * c
+            * int(geo.o) * (c // geo.groups)
         return flops >= min_flops()
     return True
 
@@ -201,12 +202,14 @@ def emit_onednn_backward(kc: CKernelContext, geo, op: str, ptrs: str, rc: str,
                          fallback: str) -> str:
     """C that declares ``rc`` and runs the gradient ``op`` (see ``BACKWARD``) on oneDNN with
     the pointers ``ptrs`` (as flowc's helper takes them: dy, filter, dx; or x, dy, db or NULL,
-    df), or ``fallback`` (flowc's kernel) when the call is not for oneDNN (run-time flops or
+    df) and ``geo.groups`` groups (oneDNN's grouped primitive, the hwigo filter, as the
+    forward's), or ``fallback`` (flowc's kernel) when the call is not for oneDNN (run-time flops or
     shapes) or oneDNN refuses the shape; a failure of oneDNN itself fails the step here."""
     _add_helpers(kc, backward=True)
     state = kc.tmp("dnnl_bwd")
     return (f"static flowc_dnnl_bwd {state} = FLOWC_DNNL_BWD_INIT;\n"
-            f"int {rc} = {BACKWARD[op]}(&{state}, {min_flops()}, {ptrs}, {geo.call_args()});\n"
+            f"int {rc} = {BACKWARD[op]}(&{state}, {min_flops()}, {geo.groups}, {ptrs}, "
+            f"{geo.call_args()});\n"
             f"if ({rc} == 3) {rc} = {fallback};\n"
             f"else if ({rc} == 2) "
             f"{kc.fail('oneDNN failed to run the convolution gradient', code='FLOWC_INTERNAL')}\n")

@@ -89,13 +89,24 @@ def epilogue_vars(kc: KernelContext, launch: CudaLaunch, out_dims) -> dict:
 _SIZES = {"Conv2DBackpropInput": 0, "Conv2DBackpropFilter": 1, "AvgPoolGrad": 0}
 
 
+# Where each convolution finds its input (x) and its filter (f): an input's shape, or the
+# output's for the one a backprop computes.
+_CONV_OPERANDS = {"Conv2D": ("in", 0, "in", 1), "_FusedConv2D": ("in", 0, "in", 1),
+                  "Conv2DBackpropInput": ("out", 0, "in", 1),
+                  "Conv2DBackpropFilter": ("in", 0, "out", 0)}
+
+
 def _supports(node: Node) -> bool:
-    """NHWC, and no grouped Conv2D (input depth a multiple > 1 of the filter's in-channels):
-    these kernels have no groups (simplify splits a grouped Conv2D meant for a GPU)."""
+    """NHWC, and no grouped convolution or gradient of one (input depth a multiple > 1 of the
+    filter's in-channels): these kernels have no groups (simplify splits a grouped Conv2D or
+    backprop meant for a GPU; one whose depths are known only at run time fails its check
+    that they are equal)."""
     if node.attrs.get("data_format", "NHWC") != "NHWC":
         return False
-    if node.op in ("Conv2D", "_FusedConv2D"):
-        x, f = node.inputs[0].type.shape, node.inputs[1].type.shape
+    where = _CONV_OPERANDS.get(node.op)
+    if where is not None:
+        x, f = ((node.inputs[i] if side == "in" else node.output(i)).type.shape
+                for side, i in (where[:2], where[2:]))
         if x is not None and f is not None and len(x) == 4 and len(f) == 4 \
                 and None not in (x[3], f[2]) and x[3] != f[2]:
             return False

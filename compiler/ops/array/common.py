@@ -85,7 +85,8 @@ def _partial_vector(ctx, i: int) -> Optional[List[Optional[int]]]:
 def _partial_elements(out: Output, depth: int = 0) -> Optional[List[Optional[int]]]:
     """The elements of a 1-D int tensor known at compile time (None for the others), or None
     when not even its length is known: a constant, the Shape of a partially known tensor, a
-    Pack of scalars, a Cast, a ConcatV2 of such vectors, or a plain 1-D StridedSlice of one
+    Pack of scalars, a Cast, a ConcatV2 of such vectors, a GatherV2 of one by constant
+    indices, or a plain 1-D StridedSlice of one
     (TensorFlow's ``constant_value_as_shape``: ``reshape(x, concat([shape(x)[:1], [16]], 0))``
     keeps the static 16)."""
     v = constant_value(out)
@@ -115,6 +116,17 @@ def _partial_elements(out: Output, depth: int = 0) -> Optional[List[Optional[int
                 elements = [None] * n
             joined += elements
         return joined
+    if src.op == "GatherV2" and len(src.inputs) == 3 and not src.attrs.get("batch_dims", 0):
+        # a constant reordering of such a vector (the layout pass's NCHW -> NHWC sizes)
+        indices, axis = constant_value(src.inputs[1]), constant_value(src.inputs[2])
+        whole = _partial_elements(src.inputs[0], depth + 1)
+        if whole is None or indices is None or axis is None or np.ndim(indices) != 1 \
+                or int(np.reshape(axis, -1)[0]) not in (0, -1):
+            return None
+        picked = [int(k) for k in np.reshape(indices, -1)]
+        if any(not 0 <= k < len(whole) for k in picked):
+            return None
+        return [whole[k] for k in picked]
     if src.op == "StridedSlice" and not any(src.attrs.get(m, 0) for m in (
             "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")):
         bounds = [constant_value(o) for o in src.inputs[1:4]]
