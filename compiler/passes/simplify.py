@@ -264,32 +264,22 @@ def tile_once(node: Node) -> Optional[Rewrite]:
     return Replace(node.inputs[0]) if m is not None and all(a == 1 for a in m) else None
 
 
-def _on_gpu(node: Node) -> bool:
-    """Whether ``node`` is meant for a GPU: its placed or requested device names one."""
-    return "GPU" in (node.assigned_device or node.device or "").upper()
-
-
 @rule("Conv2D")
 def grouped_conv(node: Node) -> Optional[Rewrite]:
     """A grouped Conv2D (input depth C a multiple G > 1 of the filter's in-channels: Keras'
-    ``Conv2D(groups=G)``) becomes ops with C kernels: one input channel per group (ConvNeXt's
-    ``groups=C``) -> DepthwiseConv2dNative of the filter reshaped from [KH, KW, 1, C*M] to
-    [KH, KW, C, M] (output channel c*M + m reads input channel c in both); several (ResNeXt,
-    RegNet) stay one Conv2D, which the C kernels run as one grouped convolution
-    (``c_ops/conv.py``), except on a GPU (a node whose device names one), whose kernel has no
-    groups: there the input and the filter are split into G parts, G Conv2Ds, their
-    ConcatV2. The input's depth and the filter's shape must be known."""
+    ``Conv2D(groups=G)``) with one input channel per group (ConvNeXt's ``groups=C``) becomes
+    a DepthwiseConv2dNative of the filter reshaped from [KH, KW, 1, C*M] to [KH, KW, C, M]
+    (output channel c*M + m reads input channel c in both). Groups of several channels
+    (ResNeXt, RegNet) stay one Conv2D on every device: the C kernels run it as one grouped
+    convolution (``c_ops/conv.py``), and so do the CUDA kernels (``cuda_ops/conv.py``, which
+    take the groups as a run-time value, so nothing needs splitting for a GPU). The input's
+    depth and the filter's shape must be known."""
     x, f = node.inputs[0].type.shape, node.inputs[1].type.shape
     nchw = node.attrs.get("data_format") == "NCHW"
     if x is None or f is None or len(x) != 4 or len(f) != 4 or not node.users:
         return None
     c = x[1] if nchw else x[3]
-    if c is None or None in f or f[2] in (0, c) or c % f[2]:
-        return None
-    groups = c // f[2]
-    if f[3] % groups:
-        return None
-    if f[2] > 1 and not _on_gpu(node):
+    if c is None or c < 2 or None in f or f[2] != 1 or f[3] % c:
         return None
     graph = node.graph
     made: List[Node] = []
@@ -300,25 +290,14 @@ def grouped_conv(node: Node) -> Optional[Rewrite]:
         made.append(n)
         return n
 
-    def const(value: np.ndarray, suffix: str) -> Output:
-        return add("Const", [], {"value": value, "dtype": DType.i32}, suffix).output(0)
-
     attrs = {k: node.attrs[k] for k in ("strides", "padding", "explicit_paddings",
                                         "data_format", "dilations") if k in node.attrs}
     with graph.inserting_before(node):
-        if f[2] == 1:
-            shape = const(np.array([f[0], f[1], c, f[3] // c], np.int32), "depthwise_shape")
-            filt = add("Reshape", [node.inputs[1], shape], {}, "depthwise_filter")
-            out = add("DepthwiseConv2dNative", [node.inputs[0], filt.output(0)], attrs,
-                      "depthwise")
-        else:
-            axis = const(np.array(1 if nchw else 3, np.int32), "group_axis")
-            xs = add("Split", [axis, node.inputs[0]], {"num_split": groups}, "group_inputs")
-            fs = add("Split", [const(np.array(3, np.int32), "filter_axis"), node.inputs[1]],
-                     {"num_split": groups}, "group_filters")
-            convs = [add("Conv2D", [xs.output(k), fs.output(k)], dict(node.attrs),
-                         f"group_{k}").output(0) for k in range(groups)]
-            out = add("ConcatV2", [convs, axis], {}, "groups")
+        shape = add("Const", [], {"value": np.array([f[0], f[1], c, f[3] // c], np.int32),
+                                  "dtype": DType.i32}, "depthwise_shape")
+        filt = add("Reshape", [node.inputs[1], shape.output(0)], {}, "depthwise_filter")
+        out = add("DepthwiseConv2dNative", [node.inputs[0], filt.output(0)], attrs,
+                  "depthwise")
     if out.output_types[0] != node.output_types[0]:
         erase_if_unused(graph, list(reversed(made)))
         return None
