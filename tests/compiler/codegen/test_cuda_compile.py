@@ -17,6 +17,7 @@ import dsl as fl
 from compiler.codegen.cuda_build import build_cuda_module, find_nvcc
 from compiler.codegen.cuda_emitter import emit_cuda
 from compiler.codegen.cuda_kernels import ops_with_cuda_kernels
+from compiler.errors import ShapeError
 from compiler.ir.op_registry import get_op
 from compiler.options import PipelineOptions
 from compiler.passes.partition import split_by_device
@@ -176,6 +177,22 @@ def _array_cases(t):
     return made + _conv_cases(t)
 
 
+def grouped_backprops_accepted() -> bool:
+    """Whether Conv2DBackpropInput and Conv2DBackpropFilter take TensorFlow's grouped shapes
+    (input depth a multiple of the filter's in-channels) in their shape functions and
+    reference kernels, as Conv2D does (they are being taught them): the grouped backprop
+    cases run where they do."""
+    g = fl.Graph()
+    with g.as_default():
+        try:
+            fl.apply_op("Conv2DBackpropInput", [fl.constant([1, 3, 3, 4]), fl.zeros([1, 1, 2, 2]),
+                                                fl.zeros([1, 3, 3, 2])],
+                        {"strides": [1, 1, 1, 1], "padding": "VALID"})
+        except ShapeError:
+            return False
+    return True
+
+
 def _conv_cases(t):
     x4 = t["x4"]                                              # NHWC [2, 3, 4, 5]
     f = fl.constant(np.ones((3, 3, 5, 2), np.float32)) * fl.reduce_sum(t["y"])
@@ -203,6 +220,19 @@ def _conv_cases(t):
              fl.apply_op("_FusedConv2D", [x4, f, [t["y"][:2]]],
                          dict(window, fused_ops=["BiasAdd", "LeakyRelu"], leakyrelu_alpha=0.1)),
              fl.apply_op("_MaxPoolReluGrad", [x4, mp, x4[:, :2, :2, :] * 3.0], pool)]
+    # grouped (TensorFlow's groups: input depth 6 = 2 groups of the filter's 3 in-channels),
+    # plain and fused, with a stride and a dilation
+    x6 = fl.concat([x4, x4[..., :1]], 3)
+    fg = fl.constant(np.ones((2, 3, 3, 4), np.float32)) * fl.reduce_sum(t["y"])
+    gwin = {"strides": [1, 1, 2, 1], "padding": "SAME", "dilations": [1, 2, 1, 1]}
+    yg = fl.apply_op("Conv2D", [x6, fg], gwin)
+    made += [yg, fl.apply_op("_FusedConv2D", [x6, fg, [t["y"][:4], yg * 0.5]],
+                             dict(gwin, fused_ops=["BiasAdd", "Add", "Relu"]))]
+    if grouped_backprops_accepted():
+        dyg = fl.ones_like(yg) * 0.5
+        made += [fl.apply_op("Conv2DBackpropInput", [fl.constant([2, 3, 4, 6]), fg, dyg], gwin),
+                 fl.apply_op("Conv2DBackpropFilter", [x6, fl.constant([2, 3, 3, 4]), dyg],
+                             gwin)]
     # depthwise: multiplier 2 with a stride, multiplier 1 dilated and VALID; backprops with
     # constant sizes and with sizes the host reads from the GPU (a Shape of a GPU tensor)
     fd = fl.constant(np.ones((3, 2, 5, 2), np.float32)) * fl.reduce_sum(t["y"])
