@@ -9,12 +9,13 @@ loops, one thread per output element (no im2col, no cuDNN): honest and simple ra
 fast. Shape-like inputs (``input_sizes``, ``filter_sizes``, ``orig_input_shape``) that are
 not constants are copied to the host before the launch; NCHW stays on the CPU.
 
-The three convolutions take TensorFlow's groups (``_conv_geometry``): an input depth C that is
-a multiple G > 1 of the filter's in-channels CF (Keras' ``Conv2D(groups=G)``, ResNeXt,
-RegNet; for the backprops, ``input_sizes``' or the input's depth against the filter's) is G
-convolutions in one kernel, output channel o in group o / (O / G) reading input channels
+The three convolutions take TensorFlow's groups (``_conv_geometry``: the C target's window
+arithmetic and checks, with its own check of the depths): an input depth C that is a multiple
+G > 1 of the filter's in-channels CF (Keras' ``Conv2D(groups=G)``, ResNeXt, RegNet; for the
+backprops, ``input_sizes``' or the input's depth against the filter's) is G convolutions in
+one kernel, output channel o of group g = o / (O / G) reading input channels
 [g * CF, (g + 1) * CF). G is a host value like the other sizes, so channel counts known only
-at run time (a fed depth) work too, checked there.
+at run time (a fed depth) work too, checked there; nothing is split per group.
 """
 from __future__ import annotations
 
