@@ -264,32 +264,22 @@ def tile_once(node: Node) -> Optional[Rewrite]:
     return Replace(node.inputs[0]) if m is not None and all(a == 1 for a in m) else None
 
 
-def _on_gpu(node: Node) -> bool:
-    """Whether ``node`` is meant for a GPU: its placed or requested device names one."""
-    return "GPU" in (node.assigned_device or node.device or "").upper()
-
-
 @rule("Conv2D")
 def grouped_conv(node: Node) -> Optional[Rewrite]:
     """A grouped Conv2D (input depth C a multiple G > 1 of the filter's in-channels: Keras'
-    ``Conv2D(groups=G)``) becomes ops with C kernels: one input channel per group (ConvNeXt's
-    ``groups=C``) -> DepthwiseConv2dNative of the filter reshaped from [KH, KW, 1, C*M] to
-    [KH, KW, C, M] (output channel c*M + m reads input channel c in both); several (ResNeXt,
-    RegNet) stay one Conv2D, which the C kernels run as one grouped convolution
-    (``c_ops/conv.py``), except on a GPU (a node whose device names one), whose kernel has no
-    groups: there the input and the filter are split into G parts, G Conv2Ds, their
-    ConcatV2. The input's depth and the filter's shape must be known."""
+    ``Conv2D(groups=G)``) with one input channel per group (ConvNeXt's ``groups=C``) becomes
+    a DepthwiseConv2dNative of the filter reshaped from [KH, KW, 1, C*M] to [KH, KW, C, M]
+    (output channel c*M + m reads input channel c in both). Groups of several channels
+    (ResNeXt, RegNet) stay one Conv2D on every device: the C kernels run it as one grouped
+    convolution (``c_ops/conv.py``), and so do the CUDA kernels (``cuda_ops/conv.py``, which
+    take the groups as a run-time value, so nothing needs splitting for a GPU). The input's
+    depth and the filter's shape must be known."""
     x, f = node.inputs[0].type.shape, node.inputs[1].type.shape
     nchw = node.attrs.get("data_format") == "NCHW"
     if x is None or f is None or len(x) != 4 or len(f) != 4 or not node.users:
         return None
     c = x[1] if nchw else x[3]
-    if c is None or None in f or f[2] in (0, c) or c % f[2]:
-        return None
-    groups = c // f[2]
-    if f[3] % groups:
-        return None
-    if f[2] > 1 and not _on_gpu(node):
+    if c is None or c < 2 or None in f or f[2] != 1 or f[3] % c:
         return None
     graph = node.graph
     made: List[Node] = []
@@ -300,25 +290,14 @@ def grouped_conv(node: Node) -> Optional[Rewrite]:
         made.append(n)
         return n
 
-    def const(value: np.ndarray, suffix: str) -> Output:
-        return add("Const", [], {"value": value, "dtype": DType.i32}, suffix).output(0)
-
     attrs = {k: node.attrs[k] for k in ("strides", "padding", "explicit_paddings",
                                         "data_format", "dilations") if k in node.attrs}
     with graph.inserting_before(node):
-        if f[2] == 1:
-            shape = const(np.array([f[0], f[1], c, f[3] // c], np.int32), "depthwise_shape")
-            filt = add("Reshape", [node.inputs[1], shape], {}, "depthwise_filter")
-            out = add("DepthwiseConv2dNative", [node.inputs[0], filt.output(0)], attrs,
-                      "depthwise")
-        else:
-            axis = const(np.array(1 if nchw else 3, np.int32), "group_axis")
-            xs = add("Split", [axis, node.inputs[0]], {"num_split": groups}, "group_inputs")
-            fs = add("Split", [const(np.array(3, np.int32), "filter_axis"), node.inputs[1]],
-                     {"num_split": groups}, "group_filters")
-            convs = [add("Conv2D", [xs.output(k), fs.output(k)], dict(node.attrs),
-                         f"group_{k}").output(0) for k in range(groups)]
-            out = add("ConcatV2", [convs, axis], {}, "groups")
+        shape = add("Const", [], {"value": np.array([f[0], f[1], c, f[3] // c], np.int32),
+                                  "dtype": DType.i32}, "depthwise_shape")
+        filt = add("Reshape", [node.inputs[1], shape.output(0)], {}, "depthwise_filter")
+        out = add("DepthwiseConv2dNative", [node.inputs[0], filt.output(0)], attrs,
+                  "depthwise")
     if out.output_types[0] != node.output_types[0]:
         erase_if_unused(graph, list(reversed(made)))
         return None
@@ -374,98 +353,6 @@ def depthwise_conv_backprop(node: Node) -> Optional[Rewrite]:
                         node.inputs[2]], attrs, "depthwise")
             result = add("Reshape", [grad.output(0), const(list(f), "grouped_shape")], {},
                          "grouped_filter")
-    if result.output_types[0] != node.output_types[0]:
-        erase_if_unused(graph, list(reversed(made)))
-        return None
-    for n in made:
-        n.assigned_device = node.assigned_device
-    return Replace(result.output(0))
-
-
-def _grouped_backprop_split(node: Node, x_shape, f_shape) -> Optional[int]:
-    """The groups of a grouped convolution gradient ``node`` on a GPU (input depth, from
-    ``x_shape``, a multiple G > 1 of the filter's in-channels, from ``f_shape``), when both
-    are known; else None."""
-    nchw = node.attrs.get("data_format") == "NCHW"
-    if x_shape is None or f_shape is None or len(x_shape) != 4 or len(f_shape) != 4 \
-            or not node.users or not _on_gpu(node):
-        return None
-    c = x_shape[1] if nchw else x_shape[3]
-    if c is None or f_shape[2] in (None, 0, c) or f_shape[3] is None or c % f_shape[2]:
-        return None
-    groups = c // f_shape[2]
-    return groups if groups > 1 and f_shape[3] % groups == 0 else None
-
-
-@rule("Conv2DBackpropInput", "Conv2DBackpropFilter")
-def grouped_conv_backprop(node: Node) -> Optional[Rewrite]:
-    """The gradients of a grouped Conv2D on a GPU (a node whose device names one; the CUDA
-    kernels have no groups, see ``grouped_conv``) become G gradients, one per group, and
-    their ConcatV2: the input gradient splits the filter (its output channels) and dy, its
-    input_sizes' depth divided by G; the filter gradient splits x and dy, its
-    filter_sizes' output channels divided by G. Groups are the output's depth (input
-    gradient) or the input's (filter gradient) over the filter's in-channels, which must be
-    known."""
-    backprop_input = node.op == "Conv2DBackpropInput"
-    out = node.output_types[0].shape
-    if backprop_input:
-        groups = _grouped_backprop_split(node, out, node.inputs[1].type.shape)
-    else:
-        groups = _grouped_backprop_split(node, node.inputs[0].type.shape, out)
-    if groups is None:
-        return None
-    nchw = node.attrs.get("data_format") == "NCHW"
-    graph = node.graph
-    made: List[Node] = []
-
-    def add(op: str, inputs, attrs, suffix: str) -> Node:
-        n = make_node(graph, op, inputs, attrs, name=f"{node.name}/{suffix}",
-                      device=node.device, location=node.location)
-        made.append(n)
-        return n
-
-    def const(value: np.ndarray, suffix: str) -> Output:
-        return add("Const", [], {"value": value, "dtype": DType.i32}, suffix).output(0)
-
-    def split(value: Output, axis: int, suffix: str) -> Node:
-        return add("Split", [const(np.array(axis, np.int32), f"{suffix}_axis"), value],
-                   {"num_split": groups}, suffix)
-
-    channel = 1 if nchw else 3
-    sizes_index, sizes_axis = (0, channel) if backprop_input else (1, 3)
-    divisor = np.ones(4, np.int32)
-    divisor[sizes_axis] = groups
-    with graph.inserting_before(node):
-        sizes = node.inputs[sizes_index]
-        known = constant_value(sizes)
-        group_dim = out[sizes_axis]         # known: checked by _grouped_backprop_split
-        if known is not None and np.size(known) == 4:
-            per_group = const((np.reshape(known, -1) // divisor).astype(np.int32), "group_sizes")
-        else:       # sizes with its dim at sizes_axis divided (kept known to infer-shapes)
-            pieces = []
-            for lo, hi in ((0, sizes_axis), (sizes_axis + 1, 4)):
-                if hi > lo:
-                    bounds = [const(np.array([v], np.int32), f"slice_{lo}_{k}")
-                              for k, v in enumerate((lo, hi, 1))]
-                    pieces.append(add("StridedSlice", [sizes] + bounds, {},
-                                      f"sizes_{lo}_{hi}").output(0))
-                else:
-                    pieces.append(None)
-            middle = const(np.array([group_dim // groups], np.int32), "group_dim")
-            parts = [p for p in (pieces[0], middle, pieces[1]) if p is not None]
-            per_group = add("ConcatV2", [parts, const(np.array(0, np.int32), "sizes_axis")],
-                            {}, "group_sizes").output(0)
-        dys = split(node.inputs[2], channel, "group_grads")
-        if backprop_input:
-            fs = split(node.inputs[1], 3, "group_filters")
-            parts = [add(node.op, [per_group, fs.output(k), dys.output(k)], dict(node.attrs),
-                         f"group_{k}").output(0) for k in range(groups)]
-        else:
-            xs = split(node.inputs[0], channel, "group_inputs")
-            parts = [add(node.op, [xs.output(k), per_group, dys.output(k)], dict(node.attrs),
-                         f"group_{k}").output(0) for k in range(groups)]
-        axis = const(np.array(channel if backprop_input else 3, np.int32), "concat_axis")
-        result = add("ConcatV2", [parts, axis], {}, "groups")
     if result.output_types[0] != node.output_types[0]:
         erase_if_unused(graph, list(reversed(made)))
         return None

@@ -161,9 +161,8 @@ def conv_groups(kc: CKernelContext, c: str, c_f: str, o: str) -> int:
     """The groups of a Conv2D of input depth ``c`` by a filter of ``c_f`` in-channels and
     ``o`` outputs (C expressions): ``c / c_f`` when both are known now and ``c`` is a larger
     multiple of ``c_f`` (TensorFlow's grouped convolution; ``o`` must be a multiple of the
-    groups, checked now or at run time), else 1; for Conv2D and its two backprops. Only the
-    C target runs groups: the CUDA kernels have none (simplify splits a grouped Conv2D or
-    backprop meant for a GPU, and the CUDA kernels do not take one, ``cuda_ops/conv.py``)."""
+    groups, checked now or at run time), else 1; for Conv2D and its two backprops on the C
+    target (the CUDA kernels work out their own groups, ``cuda_ops/conv.py``)."""
     if kc.target.name != "c" or not (c.isdigit() and c_f.isdigit()):
         return 1
     c, c_f = int(c), int(c_f)

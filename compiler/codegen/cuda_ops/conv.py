@@ -3,20 +3,32 @@ MaxPoolGradGrad, and the fused ``_FusedConv2D`` (bias, residual and activation a
 each output is written) and ``_MaxPoolReluGrad`` (the gradient routed only where the ReLU
 passed) (NHWC).
 
-The geometry and every shape check are the C target's (``compiler/codegen/c_ops/conv.py``): sizes,
+The geometry and the shape checks are the C target's (``compiler/codegen/c_ops/conv.py``): sizes,
 output sizes and padding are host expressions passed to the kernels. The kernels are direct
 loops, one thread per output element (no im2col, no cuDNN): honest and simple rather than
 fast. Shape-like inputs (``input_sizes``, ``filter_sizes``, ``orig_input_shape``) that are
 not constants are copied to the host before the launch; NCHW stays on the CPU.
+
+The three convolutions take TensorFlow's groups (``_conv_geometry``: the C target's window
+arithmetic and checks, with its own check of the depths): an input depth C that is a multiple
+G > 1 of the filter's in-channels CF (Keras' ``Conv2D(groups=G)``, ResNeXt, RegNet; for the
+backprops, ``input_sizes``' or the input's depth against the filter's) is G convolutions in
+one kernel, output channel o of group g = o / (O / G) reading input channels
+[g * CF, (g + 1) * CF). G is a host value like the other sizes, so channel counts known only
+at run time (a fed depth) work too, checked there; nothing is split per group.
 """
 from __future__ import annotations
 
-from compiler.codegen.c_ops.conv import _c_geometry, _out_dims
+from typing import List, Tuple
+
+from compiler.codegen.c_ops.conv import (CGeometry, _c_geometry, _helpers, _out_dims, _sizes_c,
+                                         base_op, check_output_sizes)
 from compiler.codegen.c_ops.nn_grad import max_pool_grad_grad_dims, max_pool_grad_grad_geometry
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.graph import Node
+from compiler.ops.conv import _geometry as _window_attrs
 from compiler.ops.conv_fused import epilogue
 
 _PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
@@ -32,14 +44,81 @@ _PARTS = {"Conv2D": ("conv2d", {"x": 0, "f": 1}),
           "_MaxPoolReluGrad": ("max_pool_grad", {"x": 0, "dy": 2})}
 
 
-def _geometry(kc: KernelContext):
+_CONVS = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter")
+
+
+def _geometry(kc: KernelContext) -> Tuple[CGeometry, str, str]:
+    """The node's geometry, its filter's in-channels CF and its output channels per group OG
+    (C expressions; CF = C and OG = O but for a grouped convolution)."""
     if kc.node.op == "MaxPoolGradGrad":          # its checks, without the C kernel's function
-        return max_pool_grad_grad_geometry(kc, c_kernel=False)
-    return _c_geometry(kc)
+        geo = max_pool_grad_grad_geometry(kc, c_kernel=False)
+    elif base_op(kc.node.op) in _CONVS:
+        return _conv_geometry(kc)
+    else:
+        geo = _c_geometry(kc)
+    return geo, geo.x[3], geo.o
+
+
+def _conv_geometry(kc: KernelContext) -> Tuple[CGeometry, str, str]:
+    """A convolution's geometry with its groups, the C target's checks otherwise (sizes >= 0,
+    output sizes, the incoming gradient's dims); the first call adds the run-time checks."""
+    cached = getattr(kc, "_cuda_conv_geometry", None)
+    if cached is not None:
+        return cached
+    op = base_op(kc.node.op)
+    g = _window_attrs(kc.attrs, kc.error)
+    ins = kc.inputs
+    _helpers(kc, kc.out.dtype)
+    if op == "Conv2D":
+        x, f = ins[0].dims, ins[1].dims
+        names = ("input depth", "filter in-channels")
+    elif op == "Conv2DBackpropInput":
+        x, f = _sizes_c(kc, 0), ins[1].dims
+        names = ("input_sizes[3]", "filter in-channels")
+    else:
+        x, f = ins[0].dims, _sizes_c(kc, 1)
+        names = ("input depth", "filter_sizes[2]")
+    geo = CGeometry(x, f[0], f[1], f[3], g)
+    og = _groups(kc, x[3], f[2], f[3], names)
+    check_output_sizes(kc, geo)
+    if op != "Conv2D":
+        want = geo.out_dims()
+        for d in range(4):
+            kc.check_dims_equal(ins[2].dim(d), want[d],
+                                f"out_backprop dim {d} differs from the window output")
+    kc._cuda_conv_geometry = geo, f[2], og
+    return kc._cuda_conv_geometry
+
+
+def _groups(kc: KernelContext, c: str, cf: str, o: str, names: Tuple[str, str]) -> str:
+    """The output channels per group (a C expression) of a convolution of input depth ``c``
+    by a filter of ``cf`` in-channels and ``o`` outputs: ``o`` but for TensorFlow's grouped
+    form (``c`` a multiple G > 1 of ``cf``, ``o`` a multiple of G), ``o / G``. Checked now
+    where the depths are known, at run time otherwise; anything else is an error."""
+    what = f"{names[0]} is not a multiple of the {names[1]} (grouped convolution)"
+    if c.isdigit() and cf.isdigit():
+        if c == cf:
+            return o
+        if int(cf) == 0 or int(c) == 0 or int(c) % int(cf):
+            raise kc.error(f"{what}: {c} vs {cf}")
+        groups = str(int(c) // int(cf))
+    else:
+        kc.check(f"({c}) == ({cf}) || (({cf}) > 0 && ({c}) > 0 && ({c}) % ({cf}) == 0)",
+                 what + ": %lld vs %lld", f"(long long)({c})", f"(long long)({cf})")
+        groups = f"(({c}) == ({cf}) ? (int64_t)1 : (int64_t)({c}) / ({cf}))"
+    if o.isdigit() and groups.isdigit():
+        if int(o) % int(groups):
+            raise kc.error(f"Depth of output ({o}) is not a multiple of the number of groups "
+                           f"({groups})")
+        return str(int(o) // int(groups))
+    kc.check(f"({o}) % {groups} == 0",
+             "depth of output (%lld) is not a multiple of the number of groups (%lld)",
+             f"(long long)({o})", f"(long long)({groups})")
+    return f"({o}) / {groups}"
 
 
 def _conv(kc: KernelContext) -> str:
-    geo = _geometry(kc)
+    geo, cf, og = _geometry(kc)
     part, inputs = _PARTS[kc.node.op]
     out = kc.out
     launch = CudaLaunch(kc, part)
@@ -49,6 +128,7 @@ def _conv(kc: KernelContext) -> str:
     n_expr, h, w, c = geo.x
     oh, ow = geo.out(0), geo.out(1)
     sizes = dict(N=v(n_expr), H=v(h), W=v(w), C=v(c), KH=v(geo.kh), KW=v(geo.kw), O=v(geo.o),
+                 CF=v(cf), OG=v(og),
                  OH=v(oh), OW=v(ow), sh=geo.g.strides[0], sw=geo.g.strides[1],
                  dh=geo.g.dilations[0], dw=geo.g.dilations[1], pt=v(geo.pad(0)),
                  pl=v(geo.pad(1)))
@@ -89,28 +169,23 @@ def epilogue_vars(kc: KernelContext, launch: CudaLaunch, out_dims) -> dict:
 _SIZES = {"Conv2DBackpropInput": 0, "Conv2DBackpropFilter": 1, "AvgPoolGrad": 0}
 
 
-# Where each convolution finds its input (x) and its filter (f): an input's shape, or the
-# output's for the one a backprop computes.
-_CONV_OPERANDS = {"Conv2D": ("in", 0, "in", 1), "_FusedConv2D": ("in", 0, "in", 1),
-                  "Conv2DBackpropInput": ("out", 0, "in", 1),
-                  "Conv2DBackpropFilter": ("in", 0, "out", 0)}
-
-
 def _supports(node: Node) -> bool:
-    """NHWC, and no grouped convolution or gradient of one (input depth a multiple > 1 of the
-    filter's in-channels): these kernels have no groups (simplify splits a grouped Conv2D or
-    backprop meant for a GPU; one whose depths are known only at run time fails its check
-    that they are equal)."""
-    if node.attrs.get("data_format", "NHWC") != "NHWC":
-        return False
-    where = _CONV_OPERANDS.get(node.op)
-    if where is not None:
-        x, f = ((node.inputs[i] if side == "in" else node.output(i)).type.shape
-                for side, i in (where[:2], where[2:]))
-        if x is not None and f is not None and len(x) == 4 and len(f) == 4 \
-                and None not in (x[3], f[2]) and x[3] != f[2]:
-            return False
-    return True
+    """NHWC (grouped convolutions included)."""
+    return node.attrs.get("data_format", "NHWC") == "NHWC"
+
+
+def _dims(kc: KernelContext) -> List[List[str]]:
+    """The output dims: a convolution's from its own geometry (the filter gradient's
+    in-channels are the filter's, C / G), the rest as the C target's."""
+    if base_op(kc.node.op) not in _CONVS:
+        return _out_dims(kc)
+    geo, cf, _ = _conv_geometry(kc)
+    op = base_op(kc.node.op)
+    dims = (geo.out_dims() if op == "Conv2D" else geo.x if op == "Conv2DBackpropInput"
+            else [geo.kh, geo.kw, cf, geo.o])
+    kc.check(f"flowc_conv_dims_ok({', '.join(dims)}, {kc.out.dtype.itemsize})",
+             "the output shape is too large (its byte size overflows int64)")
+    return [dims]
 
 
 def _grad_grad_dims(kc: KernelContext):
@@ -119,5 +194,5 @@ def _grad_grad_dims(kc: KernelContext):
 
 for _op in _PARTS:
     register_cuda_kernel(_op, _conv, supports=_supports,
-                         output_dims=_grad_grad_dims if _op == "MaxPoolGradGrad" else _out_dims,
+                         output_dims=_grad_grad_dims if _op == "MaxPoolGradGrad" else _dims,
                          host_inputs=(_SIZES[_op],) if _op in _SIZES else ())

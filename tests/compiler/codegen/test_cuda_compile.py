@@ -203,6 +203,17 @@ def _conv_cases(t):
              fl.apply_op("_FusedConv2D", [x4, f, [t["y"][:2]]],
                          dict(window, fused_ops=["BiasAdd", "LeakyRelu"], leakyrelu_alpha=0.1)),
              fl.apply_op("_MaxPoolReluGrad", [x4, mp, x4[:, :2, :2, :] * 3.0], pool)]
+    # grouped (TensorFlow's groups: input depth 6 = 2 groups of the filter's 3 in-channels),
+    # plain and fused, with a stride and a dilation
+    x6 = fl.concat([x4, x4[..., :1]], 3)
+    fg = fl.constant(np.ones((2, 3, 3, 4), np.float32)) * fl.reduce_sum(t["y"])
+    gwin = {"strides": [1, 1, 2, 1], "padding": "SAME", "dilations": [1, 2, 1, 1]}
+    yg = fl.apply_op("Conv2D", [x6, fg], gwin)
+    made += [yg, fl.apply_op("_FusedConv2D", [x6, fg, [t["y"][:4], yg * 0.5]],
+                             dict(gwin, fused_ops=["BiasAdd", "Add", "Relu"]))]
+    dyg = fl.ones_like(yg) * 0.5
+    made += [fl.apply_op("Conv2DBackpropInput", [fl.constant([2, 3, 4, 6]), fg, dyg], gwin),
+             fl.apply_op("Conv2DBackpropFilter", [x6, fl.constant([2, 3, 3, 4]), dyg], gwin)]
     # depthwise: multiplier 2 with a stride, multiplier 1 dilated and VALID; backprops with
     # constant sizes and with sizes the host reads from the GPU (a Shape of a GPU tensor)
     fd = fl.constant(np.ones((3, 2, 5, 2), np.float32)) * fl.reduce_sum(t["y"])

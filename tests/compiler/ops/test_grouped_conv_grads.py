@@ -15,9 +15,6 @@ import pytest
 import dsl as fl
 from compiler.codegen import onednn
 from compiler.codegen.emitter import emit_c
-from compiler.interpreter import Interpreter
-from compiler.options import PipelineOptions
-from compiler.passes.manager import PassContext, get_pass
 from compiler.step import make_step_graph, optimize
 from oracle import NO_FOLDING, check_against_interpreter
 from runtime.errors import FlowcError
@@ -234,37 +231,6 @@ def test_grouped_backprop_shape_errors_name_the_node():
             A("Conv2DBackpropFilter", [fl.zeros([1, 4, 4, 6]), fl.constant(np.int32([3, 3, 4, 8])),
                                        fl.zeros([1, 4, 4, 8])],
               {"strides": [1, 1, 1, 1], "padding": "SAME"}, name="BadFilter")
-
-
-def test_grouped_gradients_meant_for_a_gpu_are_split_per_group(rng):
-    """The CUDA kernels have no groups: simplify turns each grouped gradient on a GPU into one
-    gradient per group and their ConcatV2 (the interpreter's results unchanged); the CUDA
-    kernel refuses a grouped gradient that was not split."""
-    from compiler.codegen.cuda_ops.conv import _supports
-    g = fl.Graph()
-    with g.as_default(), fl.device("/device:GPU:0"):
-        x = fl.placeholder(fl.float32, [None, 6, 5, 8], name="x")
-        f = fl.placeholder(fl.float32, [3, 3, 2, 8], name="f")          # 4 groups
-        y = fl.nn.conv2d(x, f, 2, "SAME")
-        dx, df = fl.gradients(fl.reduce_sum(y * y), [x, f])
-    grads = [n for n in g if n.op in ("Conv2DBackpropInput", "Conv2DBackpropFilter")]
-    assert len(grads) == 2 and not any(_supports(n) for n in grads)
-    step = make_step_graph(g, [x.output, f.output], [dx.output, df.output])
-    ctx = PassContext(PipelineOptions())
-    for name in ("prune", "infer-shapes", "simplify"):
-        get_pass(name).run(step.graph, ctx)
-    split = [n for n in step.graph if n.op in ("Conv2DBackpropInput", "Conv2DBackpropFilter")]
-    assert sorted(n.op for n in split) == ["Conv2DBackpropFilter"] * 4 + ["Conv2DBackpropInput"] * 4
-    for n in split:
-        assert _supports(n) and n.output_types[0].shape[3] == 2
-    feed = {x: rng.standard_normal((2, 6, 5, 8)).astype(np.float32),
-            f: rng.standard_normal((3, 3, 2, 8)).astype(np.float32)}
-    with fl.Session(graph=g, backend="interpreter") as s:
-        want = s.run([dx, df], feed)
-    fed = {ph.output(0): feed[v] for ph, v in zip(step.feeds, (x, f))}
-    got = Interpreter(step.graph).run([r.inputs[0] for r in step.retvals], fed)
-    for w, gt in zip(want, got):
-        np.testing.assert_allclose(gt, w, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.cpu_only

@@ -54,3 +54,24 @@ def test_tile_by_ones_is_its_input():
     run_passes(g, ["simplify"])
     assert r0.inputs[0] == x.output(0)
     assert r1.inputs[0] == wider.output(0) and same not in g
+
+
+@pytest.mark.parametrize("device", ["", "/device:GPU:0"])
+def test_a_grouped_conv_stays_one_conv2d_on_every_device(device):
+    """Several channels per group: one Conv2D (the C and the CUDA kernels both take groups),
+    on a CPU and on a GPU alike; one channel per group: a depthwise convolution."""
+    g = Graph()
+    x = make_node(g, "Placeholder", [], {"dtype": DType.f32, "shape": (1, 5, 5, 4)}, name="x")
+    convs = []
+    for k, f_shape in enumerate([(3, 3, 2, 6), (3, 3, 1, 8)]):
+        f = make_node(g, "Placeholder", [], {"dtype": DType.f32, "shape": f_shape}, name=f"f{k}")
+        convs.append(make_node(g, "Conv2D", [x.output(0), f.output(0)],
+                               {"strides": [1, 1, 1, 1], "padding": "SAME"}, device=device))
+        make_node(g, "_Retval", [convs[-1].output(0)], {"index": k})
+    run_passes(g, ["simplify"])
+    assert convs[0] in g
+    assert convs[1] not in g
+    ops = sorted(n.op for n in g)
+    assert ops.count("Conv2D") == 1 and ops.count("DepthwiseConv2dNative") == 1
+    assert not {"Split", "ConcatV2"} & set(ops)
+    assert all(n.device == device for n in g if n.op in ("Conv2D", "DepthwiseConv2dNative"))
