@@ -123,7 +123,10 @@ def uses_onednn(kc: CKernelContext, geo, op: str) -> bool:
     if onednn_pads(geo) is None:
         return False
     n, h, w, c = map(int, geo.x)
-    flops = 2 * n * int(geo.out(0)) * int(geo.out(1)) * int(geo.kh) * int(geo.kw) * int(geo.o) \
+    # a pixel's outputs (depthwise: C * M, geo.o being M) each sum kh * kw taps of their
+    # group's input channels (depthwise: one)
+    outputs = c * int(geo.o) if depthwise else int(geo.o)
+    flops = 2 * n * int(geo.out(0)) * int(geo.out(1)) * int(geo.kh) * int(geo.kw) * outputs \
         * (1 if depthwise else c // geo.groups)
     return engine == "onednn" or flops >= MIN_FLOPS
 

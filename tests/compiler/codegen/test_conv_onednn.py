@@ -122,6 +122,31 @@ def test_depthwise_convolutions_run_on_onednn_and_match_the_interpreter(graph, r
 
 
 @pytest.mark.cpu_only
+def test_auto_counts_every_channel_of_a_depthwise_convolution(graph, rng, monkeypatch):
+    """Under auto a depthwise convolution's flops are those of all its C * M outputs: MobileNet's
+    3x3 layers (here 166k and 115k flops, with a fused bias and ReLU6) run on oneDNN; a tiny
+    one (2,304 flops) stays on flowc's kernel; all equal the interpreter's."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "auto")
+    fetches, feed, feeds = {}, {}, []
+    for name, xs, fs, stride in [("mobile", (1, 24, 24, 16), (3, 3, 16, 1), 1),
+                                 ("multiplier", (1, 20, 20, 8), (3, 3, 8, 2), 1),
+                                 ("strided", (1, 33, 33, 24), (3, 3, 24, 1), 2),
+                                 ("tiny", (1, 4, 4, 8), (3, 3, 8, 1), 1)]:
+        x = fl.placeholder(fl.float32, xs, name=name)
+        f = fl.constant(rng.standard_normal(fs).astype(np.float32))
+        b = fl.constant(rng.standard_normal(fs[2] * fs[3]).astype(np.float32))
+        y = fl.nn.depthwise_conv2d_native(x, f, stride, "SAME")
+        fetches[name] = fl.nn.relu6(fl.nn.bias_add(y, b))
+        feed[x] = rng.standard_normal(xs).astype(np.float32) * 3
+        feeds.append(x)
+    source = _source(graph, fetches, feeds)
+    calls = re.findall(r"= flowc_dnnl_conv_f32\(&\w+, [^,]+, [^,]+, [01], [^,]+, [^,]+, "
+                       r"FLOWC_DNNL_ACT_RELU6, [^,]+, [^,]+, (\d+), ", source)
+    assert sorted(calls) == ["16", "24", "8"]          # the groups of the three large ones
+    check_against_interpreter(graph, fetches, feed, **TOL)
+
+
+@pytest.mark.cpu_only
 def test_nodes_of_one_shape_keep_their_own_filters(graph, rng, monkeypatch):
     """Twelve convolutions of one shape and twelve constant filters (more than a kernel keeps
     reordered): nodes that share a kernel never use each other's filter."""

@@ -172,6 +172,7 @@ def test_static_shapes_several_threads_and_a_wide_image(graph, rng, monkeypatch)
                                                                    [1, 2, 2, 1], "SAME")}
     assert y.shape == (8, 17, 16, 48) and y1.shape == (8, 29, 29, 24)
     feed = {x: xv, f: fv, dy: rng.standard_normal(y.shape).astype(np.float32)}
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")      # flowc's kernels, not oneDNN's
     results = []
     for threads in ("2", "1"):
         monkeypatch.setenv("FLOWC_NUM_THREADS", threads)
@@ -181,6 +182,38 @@ def test_static_shapes_several_threads_and_a_wide_image(graph, rng, monkeypatch)
     np.testing.assert_allclose(results[0]["y"][:1], want, rtol=1e-4, atol=1e-4)
     for k in fetches:
         np.testing.assert_allclose(results[0][k], results[1][k], rtol=1e-5, atol=1e-4)
+
+
+# (image HW, channels, filter HW, strides, dilations, padding) for the multiplier-1 forward
+# kernel's paths: channel blocks of 64 and 16 (one pixel) and 32 and 16 (4 pixels whose
+# windows lie inside the row), the channels left over, windows cut by the edges, an image
+# narrower than 4 pixels
+BLOCKED = [((9, 11), 144, (3, 3), (1, 1), (1, 1), "SAME"),
+           ((10, 13), 100, (3, 3), (2, 2), (1, 1), "SAME"),
+           ((7, 12), 40, (3, 3), (1, 1), (1, 2), "SAME"),
+           ((8, 9), 96, (5, 3), (1, 2), (1, 1), "VALID"),
+           ((6, 3), 80, (3, 3), (1, 1), (1, 1), "SAME"),
+           ((5, 17), 7, (3, 3), (1, 1), (1, 1), "SAME")]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_multiplier_one_channel_blocks_with_an_epilogue(graph, rng, monkeypatch, dt):
+    """flowc's multiplier-1 kernel (FLOWC_CONV_ENGINE=blas keeps float32 off oneDNN), plain and
+    fused with a bias, a residual and ReLU6, against the interpreter."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    fetches, feed = {}, {}
+    for i, (hw, c, k, s, d, pad) in enumerate(BLOCKED):
+        xv = rng.standard_normal((2, *hw, c)).astype(dt)
+        x = fl.placeholder(dt, xv.shape, name=f"x{i}")
+        f = fl.constant(rng.standard_normal((*k, c, 1)).astype(dt))
+        y = fl.nn.depthwise_conv2d(x, f, [1, *s, 1], pad, rate=d)
+        bias = fl.constant(rng.standard_normal(c).astype(dt))
+        residual = fl.placeholder(dt, y.shape, name=f"r{i}")
+        fetches[f"y{i}"] = y
+        fetches[f"fused{i}"] = fl.nn.relu6(fl.nn.bias_add(y, bias) + residual)
+        feed[x] = xv
+        feed[residual] = rng.standard_normal(y.shape).astype(dt)
+    check_against_interpreter(graph, fetches, feed, **_tol(dt))
 
 
 def test_nchw_runs_in_c_as_the_transposed_nhwc_op(graph, rng):
