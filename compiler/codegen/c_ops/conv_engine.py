@@ -22,8 +22,9 @@ node's data; the fastest is kept. oneDNN ranks its implementations by a fixed pr
 on the 2-core AVX-512 machine, one thread, ResNet-18 at batch 32 ran its 3x3 convolutions
 on 3x3 images (512 channels) 1.2x faster and the 3x3/2 one into them 1.6x faster on the jit
 kernel than on the brgconv oneDNN puts first, its 1x1/2 projections 1.2x faster on jit_1x1
-than on brgconv_1x1, while at batch 1 brgconv won those 3x3 shapes (the model's step went
-from 102.5 to 96.3 ms of CPU time at batch 32).
+than on brgconv_1x1, while at batch 1 brgconv won those 3x3 shapes. The model's step at
+batch 32 went from 110.9 to 103.5 ms of CPU time (best of 10 alternating rounds; onnxruntime
+115.8), about 0.5 s more on the first call (each implementation runs three times).
 
 A convolution whose dims are known only at run time (a batch fed as ``None``, as every
 training graph has) runs on oneDNN too: one primitive per shape it meets, up to 4 a node
