@@ -284,6 +284,10 @@ ENVIRONMENT: Tuple[EnvVar, ...] = (
            "flowc's kernels; onednn: every one oneDNN can run; blas: never oneDNN",
            "compiler/codegen/c_ops/conv_engine.py",
            changes_code=True),
+    EnvVar("FLOWC_CONV_TUNE", "least flops (default 10000000) of a convolution of static shape "
+           "run on oneDNN whose implementation is the fastest oneDNN offers for the machine "
+           "(brgconv, jit, jit_1x1 ...), timed on its first call; 0: oneDNN's first always",
+           "compiler/codegen/c_ops/conv_engine.py", changes_code=True),
     EnvVar("FLOWC_GEMM_ENGINE", "auto (default): each float32 matrix product of at least "
            "16384 multiply-adds runs on oneDNN's sgemm where oneDNN is installed, else on "
            "OpenBLAS; onednn: every float32 one; blas: never oneDNN",

@@ -24,7 +24,10 @@ each layer of a CNN copies its activations twice. This pass, before placement an
 4. a Transpose that moves only dims of size 1 becomes a ``Reshape`` (a view, no copy);
 5. a zero ``Pad`` of the spatial dims before an NHWC ``Conv2D`` or ``DepthwiseConv2dNative``
    with VALID or EXPLICIT padding becomes its explicit padding (Keras' ZeroPadding2D before
-   a strided convolution: no padded copy; ``_fold_pads``).
+   a strided convolution: no padded copy; ``_fold_pads``); so does one before an NHWC
+   ``MaxPool`` when what it pads is a ``Relu`` or ``Relu6`` (never negative, so a window's
+   maximum is the same with or without the zeros) and each pad is narrower than the window
+   (ResNet's ZeroPadding2D + MaxPool after its first convolution).
 
 In a CNN from ONNX the Transposes after one layer meet those before the next and cancel: a
 ResNet keeps the one Transpose on its input. ``DepthwiseConv2dNative`` is treated as
@@ -645,6 +648,26 @@ def _cleanup(graph: Graph, rw: "_Rewriter") -> bool:
 
 
 _PADDED_CONVS = ("Conv2D", "DepthwiseConv2dNative")
+# What a MaxPool's zero Pad may pad for the pool to take the padding itself: ops whose
+# results are never negative (MaxPool's explicit padding takes no part in a window's max).
+_NON_NEGATIVE = ("Relu", "Relu6")
+
+
+def _foldable_into(node: Node, pad: Node, pads: np.ndarray) -> bool:
+    """Whether ``node`` (reading ``pad``'s output as its input 0) can take the spatial
+    ``pads`` as explicit padding: a convolution always, a MaxPool when ``pad`` pads a value
+    that is never negative and every pad (with the pool's own) is narrower than the window."""
+    if node.op in _PADDED_CONVS:
+        return True
+    if node.op != "MaxPool" or pad.inputs[0].node.op not in _NON_NEGATIVE:
+        return False
+    ksize = list(node.attrs.get("ksize") or [])
+    old = list(node.attrs.get("explicit_paddings") or [0] * 8) \
+        if node.attrs.get("padding") == "EXPLICIT" else [0] * 8
+    if len(ksize) != 4 or len(old) != 8:
+        return False
+    return all(old[2 * d] + pads[d][0] < ksize[d] and old[2 * d + 1] + pads[d][1] < ksize[d]
+               for d in (1, 2))
 
 
 def _fold_pads(graph: Graph) -> bool:
@@ -652,10 +675,11 @@ def _fold_pads(graph: Graph) -> bool:
     with VALID or EXPLICIT padding becomes that convolution's explicit padding: the
     ZeroPadding2D + VALID convolution that Keras models (and TensorFlow graphs written for
     ONNX-style padding) put before a strided convolution, with no padded copy of the
-    activations."""
+    activations. The same for a MaxPool where ``_foldable_into`` says so."""
     changed = False
     for conv in graph:
-        if conv not in graph or conv.op not in _PADDED_CONVS or conv.control_inputs \
+        if conv not in graph or conv.op not in _PADDED_CONVS + ("MaxPool",) \
+                or conv.control_inputs \
                 or conv.attrs.get("data_format", "NHWC") != "NHWC" \
                 or conv.attrs.get("padding") not in ("VALID", "EXPLICIT"):
             continue
@@ -669,7 +693,7 @@ def _fold_pads(graph: Graph) -> bool:
             continue
         pads = np.asarray(pads)
         if pads.shape != (4, 2) or np.any(pads < 0) or np.any(pads[0] != 0) \
-                or np.any(pads[3] != 0):
+                or np.any(pads[3] != 0) or not _foldable_into(conv, pad, pads):
             continue
         old = list(conv.attrs.get("explicit_paddings") or [0] * 8) \
             if conv.attrs.get("padding") == "EXPLICIT" else [0] * 8

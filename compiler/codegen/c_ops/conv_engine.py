@@ -15,6 +15,17 @@ set-up (memory objects, a stream: about 2 us) costing more than the arithmetic. 
 ``MIN_FLOPS``; ``onednn`` gives it every such convolution, ``blas`` none. A shape oneDNN
 refuses when the step first runs falls back to flowc's kernel at run time.
 
+Which of oneDNN's implementations runs a static convolution of at least ``TUNE_FLOPS``
+(``FLOWC_CONV_TUNE``) is measured too, on the node's first call (``flowc_dnnl_conv_choose``):
+oneDNN's first choice and up to three more for the same instruction set, each timed on the
+node's data; the fastest is kept. oneDNN ranks its implementations by a fixed preference:
+on the 2-core AVX-512 machine, one thread, ResNet-18 at batch 32 ran its 3x3 convolutions
+on 3x3 images (512 channels) 1.2x faster and the 3x3/2 one into them 1.6x faster on the jit
+kernel than on the brgconv oneDNN puts first, its 1x1/2 projections 1.2x faster on jit_1x1
+than on brgconv_1x1, while at batch 1 brgconv won those 3x3 shapes. The model's step at
+batch 32 went from 110.9 to 103.5 ms of CPU time (best of 10 alternating rounds; onnxruntime
+115.8), about 0.5 s more on the first call (each implementation runs three times).
+
 A convolution whose dims are known only at run time (a batch fed as ``None``, as every
 training graph has) runs on oneDNN too: one primitive per shape it meets, up to 4 a node
 (``flowc_dnnl_conv_dyn_f32``), with ``MIN_FLOPS`` and the padding checked on each call.
@@ -39,6 +50,9 @@ from compiler.options import setting
 from runtime.dtypes import DType
 
 MIN_FLOPS = 100_000
+# The least flops of a static convolution whose oneDNN implementation is chosen by timing on
+# its first call (FLOWC_CONV_TUNE; conv_onednn.c.j2's flowc_dnnl_conv_choose): about 50 us.
+TUNE_FLOPS = 10_000_000
 ENGINES = ("auto", "onednn", "blas")
 # The activations a fused convolution may end with, as conv_onednn.c.j2's FLOWC_DNNL_ACT_*.
 ACTIVATIONS = {None: "FLOWC_DNNL_ACT_NONE", "Relu": "FLOWC_DNNL_ACT_RELU",
@@ -96,6 +110,22 @@ def is_static(geo) -> bool:
     dims = list(geo.x) + [geo.kh, geo.kw, geo.o] + [geo.out(0), geo.out(1)]
     return all(d.isdigit() and int(d) > 0 for d in dims) and geo.pad(0).isdigit() \
         and geo.pad(1).isdigit()
+
+
+def tune_flops() -> int:
+    """``FLOWC_CONV_TUNE``: the least flops of a static convolution whose oneDNN implementation
+    is the fastest of those oneDNN offers for the machine, timed on its first call (default
+    ``TUNE_FLOPS``); 0: oneDNN's first choice always."""
+    text = setting("FLOWC_CONV_TUNE").strip()
+    if not text:
+        return TUNE_FLOPS
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise CompileError(f"FLOWC_CONV_TUNE must be a count of flops (0: off), not {text!r}")
+    return value
 
 
 def min_flops() -> int:
@@ -156,7 +186,10 @@ def emit_onednn(kc: CKernelContext, geo, rc: str, fallback: str, depthwise: bool
         pb, pr = onednn_pads(geo)
         call = (f"flowc_dnnl_conv_f32(&{state}, {x}, {f}, {f_const}, {bias}, {addend}, {act}, "
                 f"{alpha}, {y}, {', '.join(args + [str(pb), str(pr)])})")
-        init = f"static flowc_dnnl_conv {state} = FLOWC_DNNL_CONV_INIT;\n"
+        tune = tune_flops()
+        init = (f"static flowc_dnnl_conv {state} = "
+                + (f"FLOWC_DNNL_CONV_INIT_TUNED({tune}.0);\n" if tune else
+                   "FLOWC_DNNL_CONV_INIT;\n"))
     else:                           # one primitive per shape met at run time
         call = (f"flowc_dnnl_conv_dyn_f32(&{state}, {min_flops()}, {x}, {f}, {f_const}, {bias}, "
                 f"{addend}, {act}, {alpha}, {y}, {', '.join(args)})")

@@ -222,3 +222,47 @@ def test_onednn_enters_the_toolchain_fingerprint(monkeypatch):
     assert not onednn.available() and not conv_engine.available()
     assert onednn.onednn_tag() == "" and onednn.onednn_flags() == ()
     assert fingerprint() != with_it
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("constant_filters", [True, False], ids=["constant", "fed"])
+def test_implementations_chosen_by_timing_match_the_interpreter(graph, rng, monkeypatch,
+                                                                constant_filters):
+    """FLOWC_CONV_TUNE=1: every static convolution times oneDNN's implementations on its first
+    call and keeps the fastest; whichever it keeps, the results (a residual summed into the
+    output in place too) are the interpreter's, on the first run and on later ones."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "onednn")
+    monkeypatch.setenv("FLOWC_CONV_TUNE", "1")
+    fetches, feed, feeds = _graph(rng, constant_filters)
+    x = fl.placeholder(fl.float32, [4, 6, 6, 64], name="xr")
+    r = fl.placeholder(fl.float32, [4, 6, 6, 64], name="r")
+    f = fl.constant(rng.standard_normal((3, 3, 64, 64)).astype(np.float32) * 0.1)
+    b = fl.constant(rng.standard_normal(64).astype(np.float32))
+    fetches["residual"] = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(x, f, 1, "SAME"), b) + r)
+    feed[x] = rng.standard_normal((4, 6, 6, 64)).astype(np.float32)
+    feed[r] = rng.standard_normal((4, 6, 6, 64)).astype(np.float32)
+    source = _source(graph, fetches, feeds + [x, r])
+    assert source.count("= FLOWC_DNNL_CONV_INIT_TUNED(1.0);") == len(CASES) + 1
+    check_against_interpreter(graph, fetches, feed, **TOL)
+    with fl.Session(graph=graph) as sess:
+        for _ in range(2):
+            got = sess.run(fetches, feed)
+    with fl.Session(graph=graph, backend="interpreter") as ref:
+        want = ref.run(fetches, feed)
+    for k in fetches:
+        np.testing.assert_allclose(got[k], want[k], err_msg=k, **TOL)
+
+
+def test_tuning_off_and_bad_settings(graph, rng, monkeypatch):
+    x = fl.placeholder(fl.float32, [8, 32, 32, 16], name="x")
+    y = fl.nn.conv2d(x, fl.constant(rng.standard_normal((3, 3, 16, 32)).astype(np.float32)),
+                     1, "SAME")                                    # 37.7 Mflops
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "auto")
+    assert f"FLOWC_DNNL_CONV_INIT_TUNED({conv_engine.TUNE_FLOPS}.0)" in _source(graph, {"y": y},
+                                                                              [x])
+    monkeypatch.setenv("FLOWC_CONV_TUNE", "0")
+    source = _source(graph, {"y": y}, [x])
+    assert "= FLOWC_DNNL_CONV_INIT;" in source and "= FLOWC_DNNL_CONV_INIT_TUNED(" not in source
+    monkeypatch.setenv("FLOWC_CONV_TUNE", "fast")
+    with pytest.raises(CompileError, match="FLOWC_CONV_TUNE must be"):
+        _source(graph, {"y": y}, [x])

@@ -261,3 +261,30 @@ def test_zero_pads_fold_into_the_convolutions_after_them(graph, rng):
     assert ops.count("Pad") == len(kept)
     check_against_interpreter(graph, {**folded, **kept},
                               {x: rng.standard_normal((2, 13, 12, 4)).astype(np.float32)}, **TOL)
+
+
+def test_zero_pads_of_a_relu_fold_into_the_max_pool_after_it(graph, rng):
+    """Keras ResNet's ZeroPadding2D + VALID 3x3/2 MaxPool after a ReLU (or ReLU6) loses its Pad
+    (the ReLU's values are never negative, so the zeros never win a window); a Pad of a value
+    that may be negative, a Pad as wide as the window and a Pad of the channels stay. All
+    equal the interpreter (the negative input shows what folding there would get wrong)."""
+    x = fl.placeholder(fl.float32, [2, 11, 10, 4], name="x")
+    relu = fl.nn.relu(x)
+
+    def pool(t, padding="VALID", ksize=3):
+        return fl.nn.max_pool(t, [1, ksize, ksize, 1], [1, 2, 2, 1], padding)
+    folded = {
+        "relu": pool(fl.pad(relu, [[0, 0], [1, 1], [1, 1], [0, 0]])),
+        "relu6": pool(fl.pad(fl.nn.relu6(x), [[0, 0], [0, 2], [1, 0], [0, 0]])),
+    }
+    kept = {
+        "negative": pool(fl.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]])),
+        "wide": pool(fl.pad(relu, [[0, 0], [2, 0], [0, 0], [0, 0]]), ksize=2),
+        "channels": pool(fl.pad(relu, [[0, 0], [1, 1], [1, 1], [0, 2]])),
+    }
+    ops = _ops(graph, list(folded.values()), [x])
+    assert "Pad" not in ops and ops.count("MaxPool") == len(folded)
+    ops = _ops(graph, list(kept.values()), [x])
+    assert ops.count("Pad") == len(kept)
+    check_against_interpreter(graph, {**folded, **kept},
+                              {x: rng.standard_normal((2, 11, 10, 4)).astype(np.float32)}, **TOL)
