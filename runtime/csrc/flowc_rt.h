@@ -127,24 +127,45 @@ static inline int flowc_fail(flowc_status *st, int code, const char *node, const
 #define FLOWC_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-/* Buffers of FLOWC_HUGE_PAGE_MIN bytes and more (an embedding table, a large arena, a
- * convolution's filter reordered for oneDNN, a large result) are aligned to 2 MiB and the
- * whole 2 MiB pages they cover are asked to be backed by transparent huge pages (the tail,
- * under 2 MiB, stays in small pages: no memory is spent beyond the request). Rows gathered
- * from all over a 256 MiB table then miss the TLB far less (one entry maps 2 MiB instead of
- * 4 KiB), and so does a model that reads megabytes of filters every step: ResNet-18's
- * 45 MB of filters kept in 4 KiB pages made a step 2-3.5% slower at batch 1, and by how
- * much varied from one load of the same module to the next with where its pages landed.
- * Where the kernel does not offer huge pages, madvise fails and the buffer is an ordinary
- * one. */
+/* Buffers of FLOWC_HUGE_PAGE_MIN bytes and more (an embedding table, a large arena) are
+ * aligned to 2 MiB and asked to be backed by transparent huge pages: rows gathered from all
+ * over a 256 MiB table then miss the TLB far less (one entry maps 2 MiB instead of 4 KiB).
+ * Where the kernel does not offer them, madvise fails and the buffer is an ordinary one. */
 #define FLOWC_HUGE_PAGE (2u << 20)
-#define FLOWC_HUGE_PAGE_MIN (2u << 20)
+#define FLOWC_HUGE_PAGE_MIN (16u << 20)
 
 /* 64-byte aligned, never NULL for a successful zero-byte request. */
 static inline void *flowc_alloc(size_t nbytes) {
     size_t n = (nbytes + 63) & ~(size_t)63;
 #ifdef MADV_HUGEPAGE
     if (n >= FLOWC_HUGE_PAGE_MIN) {
+        n = (n + FLOWC_HUGE_PAGE - 1) & ~(size_t)(FLOWC_HUGE_PAGE - 1);
+        void *p = aligned_alloc(FLOWC_HUGE_PAGE, n);
+        if (p) madvise(p, n, MADV_HUGEPAGE);
+        if (p) FLOWC_POISON((char *)p + nbytes, n - nbytes);
+        return p;
+    }
+#endif
+    void *p = aligned_alloc(64, n ? n : 64);
+    if (p) FLOWC_POISON((char *)p + nbytes, (n ? n : 64) - nbytes);
+    return p;
+}
+
+/* A buffer a module keeps for its lifetime and reads every step (oneDNN's reordered filters
+ * and scratchpads, arena blocks) is 2 MiB aligned from FLOWC_HUGE_PAGE_KEPT_MIN bytes, and the
+ * whole 2 MiB pages it covers are asked for transparent huge pages (its tail, under 2 MiB,
+ * stays in small pages: nothing is spent beyond the request). ResNet-18's filters (2.4-9.4 MB
+ * each, 45 MB in all) in 4 KiB pages made a batch-1 step 3.6-7.6% slower, by an amount that
+ * changed with where a load's pages landed. Buffers allocated and freed every step keep
+ * flowc_alloc's threshold: advised memory taken and given back each step is faulted in anew
+ * each time (a 9.4 MB buffer allocated, touched and freed in a loop: 83 us from the ordinary
+ * heap, 720 us advised). Freed with free. */
+#define FLOWC_HUGE_PAGE_KEPT_MIN (2u << 20)
+
+static inline void *flowc_alloc_kept(size_t nbytes) {
+    size_t n = (nbytes + 63) & ~(size_t)63;
+#ifdef MADV_HUGEPAGE
+    if (n >= FLOWC_HUGE_PAGE_KEPT_MIN) {
         void *p = NULL;
         if (posix_memalign(&p, FLOWC_HUGE_PAGE, n) != 0) return NULL;
         madvise(p, n & ~(size_t)(FLOWC_HUGE_PAGE - 1), MADV_HUGEPAGE);
@@ -152,9 +173,7 @@ static inline void *flowc_alloc(size_t nbytes) {
         return p;
     }
 #endif
-    void *p = aligned_alloc(64, n ? n : 64);
-    if (p) FLOWC_POISON((char *)p + nbytes, (n ? n : 64) - nbytes);
-    return p;
+    return flowc_alloc(nbytes);
 }
 
 /* --- arena pool: a module's step memory, kept mapped across calls ----------------------------
@@ -176,7 +195,7 @@ static inline void *flowc_arena_take(flowc_arena_pool *pool, size_t nbytes) {
         void *block = __atomic_exchange_n(&pool->slots[i], NULL, __ATOMIC_ACQUIRE);
         if (block) return block;
     }
-    return flowc_alloc(nbytes);
+    return flowc_alloc_kept(nbytes);               /* kept in the pool across calls */
 }
 
 static inline void flowc_arena_give(flowc_arena_pool *pool, void *block) {
