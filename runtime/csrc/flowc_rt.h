@@ -155,7 +155,7 @@ static inline void *flowc_alloc(size_t nbytes) {
  * and scratchpads, arena blocks) is 2 MiB aligned from FLOWC_HUGE_PAGE_KEPT_MIN bytes, and the
  * whole 2 MiB pages it covers are asked for transparent huge pages (its tail, under 2 MiB,
  * stays in small pages: nothing is spent beyond the request). ResNet-18's filters (2.4-9.4 MB
- * each, 45 MB in all) in 4 KiB pages made a batch-1 step 3.6-7.6% slower, by an amount that
+ * each, 45 MB in all) in 4 KiB pages made a batch-1 step 4-8.6% slower, by an amount that
  * changed with where a load's pages landed. Buffers allocated and freed every step keep
  * flowc_alloc's threshold: advised memory taken and given back each step is faulted in anew
  * each time (a 9.4 MB buffer allocated, touched and freed in a loop: 83 us from the ordinary
