@@ -95,8 +95,9 @@ static void free_outputs(flowc_lib_model *m) {
 void flowc_lib_destroy(flowc_lib_model *m) {
     if (!m) return;
     if (m->outputs) free_outputs(m);
-    if (m->inputs)
-        for (int32_t i = 0; i < m->def->n_inputs; i++) free(m->inputs[i].data);
+    if (m->inputs && m->input_bound)
+        for (int32_t i = 0; i < m->def->n_inputs; i++)
+            if (!m->input_bound[i]) free(m->inputs[i].data);
     if (m->vars)
         for (int32_t i = 0; i < m->def->n_vars; i++) free(m->vars[i].value.data);
     free(m->vars);
@@ -105,6 +106,7 @@ void flowc_lib_destroy(flowc_lib_model *m) {
     free(m->stream_ptrs);
     free(m->inputs);
     free(m->input_set);
+    free(m->input_bound);
     free(m->input_capacity);
     free(m->outputs);
     free(m);
@@ -122,10 +124,11 @@ flowc_lib_model *flowc_lib_create(const flowc_lib_model_def *def) {
     m->stream_ptrs = (uint64_t **)calloc(at_least_one(def->n_streams), sizeof(uint64_t *));
     m->inputs = (flowc_tensor *)calloc(at_least_one(def->n_inputs), sizeof(flowc_tensor));
     m->input_set = (int32_t *)calloc(at_least_one(def->n_inputs), sizeof(int32_t));
+    m->input_bound = (int32_t *)calloc(at_least_one(def->n_inputs), sizeof(int32_t));
     m->input_capacity = (size_t *)calloc(at_least_one(def->n_inputs), sizeof(size_t));
     m->outputs = (flowc_tensor *)calloc(at_least_one(def->n_outputs), sizeof(flowc_tensor));
     if (!m->vars || !m->var_ptrs || !m->stream_counters || !m->stream_ptrs || !m->inputs
-        || !m->input_set || !m->input_capacity || !m->outputs) {
+        || !m->input_set || !m->input_bound || !m->input_capacity || !m->outputs) {
         flowc_lib_destroy(m);
         return NULL;
     }
@@ -169,10 +172,11 @@ int32_t flowc_lib_find(const flowc_lib_tensor_spec *specs, int32_t n, const char
     return -1;
 }
 
-int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
-                        int32_t rank, const int64_t *dims) {
-    if (!m) return FLOWC_INVALID_ARGUMENT;
-    clear_error(m);
+/* Checks a value for input ``index`` (the index, dtype, rank, every dim known at compile time,
+ * the size, and that ``data`` is there when the value has elements); 0 with its size in
+ * ``*nbytes_out``, or the error code (the model's error says why). */
+static int check_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
+                       int32_t rank, const int64_t *dims, size_t *nbytes_out) {
     const flowc_lib_model_def *def = m->def;
     if (index < 0 || index >= def->n_inputs)
         return set_error(m, FLOWC_INVALID_ARGUMENT, "", "",
@@ -218,23 +222,61 @@ int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int
         return set_error(m, FLOWC_INVALID_ARGUMENT, spec->node, spec->location,
                          "input '%s': data is NULL for %s", spec->name, got);
     }
+    *nbytes_out = nbytes;
+    return 0;
+}
+
+static void set_shape(flowc_lib_model *m, int32_t index, int32_t dtype, int32_t rank,
+                      const int64_t *dims) {
     flowc_tensor *t = &m->inputs[index];
-    if (!t->data || nbytes > m->input_capacity[index]) {
-        /* a buffer of its own, kept for the next value of the same size or smaller */
-        void *copy = flowc_alloc(nbytes);
-        if (!copy)
-            return set_error(m, FLOWC_RESOURCE_EXHAUSTED, spec->node, spec->location,
-                             "out of memory copying input '%s' (%zu bytes)", spec->name,
-                             nbytes);
-        free(t->data);
-        t->data = copy;
-        m->input_capacity[index] = nbytes;
-    }
-    if (nbytes) memcpy(t->data, data, nbytes);
     t->rank = rank;
     t->dtype = dtype;
     for (int32_t d = 0; d < FLOWC_MAX_RANK; d++) t->dims[d] = d < rank ? dims[d] : 0;
     m->input_set[index] = 1;
+}
+
+int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
+                        int32_t rank, const int64_t *dims) {
+    if (!m) return FLOWC_INVALID_ARGUMENT;
+    clear_error(m);
+    size_t nbytes;
+    const int rc = check_input(m, index, data, dtype, rank, dims, &nbytes);
+    if (rc) return rc;
+    flowc_tensor *t = &m->inputs[index];
+    if (m->input_bound[index] || !t->data || nbytes > m->input_capacity[index]) {
+        /* a buffer of its own, kept for the next value of the same size or smaller (never
+         * the caller's buffer of a bind_input before: that one is not written) */
+        void *copy = flowc_alloc(nbytes);
+        if (!copy) {
+            const flowc_lib_tensor_spec *spec = &m->def->inputs[index];
+            return set_error(m, FLOWC_RESOURCE_EXHAUSTED, spec->node, spec->location,
+                             "out of memory copying input '%s' (%zu bytes)", spec->name,
+                             nbytes);
+        }
+        if (!m->input_bound[index]) free(t->data);
+        t->data = copy;
+        m->input_bound[index] = 0;
+        m->input_capacity[index] = nbytes;
+    }
+    if (nbytes) memcpy(t->data, data, nbytes);
+    set_shape(m, index, dtype, rank, dims);
+    return 0;
+}
+
+int flowc_lib_bind_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
+                         int32_t rank, const int64_t *dims) {
+    if (!m) return FLOWC_INVALID_ARGUMENT;
+    clear_error(m);
+    size_t nbytes;
+    const int rc = check_input(m, index, data, dtype, rank, dims, &nbytes);
+    if (rc) return rc;
+    flowc_tensor *t = &m->inputs[index];
+    if (!m->input_bound[index]) free(t->data);      /* the copy of an earlier set_input */
+    /* The step only reads its feeds (the Python runtime hands it numpy arrays the same way). */
+    t->data = nbytes ? (void *)data : NULL;
+    m->input_bound[index] = 1;
+    m->input_capacity[index] = 0;
+    set_shape(m, index, dtype, rank, dims);
     return 0;
 }
 
@@ -248,6 +290,18 @@ int flowc_lib_set_input_by_name(flowc_lib_model *m, const char *name, const void
                          m->def->name, name ? name : "(null)");
     }
     return flowc_lib_set_input(m, index, data, dtype, rank, dims);
+}
+
+int flowc_lib_bind_input_by_name(flowc_lib_model *m, const char *name, const void *data,
+                                 int32_t dtype, int32_t rank, const int64_t *dims) {
+    if (!m) return FLOWC_INVALID_ARGUMENT;
+    const int32_t index = flowc_lib_find(m->def->inputs, m->def->n_inputs, name);
+    if (index < 0) {
+        clear_error(m);
+        return set_error(m, FLOWC_NOT_FOUND, "", "", "model '%s' has no input named '%s'",
+                         m->def->name, name ? name : "(null)");
+    }
+    return flowc_lib_bind_input(m, index, data, dtype, rank, dims);
 }
 
 int flowc_lib_run(flowc_lib_model *m) {

@@ -67,9 +67,10 @@ typedef struct flowc_lib_model {
     uint64_t *stream_counters;
     uint64_t **stream_ptrs;
     flowc_runtime rt;
-    flowc_tensor *inputs;        /* owned copies; data NULL until set */
+    flowc_tensor *inputs;        /* owned copies, or the caller's buffers; data NULL until set */
     int32_t *input_set;
-    size_t *input_capacity;      /* bytes of each input's buffer, reused by the next set */
+    int32_t *input_bound;        /* 1: data is the caller's buffer (bind_input), not owned */
+    size_t *input_capacity;      /* bytes of each owned input buffer, reused by the next set */
     flowc_tensor *outputs;       /* the last successful run's fetches */
     int32_t has_outputs;
     int32_t error_code;
@@ -83,6 +84,10 @@ int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int
                         int32_t rank, const int64_t *dims);
 int flowc_lib_set_input_by_name(flowc_lib_model *m, const char *name, const void *data,
                                 int32_t dtype, int32_t rank, const int64_t *dims);
+int flowc_lib_bind_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
+                         int32_t rank, const int64_t *dims);
+int flowc_lib_bind_input_by_name(flowc_lib_model *m, const char *name, const void *data,
+                                 int32_t dtype, int32_t rank, const int64_t *dims);
 int flowc_lib_run(flowc_lib_model *m);
 int flowc_lib_get_output(flowc_lib_model *m, int32_t index, const void **data, int32_t *dtype,
                          int32_t *rank, const int64_t **dims);

@@ -127,3 +127,25 @@ def test_run_never_loads_a_module_from_outside_the_artifact(work, art, capsys, t
     assert rc == 1 and "devices[0].module" in err
     assert not os.path.exists(marker)
     json.loads((art / MANIFEST).read_text())          # untouched by the refusal
+
+
+def test_run_checks_a_cpu_artifact_once_and_still_refuses_a_changed_file(work, art, capsys,
+                                                                         monkeypatch):
+    """``flowc run`` hashes a CPU artifact's files once (the loader's check), not twice; a file
+    changed after compiling is still refused."""
+    from runtime.artifact_files import ArtifactFolder
+    checked = []
+    real = ArtifactFolder.verify_all
+
+    def counting(self):
+        checked.append(self.path)
+        return real(self)
+
+    monkeypatch.setattr(ArtifactFolder, "verify_all", counting)
+    rc, out, _ = run(capsys, work, art, "--verify-key", work / "key")
+    assert rc == 0 and "h = " in out
+    assert checked == [str(art)]
+    with open(art / "graph.ir", "a") as f:
+        f.write("# changed\n")
+    rc, out, err = run(capsys, work, art)
+    assert rc == 1 and out == "" and "graph.ir does not match its manifest hash" in err, err

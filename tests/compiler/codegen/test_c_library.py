@@ -37,6 +37,10 @@ int NAME_set_input(NAME_model *m, int32_t index, const void *data, int32_t dtype
                    int32_t rank, const int64_t *dims);
 int NAME_set_input_by_name(NAME_model *m, const char *name, const void *data, int32_t dtype,
                            int32_t rank, const int64_t *dims);
+int NAME_bind_input(NAME_model *m, int32_t index, const void *data, int32_t dtype,
+                    int32_t rank, const int64_t *dims);
+int NAME_bind_input_by_name(NAME_model *m, const char *name, const void *data, int32_t dtype,
+                            int32_t rank, const int64_t *dims);
 int NAME_run(NAME_model *m);
 int NAME_get_output(NAME_model *m, int32_t index, const void **data, int32_t *dtype,
                     int32_t *rank, const int64_t **dims);
@@ -65,12 +69,17 @@ class Library:
         assert m != self.ffi.NULL
         return self.ffi.gc(m, self.fn("destroy"))
 
-    def set_input(self, m, index, array, dtype=None, rank=None):
+    def set_input(self, m, index, array, dtype=None, rank=None, how="set_input"):
         arr = np.ascontiguousarray(array)
         dims = self.ffi.new("int64_t[]", list(arr.shape) or [0])
         code = dtype if dtype is not None else {np.float32: F32, np.int32: I32}[arr.dtype.type]
-        return self.fn("set_input")(m, index, self.ffi.from_buffer(arr), code,
-                                    arr.ndim if rank is None else rank, dims)
+        return self.fn(how)(m, index, self.ffi.from_buffer(arr), code,
+                            arr.ndim if rank is None else rank, dims)
+
+    def bind_input(self, m, index, array, dtype=None, rank=None):
+        """``bind_input``: ``array`` (C-contiguous) must outlive the runs that read it."""
+        assert array.flags.c_contiguous
+        return self.set_input(m, index, array, dtype, rank, how="bind_input")
 
     def output(self, m, index):
         data, dtype = self.ffi.new("void **"), self.ffi.new("int32_t *")
@@ -156,7 +165,7 @@ def test_library_folder_has_header_library_and_only_the_api_exported(digits_lib)
         out = subprocess.run([nm, "-D", "--defined-only", str(digits_lib / "libdigits_mlp.so")],
                              capture_output=True, text=True, check=True).stdout
         exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
-        assert "digits_mlp_run" in exported
+        assert {"digits_mlp_run", "digits_mlp_set_input", "digits_mlp_bind_input"} <= exported
         assert not [s for s in exported if s.startswith("flowc_")]   # runtime stays private
 
 
@@ -220,6 +229,51 @@ def test_inputs_of_changing_size_reuse_or_grow_their_buffer(checkpoint, digits_l
         probs, predictions = art.run({"x": rows[n:2 * n]})
         np.testing.assert_allclose(lib.output(m, 0), probs, rtol=1e-6, atol=1e-7)
         np.testing.assert_array_equal(lib.output(m, 1), predictions)
+
+
+def test_bind_input_reads_the_callers_buffer_without_a_copy(checkpoint, digits_lib,
+                                                            digits_artifact, digits_rows):
+    """bind_input makes no copy: a run reads the caller's buffer as it is then (so a batch
+    written into it in place is the next run's input), the library never writes or frees it,
+    and set_input afterwards copies into a buffer of the library's own again."""
+    import runtime
+    _, rows = digits_rows
+    art = runtime.load_artifact(str(digits_artifact))
+    art.restore(checkpoint)
+
+    def expect(m, x):
+        assert lib.fn("run")(m) == 0, lib.error(m)
+        probs, predictions = art.run({"x": x})
+        np.testing.assert_allclose(lib.output(m, 0), probs, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(lib.output(m, 1), predictions)
+
+    lib = Library(str(digits_lib / "libdigits_mlp.so"), "digits_mlp")
+    m = lib.create()
+    block = rows[:40].copy()
+    buf = block[5:10]                    # inside a larger block: never the library's to free
+    assert lib.bind_input(m, 0, buf) == 0, lib.error(m)
+    expect(m, rows[5:10])
+    buf[...] = rows[20:25]               # written in place: the next run sees it
+    expect(m, rows[20:25])
+    assert lib.bind_input(m, 0, block[:0]) == 0, lib.error(m)     # an empty batch
+    assert lib.fn("run")(m) == 0 and lib.output(m, 1).shape == (0,)
+    assert lib.bind_input(m, 0, buf) == 0
+    assert lib.bind_input(m, 0, np.zeros((3, 32), np.float32)) == 3   # refused: kept
+    assert "input 'x' expects f32[?,64]; got f32[3,32]" in lib.error(m)
+    expect(m, rows[20:25])
+    assert lib.set_input(m, 0, rows[30:33]) == 0                   # a copy again
+    np.testing.assert_array_equal(buf, rows[20:25])                # not written into buf
+    buf[...] = 0
+    expect(m, rows[30:33])
+    name_bind = lib.fn("bind_input_by_name")
+    dims = lib.ffi.new("int64_t[]", [2, 64])
+    other = rows[1:3].copy()
+    assert name_bind(m, b"x", lib.ffi.from_buffer(other), F32, 2, dims) == 0, lib.error(m)
+    expect(m, rows[1:3])
+    assert name_bind(m, b"y", lib.ffi.from_buffer(other), F32, 2, dims) == 6
+    assert "no input named 'y'" in lib.error(m)
+    del m                                # destroy: frees its own buffers, not the caller's
+    np.testing.assert_array_equal(block[:5], rows[:5])
 
 
 def test_bad_calls_fail_with_messages_and_change_nothing(digits_lib, digits_rows):

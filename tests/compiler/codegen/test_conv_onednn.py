@@ -5,7 +5,12 @@ padding, windows wider than the input, a fused bias and ReLU, constant filters (
 once) and fed filters (reordered on each run, a new filter each time), several runs and
 concurrent runs; FLOWC_CONV_ENGINE=blas keeps flowc's kernels; tiny shapes stay on flowc's
 kernels under auto; the choice is part of the cache key."""
+import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -18,6 +23,7 @@ from compiler.codegen.emitter import emit_c
 from compiler.errors import CompileError
 from compiler.step import make_step_graph, optimize, toolchain_fingerprint
 from oracle import NO_FOLDING, check_against_interpreter
+from repo_paths import ROOT
 
 pytestmark = pytest.mark.skipif(not onednn.available(),
                                 reason="oneDNN is not installed (the onednn-cpu-gomp wheels, "
@@ -189,6 +195,64 @@ def test_concurrent_runs_share_a_node(graph, rng, monkeypatch):
             t.join()
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, **TOL)
+
+
+# A fresh process (no heap memory advised before), so the VMAs' flags say what this run did.
+KEPT_FILTER = textwrap.dedent("""
+    import json, os
+    import numpy as np
+    import dsl as fl
+
+    def advised_bytes():
+        total, size = 0, 0
+        with open("/proc/self/smaps") as f:
+            for line in f:
+                head = line.split()[0]
+                if "-" in head and ":" not in head:
+                    lo, hi = (int(v, 16) for v in head.split("-"))
+                    size = hi - lo
+                elif line.startswith("VmFlags:") and "hg" in line.split()[1:]:
+                    total += size
+        return total
+
+    rng = np.random.default_rng(0)
+    x = fl.placeholder(fl.float32, [1, 6, 6, 256], name="x")
+    f = rng.standard_normal((3, 3, 256, 256)).astype(np.float32) * 0.05   # 2.25 MiB
+    y = fl.nn.conv2d(x, fl.constant(f), 1, "SAME")
+    xv = rng.standard_normal((1, 6, 6, 256)).astype(np.float32)
+    with fl.Session() as sess:
+        sess.run(fl.constant(1.0))          # the runtime loaded; nothing of the conv yet
+        before = advised_bytes()
+        got = sess.run(y, {x: xv})
+        after = advised_bytes()
+    with fl.Session(backend="interpreter") as ref:
+        want = ref.run(y, {x: xv})
+    print(json.dumps({"advised": after - before,
+                      "error": float(np.max(np.abs(got - want)))}))
+""")
+
+
+def _huge_pages_offered() -> bool:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.cpu_only
+@pytest.mark.skipif(not _huge_pages_offered(), reason="no transparent huge pages here")
+def test_a_large_constant_filter_is_kept_in_huge_pages():
+    """A constant filter's reordered copy of 2 MiB and more, which its node keeps and reads at
+    every step, is asked for transparent huge pages (flowc_alloc_kept): its whole 2 MiB page."""
+    env = dict(os.environ, FLOWC_CONV_ENGINE="onednn",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", KEPT_FILTER], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["error"] < 1e-3
+    assert result["advised"] >= 2 << 20, result
 
 
 def test_blas_keeps_flowc_kernels_and_tiny_shapes_stay_on_them(graph, rng, monkeypatch):
