@@ -18,7 +18,8 @@ from compiler.ir.op_registry import get_op, has_gpu_kernel, has_op
 # The family modules of ``compiler/codegen/cuda_ops/`` (beside ``c_ops/``, the C lowerings),
 # imported once by ``load_all``.
 FAMILIES = ("elementwise", "reduction", "nn", "matmul", "conv", "depthwise_conv", "array",
-            "random", "state", "data_flow", "batch_norm")
+            "random", "state", "data_flow", "batch_norm", "image_resize", "space_batch",
+            "identity_n")
 
 
 @dataclass

@@ -55,15 +55,21 @@ def _wrap(lines: List[str]) -> str:
     return "{\n" + "\n".join("    " + ln for ln in lines) + "\n}"
 
 
-def _bilinear_grad_c(kc: KernelContext) -> str:
+def bilinear_grad_checks(kc: KernelContext) -> None:
+    """ResizeBilinearGrad's run-time checks (the CUDA kernel's too)."""
     g, x = kc.inputs
-    out = kc.out
     for k, what in ((0, "batch"), (3, "depth")):
         kc.check_dims_equal(g.dim(k), x.dim(k), f"grads and original_image differ in {what}")
     kc.check(f"{g.dim(1)} > 0 && {g.dim(2)} > 0", "resized dimensions must be positive")
     kc.check(f"{x.dim(1)} > 0 && {x.dim(2)} > 0", "original dimensions must be positive")
     kc.check(f"{x.dim(1)} <= INT32_MAX && {x.dim(2)} <= INT32_MAX",
              "original sizes must be between 0 and max int32")
+
+
+def _bilinear_grad_c(kc: KernelContext) -> str:
+    g = kc.inputs[0]
+    out = kc.out
+    bilinear_grad_checks(kc)
     hp = bool(kc.attrs.get("half_pixel_centers"))
 
     def taps(o: str, scale: str, n: str, v: str) -> List[str]:
@@ -103,7 +109,8 @@ def _bilinear_grad_c(kc: KernelContext) -> str:
     return _wrap(lines)
 
 
-def _nearest_grad_c(kc: KernelContext) -> str:
+def nearest_grad_checks(kc: KernelContext) -> None:
+    """ResizeNearestNeighborGrad's run-time checks of a fed size (the CUDA kernel's too)."""
     g, out = kc.inputs[0], kc.out
     size = _elements(kc, 1, 2)
     if not _is_int(*size):
@@ -112,6 +119,11 @@ def _nearest_grad_c(kc: KernelContext) -> str:
                  f"(long long){_c(size[0])}", f"(long long){_c(size[1])}")
         _check_alloc(kc, [g.dim(0) if g.shape[0] is None else g.shape[0], size[0], size[1],
                           g.dim(3) if g.shape[3] is None else g.shape[3]], out.dtype.itemsize)
+
+
+def _nearest_grad_c(kc: KernelContext) -> str:
+    g, out = kc.inputs[0], kc.out
+    nearest_grad_checks(kc)
     ac, hp = bool(kc.attrs.get("align_corners")), bool(kc.attrs.get("half_pixel_centers"))
 
     def index(o: str, scale: str, n: str, v: str) -> List[str]:

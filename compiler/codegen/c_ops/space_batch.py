@@ -54,14 +54,36 @@ def _loops(kc: KernelContext, m: int) -> List[str]:
             f"const int64_t OB = {out.dim(0)};"]
 
 
-def _s2b_c(kc: KernelContext) -> str:
-    x, out = kc.inputs[0], kc.out
-    m, steps, pairs = _plan(kc)
+def s2b_checks(kc: KernelContext) -> None:
+    """SpaceToBatchND's run-time checks of dims fed (the CUDA kernel's too)."""
+    x = kc.inputs[0]
+    _, steps, pairs = _plan(kc)
     for k, (s, (a, b)) in enumerate(zip(steps, pairs)):
         if x.shape[k + 1] is None:
             kc.check(f"({x.dim(k + 1)} + {a + b}) % {s} == 0",
                      f"padded_shape[{k}]=%lld is not divisible by block_shape[{k}]={s}",
                      f"(long long)({x.dim(k + 1)} + {a + b})")
+
+
+def b2s_checks(kc: KernelContext) -> None:
+    """BatchToSpaceND's run-time checks of dims fed (the CUDA kernel's too)."""
+    x = kc.inputs[0]
+    _, steps, pairs = _plan(kc)
+    n = int(np.prod(steps))
+    if x.shape[0] is None:
+        kc.check(f"{x.dim(0)} % {n} == 0",
+                 f"Input batch dimension (%lld) is not divisible by product of block sizes ({n})",
+                 f"(long long){x.dim(0)}")
+    for k, (s, (a, b)) in enumerate(zip(steps, pairs)):
+        if x.shape[k + 1] is None:
+            kc.check(f"{x.dim(k + 1)} * {s} - {a + b} >= 0",
+                     "Negative output dimension size caused by overly large crop values")
+
+
+def _s2b_c(kc: KernelContext) -> str:
+    x, out = kc.inputs[0], kc.out
+    m, steps, pairs = _plan(kc)
+    s2b_checks(kc)
     lines = _loops(kc, m) + [f"const int64_t N = {x.dim(0)};",
                              "for (int64_t ob = 0; ob < OB; ob++) {",
                              "    const int64_t b = ob % N; int64_t off = ob / N;"]
@@ -87,15 +109,7 @@ def _s2b_c(kc: KernelContext) -> str:
 def _b2s_c(kc: KernelContext) -> str:
     x, out = kc.inputs[0], kc.out
     m, steps, pairs = _plan(kc)
-    n = int(np.prod(steps))
-    if x.shape[0] is None:
-        kc.check(f"{x.dim(0)} % {n} == 0",
-                 f"Input batch dimension (%lld) is not divisible by product of block sizes ({n})",
-                 f"(long long){x.dim(0)}")
-    for k, (s, (a, b)) in enumerate(zip(steps, pairs)):
-        if x.shape[k + 1] is None:
-            kc.check(f"{x.dim(k + 1)} * {s} - {a + b} >= 0",
-                     "Negative output dimension size caused by overly large crop values")
+    b2s_checks(kc)
     lines = _loops(kc, m) + ["for (int64_t b = 0; b < OB; b++) {",
                              "    for (int64_t q = 0; q < Q; q++) {",
                              "        int64_t rest = q, src = 0, scale = 1, off = 0, "

@@ -173,7 +173,52 @@ def _array_cases(t):
     for dtype in (DType.i32, DType.i64):
         made.append(fl.apply_op("RandomUniformInt", [fl.constant([9]), fl.constant(-3, dtype),
                                                      fl.constant(40, dtype)], {"seed": 4}))
-    return made + _conv_cases(t)
+    return made + _conv_cases(t) + _image_cases(t)
+
+
+def _image_cases(t):
+    """Image resizing and its gradients (each coordinate rule, up and down, a size the host
+    reads off the GPU, integer and f64 images), SpaceToBatchND/BatchToSpaceND (2-D blocks
+    with paddings and crops, a 1-D block over a fed dim) and IdentityN."""
+    x4 = t["x4"]                                              # NHWC [2, 3, 4, 5]
+    x64 = fl.reshape(t["x64"], [-1, 2, 4, 2])                 # f64 [6, 2, 4, 2] when fed 6
+    flags = ({}, {"align_corners": True}, {"half_pixel_centers": True})
+    made = []
+    for size in ([5, 7], [2, 3]):
+        for f in flags:
+            made += [fl.apply_op("ResizeBilinear", [x4, fl.constant(size)], f),
+                     fl.apply_op("ResizeNearestNeighbor", [x4, fl.constant(size)], f)]
+    grown = fl.shape(x4)[1:3] * 2 - 1                        # [5, 7], read on the host
+    made += [fl.apply_op("ResizeBilinear", [fl.cast(x4 * 4.0, fl.int32), grown], {}),
+             fl.apply_op("ResizeBilinear", [x64, fl.constant([3, 5])],
+                         {"half_pixel_centers": True}),
+             fl.apply_op("ResizeNearestNeighbor", [x64, grown], {"half_pixel_centers": True}),
+             fl.apply_op("ResizeNearestNeighbor",
+                         [fl.reshape(t["h"], [-1, 4, 2, 2]), fl.constant([3, 3])], {})]
+    for f in flags:
+        up = fl.apply_op("ResizeBilinear", [x4, fl.constant([5, 7])], f)
+        made += [fl.apply_op("ResizeBilinearGrad", [up * 0.5, x4], f),
+                 fl.apply_op("ResizeBilinearGrad", [x4[:, :2, :3, :], x4], f),
+                 fl.apply_op("ResizeNearestNeighborGrad", [up, fl.constant([3, 4])], f),
+                 fl.apply_op("ResizeNearestNeighborGrad", [x4, fl.constant([5, 7])], f),
+                 fl.apply_op("ResizeNearestNeighborGrad", [x4, fl.constant([2, 3])], f)]
+    made += [fl.apply_op("ResizeBilinearGrad",
+                         [fl.apply_op("ResizeBilinear", [x64, fl.constant([3, 5])], {}), x64],
+                         {}),
+             fl.apply_op("ResizeNearestNeighborGrad", [x64, grown], {"align_corners": True}),
+             fl.apply_op("ResizeNearestNeighborGrad", [fl.cast(x4 * 40.0, fl.int8),
+                                                       fl.constant([2, 2])], {}),
+             fl.apply_op("ResizeNearestNeighborGrad", [fl.cast(x4 * 9.0, fl.int32),
+                                                       fl.constant([2, 3])],
+                         {"half_pixel_centers": True})]
+    s2b = fl.space_to_batch_nd(x4, [2, 2], [[1, 0], [0, 2]])             # [8, 2, 3, 5]
+    s2b1 = fl.space_to_batch_nd(t["x3"], [2], [[1, 1]])                  # fed dim 1
+    made += [s2b, s2b1, fl.space_to_batch_nd(fl.cast(x4, fl.int32), [3, 1], [[0, 0], [1, 1]]),
+             fl.batch_to_space_nd(s2b, [2, 2], [[1, 0], [0, 2]]),
+             fl.batch_to_space_nd(s2b, [2, 1], [[0, 1], [1, 0]]),
+             fl.batch_to_space_nd(s2b1, [2], [[1, 1]]),
+             *fl.identity_n([x4, t["i"], t["h"]])]
+    return made
 
 
 def _conv_cases(t):
