@@ -10,6 +10,8 @@ tests/compiler/codegen/test_cuda_compile.py cover the other dtypes and the nvcc 
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -207,3 +209,31 @@ def test_a_dilated_conv_upsampling_model_trains_on_the_gpu_to_the_cpus_losses(ca
     assert gpu_homes == {GPU0} and GPU0 not in cpu_homes
     np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-5)
     assert gpu_losses[1] < gpu_losses[0]
+
+
+@pytest.mark.parametrize("model", ["tf_unet", "tf_text_cnn"])
+def test_keras_models_with_these_ops_run_whole_on_the_gpu_and_match_tensorflow(model, capsys):
+    """A Keras U-Net (swish's IdentityN, a dilated Conv2D, UpSampling2D and Resizing) and a
+    text CNN (a dilated Conv1D) from tests/data/real_models: every node on the GPU, the
+    outputs TensorFlow's."""
+    pytest.importorskip("google.protobuf")
+    folder = os.path.join(os.path.dirname(__file__), "..", "..", "data", "real_models")
+    inputs = dict(np.load(os.path.join(folder, f"{model}.inputs.npz")))
+    outputs = dict(np.load(os.path.join(folder, f"{model}.outputs.npz")))
+    g = fl.Graph()
+    with g.as_default():
+        with open(os.path.join(folder, f"{model}.pb"), "rb") as f:
+            fl.import_graph_def(f.read(), name="")
+    feeds = {g.get_tensor_by_name(k + ":0"): v for k, v in inputs.items()}
+    fetches = [g.get_tensor_by_name(k + ":0") for k in outputs]
+    capsys.readouterr()
+    with fl.Session(graph=g, options=LOGGED) as sess:
+        got = sess.run(fetches, feeds)
+    names = _placement(capsys)
+    wanted = {"tf_unet": ("ResizeBilinear", "ResizeNearestNeighbor", "IdentityN",
+                          "SpaceToBatchND", "BatchToSpaceND"),
+              "tf_text_cnn": ("SpaceToBatchND", "BatchToSpaceND")}[model]
+    assert set(wanted) <= {op.type for op in g.get_operations()}
+    assert names
+    for (key, want), v in zip(outputs.items(), got):
+        np.testing.assert_allclose(v, want, rtol=1e-4, atol=1e-5, err_msg=key)
