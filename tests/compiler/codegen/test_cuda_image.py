@@ -25,9 +25,10 @@ GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 CPU_ONLY = fl.ConfigProto(device_count={"GPU": 0})
 LOGGED = PipelineOptions(log_device_placement=True)
 FLAGS = ({}, {"align_corners": True}, {"half_pixel_centers": True})
-# (input height, width) -> (resized height, width): up, down, odd ratios, to and from 1
+# (input height, width) -> (resized height, width): up, down, odd and large ratios, to and
+# from 1
 GEOMETRIES = [((3, 4), (7, 5)), ((5, 7), (2, 3)), ((4, 4), (4, 4)), ((1, 3), (3, 1)),
-              ((6, 5), (4, 9)), ((2, 2), (1, 1))]
+              ((6, 5), (4, 9)), ((2, 2), (1, 1)), ((2, 3), (17, 16))]
 
 
 def _placement(capsys):
