@@ -13,9 +13,10 @@ they are added in the C kernel's order (resized row, then column, then the taps
 top-left, top-right, bottom-left, bottom-right): no atomics, the same sums on every run.
 
 A size fed at run time is copied to the host (``host_inputs``) for the output dims and the C
-target's checks. Types: the forward ops take every type the C kernels do (nearest moves f16
-and bf16 as bits); the gradients sum in f32 or f64 (and, for the nearest gradient, in u8, i8
-and i32, wrapping as the C kernel does); f16 and bf16 gradients stay on a CPU.
+target's checks. Types: every type the C kernels take. The forward nearest moves f16 and bf16
+as bits; the gradients sum in f32 or f64 (and, for the nearest gradient, in u8, i8 and i32,
+wrapping as the C kernel does); f16 and bf16 gradients are computed in f32 between casts
+(``legalize-types``, after placement), as on a CPU.
 """
 from __future__ import annotations
 
@@ -249,6 +250,7 @@ def _typed(*dtypes: DType):
 register_cuda_kernel("ResizeBilinear", _bilinear, host_inputs=(1,))
 register_cuda_kernel("ResizeNearestNeighbor", _nearest, host_inputs=(1,))
 register_cuda_kernel("ResizeBilinearGrad", _bilinear_grad,
-                     supports=_typed(DType.f32, DType.f64))
+                     supports=_typed(DType.f32, DType.f64, DType.f16, DType.bf16))
 register_cuda_kernel("ResizeNearestNeighborGrad", _nearest_grad, host_inputs=(1,),
-                     supports=_typed(DType.u8, DType.i8, DType.i32, DType.f32, DType.f64))
+                     supports=_typed(DType.u8, DType.i8, DType.i32, DType.f32, DType.f64,
+                                     DType.f16, DType.bf16))

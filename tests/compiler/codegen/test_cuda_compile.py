@@ -211,6 +211,11 @@ def _image_cases(t):
              fl.apply_op("ResizeNearestNeighborGrad", [fl.cast(x4 * 9.0, fl.int32),
                                                        fl.constant([2, 3])],
                          {"half_pixel_centers": True})]
+    for half in (t["h"], t["hb"]):                 # f16, bf16: computed in f32 (legalize-types)
+        h4 = fl.reshape(half, [-1, 4, 2, 2])
+        up = fl.apply_op("ResizeBilinear", [fl.cast(h4, fl.float32), fl.constant([3, 5])], {})
+        made += [fl.apply_op("ResizeBilinearGrad", [up, h4], {}),
+                 fl.apply_op("ResizeNearestNeighborGrad", [h4, fl.constant([2, 3])], {})]
     s2b = fl.space_to_batch_nd(x4, [2, 2], [[1, 0], [0, 2]])             # [8, 2, 3, 5]
     s2b1 = fl.space_to_batch_nd(t["x3"], [2], [[1, 1]])                  # fed dim 1
     made += [s2b, s2b1, fl.space_to_batch_nd(fl.cast(x4, fl.int32), [3, 1], [[0, 0], [1, 1]]),
