@@ -18,7 +18,9 @@ MODEL.pb``), beside onnxruntime on the ONNX twin and, where TensorFlow is instal
 session on the .pb (the rows named ``MODEL .pb``).
 Before anything is timed, the artifact's outputs must agree with onnxruntime's (and the
 Session's with the artifact's) to 1e-3 of their scale; rows are timed in interleaved rounds
-(``bench_train_mlp.interleaved_medians``).
+(``bench_train_mlp.interleaved_medians``): medians of 60 calls at batch 1 (12 a round, the order
+of the systems rotating from round to round; a millisecond row timed 4 calls a round could
+not tell 5% apart from the machine's noise) and of 8 at batch 32.
 
 Thread counts: each count runs in a process of its own (BLAS and OpenMP read theirs when they
 load), with ``--threads T`` semantics (bench_common.apply_threads); without ``--threads``, one
@@ -115,7 +117,7 @@ def measure_here(models: Sequence[str], batches: Sequence[int], threads: int,
                 peer = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
                 _agree(bench, got, peer.run(None, inputs), ORT)
                 steps[ORT] = (lambda p=peer: p.run(None, inputs))
-            repeats = (6 if quick else 20) if batch == 1 else (3 if quick else 8)
+            repeats = (6 if quick else 60) if batch == 1 else (3 if quick else 8)
             medians = interleaved_medians({k: (v, repeats) for k, v in steps.items()},
                                           rounds=3 if quick else 5)
             results += [Result(bench, k, v, batch, "examples") for k, v in medians.items()]
@@ -173,7 +175,7 @@ def _graphdef_rows(name: str, batch: int, threads: int, quick: bool, model, inpu
         steps[TF] = lambda: tf_sess.run(fetch + ":0", tf_feed)
     else:
         results.append(Result(bench, TF, None, note=NOT_INSTALLED))
-    repeats = (6 if quick else 20) if batch == 1 else (3 if quick else 8)
+    repeats = (6 if quick else 60) if batch == 1 else (3 if quick else 8)
     medians = interleaved_medians({k: (v, repeats) for k, v in steps.items()},
                                   rounds=3 if quick else 5)
     return results + [Result(bench, k, v, batch, "examples") for k, v in medians.items()]

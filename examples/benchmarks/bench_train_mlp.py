@@ -245,13 +245,17 @@ def interleaved_medians(steps: Dict[str, Tuple[Callable, int]], rounds: int = 5,
     busy machine) falls on every row alike instead of on whichever row ran at the time. Before
     each block of steps it sleeps ``settle`` seconds: the BLAS and OpenMP worker threads of the
     library that ran before keep spinning for a while after their last call (OpenBLAS for
-    about 2**28 cycles), and would otherwise take cores from the next one."""
+    about 2**28 cycles), and would otherwise take cores from the next one. The order of the
+    steps rotates from round to round, so that no step always runs right after the same
+    other one (whose memory traffic leaves the caches in a state that favours or hurts it)."""
     for step, _ in steps.values():
         for _ in range(warmup):
             step()
     times: Dict[str, List[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, (step, repeats) in steps.items():
+    names = list(steps)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:   # each round rotated
+            step, repeats = steps[name]
             time.sleep(settle)
             step()                                  # untimed: caches and thread pools warm
             for _ in range(max(repeats // rounds, 1)):
