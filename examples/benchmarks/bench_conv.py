@@ -18,6 +18,15 @@ its MLAS kernels), timed in interleaved rounds; the last column names the fastes
 twice: with ``FLOWC_CONV_ENGINE=blas`` (its own kernels) and ``=onednn`` (the oneDNN path of
 the generated code, as ``auto`` picks it for large shapes). Depthwise rows (MobileNetV2's)
 compare flowc's DepthwiseConv2dNative kernel with oneDNN's grouped convolution.
+
+``--grouped`` compares grouped Conv2D kernels (G groups of Cg input and Cg output channels,
+3x3 SAME, bias + ReLU, one image; G in {2, 8, 32}, Cg in {4, 16, 64}): flowc's direct kernel
+(``FLOWC_GROUPED_CONV=direct``), its im2col + gemm-per-group kernel (``=gemm``), the split
+form (Split, a Conv2D per group, Concat: what flowc ran before it had grouped kernels), all
+with ``FLOWC_CONV_ENGINE=blas``, then flowc through oneDNN's grouped primitive and PyTorch's
+``groups=`` convolution where installed. flowc's default (``auto``) picks the direct kernel
+for groups of at most 16 input and 16 output channels (``GROUPED_DIRECT_MAX_CG`` in
+``compiler/codegen/c_ops/conv.py``).
 """
 from __future__ import annotations
 
@@ -315,6 +324,106 @@ def engines(args) -> None:
     print("(-: not installed)")
 
 
+# (G, Cg, H = W): the input and output depth are G * Cg
+GROUPED_SHAPES = [(g, cg, 56 if g * cg <= 256 else 28 if g * cg <= 512 else 14)
+                  for cg in (4, 16, 64) for g in (2, 8, 32)]
+
+
+def flowc_grouped_conv(x, f, b, grouped: str, engine: str, split: bool = False):
+    """flowc's compiled relu(bias_add(conv2d)) of a grouped filter (split: as Split, one
+    Conv2D per group and Concat) through Session.run, compiled with FLOWC_GROUPED_CONV=grouped
+    and FLOWC_CONV_ENGINE=engine."""
+    import os
+    groups = x.shape[3] // f.shape[2]
+    og = f.shape[3] // groups
+    g = fl.Graph()
+    with g.as_default():
+        xt = fl.placeholder(fl.float32, x.shape, name="x")
+        if split:
+            parts = fl.split(xt, groups, axis=3)
+            conv = fl.concat([fl.nn.conv2d(part, fl.constant(f[..., k * og:(k + 1) * og]), 1,
+                                           "SAME") for k, part in enumerate(parts)], axis=3)
+        else:
+            conv = fl.nn.conv2d(xt, fl.constant(f), 1, "SAME")
+        y = fl.nn.relu(fl.nn.bias_add(conv, fl.constant(b)))
+    sess = fl.Session(graph=g)
+    saved = {k: os.environ.get(k) for k in ("FLOWC_CONV_ENGINE", "FLOWC_GROUPED_CONV")}
+    os.environ.update(FLOWC_CONV_ENGINE=engine, FLOWC_GROUPED_CONV=grouped)
+    try:
+        sess.run(y, {xt: x})                      # compiles under these settings
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    return lambda: sess.run(y, {xt: x})
+
+
+def torch_grouped_conv(torch, x, f, b, groups: int):
+    """PyTorch's conv2d(groups=) + bias + ReLU (NCHW, no_grad); returns NHWC."""
+    xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
+    ft = torch.from_numpy(np.ascontiguousarray(f.transpose(3, 2, 0, 1)))
+    bt = torch.from_numpy(b)
+
+    def step():
+        with torch.no_grad():
+            return torch.relu(torch.nn.functional.conv2d(xt, ft, bt, padding="same",
+                                                         groups=groups))
+    return step, lambda y: y.numpy().transpose(0, 2, 3, 1)
+
+
+def grouped(args) -> None:
+    from bench_train_mlp import interleaved_medians
+    torch = optional_import("torch")
+    if torch is not None and args.threads:
+        torch.set_num_threads(args.threads)
+    print(environment_line(torch, None))
+    names = ["direct", "gemm", "split", "oneDNN", "torch"]
+    print("Grouped Conv2D 3x3 SAME + bias + ReLU, float32, NHWC, batch 1; GFLOP/s (median of "
+          f"{args.repeats} steps in interleaved rounds). direct / gemm: flowc's two grouped "
+          "kernels (FLOWC_GROUPED_CONV=direct / gemm), split: Split + a Conv2D per group + "
+          "Concat, all FLOWC_CONV_ENGINE=blas; oneDNN: flowc with FLOWC_CONV_ENGINE=onednn; "
+          "torch: conv2d(groups=G)")
+    print(f"{'G':>4}{'Cg':>5}{'HxWxC':>13}  " + "".join(f"{n:>9}" for n in names)
+          + "  direct/gemm  direct/split")
+    rng = np.random.default_rng(0)
+    for groups, cg, size in GROUPED_SHAPES:
+        c = groups * cg
+        x = rng.standard_normal((1, size, size, c)).astype(np.float32)
+        f = (rng.standard_normal((3, 3, cg, c)) * np.sqrt(2.0 / (9 * cg))).astype(np.float32)
+        b = (rng.standard_normal(c) * 0.1).astype(np.float32)
+        parts = [reference_conv(x[..., k * cg:(k + 1) * cg], f[..., k * cg:(k + 1) * cg],
+                                b[k * cg:(k + 1) * cg], 1) for k in range(groups)]
+        want = np.concatenate(parts, axis=3)
+        flops = 2.0 * size * size * 9 * cg * c
+        steps, fix = {}, {}
+        steps["direct"] = flowc_grouped_conv(x, f, b, "direct", "blas")
+        steps["gemm"] = flowc_grouped_conv(x, f, b, "gemm", "blas")
+        steps["split"] = flowc_grouped_conv(x, f, b, "gemm", "blas", split=True)
+        if onednn_available():
+            steps["oneDNN"] = flowc_grouped_conv(x, f, b, "auto", "onednn")
+        if torch is not None:
+            steps["torch"], fix["torch"] = torch_grouped_conv(torch, x, f, b, groups)
+        for name, step in steps.items():
+            got = fix.get(name, lambda v: v)(step())
+            if not np.allclose(got, want, rtol=1e-3, atol=1e-3):
+                raise SystemExit(f"{name} disagrees on G={groups} Cg={cg}; not timing it")
+        seconds = interleaved_medians({k: (v, args.repeats) for k, v in steps.items()},
+                                      settle=0.05)
+        cells = "".join(f"{flops / seconds[k] / 1e9:>9.1f}" if k in seconds else f"{'-':>9}"
+                        for k in names)
+        print(f"{groups:>4}{cg:>5}{f'{size}x{size}x{c}':>13}  {cells}  "
+              f"{seconds['gemm'] / seconds['direct']:>11.2f}x "
+              f"{seconds['split'] / seconds['direct']:>11.2f}x")
+    print("(-: not installed; direct/gemm, direct/split: how many times faster direct runs)")
+
+
+def onednn_available() -> bool:
+    from compiler.codegen import onednn
+    return onednn.available()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per framework")
@@ -324,6 +433,8 @@ def main() -> None:
     parser.add_argument("--filters", type=int, default=64)
     parser.add_argument("--engines", action="store_true",
                         help="compare convolution engines per shape (see above)")
+    parser.add_argument("--grouped", action="store_true",
+                        help="compare grouped Conv2D kernels per shape (see above)")
     parser.add_argument("--onednn", default=None,
                         help="prefix of oneDNN's include/ and lib/ (--engines)")
     add_threads_argument(parser)
@@ -331,6 +442,9 @@ def main() -> None:
     apply_threads(args.threads)
     if args.engines:
         engines(args)
+        return
+    if args.grouped:
+        grouped(args)
         return
 
     torch = optional_import("torch")

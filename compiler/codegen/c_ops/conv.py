@@ -27,10 +27,12 @@ from compiler.codegen.c_ops import conv_engine
 from compiler.codegen.c_ops.nn import GEMM_PARALLEL_MIN_WORK, parallel_gemm
 from compiler.codegen.elementwise import use_vector_math
 from compiler.codegen.kernel_context import KernelContext as CKernelContext
+from compiler.errors import CompileError
 from compiler.ir.construct import constant_value
 from compiler.ir.op_registry import get_op, set_c_kernel
 from compiler.ops.conv import _MODES, Geometry, _geometry, window
 from compiler.ops.conv_fused import epilogue
+from compiler.options import setting
 from compiler.codegen.c_ops.reduction import module_helper
 from runtime.dtypes import DType
 
@@ -325,12 +327,59 @@ DIRECT_VECTOR_BYTES = 32
 DIRECT_MAX_VECTORS = 4
 
 
+# A grouped Conv2D whose groups are thin (GROUPED_DIRECT_MAX_CG input channels a group or
+# fewer, GROUPED_DIRECT_MAX_OG outputs or fewer; static filter dims; the outputs of all
+# groups fill whole 32-byte vectors and a group's outputs fill whole vectors or a whole
+# number of groups fill one) runs conv_grouped_direct.c.j2's kernel instead of im2col + a
+# gemm per group (measured: examples/benchmarks/bench_conv.py --grouped).
+GROUPED_DIRECT_MAX_CG = 16
+GROUPED_DIRECT_MAX_OG = 16
+# output pixels a register block holds: of one vector of outputs, of two (a group's pairs)
+GROUPED_DIRECT_PIXELS = (8, 6)
+
+
+def grouped_setting() -> str:
+    """``FLOWC_GROUPED_CONV``: auto (default), direct or gemm."""
+    text = setting("FLOWC_GROUPED_CONV").strip().lower() or "auto"
+    if text not in ("auto", "direct", "gemm"):
+        raise CompileError(f"FLOWC_GROUPED_CONV must be auto, direct or gemm, not {text!r}")
+    return text
+
+
+def _grouped_direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
+    """The name of the direct grouped-convolution helper for this grouped Conv2D, added to
+    the module, when its groups are thin and its filter dims static; else None."""
+    if base_op(kc.node.op) != "Conv2D" or geo.groups <= 1:
+        return None
+    dims = [geo.kh, geo.kw, geo.x[3], geo.o]
+    if not all(d.isdigit() for d in dims):
+        return None
+    kh, kw, c, o = map(int, dims)
+    groups = geo.groups
+    cg, og = c // groups, o // groups
+    dtype = kc.out.dtype
+    lanes = DIRECT_VECTOR_BYTES // dtype.itemsize
+    mode = grouped_setting()
+    thin = cg <= GROUPED_DIRECT_MAX_CG and og <= GROUPED_DIRECT_MAX_OG
+    if mode == "gemm" or (mode == "auto" and not thin):
+        return None
+    if not (kh * kw > 0 and cg > 0 and og > 0 and o % lanes == 0
+            and (og % lanes == 0 or lanes % og == 0)):
+        return None
+    name = f"flowc_conv2d_grouped_direct_{dtype.ir_name}_{kh}x{kw}x{cg}x{og}x{groups}"
+    module_helper(kc, name, kc.render("conv_grouped_direct.c.j2", name=name,
+                                      T=kc.target.c_type(dtype), KH=kh, KW=kw, CG=cg, OG=og,
+                                      G=groups, PB1=GROUPED_DIRECT_PIXELS[0],
+                                      PB2=GROUPED_DIRECT_PIXELS[1], sfx=dtype.ir_name))
+    return name
+
+
 def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
     """The name of the direct-convolution helper for this convolution or filter gradient,
     added to the module, when its filter dims are static and small; else None."""
     op = base_op(kc.node.op)
     if op not in ("Conv2D", "Conv2DBackpropFilter") or geo.groups > 1:
-        return None
+        return _grouped_direct_conv(kc, geo)
     dims = [geo.kh, geo.kw, geo.x[3], geo.o]
     if not all(d.isdigit() for d in dims):
         return None
@@ -358,7 +407,9 @@ def emit_conv(kc: CKernelContext) -> str:
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
     if geo.groups > 1:      # flowc_conv2d_grouped, flowc_conv2d_bwd_{input,filter}_grouped
-        fn, ptrs = f"{fn}_grouped", f"{ptrs}, {geo.groups}"
+        ptrs = f"{ptrs}, {geo.groups}"
+        if direct is None:
+            fn = f"{fn}_grouped"
     if direct is None:
         fn = f"{fn}_{kc.out.dtype.ir_name}"
     call = f"{fn}({ptrs}, {geo.call_args()})"

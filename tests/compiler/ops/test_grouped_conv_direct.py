@@ -1,0 +1,124 @@
+"""The direct grouped Conv2D kernel (conv_grouped_direct.c.j2: thin groups without im2col,
+each 32-byte vector of output channels from its groups' contiguous input channels, a
+block-diagonal filter when a vector spans several groups) against the interpreter, under
+FLOWC_CONV_ENGINE=blas: groups whose outputs fill part of a vector (Og 1, 2, 4 in float32)
+or whole vectors (Og 8, 16), strides, SAME / VALID / EXPLICIT padding, dilations, the fused
+epilogues (bias, the residual Add, Relu, Relu6), float32 and float64, rows cut for 2 of
+flowc's threads; the same graphs through the im2col + gemm kernel (FLOWC_GROUPED_CONV=gemm)
+agree; shapes the direct kernel cannot take fall back to it."""
+import numpy as np
+import pytest
+
+import dsl as fl
+from compiler.codegen.emitter import emit_c
+from compiler.errors import CompileError
+from compiler.step import make_step_graph, optimize
+from oracle import NO_FOLDING, check_against_interpreter
+
+# (input NHWC, groups, filter KHxKW, outputs, strides, padding, dilations, epilogue)
+CASES = [
+    ((2, 9, 11, 16), 4, (3, 3), 16, (1, 1), "SAME", (1, 1), "bias_relu"),     # Og 4, Cg 4
+    ((1, 10, 9, 16), 8, (3, 3), 8, (2, 2), "VALID", (1, 1), "none"),          # Og 1, Cg 2
+    ((2, 8, 13, 32), 16, (3, 3), 32, (1, 1), "SAME", (2, 2), "residual"),     # Og 2, Cg 2
+    ((1, 9, 10, 64), 4, (3, 3), 64, (2, 1), "SAME", (1, 1), "residual_relu"),  # Og 16, Cg 16
+    ((2, 7, 9, 24), 3, (1, 1), 24, (1, 1), "VALID", (1, 1), "bias_relu6"),    # 1x1, Og 8
+    ((1, 8, 10, 12), 2, (2, 3), 16, (2, 1), "EXPLICIT", (1, 1), "bias"),      # Og 8, Cg 6
+    ((1, 6, 17, 8), 2, (3, 5), 8, (1, 2), "SAME", (2, 1), "bias_relu"),       # Og 4, wide KW
+]
+
+
+def _conv(x, f, strides, padding, dilations):
+    attrs = {"strides": [1, *strides, 1], "padding": padding, "dilations": [1, *dilations, 1]}
+    if padding == "EXPLICIT":
+        attrs["explicit_paddings"] = [0, 0, 1, 2, 2, 0, 0, 0]
+    return fl.apply_op("Conv2D", [x, f], attrs)
+
+
+def _graph(rng, dtype, cases=CASES):
+    fetches, feed = {}, {}
+    for i, (xs, groups, (kh, kw), out, strides, padding, dil, epi) in enumerate(cases):
+        x = fl.placeholder(dtype, [None, *xs[1:]], name=f"x{i}")
+        f = fl.constant(rng.standard_normal((kh, kw, xs[3] // groups, out)).astype(dtype))
+        y = _conv(x, f, strides, padding, dil)
+        if epi != "none":
+            y = fl.nn.bias_add(y, fl.constant(rng.standard_normal(out).astype(dtype)))
+        if epi.startswith("residual"):
+            y = y + fl.constant(rng.standard_normal((xs[0], *y.shape[1:])).astype(dtype))
+        if epi.endswith("relu"):
+            y = fl.nn.relu(y)
+        elif epi.endswith("relu6"):
+            y = fl.nn.relu6(y)
+        fetches[f"case{i}"] = y
+        feed[x] = rng.standard_normal(xs).astype(dtype)
+    return fetches, feed
+
+
+def _source(graph, fetches, feed):
+    step = make_step_graph(graph, [x.output for x in feed], [t.output for t in fetches.values()])
+    optimize(step, NO_FOLDING)
+    return emit_c(step.graph, step.feeds, step.retvals).source
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_direct_grouped_matches_the_interpreter_and_the_gemm_kernel(graph, rng, monkeypatch,
+                                                                    dtype):
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    fetches, feed = _graph(rng, dtype)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    results = {}
+    for mode in ("direct", "gemm"):
+        monkeypatch.setenv("FLOWC_GROUPED_CONV", mode)
+        source = _source(graph, fetches, feed)
+        sfx = "f32" if dtype == np.float32 else "f64"
+        direct = source.count(f"= flowc_conv2d_grouped_direct_{sfx}_")
+        gemm = source.count(f"= flowc_conv2d_grouped_{sfx}(")
+        # float64 vectors hold 4: Og 1 and 2 cases still run directly (a vector spans groups)
+        assert (direct, gemm) == ((len(CASES), 0) if mode == "direct" else (0, len(CASES)))
+        results[mode] = check_against_interpreter(graph, fetches, feed, **tol)
+    for k in fetches:
+        np.testing.assert_allclose(results["direct"][k], results["gemm"][k], **tol)
+
+
+@pytest.mark.cpu_only
+def test_auto_picks_direct_for_thin_groups_only(graph, rng, monkeypatch):
+    """Under auto (the default) groups of at most 16 channels run directly; wide ones (64
+    channels a group), and ones whose group outputs neither fill nor divide a vector (Og 3),
+    run by im2col + gemm; all match the interpreter."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    monkeypatch.delenv("FLOWC_GROUPED_CONV", raising=False)
+    cases = [((1, 6, 7, 128), 32, (3, 3), 128, (1, 1), "SAME", (1, 1), "bias_relu"),
+             ((1, 5, 6, 128), 2, (3, 3), 128, (1, 1), "SAME", (1, 1), "bias_relu"),
+             ((1, 6, 7, 16), 4, (3, 3), 12, (1, 1), "SAME", (1, 1), "bias")]
+    fetches, feed = _graph(rng, np.float32, cases)
+    source = _source(graph, fetches, feed)
+    assert source.count("= flowc_conv2d_grouped_direct_f32_3x3x4x4x32(") == 1
+    assert source.count("= flowc_conv2d_grouped_f32(") == 2
+    check_against_interpreter(graph, fetches, feed, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cpu_only
+def test_direct_grouped_cut_for_flowcs_threads(graph, rng, monkeypatch):
+    """A ResNeXt-sized block (32 groups of 4) whose output rows are cut into parts for 2
+    threads equals the interpreter's, and the single-threaded run, exactly (each output
+    sums the same taps in the same order whatever the part)."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    monkeypatch.setenv("FLOWC_GROUPED_CONV", "direct")
+    cases = [((2, 28, 28, 128), 32, (3, 3), 128, (1, 1), "SAME", (1, 1), "residual_relu"),
+             ((1, 29, 30, 64), 16, (3, 3), 64, (2, 2), "SAME", (1, 1), "bias_relu")]
+    fetches, feed = _graph(rng, np.float32, cases)
+    results = []
+    for threads in ("2", "1"):
+        monkeypatch.setenv("FLOWC_NUM_THREADS", threads)
+        results.append(check_against_interpreter(graph, fetches, feed, rtol=1e-4, atol=1e-4))
+    for k in fetches:
+        np.testing.assert_array_equal(results[0][k], results[1][k])
+
+
+def test_grouped_conv_setting_is_checked(graph, monkeypatch):
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    monkeypatch.setenv("FLOWC_GROUPED_CONV", "fast")
+    x = fl.placeholder(fl.float32, [1, 5, 5, 8], name="x")
+    y = _conv(x, fl.constant(np.ones((3, 3, 2, 8), np.float32)), (1, 1), "SAME", (1, 1))
+    with pytest.raises(CompileError, match="FLOWC_GROUPED_CONV must be"):
+        _source(graph, {"y": y}, {x: np.ones((1, 5, 5, 8), np.float32)})
