@@ -20,13 +20,14 @@ the generated code, as ``auto`` picks it for large shapes). Depthwise rows (Mobi
 compare flowc's DepthwiseConv2dNative kernel with oneDNN's grouped convolution.
 
 ``--grouped`` compares grouped Conv2D kernels (G groups of Cg input and Cg output channels,
-3x3 SAME, bias + ReLU, one image; G in {2, 8, 32}, Cg in {4, 16, 64}): flowc's direct kernel
-(``FLOWC_GROUPED_CONV=direct``), its im2col + gemm-per-group kernel (``=gemm``), the split
+3x3 SAME, bias + ReLU, one image; G in {2, 8, 32} by Cg in {4, 16, 64}, and G = 4 with Cg
+32 and 64): flowc's direct kernel (``FLOWC_GROUPED_CONV=direct``), its im2col +
+gemm-per-group kernel (``=gemm``), the split
 form (Split, a Conv2D per group, Concat: what flowc ran before it had grouped kernels), all
 with ``FLOWC_CONV_ENGINE=blas``, then flowc through oneDNN's grouped primitive and PyTorch's
 ``groups=`` convolution where installed. flowc's default (``auto``) picks the direct kernel
-for groups of at most 16 input and 16 output channels (``GROUPED_DIRECT_MAX_CG`` in
-``compiler/codegen/c_ops/conv.py``).
+for groups of at most 64 input and 64 output channels whose filter (as it reads it) is at
+most 2 MiB (``GROUPED_DIRECT_MAX_*`` in ``compiler/codegen/c_ops/conv.py``).
 """
 from __future__ import annotations
 
@@ -326,7 +327,7 @@ def engines(args) -> None:
 
 # (G, Cg, H = W): the input and output depth are G * Cg
 GROUPED_SHAPES = [(g, cg, 56 if g * cg <= 256 else 28 if g * cg <= 512 else 14)
-                  for cg in (4, 16, 64) for g in (2, 8, 32)]
+                  for cg in (4, 16, 64) for g in (2, 8, 32)] + [(4, 32, 56), (4, 64, 56)]
 
 
 def flowc_grouped_conv(x, f, b, grouped: str, engine: str, split: bool = False):

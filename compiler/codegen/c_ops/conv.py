@@ -327,13 +327,19 @@ DIRECT_VECTOR_BYTES = 32
 DIRECT_MAX_VECTORS = 4
 
 
-# A grouped Conv2D whose groups are thin (GROUPED_DIRECT_MAX_CG input channels a group or
-# fewer, GROUPED_DIRECT_MAX_OG outputs or fewer; static filter dims; the outputs of all
-# groups fill whole 32-byte vectors and a group's outputs fill whole vectors or a whole
-# number of groups fill one) runs conv_grouped_direct.c.j2's kernel instead of im2col + a
-# gemm per group (measured: examples/benchmarks/bench_conv.py --grouped).
-GROUPED_DIRECT_MAX_CG = 16
-GROUPED_DIRECT_MAX_OG = 16
+# A grouped Conv2D whose groups are not wide (GROUPED_DIRECT_MAX_CG input channels a group
+# or fewer, GROUPED_DIRECT_MAX_OG outputs or fewer) and whose filter, as the direct kernel
+# reads it (expanded to whole vectors), is at most GROUPED_DIRECT_MAX_FILTER_BYTES (each
+# output row reads all of it: a larger one would come from beyond L2 row after row), with
+# static filter dims, outputs of all groups that fill whole 32-byte vectors and a group's
+# outputs that fill whole vectors or a whole number of groups that fill one, runs
+# conv_grouped_direct.c.j2's kernel instead of im2col + a gemm per group. Measured with
+# examples/benchmarks/bench_conv.py --grouped (one thread, 3x3, batch 1): direct 2.7-3.7x
+# the gemm kernel's speed with 4 channels a group, 1.6-1.9x with 16, 1.06-1.5x with 32 and
+# 64 (filters up to 1.2 MB), 0.65x with 32 groups of 64 (a 4.7 MB filter).
+GROUPED_DIRECT_MAX_CG = 64
+GROUPED_DIRECT_MAX_OG = 64
+GROUPED_DIRECT_MAX_FILTER_BYTES = 2 << 20
 # output pixels a register block holds: of one vector of outputs, of two (a group's pairs)
 GROUPED_DIRECT_PIXELS = (8, 6)
 
@@ -358,9 +364,11 @@ def _grouped_direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
     groups = geo.groups
     cg, og = c // groups, o // groups
     dtype = kc.out.dtype
-    lanes = DIRECT_VECTOR_BYTES // dtype.itemsize
     mode = grouped_setting()
-    thin = cg <= GROUPED_DIRECT_MAX_CG and og <= GROUPED_DIRECT_MAX_OG
+    lanes = DIRECT_VECTOR_BYTES // kc.out.dtype.itemsize
+    vector_inputs = cg if og >= lanes else lanes // max(og, 1) * cg     # the kernel's Cv
+    thin = (cg <= GROUPED_DIRECT_MAX_CG and og <= GROUPED_DIRECT_MAX_OG and
+            kh * kw * vector_inputs * o * kc.out.dtype.itemsize <= GROUPED_DIRECT_MAX_FILTER_BYTES)
     if mode == "gemm" or (mode == "auto" and not thin):
         return None
     if not (kh * kw > 0 and cg > 0 and og > 0 and o % lanes == 0

@@ -6,6 +6,8 @@ or whole vectors (Og 8, 16), strides, SAME / VALID / EXPLICIT padding, dilations
 epilogues (bias, the residual Add, Relu, Relu6), float32 and float64, rows cut for 2 of
 flowc's threads; the same graphs through the im2col + gemm kernel (FLOWC_GROUPED_CONV=gemm)
 agree; shapes the direct kernel cannot take fall back to it."""
+import re
+
 import numpy as np
 import pytest
 
@@ -71,7 +73,7 @@ def test_direct_grouped_matches_the_interpreter_and_the_gemm_kernel(graph, rng, 
         monkeypatch.setenv("FLOWC_GROUPED_CONV", mode)
         source = _source(graph, fetches, feed)
         sfx = "f32" if dtype == np.float32 else "f64"
-        direct = source.count(f"= flowc_conv2d_grouped_direct_{sfx}_")
+        direct = len(re.findall(rf"= flowc_conv2d_grouped_direct_{sfx}_\w+\(", source))
         gemm = source.count(f"= flowc_conv2d_grouped_{sfx}(")
         # float64 vectors hold 4: Og 1 and 2 cases still run directly (a vector spans groups)
         assert (direct, gemm) == ((len(CASES), 0) if mode == "direct" else (0, len(CASES)))
@@ -81,19 +83,23 @@ def test_direct_grouped_matches_the_interpreter_and_the_gemm_kernel(graph, rng, 
 
 
 @pytest.mark.cpu_only
-def test_auto_picks_direct_for_thin_groups_only(graph, rng, monkeypatch):
-    """Under auto (the default) groups of at most 16 channels run directly; wide ones (64
-    channels a group), and ones whose group outputs neither fill nor divide a vector (Og 3),
-    run by im2col + gemm; all match the interpreter."""
+def test_auto_picks_direct_unless_groups_are_wide_or_the_filter_large(graph, rng, monkeypatch):
+    """Under auto (the default) groups of up to 64 channels run directly; wider ones (128
+    channels a group), ones whose filter as the direct kernel reads it passes 2 MiB (32
+    groups of 64: 4.5 MiB), and ones whose group outputs neither fill nor divide a vector
+    (Og 3) run by im2col + gemm; all match the interpreter."""
     monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
     monkeypatch.delenv("FLOWC_GROUPED_CONV", raising=False)
     cases = [((1, 6, 7, 128), 32, (3, 3), 128, (1, 1), "SAME", (1, 1), "bias_relu"),
              ((1, 5, 6, 128), 2, (3, 3), 128, (1, 1), "SAME", (1, 1), "bias_relu"),
+             ((1, 4, 5, 256), 2, (3, 3), 256, (1, 1), "SAME", (1, 1), "bias"),
+             ((1, 3, 4, 2048), 32, (3, 3), 2048, (1, 1), "SAME", (1, 1), "bias_relu"),
              ((1, 6, 7, 16), 4, (3, 3), 12, (1, 1), "SAME", (1, 1), "bias")]
     fetches, feed = _graph(rng, np.float32, cases)
     source = _source(graph, fetches, feed)
     assert source.count("= flowc_conv2d_grouped_direct_f32_3x3x4x4x32(") == 1
-    assert source.count("= flowc_conv2d_grouped_f32(") == 2
+    assert source.count("= flowc_conv2d_grouped_direct_f32_3x3x64x64x2(") == 1
+    assert source.count("= flowc_conv2d_grouped_f32(") == 3
     check_against_interpreter(graph, fetches, feed, rtol=1e-4, atol=1e-4)
 
 
