@@ -353,14 +353,21 @@ def grouped_setting() -> str:
 
 
 def _grouped_direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
-    """The name of the direct grouped-convolution helper for this grouped Conv2D, added to
-    the module, when its groups are thin and its filter dims static; else None."""
-    if base_op(kc.node.op) != "Conv2D" or geo.groups <= 1:
+    """The name of the direct grouped-convolution helper for this grouped Conv2D or its
+    input gradient (the direct convolution of dy by the flipped, per group transposed filter;
+    at run time, for strides 1 only), added to the module, when its groups are thin and its
+    filter dims static; else None."""
+    op = base_op(kc.node.op)
+    if op not in ("Conv2D", "Conv2DBackpropInput") or geo.groups <= 1:
         return None
     dims = [geo.kh, geo.kw, geo.x[3], geo.o]
     if not all(d.isdigit() for d in dims):
         return None
     kh, kw, c, o = map(int, dims)
+    if op == "Conv2DBackpropInput":
+        if tuple(geo.g.strides) != (1, 1):
+            return None
+        c, o = o, c         # a convolution of dy (O channels) into dx's C
     groups = geo.groups
     cg, og = c // groups, o // groups
     dtype = kc.out.dtype
@@ -375,11 +382,13 @@ def _grouped_direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
             and (og % lanes == 0 or lanes % og == 0)):
         return None
     name = f"flowc_conv2d_grouped_direct_{dtype.ir_name}_{kh}x{kw}x{cg}x{og}x{groups}"
-    module_helper(kc, name, kc.render("conv_grouped_direct.c.j2", name=name,
-                                      T=kc.target.c_type(dtype), KH=kh, KW=kw, CG=cg, OG=og,
-                                      G=groups, PB1=GROUPED_DIRECT_PIXELS[0],
-                                      PB2=GROUPED_DIRECT_PIXELS[1], sfx=dtype.ir_name))
-    return name
+    args = dict(name=name, T=kc.target.c_type(dtype), KH=kh, KW=kw, CG=cg, OG=og, G=groups,
+                PB1=GROUPED_DIRECT_PIXELS[0], PB2=GROUPED_DIRECT_PIXELS[1], sfx=dtype.ir_name)
+    module_helper(kc, name, kc.render("conv_grouped_direct.c.j2", part="conv", **args))
+    if op == "Conv2D":
+        return name
+    return module_helper(kc, f"{name}_bwd_input",
+                         kc.render("conv_grouped_direct.c.j2", part="bwd_input", **args))
 
 
 def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:

@@ -128,3 +128,66 @@ def test_grouped_conv_setting_is_checked(graph, monkeypatch):
     y = _conv(x, fl.constant(np.ones((3, 3, 2, 8), np.float32)), (1, 1), "SAME", (1, 1))
     with pytest.raises(CompileError, match="FLOWC_GROUPED_CONV must be"):
         _source(graph, {"y": y}, {x: np.ones((1, 5, 5, 8), np.float32)})
+
+
+# (dx NHWC, groups, filter KHxKW, outputs, strides, padding, explicit pads, dilations)
+BWD_INPUT = [
+    ((2, 9, 11, 16), 4, (3, 3), 16, (1, 1), "SAME", None, (1, 1)),           # Og 4, Cg 4
+    ((1, 10, 9, 16), 8, (3, 3), 8, (1, 1), "VALID", None, (1, 1)),           # Og 1, Cg 2
+    ((2, 8, 13, 32), 16, (3, 3), 32, (1, 1), "SAME", None, (2, 2)),          # dilated
+    ((1, 9, 10, 64), 4, (3, 3), 64, (1, 1), "SAME", None, (1, 1)),           # Og 16, Cg 16
+    ((2, 7, 9, 24), 3, (1, 1), 24, (1, 1), "VALID", None, (1, 1)),           # 1x1, Og 8
+    ((1, 8, 10, 16), 4, (3, 2), 16, (1, 1), "EXPLICIT", (1, 2, 1, 0), (1, 1)),
+    ((1, 8, 10, 16), 4, (3, 3), 16, (1, 1), "EXPLICIT", (3, 0, 0, 1), (1, 1)),  # pad > window
+    ((1, 10, 9, 16), 4, (3, 3), 16, (2, 2), "SAME", None, (1, 1)),           # strided: gemm
+]
+
+
+def _bwd_input_graph(rng, dtype, cases=BWD_INPUT):
+    fetches, feed = {}, {}
+    for i, (xs, groups, (kh, kw), out, strides, padding, pads, dil) in enumerate(cases):
+        attrs = {"strides": [1, *strides, 1], "padding": padding, "dilations": [1, *dil, 1]}
+        if pads:
+            attrs["explicit_paddings"] = [0, 0, pads[0], pads[1], pads[2], pads[3], 0, 0]
+        f = fl.constant(rng.standard_normal((kh, kw, xs[3] // groups, out)).astype(dtype))
+        ys = fl.apply_op("Conv2D", [fl.zeros(xs, dtype=dtype), f], attrs).shape
+        dy = fl.placeholder(dtype, ys, name=f"dy{i}")
+        fetches[f"dx{i}"] = fl.apply_op("Conv2DBackpropInput",
+                                        [fl.constant(np.int32(xs)), f, dy], attrs)
+        feed[dy] = rng.standard_normal(ys).astype(dtype)
+    return fetches, feed
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_direct_grouped_input_gradient(graph, rng, monkeypatch, dtype):
+    """Conv2DBackpropInput of a thin grouped Conv2D with strides 1 runs the direct kernel
+    (a convolution of dy by the flipped, transposed filter; a padding wider than the window
+    falls back to the gemm kernel at run time), strided ones the gemm kernel; all equal the
+    interpreter, also cut for 2 threads."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    monkeypatch.delenv("FLOWC_GROUPED_CONV", raising=False)
+    fetches, feed = _bwd_input_graph(rng, dtype)
+    sfx = "f32" if dtype == np.float32 else "f64"
+    source = _source(graph, fetches, feed)
+    direct = re.findall(rf"= flowc_conv2d_grouped_direct_{sfx}_\w+_bwd_input\(", source)
+    assert len(direct) == len(BWD_INPUT) - 1
+    assert source.count(f"= flowc_conv2d_bwd_input_grouped_{sfx}(") == 1
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    results = []
+    for threads in ("2", "1"):
+        monkeypatch.setenv("FLOWC_NUM_THREADS", threads)
+        results.append(check_against_interpreter(graph, fetches, feed, **tol))
+    for k in fetches:
+        np.testing.assert_array_equal(results[0][k], results[1][k])
+    monkeypatch.setenv("FLOWC_GROUPED_CONV", "gemm")
+    assert "_bwd_input(" not in _source(graph, fetches, feed)
+
+
+@pytest.mark.cpu_only
+def test_direct_grouped_input_gradient_cut_for_flowcs_threads(graph, rng, monkeypatch):
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    monkeypatch.setenv("FLOWC_NUM_THREADS", "2")
+    fetches, feed = _bwd_input_graph(
+        rng, np.float32, [((2, 28, 28, 128), 32, (3, 3), 128, (1, 1), "SAME", None, (1, 1))])
+    check_against_interpreter(graph, fetches, feed, rtol=1e-4, atol=1e-4)
