@@ -25,7 +25,8 @@ compare flowc's DepthwiseConv2dNative kernel with oneDNN's grouped convolution.
 gemm-per-group kernel (``=gemm``), the split
 form (Split, a Conv2D per group, Concat: what flowc ran before it had grouped kernels), all
 with ``FLOWC_CONV_ENGINE=blas``, then flowc through oneDNN's grouped primitive and PyTorch's
-``groups=`` convolution where installed. flowc's default (``auto``) picks the direct kernel
+``groups=`` convolution where installed; then their two gradients (by flowc's kernels under
+``auto`` and ``gemm``, and split). flowc's default (``auto``) picks the direct kernel
 for groups of at most 64 input and 64 output channels whose filter (as it reads it) is at
 most 2 MiB (``GROUPED_DIRECT_MAX_*`` in ``compiler/codegen/c_ops/conv.py``).
 """
@@ -420,6 +421,76 @@ def grouped(args) -> None:
     print("(-: not installed; direct/gemm, direct/split: how many times faster direct runs)")
 
 
+def flowc_grouped_grads(x, f, dy, grouped: str, split: bool = False):
+    """flowc's compiled Conv2DBackpropInput and Conv2DBackpropFilter of a grouped filter
+    (split: per group, between Split and Concat), as two steps, compiled with
+    FLOWC_GROUPED_CONV=grouped and FLOWC_CONV_ENGINE=blas."""
+    import os
+    groups = x.shape[3] // f.shape[2]
+    cg, og = f.shape[2], f.shape[3] // groups
+    g = fl.Graph()
+    with g.as_default():
+        xt = fl.placeholder(fl.float32, x.shape, name="x")
+        dyt = fl.placeholder(fl.float32, dy.shape, name="dy")
+        if split:
+            xs, dys = fl.split(xt, groups, axis=3), fl.split(dyt, groups, axis=3)
+            dx = fl.concat([fl.nn.conv2d_backprop_input(
+                [*x.shape[:3], cg], fl.constant(f[..., k * og:(k + 1) * og]), dys[k], 1, "SAME")
+                for k in range(groups)], axis=3)
+            df = fl.concat([fl.nn.conv2d_backprop_filter(xs[k], [*f.shape[:3], og], dys[k], 1,
+                                                         "SAME") for k in range(groups)], axis=3)
+        else:
+            dx = fl.nn.conv2d_backprop_input(list(x.shape), fl.constant(f), dyt, 1, "SAME")
+            df = fl.nn.conv2d_backprop_filter(xt, list(f.shape), dyt, 1, "SAME")
+    sess = fl.Session(graph=g)
+    feed = {xt: x, dyt: dy}
+    saved = {k: os.environ.get(k) for k in ("FLOWC_CONV_ENGINE", "FLOWC_GROUPED_CONV")}
+    os.environ.update(FLOWC_CONV_ENGINE="blas", FLOWC_GROUPED_CONV=grouped)
+    try:
+        sess.run(dx, feed)
+        sess.run(df, feed)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    return lambda: sess.run(dx, feed), lambda: sess.run(df, feed)
+
+
+def grouped_grads(args) -> None:
+    from bench_train_mlp import interleaved_medians
+    print()
+    print("Grouped Conv2D 3x3 SAME gradients, float32, batch 1, FLOWC_CONV_ENGINE=blas: ms (median "
+          f"of {args.repeats} steps in interleaved rounds). auto: flowc's default kernels (the "
+          "input gradient of thin groups direct), gemm: FLOWC_GROUPED_CONV=gemm, split: per group")
+    names = ["dx auto", "dx gemm", "dx split", "df auto", "df split"]
+    print(f"{'G':>4}{'Cg':>5}{'HxWxC':>13}  " + "".join(f"{n:>10}" for n in names))
+    rng = np.random.default_rng(1)
+    for groups, cg, size in GROUPED_SHAPES:
+        c = groups * cg
+        x = rng.standard_normal((1, size, size, c)).astype(np.float32)
+        f = (rng.standard_normal((3, 3, cg, c)) * 0.1).astype(np.float32)
+        dy = rng.standard_normal((1, size, size, c)).astype(np.float32)
+        runs = {"auto": flowc_grouped_grads(x, f, dy, "auto"),
+                "gemm": flowc_grouped_grads(x, f, dy, "gemm"),
+                "split": flowc_grouped_grads(x, f, dy, "gemm", split=True)}
+        steps = {}
+        for mode, (dx, df) in runs.items():
+            steps[f"dx {mode}"] = dx
+            if mode != "gemm":              # the filter gradient has no direct kernel yet
+                steps[f"df {mode}"] = df
+        for grad in ("dx", "df"):
+            want = steps[f"{grad} split"]()
+            for name, step in steps.items():
+                if name.startswith(grad) and not np.allclose(step(), want, rtol=1e-3, atol=1e-3):
+                    raise SystemExit(f"{name} disagrees on G={groups} Cg={cg}; not timing it")
+        seconds = interleaved_medians({k: (v, args.repeats) for k, v in steps.items()},
+                                      settle=0.05)
+        print(f"{groups:>4}{cg:>5}{f'{size}x{size}x{c}':>13}  "
+              + "".join(f"{seconds[k] * 1e3:>10.2f}" for k in names))
+
+
 def onednn_available() -> bool:
     from compiler.codegen import onednn
     return onednn.available()
@@ -446,6 +517,7 @@ def main() -> None:
         return
     if args.grouped:
         grouped(args)
+        grouped_grads(args)
         return
 
     torch = optional_import("torch")

@@ -7,10 +7,13 @@ Convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over
 of the column matrix sized to stay in a core's L2 cache; a grouped Conv2D (input depth G > 1
 times the filter's in-channels, known at compile time: ResNeXt, RegNet) is one kernel too,
 ``flowc_conv2d_grouped`` (one im2col of a chunk for all groups, then a gemm per group into
-its block of output channels, the fused epilogue after), or oneDNN's grouped primitive;
+its block of output channels, the fused epilogue after; with thin groups, and static
+filter dims, ``conv_grouped_direct.c.j2``'s direct kernel instead: see
+``_grouped_direct_conv``), or oneDNN's grouped primitive;
 so are its gradients (``flowc_conv2d_bwd_input_grouped``: a gemm per group into the group's
 column block, one col2im of all; ``flowc_conv2d_bwd_filter_grouped``: one im2col of all, a
-gemm per group into its columns of df; or oneDNN's grouped backward primitives), whose groups
+gemm per group into its columns of df; or oneDNN's grouped backward primitives; the input
+gradient of thin groups with strides 1 runs the direct kernel too), whose groups
 are the input depth over the filter's in-channels known at compile time;
 pooling is direct loops over all channels of a window at once. NCHW is a compile-time error here. Large convolutions
 run on oneDNN where it is installed, and so do the large gradients (``conv_engine.py``
@@ -340,6 +343,10 @@ DIRECT_MAX_VECTORS = 4
 GROUPED_DIRECT_MAX_CG = 64
 GROUPED_DIRECT_MAX_OG = 64
 GROUPED_DIRECT_MAX_FILTER_BYTES = 2 << 20
+# The input gradient's (strides 1: the direct convolution of dy by the flipped, transposed
+# filter, made on each call): 1.07-1.9x the gemm kernel's speed up to 4 groups of 64 (a
+# 0.6 MB filter), 0.8x with 8 groups of 64 (1.2 MB).
+GROUPED_DIRECT_MAX_DX_FILTER_BYTES = 1 << 20
 # output pixels a register block holds: of one vector of outputs, of two (a group's pairs)
 GROUPED_DIRECT_PIXELS = (8, 6)
 
@@ -374,8 +381,10 @@ def _grouped_direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
     mode = grouped_setting()
     lanes = DIRECT_VECTOR_BYTES // kc.out.dtype.itemsize
     vector_inputs = cg if og >= lanes else lanes // max(og, 1) * cg     # the kernel's Cv
+    most = (GROUPED_DIRECT_MAX_FILTER_BYTES if op == "Conv2D"
+            else GROUPED_DIRECT_MAX_DX_FILTER_BYTES)
     thin = (cg <= GROUPED_DIRECT_MAX_CG and og <= GROUPED_DIRECT_MAX_OG and
-            kh * kw * vector_inputs * o * kc.out.dtype.itemsize <= GROUPED_DIRECT_MAX_FILTER_BYTES)
+            kh * kw * vector_inputs * o * kc.out.dtype.itemsize <= most)
     if mode == "gemm" or (mode == "auto" and not thin):
         return None
     if not (kh * kw > 0 and cg > 0 and og > 0 and o % lanes == 0
