@@ -462,9 +462,9 @@ def grouped_grads(args) -> None:
     from bench_train_mlp import interleaved_medians
     print()
     print("Grouped Conv2D 3x3 SAME gradients, float32, batch 1, FLOWC_CONV_ENGINE=blas: ms (median "
-          f"of {args.repeats} steps in interleaved rounds). auto: flowc's default kernels (the "
-          "input gradient of thin groups direct), gemm: FLOWC_GROUPED_CONV=gemm, split: per group")
-    names = ["dx auto", "dx gemm", "dx split", "df auto", "df split"]
+          f"of {args.repeats} steps in interleaved rounds). auto: flowc's default kernels (thin "
+          "groups' direct), gemm: FLOWC_GROUPED_CONV=gemm, split: per group")
+    names = ["dx auto", "dx gemm", "dx split", "df auto", "df gemm", "df split"]
     print(f"{'G':>4}{'Cg':>5}{'HxWxC':>13}  " + "".join(f"{n:>10}" for n in names))
     rng = np.random.default_rng(1)
     for groups, cg, size in GROUPED_SHAPES:
@@ -477,9 +477,7 @@ def grouped_grads(args) -> None:
                 "split": flowc_grouped_grads(x, f, dy, "gemm", split=True)}
         steps = {}
         for mode, (dx, df) in runs.items():
-            steps[f"dx {mode}"] = dx
-            if mode != "gemm":              # the filter gradient has no direct kernel yet
-                steps[f"df {mode}"] = df
+            steps[f"dx {mode}"], steps[f"df {mode}"] = dx, df
         for grad in ("dx", "df"):
             want = steps[f"{grad} split"]()
             for name, step in steps.items():

@@ -191,3 +191,73 @@ def test_direct_grouped_input_gradient_cut_for_flowcs_threads(graph, rng, monkey
     fetches, feed = _bwd_input_graph(
         rng, np.float32, [((2, 28, 28, 128), 32, (3, 3), 128, (1, 1), "SAME", None, (1, 1))])
     check_against_interpreter(graph, fetches, feed, rtol=1e-4, atol=1e-4)
+
+
+# (x NHWC, groups, filter KHxKW, outputs, strides, padding, dilations)
+BWD_FILTER = [
+    ((2, 9, 11, 16), 4, (3, 3), 16, (1, 1), "SAME", (1, 1)),                 # Og 4, Cg 4
+    ((1, 10, 9, 16), 8, (3, 3), 8, (2, 2), "VALID", (1, 1)),                 # Og 1, Cg 2
+    ((2, 8, 13, 32), 16, (3, 3), 32, (1, 1), "SAME", (2, 2)),                # Og 2, dilated
+    ((1, 9, 10, 64), 4, (3, 3), 64, (2, 1), "SAME", (1, 1)),                 # Og 16, Cg 16
+    ((2, 7, 9, 24), 3, (1, 1), 24, (1, 1), "VALID", (1, 1)),                 # 1x1, Og 8
+    ((1, 8, 10, 24), 2, (2, 3), 32, (2, 1), "EXPLICIT", (1, 1)),             # Cg 12, Og 16
+]
+
+
+def _bwd_filter_graph(rng, dtype, cases=BWD_FILTER):
+    """d(sum(bias_add(conv) * cot)) / d(f, b) of each case: a _Conv2DBackpropFilterBias
+    where the bias gradient fuses (even cases), a Conv2DBackpropFilter otherwise."""
+    fetches, feed = {}, {}
+    for i, (xs, groups, (kh, kw), out, strides, padding, dil) in enumerate(cases):
+        x = fl.placeholder(dtype, xs, name=f"x{i}")
+        f = fl.placeholder(dtype, [kh, kw, xs[3] // groups, out], name=f"f{i}")
+        y = _conv(x, f, strides, padding, dil)
+        variables = [f]
+        if i % 2 == 0:
+            b = fl.placeholder(dtype, [out], name=f"b{i}")
+            y = fl.nn.bias_add(y, b)
+            variables.append(b)
+        cot = fl.placeholder(dtype, y.shape, name=f"cot{i}")
+        for v, grad in zip(variables, fl.gradients(fl.reduce_sum(y * cot), variables)):
+            fetches[f"d{v.op.name}"] = grad
+        for v in variables + [x, cot]:
+            feed[v] = rng.standard_normal(v.shape.as_list()).astype(dtype)
+    return fetches, feed
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_direct_grouped_filter_gradient(graph, rng, monkeypatch, dtype):
+    """Conv2DBackpropFilter (and the bias-fused form) of thin groups runs the direct kernel
+    (the expanded filter's gradient, its own group's entries kept) for every stride,
+    padding and dilation; equal to the interpreter's and the gemm kernel's, with 1 and 2
+    of flowc's threads."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    monkeypatch.delenv("FLOWC_GROUPED_CONV", raising=False)
+    fetches, feed = _bwd_filter_graph(rng, dtype)
+    sfx = "f32" if dtype == np.float32 else "f64"
+    source = _source(graph, fetches, feed)
+    direct = re.findall(rf"= flowc_conv2d_grouped_direct_{sfx}_\w+_bwd_filter\(", source)
+    assert len(direct) == len(BWD_FILTER)
+    tol = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    results = []
+    for threads in ("2", "1"):
+        monkeypatch.setenv("FLOWC_NUM_THREADS", threads)
+        results.append(check_against_interpreter(graph, fetches, feed, **tol))
+    monkeypatch.setenv("FLOWC_GROUPED_CONV", "gemm")
+    assert "_bwd_filter(" not in _source(graph, fetches, feed)
+    results.append(check_against_interpreter(graph, fetches, feed, **tol))
+    for k in fetches:
+        np.testing.assert_allclose(results[0][k], results[1][k], **tol)
+        np.testing.assert_allclose(results[0][k], results[2][k], **tol)
+
+
+@pytest.mark.cpu_only
+def test_direct_grouped_filter_gradient_cut_for_flowcs_threads(graph, rng, monkeypatch):
+    """Big enough to be cut into 2 parts (each summing into its own gradient, added in
+    order): equal to the interpreter's."""
+    monkeypatch.setenv("FLOWC_CONV_ENGINE", "blas")
+    monkeypatch.setenv("FLOWC_NUM_THREADS", "2")
+    fetches, feed = _bwd_filter_graph(
+        rng, np.float32, [((2, 28, 28, 128), 32, (3, 3), 128, (1, 1), "SAME", (1, 1))])
+    check_against_interpreter(graph, fetches, feed, rtol=1e-3, atol=1e-3)
