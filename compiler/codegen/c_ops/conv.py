@@ -12,8 +12,9 @@ filter dims, ``conv_grouped_direct.c.j2``'s direct kernel instead: see
 ``_grouped_direct_conv``), or oneDNN's grouped primitive;
 so are its gradients (``flowc_conv2d_bwd_input_grouped``: a gemm per group into the group's
 column block, one col2im of all; ``flowc_conv2d_bwd_filter_grouped``: one im2col of all, a
-gemm per group into its columns of df; or oneDNN's grouped backward primitives; the input
-gradient of thin groups with strides 1 runs the direct kernel too), whose groups
+gemm per group into its columns of df; or oneDNN's grouped backward primitives; with thin
+groups, the input gradient with strides 1 and the filter gradient run direct kernels too),
+whose groups
 are the input depth over the filter's in-channels known at compile time;
 pooling is direct loops over all channels of a window at once. NCHW is a compile-time error here. Large convolutions
 run on oneDNN where it is installed, and so do the large gradients (``conv_engine.py``
