@@ -5,7 +5,9 @@ FLOWC_CONV_ENGINE=blas: groups whose outputs fill part of a vector (Og 1, 2, 4 i
 or whole vectors (Og 8, 16), strides, SAME / VALID / EXPLICIT padding, dilations, the fused
 epilogues (bias, the residual Add, Relu, Relu6), float32 and float64, rows cut for 2 of
 flowc's threads; the same graphs through the im2col + gemm kernel (FLOWC_GROUPED_CONV=gemm)
-agree; shapes the direct kernel cannot take fall back to it."""
+agree; shapes the direct kernel cannot take fall back to it. Also its two gradients: the
+input gradient with strides 1 (the kernel on dy by the flipped, transposed filter) and the
+filter gradient (with the bias gradient fused or not)."""
 import re
 
 import numpy as np
