@@ -288,6 +288,12 @@ ENVIRONMENT: Tuple[EnvVar, ...] = (
            "run on oneDNN whose implementation is the fastest oneDNN offers for the machine "
            "(brgconv, jit, jit_1x1 ...), timed on its first call; 0: oneDNN's first always",
            "compiler/codegen/c_ops/conv_engine.py", changes_code=True),
+    EnvVar("FLOWC_GROUPED_CONV", "auto (default): a grouped Conv2D that flowc's own kernels "
+           "run is computed directly (conv_grouped_direct.c.j2) when its groups have at most "
+           "64 input and 64 output channels and its filter, as that kernel reads it, is at "
+           "most 2 MiB, else by im2col + a gemm per group; direct: directly wherever the "
+           "shape allows; gemm: never directly",
+           "compiler/codegen/c_ops/conv.py", changes_code=True),
     EnvVar("FLOWC_GEMM_ENGINE", "auto (default): each float32 matrix product of at least "
            "16384 multiply-adds runs on oneDNN's sgemm where oneDNN is installed, else on "
            "OpenBLAS; onednn: every float32 one; blas: never oneDNN",

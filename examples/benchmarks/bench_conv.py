@@ -18,6 +18,17 @@ its MLAS kernels), timed in interleaved rounds; the last column names the fastes
 twice: with ``FLOWC_CONV_ENGINE=blas`` (its own kernels) and ``=onednn`` (the oneDNN path of
 the generated code, as ``auto`` picks it for large shapes). Depthwise rows (MobileNetV2's)
 compare flowc's DepthwiseConv2dNative kernel with oneDNN's grouped convolution.
+
+``--grouped`` compares grouped Conv2D kernels (G groups of Cg input and Cg output channels,
+3x3 SAME, bias + ReLU, one image; G in {2, 8, 32} by Cg in {4, 16, 64}, and G = 4 with Cg
+32 and 64): flowc's direct kernel (``FLOWC_GROUPED_CONV=direct``), its im2col +
+gemm-per-group kernel (``=gemm``), the split
+form (Split, a Conv2D per group, Concat: what flowc ran before it had grouped kernels), all
+with ``FLOWC_CONV_ENGINE=blas``, then flowc through oneDNN's grouped primitive and PyTorch's
+``groups=`` convolution where installed; then their two gradients (by flowc's kernels under
+``auto`` and ``gemm``, and split). flowc's default (``auto``) picks the direct kernel
+for groups of at most 64 input and 64 output channels whose filter (as it reads it) is at
+most 2 MiB (``GROUPED_DIRECT_MAX_*`` in ``compiler/codegen/c_ops/conv.py``).
 """
 from __future__ import annotations
 
@@ -315,6 +326,174 @@ def engines(args) -> None:
     print("(-: not installed)")
 
 
+# (G, Cg, H = W): the input and output depth are G * Cg
+GROUPED_SHAPES = [(g, cg, 56 if g * cg <= 256 else 28 if g * cg <= 512 else 14)
+                  for cg in (4, 16, 64) for g in (2, 8, 32)] + [(4, 32, 56), (4, 64, 56)]
+
+
+def flowc_grouped_conv(x, f, b, grouped: str, engine: str, split: bool = False):
+    """flowc's compiled relu(bias_add(conv2d)) of a grouped filter (split: as Split, one
+    Conv2D per group and Concat) through Session.run, compiled with FLOWC_GROUPED_CONV=grouped
+    and FLOWC_CONV_ENGINE=engine."""
+    import os
+    groups = x.shape[3] // f.shape[2]
+    og = f.shape[3] // groups
+    g = fl.Graph()
+    with g.as_default():
+        xt = fl.placeholder(fl.float32, x.shape, name="x")
+        if split:
+            parts = fl.split(xt, groups, axis=3)
+            conv = fl.concat([fl.nn.conv2d(part, fl.constant(f[..., k * og:(k + 1) * og]), 1,
+                                           "SAME") for k, part in enumerate(parts)], axis=3)
+        else:
+            conv = fl.nn.conv2d(xt, fl.constant(f), 1, "SAME")
+        y = fl.nn.relu(fl.nn.bias_add(conv, fl.constant(b)))
+    sess = fl.Session(graph=g)
+    saved = {k: os.environ.get(k) for k in ("FLOWC_CONV_ENGINE", "FLOWC_GROUPED_CONV")}
+    os.environ.update(FLOWC_CONV_ENGINE=engine, FLOWC_GROUPED_CONV=grouped)
+    try:
+        sess.run(y, {xt: x})                      # compiles under these settings
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    return lambda: sess.run(y, {xt: x})
+
+
+def torch_grouped_conv(torch, x, f, b, groups: int):
+    """PyTorch's conv2d(groups=) + bias + ReLU (NCHW, no_grad); returns NHWC."""
+    xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
+    ft = torch.from_numpy(np.ascontiguousarray(f.transpose(3, 2, 0, 1)))
+    bt = torch.from_numpy(b)
+
+    def step():
+        with torch.no_grad():
+            return torch.relu(torch.nn.functional.conv2d(xt, ft, bt, padding="same",
+                                                         groups=groups))
+    return step, lambda y: y.numpy().transpose(0, 2, 3, 1)
+
+
+def grouped(args) -> None:
+    from bench_train_mlp import interleaved_medians
+    torch = optional_import("torch")
+    if torch is not None and args.threads:
+        torch.set_num_threads(args.threads)
+    print(environment_line(torch, None))
+    names = ["direct", "gemm", "split", "oneDNN", "torch"]
+    print("Grouped Conv2D 3x3 SAME + bias + ReLU, float32, NHWC, batch 1; GFLOP/s (median of "
+          f"{args.repeats} steps in interleaved rounds). direct / gemm: flowc's two grouped "
+          "kernels (FLOWC_GROUPED_CONV=direct / gemm), split: Split + a Conv2D per group + "
+          "Concat, all FLOWC_CONV_ENGINE=blas; oneDNN: flowc with FLOWC_CONV_ENGINE=onednn; "
+          "torch: conv2d(groups=G)")
+    print(f"{'G':>4}{'Cg':>5}{'HxWxC':>13}  " + "".join(f"{n:>9}" for n in names)
+          + "  direct/gemm  direct/split")
+    rng = np.random.default_rng(0)
+    for groups, cg, size in GROUPED_SHAPES:
+        c = groups * cg
+        x = rng.standard_normal((1, size, size, c)).astype(np.float32)
+        f = (rng.standard_normal((3, 3, cg, c)) * np.sqrt(2.0 / (9 * cg))).astype(np.float32)
+        b = (rng.standard_normal(c) * 0.1).astype(np.float32)
+        parts = [reference_conv(x[..., k * cg:(k + 1) * cg], f[..., k * cg:(k + 1) * cg],
+                                b[k * cg:(k + 1) * cg], 1) for k in range(groups)]
+        want = np.concatenate(parts, axis=3)
+        flops = 2.0 * size * size * 9 * cg * c
+        steps, fix = {}, {}
+        steps["direct"] = flowc_grouped_conv(x, f, b, "direct", "blas")
+        steps["gemm"] = flowc_grouped_conv(x, f, b, "gemm", "blas")
+        steps["split"] = flowc_grouped_conv(x, f, b, "gemm", "blas", split=True)
+        if onednn_available():
+            steps["oneDNN"] = flowc_grouped_conv(x, f, b, "auto", "onednn")
+        if torch is not None:
+            steps["torch"], fix["torch"] = torch_grouped_conv(torch, x, f, b, groups)
+        for name, step in steps.items():
+            got = fix.get(name, lambda v: v)(step())
+            if not np.allclose(got, want, rtol=1e-3, atol=1e-3):
+                raise SystemExit(f"{name} disagrees on G={groups} Cg={cg}; not timing it")
+        seconds = interleaved_medians({k: (v, args.repeats) for k, v in steps.items()},
+                                      settle=0.05)
+        cells = "".join(f"{flops / seconds[k] / 1e9:>9.1f}" if k in seconds else f"{'-':>9}"
+                        for k in names)
+        print(f"{groups:>4}{cg:>5}{f'{size}x{size}x{c}':>13}  {cells}  "
+              f"{seconds['gemm'] / seconds['direct']:>11.2f}x "
+              f"{seconds['split'] / seconds['direct']:>11.2f}x")
+    print("(-: not installed; direct/gemm, direct/split: how many times faster direct runs)")
+
+
+def flowc_grouped_grads(x, f, dy, grouped: str, split: bool = False):
+    """flowc's compiled Conv2DBackpropInput and Conv2DBackpropFilter of a grouped filter
+    (split: per group, between Split and Concat), as two steps, compiled with
+    FLOWC_GROUPED_CONV=grouped and FLOWC_CONV_ENGINE=blas."""
+    import os
+    groups = x.shape[3] // f.shape[2]
+    cg, og = f.shape[2], f.shape[3] // groups
+    g = fl.Graph()
+    with g.as_default():
+        xt = fl.placeholder(fl.float32, x.shape, name="x")
+        dyt = fl.placeholder(fl.float32, dy.shape, name="dy")
+        if split:
+            xs, dys = fl.split(xt, groups, axis=3), fl.split(dyt, groups, axis=3)
+            dx = fl.concat([fl.nn.conv2d_backprop_input(
+                [*x.shape[:3], cg], fl.constant(f[..., k * og:(k + 1) * og]), dys[k], 1, "SAME")
+                for k in range(groups)], axis=3)
+            df = fl.concat([fl.nn.conv2d_backprop_filter(xs[k], [*f.shape[:3], og], dys[k], 1,
+                                                         "SAME") for k in range(groups)], axis=3)
+        else:
+            dx = fl.nn.conv2d_backprop_input(list(x.shape), fl.constant(f), dyt, 1, "SAME")
+            df = fl.nn.conv2d_backprop_filter(xt, list(f.shape), dyt, 1, "SAME")
+    sess = fl.Session(graph=g)
+    feed = {xt: x, dyt: dy}
+    saved = {k: os.environ.get(k) for k in ("FLOWC_CONV_ENGINE", "FLOWC_GROUPED_CONV")}
+    os.environ.update(FLOWC_CONV_ENGINE="blas", FLOWC_GROUPED_CONV=grouped)
+    try:
+        sess.run(dx, feed)
+        sess.run(df, feed)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    return lambda: sess.run(dx, feed), lambda: sess.run(df, feed)
+
+
+def grouped_grads(args) -> None:
+    from bench_train_mlp import interleaved_medians
+    print()
+    print("Grouped Conv2D 3x3 SAME gradients, float32, batch 1, FLOWC_CONV_ENGINE=blas: ms (median "
+          f"of {args.repeats} steps in interleaved rounds). auto: flowc's default kernels (thin "
+          "groups' direct), gemm: FLOWC_GROUPED_CONV=gemm, split: per group")
+    names = ["dx auto", "dx gemm", "dx split", "df auto", "df gemm", "df split"]
+    print(f"{'G':>4}{'Cg':>5}{'HxWxC':>13}  " + "".join(f"{n:>10}" for n in names))
+    rng = np.random.default_rng(1)
+    for groups, cg, size in GROUPED_SHAPES:
+        c = groups * cg
+        x = rng.standard_normal((1, size, size, c)).astype(np.float32)
+        f = (rng.standard_normal((3, 3, cg, c)) * 0.1).astype(np.float32)
+        dy = rng.standard_normal((1, size, size, c)).astype(np.float32)
+        runs = {"auto": flowc_grouped_grads(x, f, dy, "auto"),
+                "gemm": flowc_grouped_grads(x, f, dy, "gemm"),
+                "split": flowc_grouped_grads(x, f, dy, "gemm", split=True)}
+        steps = {}
+        for mode, (dx, df) in runs.items():
+            steps[f"dx {mode}"], steps[f"df {mode}"] = dx, df
+        for grad in ("dx", "df"):
+            want = steps[f"{grad} split"]()
+            for name, step in steps.items():
+                if name.startswith(grad) and not np.allclose(step(), want, rtol=1e-3, atol=1e-3):
+                    raise SystemExit(f"{name} disagrees on G={groups} Cg={cg}; not timing it")
+        seconds = interleaved_medians({k: (v, args.repeats) for k, v in steps.items()},
+                                      settle=0.05)
+        print(f"{groups:>4}{cg:>5}{f'{size}x{size}x{c}':>13}  "
+              + "".join(f"{seconds[k] * 1e3:>10.2f}" for k in names))
+
+
+def onednn_available() -> bool:
+    from compiler.codegen import onednn
+    return onednn.available()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per framework")
@@ -324,6 +503,8 @@ def main() -> None:
     parser.add_argument("--filters", type=int, default=64)
     parser.add_argument("--engines", action="store_true",
                         help="compare convolution engines per shape (see above)")
+    parser.add_argument("--grouped", action="store_true",
+                        help="compare grouped Conv2D kernels per shape (see above)")
     parser.add_argument("--onednn", default=None,
                         help="prefix of oneDNN's include/ and lib/ (--engines)")
     add_threads_argument(parser)
@@ -331,6 +512,10 @@ def main() -> None:
     apply_threads(args.threads)
     if args.engines:
         engines(args)
+        return
+    if args.grouped:
+        grouped(args)
+        grouped_grads(args)
         return
 
     torch = optional_import("torch")

@@ -7,10 +7,14 @@ Convolutions are im2col (col2im for the input gradient) plus OpenBLAS gemm, over
 of the column matrix sized to stay in a core's L2 cache; a grouped Conv2D (input depth G > 1
 times the filter's in-channels, known at compile time: ResNeXt, RegNet) is one kernel too,
 ``flowc_conv2d_grouped`` (one im2col of a chunk for all groups, then a gemm per group into
-its block of output channels, the fused epilogue after), or oneDNN's grouped primitive;
+its block of output channels, the fused epilogue after; with thin groups, and static
+filter dims, ``conv_grouped_direct.c.j2``'s direct kernel instead: see
+``_grouped_direct_conv``), or oneDNN's grouped primitive;
 so are its gradients (``flowc_conv2d_bwd_input_grouped``: a gemm per group into the group's
 column block, one col2im of all; ``flowc_conv2d_bwd_filter_grouped``: one im2col of all, a
-gemm per group into its columns of df; or oneDNN's grouped backward primitives), whose groups
+gemm per group into its columns of df; or oneDNN's grouped backward primitives; with thin
+groups, the input gradient with strides 1 and the filter gradient run direct kernels too),
+whose groups
 are the input depth over the filter's in-channels known at compile time;
 pooling is direct loops over all channels of a window at once. NCHW is a compile-time error here. Large convolutions
 run on oneDNN where it is installed, and so do the large gradients (``conv_engine.py``
@@ -27,10 +31,12 @@ from compiler.codegen.c_ops import conv_engine
 from compiler.codegen.c_ops.nn import GEMM_PARALLEL_MIN_WORK, parallel_gemm
 from compiler.codegen.elementwise import use_vector_math
 from compiler.codegen.kernel_context import KernelContext as CKernelContext
+from compiler.errors import CompileError
 from compiler.ir.construct import constant_value
 from compiler.ir.op_registry import get_op, set_c_kernel
 from compiler.ops.conv import _MODES, Geometry, _geometry, window
 from compiler.ops.conv_fused import epilogue
+from compiler.options import setting
 from compiler.codegen.c_ops.reduction import module_helper
 from runtime.dtypes import DType
 
@@ -325,12 +331,89 @@ DIRECT_VECTOR_BYTES = 32
 DIRECT_MAX_VECTORS = 4
 
 
+# A grouped Conv2D whose groups are not wide (GROUPED_DIRECT_MAX_CG input channels a group
+# or fewer, GROUPED_DIRECT_MAX_OG outputs or fewer) and whose filter, as the direct kernel
+# reads it (expanded to whole vectors), is at most GROUPED_DIRECT_MAX_FILTER_BYTES (each
+# output row reads all of it: a larger one would come from beyond L2 row after row), with
+# static filter dims, outputs of all groups that fill whole 32-byte vectors and a group's
+# outputs that fill whole vectors or a whole number of groups that fill one, runs
+# conv_grouped_direct.c.j2's kernel instead of im2col + a gemm per group. Measured with
+# examples/benchmarks/bench_conv.py --grouped (one thread, 3x3, batch 1): direct 2.7-3.7x
+# the gemm kernel's speed with 4 channels a group, 1.6-1.9x with 16, 1.06-1.5x with 32 and
+# 64 (filters up to 1.2 MB), 0.65x with 32 groups of 64 (a 4.7 MB filter).
+GROUPED_DIRECT_MAX_CG = 64
+GROUPED_DIRECT_MAX_OG = 64
+GROUPED_DIRECT_MAX_FILTER_BYTES = 2 << 20
+# The input gradient's (strides 1: the direct convolution of dy by the flipped, transposed
+# filter, made on each call): 1.07-1.9x the gemm kernel's speed up to 4 groups of 64 (a
+# 0.6 MB filter), 0.8x with 8 groups of 64 (1.2 MB).
+GROUPED_DIRECT_MAX_DX_FILTER_BYTES = 1 << 20
+# The filter gradient's, for groups of at most this many input and output channels (and
+# filters up to GROUPED_DIRECT_MAX_DX_FILTER_BYTES): 1.2-6x the gemm kernel's speed with 4
+# and 16 channels a group, 0.7-1.1x with 32 and 64.
+GROUPED_DIRECT_MAX_DF_CHANNELS = 16
+# output pixels a register block holds: of one vector of outputs, of two (a group's pairs)
+GROUPED_DIRECT_PIXELS = (8, 6)
+
+
+def grouped_setting() -> str:
+    """``FLOWC_GROUPED_CONV``: auto (default), direct or gemm."""
+    text = setting("FLOWC_GROUPED_CONV").strip().lower() or "auto"
+    if text not in ("auto", "direct", "gemm"):
+        raise CompileError(f"FLOWC_GROUPED_CONV must be auto, direct or gemm, not {text!r}")
+    return text
+
+
+def _grouped_direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
+    """The name of the direct grouped-convolution helper for this grouped Conv2D, its input
+    gradient (the direct convolution of dy by the flipped, per group transposed filter; at
+    run time, for strides 1 only) or its filter gradient, added to the module, when its
+    groups are thin and its filter dims static; else None."""
+    op = base_op(kc.node.op)
+    if op not in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter") or geo.groups <= 1:
+        return None
+    dims = [geo.kh, geo.kw, geo.x[3], geo.o]
+    if not all(d.isdigit() for d in dims):
+        return None
+    kh, kw, c, o = map(int, dims)
+    if op == "Conv2DBackpropInput":
+        if tuple(geo.g.strides) != (1, 1):
+            return None
+        c, o = o, c         # a convolution of dy (O channels) into dx's C
+    groups = geo.groups
+    cg, og = c // groups, o // groups
+    dtype = kc.out.dtype
+    mode = grouped_setting()
+    lanes = DIRECT_VECTOR_BYTES // kc.out.dtype.itemsize
+    vector_inputs = cg if og >= lanes else lanes // max(og, 1) * cg     # the kernel's Cv
+    most = (GROUPED_DIRECT_MAX_FILTER_BYTES if op == "Conv2D"
+            else GROUPED_DIRECT_MAX_DX_FILTER_BYTES)
+    widest = (GROUPED_DIRECT_MAX_DF_CHANNELS, GROUPED_DIRECT_MAX_DF_CHANNELS) \
+        if op == "Conv2DBackpropFilter" else (GROUPED_DIRECT_MAX_CG, GROUPED_DIRECT_MAX_OG)
+    thin = (cg <= widest[0] and og <= widest[1] and
+            kh * kw * vector_inputs * o * kc.out.dtype.itemsize <= most)
+    if mode == "gemm" or (mode == "auto" and not thin):
+        return None
+    if not (kh * kw > 0 and cg > 0 and og > 0 and o % lanes == 0
+            and (og % lanes == 0 or lanes % og == 0)):
+        return None
+    name = f"flowc_conv2d_grouped_direct_{dtype.ir_name}_{kh}x{kw}x{cg}x{og}x{groups}"
+    args = dict(name=name, T=kc.target.c_type(dtype), KH=kh, KW=kw, CG=cg, OG=og, G=groups,
+                PB1=GROUPED_DIRECT_PIXELS[0], PB2=GROUPED_DIRECT_PIXELS[1], sfx=dtype.ir_name)
+    module_helper(kc, name, kc.render("conv_grouped_direct.c.j2", part="conv", **args))
+    if op == "Conv2D":
+        return name
+    part = "bwd_input" if op == "Conv2DBackpropInput" else "bwd_filter"
+    return module_helper(kc, f"{name}_{part}",
+                         kc.render("conv_grouped_direct.c.j2", part=part, **args))
+
+
 def _direct_conv(kc: CKernelContext, geo: CGeometry) -> Optional[str]:
     """The name of the direct-convolution helper for this convolution or filter gradient,
     added to the module, when its filter dims are static and small; else None."""
     op = base_op(kc.node.op)
     if op not in ("Conv2D", "Conv2DBackpropFilter") or geo.groups > 1:
-        return None
+        return _grouped_direct_conv(kc, geo)
     dims = [geo.kh, geo.kw, geo.x[3], geo.o]
     if not all(d.isdigit() for d in dims):
         return None
@@ -358,7 +441,9 @@ def emit_conv(kc: CKernelContext) -> str:
     rc = kc.tmp("rc")
     oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
     if geo.groups > 1:      # flowc_conv2d_grouped, flowc_conv2d_bwd_{input,filter}_grouped
-        fn, ptrs = f"{fn}_grouped", f"{ptrs}, {geo.groups}"
+        ptrs = f"{ptrs}, {geo.groups}"
+        if direct is None:
+            fn = f"{fn}_grouped"
     if direct is None:
         fn = f"{fn}_{kc.out.dtype.ir_name}"
     call = f"{fn}({ptrs}, {geo.call_args()})"
