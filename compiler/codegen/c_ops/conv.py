@@ -439,7 +439,9 @@ def emit_conv(kc: CKernelContext) -> str:
     outs = [] if kc.node.op == "_MaxPoolArgmax" else [kc.out.data]
     ptrs = plain_ptrs = ", ".join([kc.inputs[i].data for i in args] + _epilogue_args(kc) + outs)
     rc = kc.tmp("rc")
-    oom = kc.fail("out of memory for the im2col buffer", code="FLOWC_RESOURCE_EXHAUSTED")
+    conv = base_op(kc.node.op).startswith("Conv")
+    what = "the im2col buffer" if conv else "the pooling's buffers"
+    oom = kc.fail(f"out of memory for {what}", code="FLOWC_RESOURCE_EXHAUSTED")
     if geo.groups > 1:      # flowc_conv2d_grouped, flowc_conv2d_bwd_{input,filter}_grouped
         ptrs = f"{ptrs}, {geo.groups}"
         if direct is None:
