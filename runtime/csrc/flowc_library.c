@@ -280,28 +280,29 @@ int flowc_lib_bind_input(flowc_lib_model *m, int32_t index, const void *data, in
     return 0;
 }
 
-int flowc_lib_set_input_by_name(flowc_lib_model *m, const char *name, const void *data,
-                                int32_t dtype, int32_t rank, const int64_t *dims) {
-    if (!m) return FLOWC_INVALID_ARGUMENT;
+/* The index of ``m``'s input ``name``; -1 (the error set: FLOWC_NOT_FOUND) when it has none. */
+static int32_t input_named(flowc_lib_model *m, const char *name) {
     const int32_t index = flowc_lib_find(m->def->inputs, m->def->n_inputs, name);
     if (index < 0) {
         clear_error(m);
-        return set_error(m, FLOWC_NOT_FOUND, "", "", "model '%s' has no input named '%s'",
-                         m->def->name, name ? name : "(null)");
+        set_error(m, FLOWC_NOT_FOUND, "", "", "model '%s' has no input named '%s'",
+                  m->def->name, name ? name : "(null)");
     }
-    return flowc_lib_set_input(m, index, data, dtype, rank, dims);
+    return index;
+}
+
+int flowc_lib_set_input_by_name(flowc_lib_model *m, const char *name, const void *data,
+                                int32_t dtype, int32_t rank, const int64_t *dims) {
+    if (!m) return FLOWC_INVALID_ARGUMENT;
+    const int32_t index = input_named(m, name);
+    return index < 0 ? FLOWC_NOT_FOUND : flowc_lib_set_input(m, index, data, dtype, rank, dims);
 }
 
 int flowc_lib_bind_input_by_name(flowc_lib_model *m, const char *name, const void *data,
                                  int32_t dtype, int32_t rank, const int64_t *dims) {
     if (!m) return FLOWC_INVALID_ARGUMENT;
-    const int32_t index = flowc_lib_find(m->def->inputs, m->def->n_inputs, name);
-    if (index < 0) {
-        clear_error(m);
-        return set_error(m, FLOWC_NOT_FOUND, "", "", "model '%s' has no input named '%s'",
-                         m->def->name, name ? name : "(null)");
-    }
-    return flowc_lib_bind_input(m, index, data, dtype, rank, dims);
+    const int32_t index = input_named(m, name);
+    return index < 0 ? FLOWC_NOT_FOUND : flowc_lib_bind_input(m, index, data, dtype, rank, dims);
 }
 
 int flowc_lib_run(flowc_lib_model *m) {
