@@ -337,6 +337,23 @@ def setting(name: str, environ: Optional[Mapping[str, str]] = None) -> str:
     return environ.get(name, "")
 
 
+def number_setting(name: str, default, convert: Callable[[str], Any], least, what: str,
+                   error: Callable[[str], Exception] = FlowcError):
+    """The documented variable ``name`` read now as a number (``convert``: int or float),
+    ``default`` when unset; raises ``error("NAME must be <what>, not '<text>'")`` when it is not
+    one of at least ``least``."""
+    text = setting(name).strip()
+    if not text:
+        return default
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or value < least:
+        raise error(f"{name} must be {what}, not {text!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Environment:
     """A snapshot of every documented ``FLOWC_*`` variable (unset ones are '')."""

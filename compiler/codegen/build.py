@@ -24,7 +24,7 @@ from compiler.codegen.module_layout import MIN_UNIT_COST, ModuleLayout
 from compiler.codegen.onednn import onednn_flags, onednn_tag
 from compiler.codegen.unit_build import compile_units, run_compiler
 from compiler.errors import BuildError
-from compiler.options import setting
+from compiler.options import number_setting, setting
 
 RUNTIME_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(runtime.__file__)), "csrc")
 # -fno-math-errno and -fno-trapping-math change no result (generated code never reads errno
@@ -117,32 +117,16 @@ def feature_flags(features: Sequence[str]) -> List[str]:
 def cc_jobs() -> int:
     """How many compiler processes may build one module at once: ``FLOWC_CC_JOBS`` (1 builds
     every module as one translation unit), else one per core."""
-    text = setting("FLOWC_CC_JOBS").strip()
-    if not text:
-        return max(1, os.cpu_count() or 1)
-    try:
-        jobs = int(text)
-    except ValueError:
-        jobs = 0
-    if jobs < 1:
-        raise BuildError(f"FLOWC_CC_JOBS must be a positive integer, not {text!r}")
-    return jobs
+    return number_setting("FLOWC_CC_JOBS", max(1, os.cpu_count() or 1), int, 1,
+                          "a positive integer", BuildError)
 
 
 def min_unit_cost() -> float:
     """The least estimated compile cost worth a translation unit of its own
     (``FLOWC_CC_MIN_UNIT_COST``, default ``module_layout.MIN_UNIT_COST``; 0 splits every module
     of two or more functions, which tests use to build small modules as several units)."""
-    text = setting("FLOWC_CC_MIN_UNIT_COST").strip()
-    if not text:
-        return MIN_UNIT_COST
-    try:
-        cost = float(text)
-    except ValueError:
-        cost = -1.0
-    if cost < 0:
-        raise BuildError(f"FLOWC_CC_MIN_UNIT_COST must be a number >= 0, not {text!r}")
-    return cost
+    return number_setting("FLOWC_CC_MIN_UNIT_COST", MIN_UNIT_COST, float, 0, "a number >= 0",
+                          BuildError)
 
 
 def sanitize_flags(loaded_here: bool = True) -> tuple:

@@ -46,7 +46,7 @@ from typing import Optional, Tuple
 from compiler.codegen.kernel_context import KernelContext as CKernelContext
 from compiler.codegen.onednn import available
 from compiler.errors import CompileError
-from compiler.options import setting
+from compiler.options import number_setting, setting
 from runtime.dtypes import DType
 
 MIN_FLOPS = 100_000
@@ -116,16 +116,8 @@ def tune_flops() -> int:
     """``FLOWC_CONV_TUNE``: the least flops of a static convolution whose oneDNN implementation
     is the fastest of those oneDNN offers for the machine, timed on its first call (default
     ``TUNE_FLOPS``); 0: oneDNN's first choice always."""
-    text = setting("FLOWC_CONV_TUNE").strip()
-    if not text:
-        return TUNE_FLOPS
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise CompileError(f"FLOWC_CONV_TUNE must be a count of flops (0: off), not {text!r}")
-    return value
+    return number_setting("FLOWC_CONV_TUNE", TUNE_FLOPS, int, 0, "a count of flops (0: off)",
+                          CompileError)
 
 
 def min_flops() -> int:
