@@ -264,6 +264,10 @@ def tile_once(node: Node) -> Optional[Rewrite]:
     return Replace(node.inputs[0]) if m is not None and all(a == 1 for a in m) else None
 
 
+# The attrs of a convolution's window, which its depthwise form takes as they are.
+_WINDOW_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
+
+
 @rule("Conv2D")
 def grouped_conv(node: Node) -> Optional[Rewrite]:
     """A grouped Conv2D (input depth C a multiple G > 1 of the filter's in-channels: Keras'
@@ -290,8 +294,7 @@ def grouped_conv(node: Node) -> Optional[Rewrite]:
         made.append(n)
         return n
 
-    attrs = {k: node.attrs[k] for k in ("strides", "padding", "explicit_paddings",
-                                        "data_format", "dilations") if k in node.attrs}
+    attrs = {k: node.attrs[k] for k in _WINDOW_ATTRS if k in node.attrs}
     with graph.inserting_before(node):
         shape = add("Const", [], {"value": np.array([f[0], f[1], c, f[3] // c], np.int32),
                                   "dtype": DType.i32}, "depthwise_shape")
@@ -304,9 +307,6 @@ def grouped_conv(node: Node) -> Optional[Rewrite]:
     for n in made:
         n.assigned_device = node.assigned_device
     return Replace(out.output(0))
-
-
-_WINDOW_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
 
 
 @rule("Conv2DBackpropInput", "Conv2DBackpropFilter")
