@@ -118,18 +118,30 @@ def _image_checks(kc: KernelContext) -> None:
              "input image must be of non-zero size")
 
 
+class _Forward:
+    """What both forward kernels start from: the checks and helpers, the launch, the output and
+    image pointers, the image's dims and the two scales, and the loop head that finds output
+    element i's pixel (b, y, x, c)."""
+
+    def __init__(self, kc: KernelContext, name: str):
+        _image_checks(kc)
+        _helpers(kc)
+        x, out = kc.inputs[0], kc.out
+        self.ac, self.hp = _flags(kc)
+        self.launch = launch = CudaLaunch(kc, name)
+        self.o, self.px = launch.ptr(out, writable=True), launch.ptr(x)
+        v = launch.value
+        self.h, self.w, self.c = v(x.dim(1)), v(x.dim(2)), v(x.dim(3))
+        self.sh = _scale(launch, self.ac, x.dim(1), out.dim(1))
+        self.sw = _scale(launch, self.ac, x.dim(2), out.dim(2))
+        self.head = (f"{kc.target.grid_stride_loop('i', v(out.size))} {{\n"
+                     f"    {_pixel(launch, out)}\n")
+
+
 def _bilinear(kc: KernelContext) -> str:
-    _image_checks(kc)
-    _helpers(kc)
-    x, out = kc.inputs[0], kc.out
-    ac, hp = _flags(kc)
-    launch = CudaLaunch(kc, "resize_bilinear")
-    o, px = launch.ptr(out, writable=True), launch.ptr(x)
-    v = launch.value
-    h, w, c = v(x.dim(1)), v(x.dim(2)), v(x.dim(3))
-    sh, sw = _scale(launch, ac, x.dim(1), out.dim(1)), _scale(launch, ac, x.dim(2), out.dim(2))
-    body = (f"{kc.target.grid_stride_loop('i', v(out.size))} {{\n"
-            f"    {_pixel(launch, out)}\n"
+    k = _Forward(kc, "resize_bilinear")
+    o, px, h, w, c, sh, sw, hp = k.o, k.px, k.h, k.w, k.c, k.sh, k.sw, k.hp
+    body = (k.head +
             "    int64_t y0, y1, x0, x1; float ly, lx;\n"
             f"    flowc_bilinear_taps(y, {sh}, {h}, {int(hp)}, 0, &y0, &y1, &ly);\n"
             f"    flowc_bilinear_taps(x, {sw}, {w}, {int(hp)}, 0, &x0, &x1, &lx);\n"
@@ -141,25 +153,17 @@ def _bilinear(kc: KernelContext) -> str:
             "    const float top = tl + __fmul_rn(tr - tl, lx);\n"
             "    const float bottom = bl + __fmul_rn(br - bl, lx);\n"
             f"    {o}[i] = top + __fmul_rn(bottom - top, ly);\n}}")
-    return launch.launch(body, out.size)
+    return k.launch.launch(body, kc.out.size)
 
 
 def _nearest(kc: KernelContext) -> str:
-    _image_checks(kc)
-    _helpers(kc)
-    x, out = kc.inputs[0], kc.out
-    ac, hp = _flags(kc)
-    launch = CudaLaunch(kc, "resize_nearest")
-    o, px = launch.ptr(out, writable=True), launch.ptr(x)
-    v = launch.value
-    h, w, c = v(x.dim(1)), v(x.dim(2)), v(x.dim(3))
-    sh, sw = _scale(launch, ac, x.dim(1), out.dim(1)), _scale(launch, ac, x.dim(2), out.dim(2))
-    body = (f"{kc.target.grid_stride_loop('i', v(out.size))} {{\n"
-            f"    {_pixel(launch, out)}\n"
+    k = _Forward(kc, "resize_nearest")
+    o, px, h, w, c, sh, sw, ac, hp = k.o, k.px, k.h, k.w, k.c, k.sh, k.sw, k.ac, k.hp
+    body = (k.head +
             f"    const int64_t iy = flowc_nearest_index(y, {sh}, {h}, {int(ac)}, {int(hp)}, 0);\n"
             f"    const int64_t ix = flowc_nearest_index(x, {sw}, {w}, {int(ac)}, {int(hp)}, 0);\n"
             f"    {o}[i] = {px}[((b * {h} + iy) * {w} + ix) * {c} + c];\n}}")
-    return launch.launch(body, out.size)
+    return k.launch.launch(body, kc.out.size)
 
 
 def _bilinear_grad(kc: KernelContext) -> str:
