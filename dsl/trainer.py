@@ -34,6 +34,7 @@ from runtime.errors import FlowcError
 __all__ = ["TrainSpec", "TrainResult", "TrainError", "DataSet", "load_data", "load_spec",
            "train", "register_command"]
 
+DEVICES = ("auto", "cpu", "gpu")   # where `flowc train` runs its steps (--device)
 MASK = "is_test"                 # the data file's held-out mask (docs/training.md)
 HOLD_OUT = 0.2                   # held out when a data file has no mask
 EVAL_CHUNK = 1024                # held-out examples per evaluation step
@@ -301,11 +302,31 @@ def _summary(step: int, loss: float, metrics: Dict[str, float], examples: int) -
     return f"step {step}: {', '.join(parts)} (held-out, {examples} examples)"
 
 
+def _session(graph: Graph, backend: str, device: str, name: str) -> Session:
+    """The training session: on the process's GPU where it has one ("auto", as fl.Session
+    places by itself), on the CPU only ("cpu"), or on a GPU or not at all ("gpu")."""
+    if device not in DEVICES:
+        raise TrainError(f"unknown device '{device}'; choose one of {', '.join(DEVICES)}")
+    if device == "cpu":
+        from dsl.config import ConfigProto
+        return Session(graph=graph, backend=backend, config=ConfigProto(device_count={"GPU": 0}))
+    if device == "gpu" and backend != "c":
+        raise TrainError(f"--device gpu needs the compiled backend, not '{backend}'")
+    session = Session(graph=graph, backend=backend)
+    if device == "gpu" and not session.gpus:
+        from runtime.cuda_module import cuda_status
+        why = cuda_status()[1] or "this process has no GPU"
+        session.close()
+        raise TrainError(f"{name}: --device gpu, but no GPU is usable: {why}")
+    return session
+
+
 class Trainer:
     """One training run of a ``TrainSpec`` (see ``train``)."""
 
     def __init__(self, spec: TrainSpec, data: DataSet, backend: str = "c",
-                 checkpoint_dir: Optional[str] = None, max_to_keep: int = 5):
+                 checkpoint_dir: Optional[str] = None, max_to_keep: int = 5,
+                 device: str = "auto"):
         self.spec = spec
         self.data = data
         self.checkpoint_dir = checkpoint_dir
@@ -330,7 +351,7 @@ class Trainer:
             Saver, self._latest = _saver_lib()
             with graph.as_default():
                 self.saver = Saver(max_to_keep=max_to_keep)
-        self.session = Session(graph=graph, backend=backend)
+        self.session = _session(graph, backend, device, spec.name)
         self.eval_fetches = [spec.loss] + list(spec.metrics.values())
         needed = {t.output for t in fed_inputs(graph, [spec.loss])}
         # (placeholder, training rows) of the inputs a training step needs
@@ -342,6 +363,10 @@ class Trainer:
         self.mode_feed = {switch: True} if switch is not None else {}
         self.eval_feed = {switch: False} if switch is not None and \
             switch.op.node.op == "Placeholder" else {}
+
+    def where(self) -> str:
+        """Where the steps run: the session's first GPU, or the CPU."""
+        return self.session.gpus[0] if self.session.gpus else "the CPU"
 
     def train_feed(self, rows) -> dict:
         """The feed of a training step on ``rows`` of the training split."""
@@ -408,7 +433,8 @@ def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[
           eval_every: Optional[int] = None, data: Optional[str] = None,
           seed: Optional[int] = None, checkpoint_dir: Optional[str] = None,
           resume: bool = False, backend: str = "c", progress: Optional[bool] = None,
-          logdir: Optional[str] = None, out=None, err=None) -> TrainResult:
+          logdir: Optional[str] = None, device: str = "auto", losses: Optional[str] = None,
+          out=None, err=None) -> TrainResult:
     """Train ``spec``'s model; arguments given override the spec's settings.
 
     Prints one line per evaluation and a final summary to ``out`` (stdout), a progress bar and
@@ -417,6 +443,9 @@ def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[
     ``checkpoint_dir`` is given; the result's ``status`` is then 128 + the signal number.
     With ``logdir``, TensorBoard scalars go there: ``train/loss`` every step, ``eval/loss``,
     ``eval/<metric>`` and ``train/steps_per_sec`` at every evaluation, and the graph.
+    ``device`` is where the steps run (``DEVICES``: "auto" is the GPU where the process has
+    one, as ``fl.Session`` places); with ``losses``, every step's training loss is written to
+    that file as ``step<TAB>loss`` lines (full precision), e.g. to compare two devices' runs.
     """
     out = out or sys.stdout
     err = err or sys.stderr
@@ -450,13 +479,15 @@ def train(spec: TrainSpec, *, steps: Optional[int] = None, batch_size: Optional[
                                if t.output != switch], seed)
     if dataset.note:
         print(f"flowc: note: {dataset.note}", file=err)
-    trainer = Trainer(spec, dataset, backend, checkpoint_dir)
+    trainer = Trainer(spec, dataset, backend, checkpoint_dir, device=device)
+    if device != "auto" or trainer.session.gpus:
+        print(f"flowc: training on {trainer.where()}", file=err)
     start, restored = trainer.start(resume)
     if restored:
         print(f"flowc: resuming from {restored} (step {start})", file=err)
     elif resume:
         print(f"flowc: note: no checkpoint in {checkpoint_dir}: starting from step 0", file=err)
-    log = _ScalarLog(logdir, spec.graph)
+    log = _ScalarLog(logdir, spec.graph, losses)
     try:
         return _loop(trainer, start, steps, batch_size, eval_every, seed, progress, out, err, log)
     finally:
@@ -483,11 +514,23 @@ def _check_switch(spec: TrainSpec) -> None:
 class _ScalarLog:
     """TensorBoard scalars of a run (nothing when there is no logdir)."""
 
-    def __init__(self, logdir: Optional[str], graph: Graph):
+    def __init__(self, logdir: Optional[str], graph: Graph, losses: Optional[str] = None):
         self.writer = None
         if logdir:
             from dsl.summary import FileWriter
             self.writer = FileWriter(logdir, graph=graph, flush_secs=10)
+        self.losses = None
+        if losses:
+            try:
+                self.losses = open(losses, "w", encoding="utf-8")
+            except OSError as e:
+                raise TrainError(f"cannot write the losses file {losses}: {e.strerror}") from None
+
+    def loss(self, step: int, value: float) -> None:
+        """A training step's loss: to TensorBoard, and to the losses file."""
+        if self.losses is not None:
+            self.losses.write(f"{step}\t{value!r}\n")
+        self.scalars(step, {"train/loss": value})
 
     def scalars(self, step: int, values: Dict[str, float]) -> None:
         if self.writer is not None:
@@ -504,6 +547,8 @@ class _ScalarLog:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.losses is not None:
+            self.losses.close()
 
 
 def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every: int, seed: int,
@@ -538,7 +583,7 @@ def _loop(trainer: Trainer, start: int, steps: int, batch_size: int, eval_every:
                     raise TrainError(f"{spec.name}: the loss is {loss_value} at step {step}; "
                                      "try a smaller learning rate")
                 loss_avg = loss_value if loss_avg is None else 0.95 * loss_avg + 0.05 * loss_value
-                log.scalars(step, {"train/loss": float(loss_value)})
+                log.loss(step, float(loss_value))
                 if step == start + 1:                # the first step compiled it: not timed
                     t0, timed_from = time.perf_counter(), step
                 bar.update(1)
@@ -630,6 +675,12 @@ def register_command(subparsers) -> None:
                    help="write TensorBoard scalars (train/loss, eval/loss, eval/<metric>, "
                         "train/steps_per_sec) and the graph to DIR (needs tensorboardX: the "
                         "tensorboard extra)")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="where the steps run: auto (the GPU where the process has one, as "
+                        "fl.Session places; FLOWC_CUDA_SIMULATOR=1 gives it a simulated one), "
+                        "cpu, or gpu (an error without one)")
+    p.add_argument("--losses", metavar="FILE",
+                   help="write every step's training loss to FILE as 'step<TAB>loss' lines")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_train)
 
@@ -643,5 +694,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     result = train(spec, steps=args.steps, batch_size=args.batch_size,
                    eval_every=args.eval_every, data=args.data, seed=args.seed,
                    checkpoint_dir=args.checkpoint_dir, resume=args.resume, backend=args.backend,
-                   progress=False if args.quiet else None, logdir=args.logdir)
+                   progress=False if args.quiet else None, logdir=args.logdir,
+                   device=args.device, losses=args.losses)
     return result.status
