@@ -79,6 +79,8 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "QueueCloseV2": {"cancel_pending_enqueues": False},
     "ConditionalAccumulator": _ACCUMULATOR, "SparseConditionalAccumulator": _ACCUMULATOR,
     "StackV2": {"stack_name": ""}, "StackPushV2": {"swap_memory": False},
+    # rnn_ops.cc: the fused GRU cell has no attr but its type T
+    "GRUBlockCell": {}, "GRUBlockCellGrad": {},
     # control_flow_ops.cc, sendrecv_ops.cc
     "Enter": {"is_constant": False, "parallel_iterations": 10},
     "_Send": _SEND_RECV, "_Recv": _SEND_RECV,

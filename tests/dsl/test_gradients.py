@@ -289,6 +289,9 @@ CASES: Dict[str, Builder] = {
         p.n(2, 2, 6, 5), fl.constant(np.array([[0.3, 0.6, 3.7, 4.2], [-1.2, 1.1, 2.4, 6.5],
                                                [1.5, 0.2, 2.1, 1.3]])),
         fl.constant(np.array([1, 0, 1], np.int64))),
+    # every output in the loss: h through GRUBlockCellGrad, r, u and c by flowc's extra terms
+    "GRUBlockCell": lambda p: list(fl.apply_op("GRUBlockCell", [
+        p.n(2, 3), p.n(2, 2), p.n(5, 4), p.n(5, 2), p.n(4), p.n(2)])),
     "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
     "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
                                            fl.matrix_inverse(a, adjoint=True)])(
