@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import List
 
 from compiler.codegen.c_ops.nn import _blas_fits, blas_routines
+from compiler.codegen.elementwise import use_vector_math
 from compiler.codegen.kernel_context import KernelContext, product
 from compiler.ir.op_registry import set_c_kernel
 from compiler.ops.gru_block import _FORWARD_INPUTS, _GRAD_INPUTS, dim_rules, rank_error
@@ -58,7 +59,13 @@ def _emit(kc: KernelContext) -> str:
     return kc.render("gru_block.c.j2",
                      part="forward" if kc.node.op == "GRUBlockCell" else "grad",
                      batch=batch, input_size=inp, cell=cell, gemm=routines["gemm"],
-                     exp=kc.math("exp", dtype), tanh=kc.math("tanh", dtype))
+                     exp=_math(kc, "exp", dtype), tanh=_math(kc, "tanh", dtype))
+
+
+def _math(kc: KernelContext, fn: str, dtype) -> str:
+    """The C function for ``fn`` in ``dtype``: for float32 flowc's branch-free version, which
+    lets the compiler vectorize the gate loops (a libm call keeps them scalar)."""
+    return use_vector_math(kc, kc.math(fn, dtype) + "(")[:-1]
 
 
 for _name in ("GRUBlockCell", "GRUBlockCellGrad"):
