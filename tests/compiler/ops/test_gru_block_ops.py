@@ -2,8 +2,8 @@
 the GRU formulas in numpy, compiled C against the interpreter (float32 and float64, static
 and fed shapes, no input columns, no rows), TensorFlow's shape checks at graph time and at
 run time in both backends, the gradient of h against finite differences (TensorFlow's
-graph: GRUBlockCellGrad plus two products and two bias sums), and a GraphDef written by
-TensorFlow (where it is installed) against TensorFlow's own results."""
+graph: GRUBlockCellGrad plus two products and two bias sums), and, where TensorFlow is
+installed, a GraphDef it wrote against its own results and one flowc wrote run by it."""
 import numpy as np
 import pytest
 
@@ -160,3 +160,23 @@ def test_a_graphdef_written_by_tensorflow_imports_and_matches(tmp_path):
             got = sess.run(outs, feeds)
         for k, (a, w) in enumerate(zip(got, want)):
             np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5, err_msg=f"{backend} {k}")
+
+
+def test_an_exported_graphdef_is_what_tensorflow_runs(graph):
+    tf = pytest.importorskip("tensorflow")
+    from compiler.interop.graphdef import graph_to_graphdef
+    vals = _values(np.random.default_rng(8), 2, 3, 4)
+    phs = [fl.placeholder(fl.float32, v.shape, name=n) for n, v in zip(NAMES, vals)]
+    outs = A("GRUBlockCell", phs, name="cell")
+    grads = A("GRUBlockCellGrad", phs + outs[:3] + [fl.ones_like(outs[3])], name="cell_grad")
+    feed = dict(zip(phs, vals))
+    want = fl.Session(graph=graph).run(outs + grads, feed)
+    tf_gd = tf.compat.v1.GraphDef()
+    tf_gd.ParseFromString(graph_to_graphdef(graph).SerializeToString())
+    with tf.Graph().as_default() as tg:
+        tf.graph_util.import_graph_def(tf_gd, name="")
+    names = [f"cell:{k}" for k in range(4)] + [f"cell_grad:{k}" for k in range(4)]
+    with tf.compat.v1.Session(graph=tg) as s:
+        got = s.run(names, {f"{n}:0": v for n, v in zip(NAMES, vals)})
+    for name, a, w in zip(names, got, want):
+        np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5, err_msg=name)
