@@ -206,11 +206,14 @@ int32_t flowc_lib_find(const flowc_lib_tensor_spec *specs, int32_t n, const char
     return -1;
 }
 
-/* Checks a value for input ``index`` (the index, dtype, rank, every dim known at compile time,
- * the size, and that ``data`` is there when the value has elements); 0 with its size in
+/* What set_input and bind_input start with: clears the model's error and checks a value for
+ * input ``index`` (the model is there, the index, dtype, rank, every dim known at compile
+ * time, the size, and that ``data`` is there when the value has elements); 0 with its size in
  * ``*nbytes_out``, or the error code (the model's error says why). */
 static int check_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
                        int32_t rank, const int64_t *dims, size_t *nbytes_out) {
+    if (!m) return FLOWC_INVALID_ARGUMENT;
+    clear_error(m);
     const flowc_lib_model_def *def = m->def;
     if (index < 0 || index >= def->n_inputs)
         return set_error(m, FLOWC_INVALID_ARGUMENT, "", "",
@@ -271,8 +274,6 @@ static void set_shape(flowc_lib_model *m, int32_t index, int32_t dtype, int32_t 
 
 int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
                         int32_t rank, const int64_t *dims) {
-    if (!m) return FLOWC_INVALID_ARGUMENT;
-    clear_error(m);
     size_t nbytes;
     const int rc = check_input(m, index, data, dtype, rank, dims, &nbytes);
     if (rc) return rc;
@@ -299,8 +300,6 @@ int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int
 
 int flowc_lib_bind_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
                          int32_t rank, const int64_t *dims) {
-    if (!m) return FLOWC_INVALID_ARGUMENT;
-    clear_error(m);
     size_t nbytes;
     const int rc = check_input(m, index, data, dtype, rank, dims, &nbytes);
     if (rc) return rc;
