@@ -46,8 +46,9 @@ class _Users(Counter):
 class NodeAttrs(dict):
     """A node's attrs: a ``dict`` whose every change bumps the graph's version, so a key or
     digest remembered per version (``compiler/step.py``) never outlives an edit. Reads are
-    ``dict``'s own. Attr values are replaced, not edited in place: a list is copied by
-    ``Graph.copy``, and a constant's array is made read-only once the graph is hashed."""
+    ``dict``'s own. A list value is kept as an ``AttrList`` (a copy of what is given) whose
+    edits in place bump the version too; a constant's array is made read-only once the graph
+    is hashed."""
 
     __slots__ = ("_node",)
 
@@ -57,7 +58,7 @@ class NodeAttrs(dict):
             node._changed()
 
     def __setitem__(self, key, value):
-        dict.__setitem__(self, key, value)
+        dict.__setitem__(self, key, _attr_value(getattr(self, "_node", None), value))
         self._changed()
 
     def __delitem__(self, key):
@@ -65,12 +66,12 @@ class NodeAttrs(dict):
         self._changed()
 
     def __ior__(self, other):
-        dict.update(self, other)
-        self._changed()
+        self.update(other)
         return self
 
     def update(self, *args, **kwargs):
-        dict.update(self, *args, **kwargs)
+        node = getattr(self, "_node", None)
+        dict.update(self, {k: _attr_value(node, v) for k, v in dict(*args, **kwargs).items()})
         self._changed()
 
     def setdefault(self, key, default=None):
@@ -98,9 +99,9 @@ class NodeAttrs(dict):
         return dict, (dict(self),)
 
 
-class OutputTypes(list):
-    """A node's output types: a ``list`` whose every change bumps the graph's version (the
-    same contract as ``NodeAttrs``)."""
+class _NodeList(list):
+    """A ``list`` that belongs to a node: every edit bumps the graph's version. ``_item``
+    says what an element put in is kept as."""
 
     __slots__ = ("_node",)
 
@@ -109,7 +110,14 @@ class OutputTypes(list):
         if node is not None:
             node._changed()
 
+    def _item(self, value):
+        return value
+
     def __setitem__(self, index, value):
+        if isinstance(index, slice):
+            value = [self._item(v) for v in value]
+        else:
+            value = self._item(value)
         list.__setitem__(self, index, value)
         self._changed()
 
@@ -118,7 +126,7 @@ class OutputTypes(list):
         self._changed()
 
     def __iadd__(self, other):
-        list.extend(self, other)
+        list.extend(self, [self._item(v) for v in other])
         self._changed()
         return self
 
@@ -128,15 +136,15 @@ class OutputTypes(list):
         return self
 
     def append(self, value):
-        list.append(self, value)
+        list.append(self, self._item(value))
         self._changed()
 
     def extend(self, values):
-        list.extend(self, values)
+        list.extend(self, [self._item(v) for v in values])
         self._changed()
 
     def insert(self, index, value):
-        list.insert(self, index, value)
+        list.insert(self, index, self._item(value))
         self._changed()
 
     def pop(self, index=-1):
@@ -160,12 +168,46 @@ class OutputTypes(list):
         list.reverse(self)
         self._changed()
 
-    def __reduce__(self):
+    def __reduce__(self):               # copies and pickles are plain lists
         return list, (list(self),)
+
+
+class OutputTypes(_NodeList):
+    """A node's output types: a ``list`` whose every change bumps the graph's version (the
+    same contract as ``NodeAttrs``)."""
+
+    __slots__ = ()
+
+
+class AttrList(_NodeList):
+    """A list attr value (``strides``, ``perm``, ...): edits in place (``append``, an
+    assignment into it) bump the graph's version like ``node.attrs[...] = ...`` does. Lists
+    inside it are ``AttrList``s of the same node."""
+
+    __slots__ = ()
+
+    def _item(self, value):
+        return _attr_value(getattr(self, "_node", None), value)
+
+
+def _attr_value(node: Optional["Node"], value):
+    """``value`` as a node's attrs keep it: a list becomes an ``AttrList`` of ``node`` (a
+    copy, so the caller's list and another node's stay apart); anything else as is."""
+    if not isinstance(value, list):
+        return value
+    a = AttrList(value)
+    a._node = node
+    for i, x in enumerate(a):
+        if isinstance(x, list):
+            list.__setitem__(a, i, _attr_value(node, x))
+    return a
 
 
 def _node_attrs(node: "Node", attrs) -> NodeAttrs:
     a = NodeAttrs(attrs)
+    for k, v in a.items():
+        if isinstance(v, list):
+            dict.__setitem__(a, k, _attr_value(node, v))
     a._node = node
     return a
 
@@ -605,8 +647,7 @@ class Graph:
             if late:                    # a back edge: wire a stand-in now, the real one below
                 stand_in = next(i for i in inputs if i is not None)
                 inputs = [stand_in if i is None else i for i in inputs]
-            m = Node(g, n.name, n.op, _copy_attrs(n.attrs), n.output_types, n.device,
-                     n.location)
+            m = Node(g, n.name, n.op, n.attrs, n.output_types, n.device, n.location)
             _set(m, "_inputs", tuple(inputs))
             for i in inputs:
                 users = i.node.users
@@ -628,6 +669,3 @@ class Graph:
         from compiler.ir.printer import print_graph
         return print_graph(self)
 
-
-def _copy_attrs(attrs: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: (list(v) if isinstance(v, list) else v) for k, v in attrs.items()}

@@ -58,6 +58,29 @@ def rule(*ops: str) -> Callable[[Rule], Rule]:
 
 
 # --- helpers -------------------------------------------------------------------------------
+class _NewNodes:
+    """The nodes a rule makes to replace ``node`` (each named ``node/<suffix>``, on its
+    device request, at its location): ``add`` makes one, ``replace_with`` keeps them when the
+    result has the node's type, on its assigned device, and erases them otherwise."""
+
+    def __init__(self, node: Node):
+        self.node = node
+        self.made: List[Node] = []
+
+    def add(self, op: str, inputs, attrs, suffix: str) -> Node:
+        n = make_node(self.node.graph, op, inputs, attrs, name=f"{self.node.name}/{suffix}",
+                      device=self.node.device, location=self.node.location)
+        self.made.append(n)
+        return n
+
+    def replace_with(self, result: Node) -> Optional[Rewrite]:
+        if result.output_types[0] != self.node.output_types[0]:
+            erase_if_unused(self.node.graph, list(reversed(self.made)))
+            return None
+        for n in self.made:
+            n.assigned_device = self.node.assigned_device
+        return Replace(result.output(0))
+
 def _value(out: Output) -> Optional[np.ndarray]:
     v = constant_value(out)
     return None if v is None else np.asarray(v)
@@ -285,28 +308,15 @@ def grouped_conv(node: Node) -> Optional[Rewrite]:
     c = x[1] if nchw else x[3]
     if c is None or c < 2 or None in f or f[2] != 1 or f[3] % c:
         return None
-    graph = node.graph
-    made: List[Node] = []
-
-    def add(op: str, inputs, attrs, suffix: str) -> Node:
-        n = make_node(graph, op, inputs, attrs, name=f"{node.name}/{suffix}",
-                      device=node.device, location=node.location)
-        made.append(n)
-        return n
-
+    new = _NewNodes(node)
     attrs = {k: node.attrs[k] for k in _WINDOW_ATTRS if k in node.attrs}
-    with graph.inserting_before(node):
-        shape = add("Const", [], {"value": np.array([f[0], f[1], c, f[3] // c], np.int32),
-                                  "dtype": DType.i32}, "depthwise_shape")
-        filt = add("Reshape", [node.inputs[1], shape.output(0)], {}, "depthwise_filter")
-        out = add("DepthwiseConv2dNative", [node.inputs[0], filt.output(0)], attrs,
-                  "depthwise")
-    if out.output_types[0] != node.output_types[0]:
-        erase_if_unused(graph, list(reversed(made)))
-        return None
-    for n in made:
-        n.assigned_device = node.assigned_device
-    return Replace(out.output(0))
+    with node.graph.inserting_before(node):
+        shape = new.add("Const", [], {"value": np.array([f[0], f[1], c, f[3] // c], np.int32),
+                                      "dtype": DType.i32}, "depthwise_shape")
+        filt = new.add("Reshape", [node.inputs[1], shape.output(0)], {}, "depthwise_filter")
+        out = new.add("DepthwiseConv2dNative", [node.inputs[0], filt.output(0)], attrs,
+                      "depthwise")
+    return new.replace_with(out)
 
 
 @rule("Conv2DBackpropInput", "Conv2DBackpropFilter")
@@ -326,39 +336,29 @@ def depthwise_conv_backprop(node: Node) -> Optional[Rewrite]:
     c = x[1] if node.attrs.get("data_format") == "NCHW" else x[3]
     if c is None or c <= 1 or None in f or f[2] != 1 or f[3] % c:
         return None
-    graph = node.graph
-    made: List[Node] = []
-
-    def add(op: str, inputs, attrs, suffix: str) -> Node:
-        n = make_node(graph, op, inputs, attrs, name=f"{node.name}/{suffix}",
-                      device=node.device, location=node.location)
-        made.append(n)
-        return n
+    new = _NewNodes(node)
 
     def const(value, suffix: str) -> Output:
-        return add("Const", [], {"value": np.array(value, np.int32), "dtype": DType.i32},
-                   suffix).output(0)
+        return new.add("Const", [], {"value": np.array(value, np.int32), "dtype": DType.i32},
+                       suffix).output(0)
 
     attrs = {k: node.attrs[k] for k in _WINDOW_ATTRS if k in node.attrs}
     depthwise_shape = [f[0], f[1], c, f[3] // c]
-    with graph.inserting_before(node):
+    with node.graph.inserting_before(node):
         if backprop_input:
-            filt = add("Reshape", [node.inputs[1], const(depthwise_shape, "depthwise_shape")],
-                       {}, "depthwise_filter")
-            result = add("DepthwiseConv2dNativeBackpropInput",
-                         [node.inputs[0], filt.output(0), node.inputs[2]], attrs, "depthwise")
+            filt = new.add("Reshape",
+                           [node.inputs[1], const(depthwise_shape, "depthwise_shape")], {},
+                           "depthwise_filter")
+            result = new.add("DepthwiseConv2dNativeBackpropInput",
+                             [node.inputs[0], filt.output(0), node.inputs[2]], attrs,
+                             "depthwise")
         else:
-            grad = add("DepthwiseConv2dNativeBackpropFilter",
-                       [node.inputs[0], const(depthwise_shape, "depthwise_shape"),
-                        node.inputs[2]], attrs, "depthwise")
-            result = add("Reshape", [grad.output(0), const(list(f), "grouped_shape")], {},
-                         "grouped_filter")
-    if result.output_types[0] != node.output_types[0]:
-        erase_if_unused(graph, list(reversed(made)))
-        return None
-    for n in made:
-        n.assigned_device = node.assigned_device
-    return Replace(result.output(0))
+            grad = new.add("DepthwiseConv2dNativeBackpropFilter",
+                           [node.inputs[0], const(depthwise_shape, "depthwise_shape"),
+                            node.inputs[2]], attrs, "depthwise")
+            result = new.add("Reshape", [grad.output(0), const(list(f), "grouped_shape")], {},
+                             "grouped_filter")
+    return new.replace_with(result)
 
 
 # --- the pass ------------------------------------------------------------------------------

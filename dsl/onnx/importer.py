@@ -138,7 +138,10 @@ def import_graph(model: onnx.ModelProto, path: str, graph: Optional[Graph] = Non
     inputs: Dict[str, Tensor] = {}
     variables: Dict[str, object] = {}
     g = model.graph
-    with graph.as_default(), name_scope(f"{scope}/" if scope else None):
+    # The graph's initializers and inputs come before its nodes: they are at the file's
+    # start (0:0), not at the Python line that imported it.
+    with graph.as_default(), name_scope(f"{scope}/" if scope else None), \
+            location_override(SourceLocation(path, 0, 0)):
         for init in g.initializer:
             array = numpy_helper.to_array(init)
             if initializers_as_variables:

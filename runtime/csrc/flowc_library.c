@@ -83,6 +83,36 @@ static int refuse_host_call(void *host, const char *op, const char *node, const 
                       "host op '%s' needs the Python runtime; a C library cannot run it", op);
 }
 
+/* The library's buffer pool (flowc_pool, flowc_rt.h), as the Python runtime has one per
+ * process: the module allocates a run's outputs and its dynamic-size buffers from it, and the
+ * next run gives the outputs back first, so an output of the same size gets the same memory
+ * again instead of a new allocation (and, for a large one, new page faults) every run. Idle
+ * blocks are kept up to FLOWC_LIB_POOL_CACHED_BYTES and freed when the last instance is
+ * destroyed. ``pool_lock`` orders handing the pool to the module (once, before any instance
+ * runs) and counting instances. */
+#define FLOWC_LIB_POOL_CACHED_BYTES ((int64_t)1 << 30)
+static flowc_pool lib_pool = {.max_cached_bytes = FLOWC_LIB_POOL_CACHED_BYTES,
+                              .initialized = 1};
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static int32_t pool_given;
+static int64_t live_instances;
+
+static void instance_made(const flowc_lib_model_def *def) {
+    pthread_mutex_lock(&pool_lock);
+    if (!pool_given) {
+        def->use_pool(&lib_pool);
+        pool_given = 1;
+    }
+    live_instances++;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+static void instance_gone(void) {
+    pthread_mutex_lock(&pool_lock);
+    if (--live_instances == 0) flowc_pool_trim(&lib_pool);
+    pthread_mutex_unlock(&pool_lock);
+}
+
 static void free_outputs(flowc_lib_model *m) {
     if (!m->has_outputs) return;
     for (int32_t i = 0; i < m->def->n_outputs; i++) {
@@ -109,7 +139,9 @@ void flowc_lib_destroy(flowc_lib_model *m) {
     free(m->input_bound);
     free(m->input_capacity);
     free(m->outputs);
+    const int counted = m->counted;
     free(m);
+    if (counted) instance_gone();
 }
 
 static size_t at_least_one(int32_t n) { return n > 0 ? (size_t)n : 1; }
@@ -162,6 +194,8 @@ flowc_lib_model *flowc_lib_create(const flowc_lib_model_def *def) {
     m->rt.timeout_ms = 0;
     m->rt.host = NULL;
     m->rt.host_call = refuse_host_call;
+    instance_made(def);
+    m->counted = 1;
     return m;
 }
 
@@ -172,11 +206,14 @@ int32_t flowc_lib_find(const flowc_lib_tensor_spec *specs, int32_t n, const char
     return -1;
 }
 
-/* Checks a value for input ``index`` (the index, dtype, rank, every dim known at compile time,
- * the size, and that ``data`` is there when the value has elements); 0 with its size in
+/* What set_input and bind_input start with: clears the model's error and checks a value for
+ * input ``index`` (the model is there, the index, dtype, rank, every dim known at compile
+ * time, the size, and that ``data`` is there when the value has elements); 0 with its size in
  * ``*nbytes_out``, or the error code (the model's error says why). */
 static int check_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
                        int32_t rank, const int64_t *dims, size_t *nbytes_out) {
+    if (!m) return FLOWC_INVALID_ARGUMENT;
+    clear_error(m);
     const flowc_lib_model_def *def = m->def;
     if (index < 0 || index >= def->n_inputs)
         return set_error(m, FLOWC_INVALID_ARGUMENT, "", "",
@@ -237,8 +274,6 @@ static void set_shape(flowc_lib_model *m, int32_t index, int32_t dtype, int32_t 
 
 int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
                         int32_t rank, const int64_t *dims) {
-    if (!m) return FLOWC_INVALID_ARGUMENT;
-    clear_error(m);
     size_t nbytes;
     const int rc = check_input(m, index, data, dtype, rank, dims, &nbytes);
     if (rc) return rc;
@@ -265,8 +300,6 @@ int flowc_lib_set_input(flowc_lib_model *m, int32_t index, const void *data, int
 
 int flowc_lib_bind_input(flowc_lib_model *m, int32_t index, const void *data, int32_t dtype,
                          int32_t rank, const int64_t *dims) {
-    if (!m) return FLOWC_INVALID_ARGUMENT;
-    clear_error(m);
     size_t nbytes;
     const int rc = check_input(m, index, data, dtype, rank, dims, &nbytes);
     if (rc) return rc;
@@ -315,7 +348,7 @@ int flowc_lib_run(flowc_lib_model *m) {
                              def->inputs[i].location,
                              "input '%s' was not set (set every input before running)",
                              def->inputs[i].name);
-    free_outputs(m);
+    free_outputs(m);                    /* back to the pool: this run's outputs reuse them */
     flowc_status st;
     memset(&st, 0, sizeof st);
     memset(m->outputs, 0, at_least_one(def->n_outputs) * sizeof(flowc_tensor));

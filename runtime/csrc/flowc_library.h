@@ -4,7 +4,8 @@
  * It provides in C what the Python runtime's ResourceStore provides on the inference path:
  * variable storage (each model instance owns a copy of the variables, set at create time from
  * the weights baked into the library), the counters of random ops (one per op, starting at 0
- * like a fresh session), owned input copies and the fetched outputs of the last run. Host
+ * like a fresh session), owned input copies and the fetched outputs of the last run (blocks of the library's buffer
+ * pool, reused by the next run). Host
  * calls (checkpoint files, queues, remote tensors) are refused: the compiler rejects steps
  * that need them, and the hook given to generated code fails with a clear message.
  *
@@ -55,6 +56,7 @@ typedef struct flowc_lib_model_def {
     int32_t n_streams;
     flowc_lib_entry_fn entry;
     void (*free_fn)(void *);     /* frees fetched buffers (the module's flowc_free) */
+    void (*use_pool)(void *);    /* gives the module its buffer pool (its flowc_use_pool) */
 } flowc_lib_model_def;
 
 #define FLOWC_LIB_ERROR_SIZE 1280
@@ -71,8 +73,9 @@ typedef struct flowc_lib_model {
     int32_t *input_set;
     int32_t *input_bound;        /* 1: data is the caller's buffer (bind_input), not owned */
     size_t *input_capacity;      /* bytes of each owned input buffer, reused by the next set */
-    flowc_tensor *outputs;       /* the last successful run's fetches */
+    flowc_tensor *outputs;       /* the last successful run's fetches (blocks of the pool) */
     int32_t has_outputs;
+    int32_t counted;             /* 1: counted among the live instances (the pool's users) */
     int32_t error_code;
     char error[FLOWC_LIB_ERROR_SIZE];
 } flowc_lib_model;

@@ -159,6 +159,63 @@ def test_a_changed_constant_is_not_served_the_old_step(tmp_path, monkeypatch):
     np.testing.assert_allclose(_run(g, x, out), _expected(3.0, 0.1), rtol=1e-6)
 
 
+def _conv_graph(dilations):
+    """A 3x3 SAME convolution (stride 1): its dilations change the values, not the shape."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [1, 6, 6, 1], name="x")
+        w = fl.constant(np.arange(9, dtype=np.float32).reshape(3, 3, 1, 1), name="w")
+        out = fl.nn.conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME", dilations=dilations,
+                           name="conv")
+    return g, x, out
+
+
+def test_a_list_attr_edited_in_place_is_not_served_the_old_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    image = np.arange(36, dtype=np.float32).reshape(1, 6, 6, 1)
+
+    def run(g, x, out):
+        with fl.Session(graph=g) as s:
+            return s.run(out, {x: image})
+
+    expected = {d: run(*_conv_graph([1, d, d, 1])) for d in (1, 2)}
+    assert not np.array_equal(expected[1], expected[2])
+    g, x, out = _conv_graph([1, 1, 1, 1])
+    np.testing.assert_array_equal(run(g, x, out), expected[1])
+    dilations = g.node("conv").attrs["dilations"]
+    dilations[1:3] = [2, 2]                                     # an assignment into the list
+    np.testing.assert_array_equal(run(g, x, out), expected[2])
+    dilations.pop()
+    dilations.append(1)                                         # the same values again
+    np.testing.assert_array_equal(run(g, x, out), expected[2])
+    g.node("conv").attrs["dilations"][1] = 1
+    g.node("conv").attrs["dilations"][2] = 1
+    np.testing.assert_array_equal(run(g, x, out), expected[1])
+
+
+def test_a_list_given_as_an_attr_is_the_nodes_own(tmp_path):
+    """The caller's list, and another node's or another graph's copy, are not the node's:
+    editing one edits no other node."""
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [1, 4, 4, 1], name="x")
+        strides = [1, 1, 1, 1]
+        a = fl.nn.max_pool(x, ksize=[1, 2, 2, 1], strides=strides, padding="VALID", name="a")
+        fl.nn.max_pool(x, ksize=[1, 2, 2, 1], strides=strides, padding="VALID", name="b")
+    strides[1] = 2
+    assert g.node("a").attrs["strides"] == [1, 1, 1, 1]
+    copy, _ = g.copy()
+    version = g.version
+    g.node("a").attrs["ksize"].append([7])                      # a list inside the list too
+    assert g.version > version
+    version = g.version
+    g.node("a").attrs["ksize"][4][0] = 8
+    assert g.version > version and g.node("a").attrs["ksize"][4] == [8]
+    assert g.node("b").attrs["ksize"] == [1, 2, 2, 1]
+    assert copy.node("a").attrs["ksize"] == [1, 2, 2, 1]
+    assert a.shape.as_list() == [1, 3, 3, 1]
+
+
 def test_a_new_node_and_a_changed_edge_are_not_served_the_old_step(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
     g, x, out = _edited_graph()
@@ -230,6 +287,7 @@ def _digest_graph():
         w = fl.constant(np.arange(60, dtype=np.float32).reshape(3, 20), name="w")   # big
         b = fl.constant(np.float32(0.5), name="b")
         y = fl.nn.leaky_relu(fl.matmul(x, w) + b, alpha=0.1, name="y")
+        y.op.node.attrs["_list"] = [1, 2, [3]]       # an internal attr: kept, printed, hashed
         with fl.control_dependencies([b]):
             z = fl.identity(y, name="z")
     return g, z
@@ -246,6 +304,9 @@ def _edits():
         "op": lambda g: setattr(g.node("z"), "op", "StopGradient"),
         "attr": lambda g: g.node("y").attrs.__setitem__("alpha", 0.2),
         "attr added": lambda g: g.node("y").attrs.__setitem__("extra", [1, 2]),
+        "list attr appended to": lambda g: g.node("y").attrs["_list"].append(3),
+        "list attr assigned into": lambda g: g.node("y").attrs["_list"].__setitem__(0, 5),
+        "list attr in a list": lambda g: g.node("y").attrs["_list"][2].append(4),
         "small constant": lambda g: g.node("b").attrs.__setitem__(
             "value", np.float32(0.25) * np.ones((), np.float32)),
         "big constant": lambda g: g.node("w").attrs.__setitem__(

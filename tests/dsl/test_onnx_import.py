@@ -1,5 +1,7 @@
 """The ONNX front end: models built with onnx.helper, imported, compiled to C and checked
 against numpy; the ``flowc compile model.onnx`` path; errors that name the node."""
+import re
+
 import numpy as np
 import pytest
 
@@ -113,6 +115,23 @@ def test_node_names_and_locations_come_from_the_onnx_file(mlp):
     assert [n.name for n in relu] == ["relu1/Relu"]
     assert relu[0].location.file == path and relu[0].location.line == 2   # node #2 of the file
     assert graph.get("x").op == "Placeholder"
+
+
+def test_initializers_and_inputs_are_located_in_the_onnx_file(mlp):
+    """Not at the Python line that imported the model: an error about a graph input names the
+    .onnx file."""
+    path, _ = mlp
+    for as_variables in (False, True):
+        imported = import_onnx(path, initializers_as_variables=as_variables)
+        made_before_nodes = [n for n in imported.graph if n.location.file != path]
+        assert made_before_nodes == []
+        assert str(imported.graph.get("x").location) == f"{path}:0:0"
+    graph = load_onnx_model(path).graph
+    assert str(graph.get("w1").location) == f"{path}:0:0"
+    with fl.Session(graph=imported.graph) as sess:
+        with pytest.raises(runtime.errors.FeedError,
+                           match=f"placeholder 'x'.*defined at {re.escape(path)}:0:0"):
+            sess.run(imported.outputs["probs"])
 
 
 def test_flowc_compile_an_onnx_file_through_the_loader_registration(mlp, tmp_path, capsys, rng):

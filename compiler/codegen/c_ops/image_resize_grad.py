@@ -55,6 +55,32 @@ def _wrap(lines: List[str]) -> str:
     return "{\n" + "\n".join("    " + ln for ln in lines) + "\n}"
 
 
+def _grad_loops(kc: KernelContext, dy_type: str, row: List[str], col: List[str],
+                body: List[str]) -> str:
+    """The frame both gradients share: the sizes and scales, the output zeroed, then for
+    each resized pixel (ry, rx) its source rows (``row``, C at the row loop's head) and
+    columns (``col``), and ``body`` for each image ``b``, with ``v`` the pixel's gradient
+    (C values) and ``dx`` the output."""
+    g, out = kc.inputs[0], kc.out
+    lines = [f"const int64_t N = {g.dim(0)}, RH = {g.dim(1)}, RW = {g.dim(2)}, C = {g.dim(3)};",
+             f"const int64_t OH = {out.dim(1)}, OW = {out.dim(2)};"]
+    lines += _scales(kc)
+    lines += [_zero(out), f"{out.ctype} *dx = {out.data};", f"const {dy_type} *dy = {g.data};",
+              "if (N * C > 0) {",
+              "for (int64_t ry = 0; ry < RH; ry++) {"]
+    lines += ["    " + t for t in row]
+    lines += ["    for (int64_t rx = 0; rx < RW; rx++) {"]
+    lines += ["        " + t for t in col]
+    lines += ["        for (int64_t b = 0; b < N; b++) {",
+              f"            const {dy_type} *v = dy + ((b * RH + ry) * RW + rx) * C;"]
+    lines += ["            " + t for t in body]
+    lines += ["        }",
+              "    }",
+              "}",
+              "}"]
+    return _wrap(lines)
+
+
 def bilinear_grad_checks(kc: KernelContext) -> None:
     """ResizeBilinearGrad's run-time checks (the CUDA kernel's too)."""
     g, x = kc.inputs
@@ -67,7 +93,6 @@ def bilinear_grad_checks(kc: KernelContext) -> None:
 
 
 def _bilinear_grad_c(kc: KernelContext) -> str:
-    g = kc.inputs[0]
     out = kc.out
     bilinear_grad_checks(kc)
     hp = bool(kc.attrs.get("half_pixel_centers"))
@@ -82,31 +107,17 @@ def _bilinear_grad_c(kc: KernelContext) -> str:
                 f"if ({v}1 < 0) {v}1 = 0;",
                 f"const float l{v} = p{v} - f{v}, i{v} = 1.0f - l{v};"]
 
-    lines = [f"const int64_t N = {g.dim(0)}, RH = {g.dim(1)}, RW = {g.dim(2)}, C = {g.dim(3)};",
-             f"const int64_t OH = {out.dim(1)}, OW = {out.dim(2)};"]
-    lines += _scales(kc)
-    lines += [_zero(out), f"{out.ctype} *dx = {out.data};", f"const float *dy = {g.data};",
-              "if (N * C > 0) {",
-              "for (int64_t ry = 0; ry < RH; ry++) {"]
-    lines += ["    " + t for t in taps("ry", "sh", "OH", "y")]
-    lines += ["    for (int64_t rx = 0; rx < RW; rx++) {"]
-    lines += ["        " + t for t in taps("rx", "sw", "OW", "x")]
-    lines += ["        for (int64_t b = 0; b < N; b++) {",
-              "            const float *v = dy + ((b * RH + ry) * RW + rx) * C;",
-              "            const int64_t r0 = (b * OH + y0) * OW, r1 = (b * OH + y1) * OW;",
-              f"            {out.ctype} *tl = dx + (r0 + x0) * C, *tr = dx + (r0 + x1) * C;",
-              f"            {out.ctype} *bl = dx + (r1 + x0) * C, *br = dx + (r1 + x1) * C;",
-              "            for (int64_t c = 0; c < C; c++) {",
-              "                " + _add(kc, "tl[c]", "v[c] * iy * ix"),
-              "                " + _add(kc, "tr[c]", "v[c] * iy * lx"),
-              "                " + _add(kc, "bl[c]", "v[c] * ly * ix"),
-              "                " + _add(kc, "br[c]", "v[c] * ly * lx"),
-              "            }",
-              "        }",
-              "    }",
-              "}",
-              "}"]
-    return _wrap(lines)
+    body = ["const int64_t r0 = (b * OH + y0) * OW, r1 = (b * OH + y1) * OW;",
+            f"{out.ctype} *tl = dx + (r0 + x0) * C, *tr = dx + (r0 + x1) * C;",
+            f"{out.ctype} *bl = dx + (r1 + x0) * C, *br = dx + (r1 + x1) * C;",
+            "for (int64_t c = 0; c < C; c++) {",
+            "    " + _add(kc, "tl[c]", "v[c] * iy * ix"),
+            "    " + _add(kc, "tr[c]", "v[c] * iy * lx"),
+            "    " + _add(kc, "bl[c]", "v[c] * ly * ix"),
+            "    " + _add(kc, "br[c]", "v[c] * ly * lx"),
+            "}"]
+    return _grad_loops(kc, "float", taps("ry", "sh", "OH", "y"), taps("rx", "sw", "OW", "x"),
+                       body)
 
 
 def nearest_grad_checks(kc: KernelContext) -> None:
@@ -132,24 +143,10 @@ def _nearest_grad_c(kc: KernelContext) -> str:
         return [f"int64_t {v} = (int64_t){rounded};", f"if ({v} > {n} - 1) {v} = {n} - 1;",
                 f"if ({v} < 0) {v} = 0;"]
 
-    lines = [f"const int64_t N = {g.dim(0)}, RH = {g.dim(1)}, RW = {g.dim(2)}, C = {g.dim(3)};",
-             f"const int64_t OH = {out.dim(1)}, OW = {out.dim(2)};"]
-    lines += _scales(kc)
-    lines += [_zero(out), f"{out.ctype} *dx = {out.data};", f"const {g.ctype} *dy = {g.data};",
-              "if (N * C > 0) {",
-              "for (int64_t ry = 0; ry < RH; ry++) {"]
-    lines += ["    " + t for t in index("ry", "sh", "OH", "iy")]
-    lines += ["    for (int64_t rx = 0; rx < RW; rx++) {"]
-    lines += ["        " + t for t in index("rx", "sw", "OW", "ix")]
-    lines += ["        for (int64_t b = 0; b < N; b++) {",
-              "            const " + g.ctype + " *v = dy + ((b * RH + ry) * RW + rx) * C;",
-              f"            {out.ctype} *d = dx + ((b * OH + iy) * OW + ix) * C;",
-              "            for (int64_t c = 0; c < C; c++) " + _add(kc, "d[c]", "v[c]"),
-              "        }",
-              "    }",
-              "}",
-              "}"]
-    return _wrap(lines)
+    body = [f"{out.ctype} *d = dx + ((b * OH + iy) * OW + ix) * C;",
+            "for (int64_t c = 0; c < C; c++) " + _add(kc, "d[c]", "v[c]")]
+    return _grad_loops(kc, g.ctype, index("ry", "sh", "OH", "iy"),
+                       index("rx", "sw", "OW", "ix"), body)
 
 
 set_c_kernel("ResizeBilinearGrad", _bilinear_grad_c, _bilinear_dims)
