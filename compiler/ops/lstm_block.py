@@ -147,22 +147,20 @@ def _sigmoid(v: np.ndarray) -> np.ndarray:
 
 
 def _check_sizes(ctx, x, cs_prev, h_prev, w, wci, wcf, wco, b) -> int:
-    """The cell size, after the run-time checks of TensorFlow's kernel (as errors)."""
+    """The cell size, after the run-time checks of TensorFlow's kernel (errors in its words,
+    as the C kernel words them)."""
     batch, inp, cell = x.shape[-2], x.shape[-1], cs_prev.shape[1]
-    problems = []
-    if cs_prev.shape != (batch, cell) or h_prev.shape != (batch, cell):
-        problems.append(f"cs_prev {list(cs_prev.shape)} and h_prev {list(h_prev.shape)} must "
-                        f"be [batch_size, cell_size] = [{batch}, {cell}]")
-    if w.shape != (inp + cell, 4 * cell):
-        problems.append(f"w {list(w.shape)} must be [input_size + cell_size, 4 * cell_size] "
-                        f"= [{inp + cell}, {4 * cell}]")
-    if b.shape != (4 * cell,):
-        problems.append(f"b {list(b.shape)} must be [4 * cell_size] = [{4 * cell}]")
-    for name, p in (("wci", wci), ("wcf", wcf), ("wco", wco)):
-        if p.shape != (cell,):
-            problems.append(f"{name} {list(p.shape)} must be [cell_size] = [{cell}]")
-    if problems:
-        raise ExecutionError("; ".join(problems), ctx.node)
+    checks = [(cs_prev.shape[0], batch, "cs_prev.dims(0) != batch_size"),
+              (h_prev.shape[0], batch, "h_prev.dims(0) != batch_size"),
+              (h_prev.shape[1], cell, "h_prev.dims(1) != cell_size"),
+              (w.shape[0], inp + cell, "w.dim_size(0) != input_size + cell_size"),
+              (w.shape[1], 4 * cell, "w.dim_size(1) != cell_size * 4"),
+              (b.shape[0], 4 * cell, "b.dim_size(0) != cell_size * 4")]
+    checks += [(p.shape[0], cell, f"{name}.dim_size(0) != cell_size")
+               for name, p in (("wci", wci), ("wcf", wcf), ("wco", wco))]
+    for got, want, what in checks:
+        if got != want:
+            raise ExecutionError(f"{what}: {got} != {want}", ctx.node)
     return cell
 
 
@@ -262,9 +260,10 @@ def _block_ref(ctx, seq_len_max, x, cs_prev, h_prev, w, wci, wcf, wco, b):
 
 def _check_like(ctx, names: Sequence[str], values, shape: tuple) -> None:
     for name, v in zip(names, values):
-        if v.shape != shape:
-            raise ExecutionError(f"{name} has shape {list(v.shape)}, expected {list(shape)}",
-                                 ctx.node)
+        for d, (got, want) in enumerate(zip(v.shape, shape)):
+            if got != want:
+                raise ExecutionError(f"{name}.dims({d}) does not match: {got} != {want}",
+                                     ctx.node)
 
 
 def _cell_grad_ref(ctx, x, cs_prev, h_prev, w, wci, wcf, wco, b, i, cs, f, o, ci, co,
