@@ -14,7 +14,7 @@ import numpy as np
 
 from dsl.gradients import NotDifferentiable, RegisterGradient
 from dsl.ops import apply_op
-from dsl.tensor import Operation, Tensor
+from dsl.tensor import Operation, Tensor, static_shape
 from runtime.dtypes import DType
 
 Grads = List[Optional[Tensor]]
@@ -39,9 +39,13 @@ def _lstm_block_cell_grad(op: Operation, *grads: Optional[Tensor]) -> Grads:
          _or_zeros(cs_grad, cs), _or_zeros(h_grad, h)],
         {"use_peephole": op.get_attr("use_peephole")})
     xh_grad = apply_op("MatMul", [dicfo, w], {"transpose_b": True})
-    input_size = apply_op("Slice", [apply_op("Shape", [x], {"out_type": DType.i32}),
-                                    np.array([1], np.int32), np.array([1], np.int32)])
-    sizes = apply_op("ConcatV2", [[input_size, np.array([-1], np.int32)], 0])
+    x_shape = static_shape(x)
+    if x_shape is not None and x_shape[1] is not None:     # static: the split's shapes known
+        sizes = np.array([x_shape[1], -1], np.int32)
+    else:
+        input_size = apply_op("Slice", [apply_op("Shape", [x], {"out_type": DType.i32}),
+                                        np.array([1], np.int32), np.array([1], np.int32)])
+        sizes = apply_op("ConcatV2", [[input_size, np.array([-1], np.int32)], 0])
     x_grad, h_prev_grad = apply_op("SplitV", [xh_grad, sizes, 1], {"num_split": 2})
     xh = apply_op("ConcatV2", [[x, h_prev], 1])
     w_grad = apply_op("MatMul", [xh, dicfo], {"transpose_a": True})
