@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import List
 
-from compiler.codegen.c_ops.nn import _blas_fits, parallel_gemm
+from compiler.codegen.c_ops.nn import _blas_fits, blas_routines
+from compiler.codegen.elementwise import use_vector_math
 from compiler.codegen.kernel_context import KernelContext, product
 from compiler.ir.op_registry import set_c_kernel
 from compiler.ops.lstm_block import LAYOUT
@@ -81,6 +82,12 @@ def _block_grad_dims(kc: KernelContext) -> List[List[str]]:
     return [kc.inputs[k].dims for k in range(1, 9)]
 
 
+def _math(kc: KernelContext, fn: str, dtype) -> str:
+    """The C function for ``fn`` in ``dtype``: for float32 flowc's branch-free version, which
+    lets the compiler vectorize the gate loops (a libm call keeps them scalar)."""
+    return use_vector_math(kc, kc.math(fn, dtype) + "(")[:-1]
+
+
 def _emit(kc: KernelContext, part: str) -> str:
     node_op = kc.node.op
     first = 0 if node_op.startswith("LSTMBlockCell") else 1
@@ -95,11 +102,13 @@ def _emit(kc: KernelContext, part: str) -> str:
     args = dict(part=part, batch=batch, inp=inp, cell=cell, time=time, steps=steps,
                 c_at=c_at, f_at=f_at, peephole=peephole, x=x.data, cs0=cs.data, h0=h.data,
                 w=w.data, b=b.data, wci=wci.data, wcf=wcf.data, wco=wco.data,
-                exp=kc.math("exp", dtype), tanh=kc.math("tanh", dtype), gemm="")
+                exp=_math(kc, "exp", dtype), tanh=_math(kc, "tanh", dtype), gemm="")
     if part != "cell_grad":
         kc.require("blas")
         _blas_fits(kc, [product([time, batch]), product(["4", cell]), _sum(inp, cell)])
-        args["gemm"] = parallel_gemm(kc, dtype)
+        # oneDNN's gemm where it may run (float32; gemm_engine.py), chosen by the per-step
+        # product with h_prev (the dnnl wrapper checks each call's size at run time)
+        args["gemm"] = blas_routines(kc, dtype, [batch, product(["4", cell]), cell])["gemm"]
     if part == "forward":
         clip = float(kc.attr("cell_clip"))
         args.update(forget_bias=repr(float(kc.attrs.get("forget_bias", 0.0))),
