@@ -342,4 +342,5 @@ for _name, _forward in (("BlockLSTMGrad", "BlockLSTM"), ("BlockLSTMGradV2", "Blo
                          "wci_grad: T", "wcf_grad: T", "wco_grad: T", "b_grad: T"],
                 attrs=["use_peephole: bool", _T], shape=_block_grad_shape,
                 kernel=_block_grad_ref, group="other",
-                doc=f"The gradient of {_forward} with respect to all its inputs but seq_len_max, back through the steps.")
+                doc=f"The gradient of {_forward} with respect to all its inputs but "
+                    "seq_len_max, back through the steps.")
