@@ -29,6 +29,7 @@ _ACCUMULATOR = {"container": "", "shared_name": "", "reduction_type": "MEAN"}
 _SEEDS = {"seed": 0, "seed2": 0}
 _REDUCE = {"keep_dims": False}
 _SEND_RECV = {"client_terminated": False}
+_LSTM_BLOCK = {"forget_bias": 1.0, "cell_clip": 3.0, "use_peephole": False}
 
 TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     # math_ops.cc
@@ -64,6 +65,9 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "RandomStandardNormal": _SEEDS, "RandomUniform": _SEEDS, "RandomUniformInt": _SEEDS,
     "TruncatedNormal": _SEEDS, "UniformCandidateSampler": _SEEDS,
     "LogUniformCandidateSampler": _SEEDS,
+    # rnn_ops.cc (the gradient ops' use_peephole has no default)
+    "LSTMBlockCell": _LSTM_BLOCK, "BlockLSTM": _LSTM_BLOCK,
+    "BlockLSTMV2": {"cell_clip": 0.0, "use_peephole": False},
     # resource_variable_ops.cc
     "VarHandleOp": {"container": "", "shared_name": "", "debug_name": "", "allowed_devices": []},
     "AssignVariableOp": {"validate_shape": False},
