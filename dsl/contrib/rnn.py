@@ -12,6 +12,8 @@
   ``(outputs, LSTMStateTuple(c, h))`` as TF1 does; with ``sequence_length`` the op runs up to
   the longest sequence, outputs past each sequence's length are 0 and the final state is the
   one at its length. Variables ``lstm_fused_cell/kernel`` and ``.../bias`` (plus the peepholes).
+- ``GRUBlockCell`` and ``GRUBlockCellV2`` (``dsl/contrib/gru_ops.py``): a GRU step as one
+  fused ``GRUBlockCell`` op.
 - The core cells and functions under their ``tf.contrib.rnn`` names (``BasicLSTMCell``,
   ``LSTMCell``, ``GRUCell``, ``MultiRNNCell``, ``DropoutWrapper``, ``static_rnn``, ...).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from dsl.contrib.gru_ops import GRUBlockCell, GRUBlockCellV2
 from dsl.ops import apply_op, convert_to_tensor
 from dsl.rnn import (bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn,
                      static_rnn)
@@ -28,7 +31,8 @@ from dsl.rnn_cell import (BasicLSTMCell, BasicRNNCell, DeviceWrapper, DropoutWra
 from dsl.tensor import static_shape
 from runtime.dtypes import DType, as_dtype
 
-__all__ = ["LSTMBlockCell", "LSTMBlockFusedCell", "LSTMBlockWrapper",
+__all__ = ["LSTMBlockCell", "LSTMBlockFusedCell", "LSTMBlockWrapper", "GRUBlockCell",
+           "GRUBlockCellV2",
            "RNNCell", "LayerRNNCell", "BasicRNNCell", "BasicLSTMCell", "LSTMCell", "GRUCell",
            "MultiRNNCell", "DropoutWrapper", "ResidualWrapper", "DeviceWrapper",
            "LSTMStateTuple", "static_rnn", "static_bidirectional_rnn", "dynamic_rnn",
@@ -173,8 +177,3 @@ class LSTMBlockFusedCell(LSTMBlockWrapper):
                  name: str = "lstm_fused_cell"):
         super().__init__(num_units, forget_bias, cell_clip, use_peephole, name=name,
                          dtype=dtype, reuse=reuse)
-
-
-# --- GRUBlockCell and GRUBlockCellV2 live in dsl/contrib/gru_ops.py (added separately); export
-# --- its names here: `from dsl.contrib.gru_ops import GRUBlockCell, GRUBlockCellV2` and add
-# --- them to __all__.

@@ -85,3 +85,9 @@ def test_argument_checks(graph):
         GRUBlockCell(4)(fl.placeholder(fl.float32, [2, None]), fl.zeros([2, 4]))
     with pytest.raises(ValueError, match="cell_size 4 vs 3"):
         GRUBlockCell(4)(fl.zeros([2, 5]), fl.zeros([2, 3]))
+
+
+def test_the_gru_block_cells_are_reached_through_contrib_rnn():
+    from dsl.contrib import gru_ops
+    assert fl.contrib.rnn.GRUBlockCell is gru_ops.GRUBlockCell
+    assert fl.contrib.rnn.GRUBlockCellV2 is gru_ops.GRUBlockCellV2

@@ -292,6 +292,17 @@ CASES: Dict[str, Builder] = {
     # every output in the loss: h through GRUBlockCellGrad, r, u and c by flowc's extra terms
     "GRUBlockCell": lambda p: list(fl.apply_op("GRUBlockCell", [
         p.n(2, 3), p.n(2, 2), p.n(5, 4), p.n(5, 2), p.n(4), p.n(2)])),
+    # the fused LSTM ops: TF's gradients flow through the cell state and h outputs (the gate
+    # outputs are internals the gradient ops read), so the loss takes those two
+    "LSTMBlockCell": lambda p: [o for k, o in enumerate(fl.apply_op("LSTMBlockCell", [
+        p.n(2, 3), p.n(2, 2), p.n(2, 2), p.n(5, 8), p.n(2), p.n(2), p.n(2), p.n(8)],
+        {"use_peephole": True})) if k in (1, 6)],
+    "BlockLSTM": lambda p: [o for k, o in enumerate(fl.apply_op("BlockLSTM", [
+        fl.constant(np.int64(3)), p.n(3, 2, 3), p.n(2, 2), p.n(2, 2), p.n(5, 8), p.n(2),
+        p.n(2), p.n(2), p.n(8)], {"use_peephole": True})) if k in (1, 6)],
+    "BlockLSTMV2": lambda p: [o for k, o in enumerate(fl.apply_op("BlockLSTMV2", [
+        fl.constant(np.int64(2)), p.n(3, 2, 3), p.n(2, 2), p.n(2, 2), p.n(5, 8), p.n(2),
+        p.n(2), p.n(2), p.n(8)], {"use_peephole": True})) if k in (1, 6)],
     "MatrixDeterminant": lambda p: fl.matrix_determinant(p.n(2, 3, 3)),
     "MatrixInverse": lambda p: (lambda a: [fl.matrix_inverse(a),
                                            fl.matrix_inverse(a, adjoint=True)])(
