@@ -8,6 +8,16 @@ initial_h, initial_c and P (peepholes); and any of the outputs Y, Y_h, Y_c left 
 
 How it is lowered, as onnxruntime computes it:
 
+- An LSTM that is what TensorFlow's ``BlockLSTMV2`` computes (the default activations, no
+  ``clip``, no ``input_forget``, no ``sequence_lens``, W and R known at import: what most
+  exported models are) becomes one ``BlockLSTMV2`` per direction: the whole sequence in one C
+  kernel (every step's input product in one gemm, then per step the product with h and the
+  gates), W^T and R^T packed into its ``[input + hidden, 4 * hidden]`` kernel with the gate
+  blocks reordered (ONNX i, o, f, c -> i, f, c, o). A reverse direction reverses X and Y
+  around it. Measured against the step-by-step lowering below (the LSTM inference benchmark's
+  model, 32 steps x 64 inputs, hidden 128, one thread, interleaved, thread CPU time): batch 32
+  2.33 vs 2.42 ms, batch 1 0.121 vs 0.127 ms (medians, loaded machine).
+
 - The input projection of every time step (and both directions) is ONE MatMul before the
   recurrence, ``[seq*batch, input] x [input, dirs*gates*hidden]``, with the biases that can be
   (Wb + Rb, except GRU's Rbh under linear_before_reset) added there; each step then adds
@@ -491,8 +501,95 @@ def _sum_halves(b: Tensor) -> Tensor:
     return binary("AddV2", wb, rb)
 
 
+# ONNX's gate blocks are i, o, f, c; BlockLSTMV2 takes i, f, c, o
+_ONNX_TO_IFCO = (0, 2, 3, 1)
+
+
+def _fusable_lstm(node: RecurrentNode) -> bool:
+    """Whether the node is what BlockLSTMV2 computes: the default activations, no clip, no
+    input_forget, no sequence_lens, W and R known (packed at import), a float type."""
+    ctx = node.ctx
+    acts = _activations(ctx, LSTM, node.dirs)
+    default = [Activation("sigmoid", None, None), Activation("tanh", None, None),
+               Activation("tanh", None, None)]
+    return (all(a == default for a in acts) and node.clip is None
+            and not ctx.attr("input_forget", 0) and node.lens is None
+            and static_value(node.w.output) is not None
+            and static_value(node.r.output) is not None
+            and node.x.dtype in (fl.float32, fl.float64))
+
+
+def _ifco_columns(m: np.ndarray, hidden: int) -> np.ndarray:
+    """[rows, 4*hidden] with ONNX's i, o, f, c column blocks -> i, f, c, o."""
+    blocks = [m[:, k * hidden:(k + 1) * hidden] for k in range(4)]
+    return np.concatenate([blocks[k] for k in _ONNX_TO_IFCO], axis=1)
+
+
+def _last_row(seq: Tensor, first: Tensor, steps: Optional[int], length: Tensor) -> Tensor:
+    """The state after the last step: ``seq[-1]``, or ``first`` for a sequence of no steps
+    (where the length is only known at run time)."""
+    if steps is not None:
+        return _take(seq, steps - 1)
+    with_first = apply_op("ConcatV2", [[apply_op("ExpandDims", [first, index_scalar(0)]), seq],
+                                       index_scalar(0)])
+    return apply_op("GatherV2", [with_first, length, index_scalar(0)])
+
+
+def _fused_lstm(node: RecurrentNode) -> List[Optional[Tensor]]:
+    """The node as one BlockLSTMV2 per direction (the whole sequence in one C kernel: one
+    product for every step's input, then a product with h and the gates per step)."""
+    ctx, hid, dtype = node.ctx, node.hidden, node.x.dtype.np
+    w_all, r_all = np.asarray(static_value(node.w.output)), np.asarray(static_value(node.r.output))
+    b = ctx.optional_input(3)
+    p = ctx.optional_input(7)
+    reverse = ctx.attr("direction", "forward") == "reverse"
+    x = node.x
+    if node.steps is not None:
+        length = fl.constant(np.int64(node.steps))
+    else:
+        shape = apply_op("Shape", [x], {"out_type": fl.int64})
+        length = apply_op("GatherV2", [shape, index_scalar(0), index_scalar(0)])
+    ys, hs, cs = [], [], []
+    for d in range(node.dirs):
+        backwards = reverse or d == 1
+        kernel = np.concatenate([w_all[d].T, r_all[d].T], axis=0)       # [input + hidden, 4h]
+        kernel = fl.constant(np.ascontiguousarray(_ifco_columns(kernel, hid)).astype(dtype))
+        if b is None:
+            bias = fl.constant(np.zeros(4 * hid, dtype))
+        else:
+            idx = fl.constant(np.concatenate([np.arange(k * hid, (k + 1) * hid)
+                                              for k in _ONNX_TO_IFCO]).astype(np.int32))
+            bias = apply_op("GatherV2", [_sum_halves(_take(b, d)), idx, index_scalar(0)])
+        if p is None:
+            peeps = [fl.constant(np.zeros(hid, dtype))] * 3
+        else:
+            p_i, p_o, p_f = _split_last(_take(p, d), 3)
+            peeps = [p_i, p_f, p_o]
+        x_d = apply_op("ReverseV2", [x, index_const([0])]) if backwards else x
+        h0, c0 = node.state(5, d), node.state(6, d)
+        outs = apply_op("BlockLSTMV2", [length, x_d, c0, h0, kernel] + peeps + [bias],
+                        {"use_peephole": p is not None, "cell_clip": 0.0})
+        cs_seq, h_seq = outs[1], outs[6]
+        hs.append(_last_row(h_seq, h0, node.steps, length))
+        cs.append(_last_row(cs_seq, c0, node.steps, length))
+        ys.append(apply_op("ReverseV2", [h_seq, index_const([0])]) if backwards else h_seq)
+    outputs: List[Optional[Tensor]] = [None, None, None]
+    if ctx.output_wanted(0):
+        y = apply_op("Pack", [ys], {"axis": 1})                          # [steps, dirs, batch, h]
+        outputs[0] = y if node.layout == 0 else apply_op("Transpose",
+                                                         [y, index_const([2, 0, 1, 3])])
+    for k, last in ((1, hs), (2, cs)):
+        if ctx.output_wanted(k):
+            stacked = apply_op("Pack", [last], {"axis": 0})
+            outputs[k] = stacked if node.layout == 0 else apply_op(
+                "Transpose", [stacked, index_const([1, 0, 2])])
+    return outputs
+
+
 def lower_lstm(ctx):
     node = RecurrentNode(ctx, LSTM)
+    if _fusable_lstm(node):
+        return _fused_lstm(node)
     proj = node.input_projection(_sum_halves)
     return _recurrence(node, _lstm_step, node.directions(lambda d: None), proj)
 

@@ -286,7 +286,7 @@ def test_the_loop_path_is_a_c_loop_writing_y_in_place_and_long_static_sequences_
     from compiler.codegen.emitter import emit_c
     from compiler.step import make_step_graph, optimize
     steps = ops_rnn.MAX_UNROLLED_STEPS
-    short = Case("short", "LSTM", rng, steps=steps, direction="bidirectional")
+    short = Case("short", "LSTM", rng, steps=steps, direction="bidirectional", clip=2.0)
     long = Case("long", "GRU", rng, steps=steps + 1, direction="bidirectional", lens=[9, 3, 0])
     check([short, long], graph_name="cutover")
     graph = fl.Graph("cutover")
@@ -328,9 +328,47 @@ def test_weights_known_at_import_are_stored_transposed_and_fed_ones_are_not(rng)
     for c in cases:
         import_graph(c.model, f"{c.name}.onnx", graph, scope=c.name)
     for c in cases:
-        matmuls = [n for n in graph if n.op == "MatMul" and n.name.startswith(c.name + "/")]
+        ops = [n for n in graph if n.name.startswith(c.name + "/")]
+        if c.name == "LSTM_bidirectional_init":          # fused: one BlockLSTMV2 a direction
+            assert [n.op for n in ops].count("BlockLSTMV2") == 2, c.name
+            assert "MatMul" not in {n.op for n in ops}, c.name
+            continue
+        matmuls = [n for n in ops if n.op == "MatMul"]
         transposed = {bool(n.attrs.get("transpose_b", False)) for n in matmuls}
         assert matmuls and transposed == {c.name.endswith("_fed")}, c.name
+
+
+def test_lstms_blocklstm_computes_are_fused_into_it_and_the_rest_are_not(rng):
+    """An LSTM with the default activations, no clip, no input_forget, no sequence_lens and
+    W and R known at import is one BlockLSTMV2 per direction (the whole sequence in one C
+    kernel): forward, reverse, bidirectional, layout 1, peepholes, initial states, no B,
+    outputs left out, f64, static and unknown lengths, all matching the ONNX formulas; the
+    others keep the step-by-step lowering."""
+    long = ops_rnn.MAX_UNROLLED_STEPS + 3
+    fused = [
+        Case("F_forward", "LSTM", rng),
+        Case("F_reverse_peep_init", "LSTM", rng, direction="reverse", peepholes=True,
+             initial=True),
+        Case("F_bidir_layout1", "LSTM", rng, direction="bidirectional", layout=1,
+             initial=True, peepholes=True),
+        Case("F_no_bias_long", "LSTM", rng, steps=long, bias=False),
+        Case("F_f64", "LSTM", rng, dtype=np.float64, direction="bidirectional"),
+        Case("F_only_c", "LSTM", rng, direction="reverse", outputs=("Y_c",))]
+    unknown = Case("F_unknown_seq", "LSTM", rng, steps=long, direction="bidirectional",
+                   x_dims=["seq", "batch", 5])
+    kept = [
+        Case("K_clip", "LSTM", rng, clip=1.5),
+        Case("K_lens", "LSTM", rng, lens=[4, 2, 3]),
+        Case("K_input_forget", "LSTM", rng, input_forget=1),
+        Case("K_acts", "LSTM", rng, activations=["HardSigmoid", "Tanh", "Tanh"]),
+        Case("K_fed", "LSTM", rng, feed_weights=True)]
+    check(fused + [unknown] + kept, graph_name="fusion")
+    graph = fl.Graph("fusion")
+    for c in fused + [unknown] + kept:
+        import_graph(c.model, f"{c.name}.onnx", graph, scope=c.name)
+    for c in fused + [unknown] + kept:
+        ops = {n.op for n in graph if n.name.startswith(c.name + "/")}
+        assert ("BlockLSTMV2" in ops) == c.name.startswith("F_"), c.name
 
 
 @pytest.mark.parametrize("opset", [7, 22])
