@@ -315,6 +315,11 @@ def _check_device(c: _Checker, d: dict, where: str, files: dict, n_feeds: int,
         c.text(name, f"{where}.random_streams[{k}]")
     for k, name in enumerate(c.items(d.get("features", []), where + ".features")):
         c.text(name, f"{where}.features[{k}]")
+    for k, blob in enumerate(c.items(d.get("constants", []), where + ".constants")):
+        bw = f"{where}.constants[{k}]"
+        c.mapping(blob, bw)
+        c.file_name(c.get(blob, "file", bw + "."), files, bw + ".file")
+        c.integer(c.get(blob, "nbytes", bw + "."), 1, MAX_INT64, bw + ".nbytes")
     for k, q in enumerate(c.items(d.get("queues", []), where + ".queues")):
         qw = f"{where}.queues[{k}]"
         c.mapping(q, qw)
