@@ -24,7 +24,9 @@ from runtime.errors import ArtifactError
 from runtime.module import ABI_VERSION
 
 FORMAT = "flowc-artifact"
-FORMAT_VERSION = 2
+# 3: a CPU device's big constants are its ``constants`` blobs, which the loader must bind (a
+# loader of version 2 would load the module and fail at its first run)
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 CHECKSUM_FIELD = "manifest_sha256"
 SIGNATURE_FIELD = "manifest_hmac_sha256"
