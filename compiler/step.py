@@ -242,8 +242,9 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     Big constants are stored once, in ``.bin`` blobs the module does not include: the
     device's ``constants`` entry lists them in the order the module's ``flowc_consts`` table
     takes them, and the loader maps and binds them (``runtime/artifact_files.py``).
-    Every file written is listed with its SHA-256 in the manifest (the blobs too); ``sign_key`` (bytes or a key file) adds an HMAC-SHA256 signature of the
-    manifest (``runtime/signing.py``), which ``load_artifact(path, verify_key=...)`` checks.
+    Every file written is listed with its SHA-256 in the manifest (the blobs too);
+    ``sign_key`` (bytes or a key file) adds an HMAC-SHA256 signature of the manifest
+    (``runtime/signing.py``), which ``load_artifact(path, verify_key=...)`` checks.
     Each file is hashed once, from the bytes written (the shared object when it entered the
     build cache); ``verified`` (the compile cache's record, ``runtime/verified_files.py``)
     notes them as written, so loading the artifact does not hash them again.

@@ -4,12 +4,13 @@ The loader checks the manifest (``runtime/manifest.py``: strict JSON, every entr
 range, file names confined to the folder), its checksum and, given a key, its signature
 (``runtime/signing.py``), and every file's hash; it loads modules only through
 ``runtime/artifact_files.py``, which reads nothing the manifest does not hash and nothing
-outside the folder, and checks a module is one before ``dlopen``. A CPU module's big constants
-are the artifact's ``.bin`` blobs (stored once: the module does not include them), mapped,
-hashed once and bound to the module before it runs (``load_cpu_module``). A tampered, malformed or
-mismatched artifact is refused with an ArtifactError that names the artifact and the entry or
-file. The compile cache passes a ``VerificationRecord`` (``runtime/verified_files.py``) so its
-files, hashed once, are not hashed again at every start while they stay the same files.
+outside the folder, and checks a module is one before ``dlopen``. A CPU module's big
+constants are the artifact's ``.bin`` blobs (stored once: the module does not include them),
+mapped, hashed once and bound to the module before it runs (``load_cpu_module``). A tampered,
+malformed or mismatched artifact is refused with an ArtifactError that names the artifact and
+the entry or file. The compile cache passes a ``VerificationRecord``
+(``runtime/verified_files.py``) so its files, hashed once, are not hashed again at every start
+while they stay the same files.
 """
 from __future__ import annotations
 

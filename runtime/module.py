@@ -229,7 +229,8 @@ class CModule:
         finally:
             for mapped in mappings:
                 mapped.close()
-        weakref.finalize(self, _unbind_constants, key, self.lib)
+        # not at exit: a step still running on another thread would lose its constants
+        weakref.finalize(self, _unbind_constants, key, self.lib).atexit = False
 
     def _bind(self, blobs: Sequence[tuple], mappings: list, digests: tuple) -> _ConstantBinding:
         try:

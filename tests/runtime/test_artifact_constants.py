@@ -190,3 +190,29 @@ def test_emitted_on_its_own_a_module_still_embeds_its_constants(built):
     step, _ = _step(0)
     emitted = emit_c(step.graph, step.feeds, step.retvals)
     assert ".incbin" in emitted.source and not emitted.loaded_constants
+
+
+def test_a_module_built_as_several_units_reads_its_constants(tmp_path, monkeypatch):
+    """Parts in other translation units than the table's definition read it too (``extern``):
+    a chain of 140 MatMuls, each with its own 4 KiB constant, is three parts."""
+    monkeypatch.setenv("FLOWC_CC_MIN_UNIT_COST", "0")
+    monkeypatch.setenv("FLOWC_CC_JOBS", "2")
+    rng = np.random.RandomState(3)
+    g = fl.Graph("units")
+    with g.as_default():
+        x = fl.placeholder(fl.f32, [32, 32], name="x")
+        h = x
+        for _ in range(140):
+            h = fl.matmul(h, fl.constant((np.eye(32) + rng.randn(32, 32) * 0.01)
+                                         .astype(np.float32)))
+        y = fl.identity(h, name="y")
+    step = make_step_graph(g, [x.output], [y.output])
+    xv = rng.randn(32, 32).astype(np.float32)
+    want = Interpreter(step.graph).run([r.inputs[0] for r in step.retvals],
+                                       {step.feeds[0].output(0): xv})[0]
+    optimize(step)
+    path = write_artifact(step, str(tmp_path / "art"))
+    source = open(os.path.join(path, "cpu_0.c")).read()
+    assert source.count("int flowc_part") > 1 and "flowc_consts[139]" in source
+    (got,) = load_artifact(path).run({"x": xv})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
