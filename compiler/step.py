@@ -27,7 +27,7 @@ import numpy as np
 from compiler.build_cache import cache_root
 from compiler.codegen.build import (build_shared_object, cc_jobs, compiler_identity,
                                     compiler_command, target_cpu)
-from compiler.codegen.emitter import emit_c
+from compiler.codegen.emitter import LOADED, emit_c
 from compiler.codegen.instrument import Instrumentation, origins_of
 from compiler.codegen.onednn import onednn_tag
 from compiler.errors import CompileError
@@ -239,9 +239,12 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
     A GPU device's module is CUDA (``gpu_0.cu`` built by nvcc for ``cuda_arch``: one
     architecture for every GPU, or a device name -> architecture map where the GPUs differ;
     see ``compiler/codegen/cuda_artifact.py``).
-    Every file written is listed with its SHA-256 in the manifest (the big constants' ``.bin``
-    blobs too); ``sign_key`` (bytes or a key file) adds an HMAC-SHA256 signature of the
-    manifest (``runtime/signing.py``), which ``load_artifact(path, verify_key=...)`` checks.
+    Big constants are stored once, in ``.bin`` blobs the module does not include: the
+    device's ``constants`` entry lists them in the order the module's ``flowc_consts`` table
+    takes them, and the loader maps and binds them (``runtime/artifact_files.py``).
+    Every file written is listed with its SHA-256 in the manifest (the blobs too);
+    ``sign_key`` (bytes or a key file) adds an HMAC-SHA256 signature of the manifest
+    (``runtime/signing.py``), which ``load_artifact(path, verify_key=...)`` checks.
     Each file is hashed once, from the bytes written (the shared object when it entered the
     build cache); ``verified`` (the compile cache's record, ``runtime/verified_files.py``)
     notes them as written, so loading the artifact does not hash them again.
@@ -271,7 +274,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                                 profile=instrumentation.profile, origins=step.origins)
         else:
             emitted = emit_c(g, feeds, retvals, instrumentation=instrumentation,
-                             origins=step.origins, plan_memory=step.plan_memory)
+                             origins=step.origins, plan_memory=step.plan_memory,
+                             constants=LOADED)
             step.memory_plans[device] = emitted.memory
         for r in retvals:
             r.attrs["index"] = fetch_index[r.name]
@@ -316,7 +320,7 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
                 continue
             files[f"{label}.c"] = _write_hashed(os.path.join(tmp, f"{label}.c"),
                                                 emitted.source.encode())
-            for fname, data in sorted(getattr(emitted, "blobs", {}).items()):  # what .incbin reads
+            for fname, data in sorted(getattr(emitted, "blobs", {}).items()):  # big constants
                 with open(os.path.join(tmp, fname), "wb") as f:
                     f.write(data)
                 files[fname] = digests[device][fname]
@@ -325,6 +329,8 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
             devices.append({
                 "device": device, "kind": "cpu", "module": f"{label}.so", "source": f"{label}.c",
                 "features": sorted(emitted.features),
+                "constants": [{"file": fname, "nbytes": nbytes}
+                              for fname, nbytes in emitted.loaded_constants],
                 "feeds": [feed_index[n.name] for n in feeds],
                 "fetches": [fetch_index[r.name] for r in retvals],
                 "variables": [TensorSpec(name, dtype, shape).to_json()
@@ -354,7 +360,7 @@ def write_artifact(step: StepGraph, out_dir: str, signature: str = "",
 
 def _constant_files(graph: Graph, modules: list, digests: Dict[str, Dict[str, str]]) -> dict:
     """Node name -> (blob file, SHA-256) of each constant of ``graph`` whose bytes a CPU
-    module's ``.incbin`` blob holds: the artifact's IR names that file instead of printing
+    module's ``.bin`` blob holds: the artifact's IR names that file instead of printing
     the bytes a second time (``flowc ir`` and the parser read them from it)."""
     out = {}
     for device, _, _, _, emitted, *_ in modules:
@@ -408,8 +414,10 @@ def _build_module(device: str, emitted, cuda_arch: Union[None, str, Dict[str, st
         from compiler.codegen.cuda_build import build_cuda_module
         arch = cuda_arch.get(device) if isinstance(cuda_arch, dict) else cuda_arch
         return build_cuda_module(emitted.source, arch, name=device_label(device))
-    return build_shared_object(emitted.source, sorted(emitted.features),
-                               blobs=getattr(emitted, "blobs", None),
+    # a module that reads its constants from the artifact's blobs does not include them: its
+    # object (and cache key) depends only on its source
+    embedded = None if emitted.loaded_constants else getattr(emitted, "blobs", None)
+    return build_shared_object(emitted.source, sorted(emitted.features), blobs=embedded,
                                layout=getattr(emitted, "layout", None), jobs=jobs,
                                blob_digests=blob_digests)
 

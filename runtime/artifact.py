@@ -4,10 +4,13 @@ The loader checks the manifest (``runtime/manifest.py``: strict JSON, every entr
 range, file names confined to the folder), its checksum and, given a key, its signature
 (``runtime/signing.py``), and every file's hash; it loads modules only through
 ``runtime/artifact_files.py``, which reads nothing the manifest does not hash and nothing
-outside the folder, and checks a module is one before ``dlopen``. A tampered, malformed or
-mismatched artifact is refused with an ArtifactError that names the artifact and the entry or
-file. The compile cache passes a ``VerificationRecord`` (``runtime/verified_files.py``) so its
-files, hashed once, are not hashed again at every start while they stay the same files.
+outside the folder, and checks a module is one before ``dlopen``. A CPU module's big
+constants are the artifact's ``.bin`` blobs (stored once: the module does not include them),
+mapped, hashed once and bound to the module before it runs (``load_cpu_module``). A tampered,
+malformed or mismatched artifact is refused with an ArtifactError that names the artifact and
+the entry or file. The compile cache passes a ``VerificationRecord``
+(``runtime/verified_files.py``) so its files, hashed once, are not hashed again at every start
+while they stay the same files.
 """
 from __future__ import annotations
 
@@ -154,6 +157,13 @@ def verify_artifact(path: str, verify_key: Optional[Key] = None,
     Raises an ArtifactError naming the artifact and what is wrong. ``verified``: the record
     of files hashed before (the compile cache's); a file still the same as it records is not
     hashed again, the others are and are recorded. Ignored with ``verify_key``."""
+    return _checked_folder(path, verify_key, verified).manifest
+
+
+def _checked_folder(path: str, verify_key: Optional[Key], verified: Optional[VerificationRecord],
+                    keep_constants: bool = False) -> ArtifactFolder:
+    """``verify_artifact``'s checks; the folder they passed (``keep_constants``: holding the
+    constants' blobs mapped as they were hashed, for the modules to bind)."""
     manifest = read_manifest(path)
     mpath = os.path.join(path, MANIFEST)
     if manifest.get(CHECKSUM_FIELD) != manifest_checksum(manifest):
@@ -162,8 +172,9 @@ def verify_artifact(path: str, verify_key: Optional[Key] = None,
     if verify_key is not None:
         check_signature(manifest, load_key(verify_key, "verify_key"), mpath)
     check_entries(manifest, path)
-    ArtifactFolder(path, manifest, None if verify_key is not None else verified).verify_all()
-    return manifest
+    folder = ArtifactFolder(path, manifest, None if verify_key is not None else verified)
+    folder.verify_all(keep_constants)
+    return folder
 
 
 def write_manifest(path: str, manifest: dict, sign_key: Optional[Key] = None) -> None:
@@ -183,12 +194,20 @@ def write_manifest(path: str, manifest: dict, sign_key: Optional[Key] = None) ->
     os.replace(tmp, os.path.join(path, MANIFEST))
 
 
+def load_cpu_module(folder: ArtifactFolder, index: int, d: dict) -> CModule:
+    """Device ``index``'s CPU module (manifest entry ``d``), bound to its big constants: the
+    artifact's blobs, mapped and hash-checked (``ArtifactFolder.constants``)."""
+    with folder.open_module(d["module"], f"devices[{index}].module") as path:
+        module = CModule(path)
+    module.bind_constants(folder.constants(index, d))
+    return module
+
+
 def _cpu_module(folder: ArtifactFolder, index: int, d: dict) -> CModule:
     if d["kind"] != "cpu":
         raise ArtifactError(f"{folder.path}: device {d['device']} is of kind {d['kind']!r}; "
                             "this runtime runs CPU modules")
-    with folder.open_module(d["module"], f"devices[{index}].module") as path:
-        return CModule(path)
+    return load_cpu_module(folder, index, d)
 
 
 def load_artifact(path: str, load_module: ModuleLoader = _cpu_module, *,
@@ -206,8 +225,15 @@ def load_artifact(path: str, load_module: ModuleLoader = _cpu_module, *,
     hashed before (``runtime/verified_files.py``); not used with ``verify_key``."""
     if verify_key is not None:
         verified = None
-    manifest = verify_artifact(path, verify_key, verified)
-    folder = ArtifactFolder(path, manifest, verified)
+    folder = _checked_folder(path, verify_key, verified, keep_constants=True)
+    try:
+        return _load_checked(folder, load_module)
+    finally:
+        folder.close()           # blobs mapped for a module that was not loaded
+
+
+def _load_checked(folder: ArtifactFolder, load_module: ModuleLoader) -> Artifact:
+    path, manifest = folder.path, folder.manifest
     devices = manifest["devices"]
     feeds = [TensorSpec.from_json(f) for f in manifest["feeds"]]
     fetches = [TensorSpec.from_json(f) for f in manifest["fetches"]]

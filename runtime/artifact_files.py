@@ -14,6 +14,11 @@ again here and refused. What remains is the instant between that last check and 
 opening the name; someone who can write the folder while it loads can race that, and only a
 loader reading from a folder others cannot write is safe from it (docs: README, "Artifacts").
 
+A device's big constants (its manifest entry's ``constants``: ``.bin`` blobs the module does
+not include) are mapped read-only and hashed from that mapping, once; the module is then bound
+to those very pages (``CModule.bind_constants``), so what it reads is what was hashed. A blob
+is read nowhere else, and is never copied into the module as well.
+
 Given a ``VerificationRecord`` (``runtime/verified_files.py``: the compile cache's, never an
 artifact from elsewhere), a file the record says was checked, and that is still that same
 file (device, inode, size, mtime and ctime), is not hashed again; every other file is, and is
@@ -27,7 +32,7 @@ import mmap
 import os
 import stat
 import sys
-from typing import Iterator, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from runtime.elf import ElfError, exported_symbols
 from runtime.errors import ArtifactError
@@ -39,6 +44,7 @@ MODULE_SYMBOLS = ("flowc_abi_version", "flowc_entry", "flowc_free")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)     # fault the pages in at once (Linux)
 
 
 def _elf_platform() -> bool:
@@ -56,6 +62,8 @@ class ArtifactFolder:
         self.files = manifest["files"]
         self.mpath = os.path.join(path, MANIFEST)
         self.verified = verified
+        # blobs of big constants mapped and hashed by ``verify_all``, until a module takes them
+        self._mapped: Dict[str, mmap.mmap] = {}
 
     def _trusted(self, fd: int, name: str) -> bool:
         """File ``name`` (open as ``fd``) was checked before and is unchanged since."""
@@ -113,13 +121,24 @@ class ArtifactFolder:
                                 f"(expected {expected[:12]}…, found {actual[:12]}…): it was "
                                 "modified or corrupted")
 
-    def verify_all(self) -> None:
+    def constant_files(self) -> set:
+        """The names of the blobs some device's module reads its big constants from."""
+        return {blob["file"] for d in self.manifest.get("devices", [])
+                for blob in d.get("constants", [])}
+
+    def verify_all(self, keep_constants: bool = False) -> None:
         """Check the hash of every file the manifest lists (not of those the verification
-        record vouches for); the record notes the files hashed."""
+        record vouches for); the record notes the files hashed. ``keep_constants``: the
+        constants' blobs are hashed through the read-only mapping ``constants`` hands to the
+        module later, so they are hashed once and the module reads the bytes hashed."""
+        constant_files = self.constant_files() if keep_constants else set()
         for name in self.files:
             fd, fpath = self._open(name)
             try:
                 if self._trusted(fd, name):
+                    continue
+                if name in constant_files:
+                    self._mapped[name] = self._map_checked(fd, fpath, name)
                     continue
                 before = os.fstat(fd)
                 h = hashlib.sha256()
@@ -132,6 +151,65 @@ class ArtifactFolder:
                 os.close(fd)
         if self.verified is not None:
             self.verified.save()
+
+    def constants(self, index: int, d: dict) -> List[Tuple[str, str, mmap.mmap]]:
+        """Device ``index``'s (manifest entry ``d``) big constants in the order its module's
+        table takes them: (file name, SHA-256, its bytes mapped read-only), each hash-checked
+        (once: ``verify_all`` may have mapped it already) and of the size the manifest says.
+        Whoever binds the mappings closes them (``CModule.bind_constants``)."""
+        out: List[Tuple[str, str, mmap.mmap]] = []
+        try:
+            for k, blob in enumerate(d.get("constants", [])):
+                name = blob["file"]
+                mapped = self._mapped.pop(name, None)
+                if mapped is None:
+                    fd, fpath = self._open(name)
+                    try:
+                        mapped = self._map_checked(fd, fpath, name)
+                    finally:
+                        os.close(fd)
+                out.append((name, self.files[name], mapped))
+                if len(mapped) != blob["nbytes"]:
+                    raise ArtifactError(
+                        f"{self.mpath}: devices[{index}].constants[{k}]: "
+                        f"{os.path.join(self.path, name)} holds {len(mapped)} bytes; the module "
+                        f"reads {blob['nbytes']}")
+        except BaseException:
+            for _, _, mapped in out:
+                mapped.close()
+            raise
+        return out
+
+    def _map_checked(self, fd: int, fpath: str, name: str) -> mmap.mmap:
+        """File ``name`` (open as ``fd``) mapped read-only and private, hash-checked from the
+        mapping unless the record vouches for the file (then mapped lazily, as ``dlopen``
+        maps a module). Truncated, empty or changed, it is an ArtifactError naming it."""
+        before = os.fstat(fd)
+        trusted = self._trusted(fd, name)
+        if before.st_size == 0:
+            if not trusted:
+                self._check_hash(hashlib.sha256(b"").hexdigest(), fpath, name)
+            raise ArtifactError(f"artifact file {fpath} is empty; a constant's blob holds its "
+                                "bytes")
+        try:
+            mapped = mmap.mmap(fd, 0, flags=mmap.MAP_PRIVATE | (0 if trusted else _POPULATE),
+                               prot=mmap.PROT_READ)
+        except (OSError, ValueError) as e:
+            raise ArtifactError(f"artifact file {fpath}: cannot map it: {e}") from None
+        if not trusted:
+            try:
+                self._check_hash(hashlib.sha256(mapped).hexdigest(), fpath, name)
+            except BaseException:
+                mapped.close()
+                raise
+            self._note(fd, name, before)
+        return mapped
+
+    def close(self) -> None:
+        """Unmap the blobs ``verify_all`` mapped that no module took."""
+        for mapped in self._mapped.values():
+            mapped.close()
+        self._mapped.clear()
 
     def read(self, name: str) -> bytes:
         """The bytes of file ``name`` (a checked manifest entry), hash-checked."""

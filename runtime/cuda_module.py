@@ -38,7 +38,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from runtime.artifact import Artifact, load_artifact
+from runtime.artifact import Artifact, load_artifact, load_cpu_module
 from runtime.artifact_files import ArtifactFolder
 from runtime.errors import ArtifactError, FlowcError
 from runtime.module import CModule, ffi
@@ -220,8 +220,7 @@ def load_cuda_artifact(path: str, context: Optional[CudaContext] = None, *,
             with folder.open_module(d["module"], entry) as module:
                 return CudaModule(module, fatbin, arch, ctx, fatbin_image=image)
         if kind == "cpu":
-            with folder.open_module(d["module"], entry) as module:
-                return CModule(module)
+            return load_cpu_module(folder, index, d)
         raise ArtifactError(f"{folder.path}: device {d['device']} is of unknown kind {kind!r}")
 
     return load_artifact(path, load_module, verify_key=verify_key, verified=verified)

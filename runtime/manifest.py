@@ -24,7 +24,9 @@ from runtime.errors import ArtifactError
 from runtime.module import ABI_VERSION
 
 FORMAT = "flowc-artifact"
-FORMAT_VERSION = 2
+# 3: a CPU device's big constants are its ``constants`` blobs, which the loader must bind (a
+# loader of version 2 would load the module and fail at its first run)
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 CHECKSUM_FIELD = "manifest_sha256"
 SIGNATURE_FIELD = "manifest_hmac_sha256"
@@ -315,6 +317,11 @@ def _check_device(c: _Checker, d: dict, where: str, files: dict, n_feeds: int,
         c.text(name, f"{where}.random_streams[{k}]")
     for k, name in enumerate(c.items(d.get("features", []), where + ".features")):
         c.text(name, f"{where}.features[{k}]")
+    for k, blob in enumerate(c.items(d.get("constants", []), where + ".constants")):
+        bw = f"{where}.constants[{k}]"
+        c.mapping(blob, bw)
+        c.file_name(c.get(blob, "file", bw + "."), files, bw + ".file")
+        c.integer(c.get(blob, "nbytes", bw + "."), 1, MAX_INT64, bw + ".nbytes")
     for k, q in enumerate(c.items(d.get("queues", []), where + ".queues")):
         qw = f"{where}.queues[{k}]"
         c.mapping(q, qw)

@@ -90,6 +90,7 @@ int32_t flowc_profile_size(void);
 const int64_t *flowc_profile_ns(void);
 const int64_t *flowc_profile_calls(void);
 void flowc_profile_reset(void);
+int flowc_bind_constants(const void *const *data, const uint64_t *nbytes, int32_t n);
 """
 
 ffi = cffi.FFI()
@@ -145,6 +146,40 @@ class TensorSpec:
         return TensorSpec(d["name"], DType.parse(d["dtype"]), None if shape is None else tuple(shape))
 
 
+class _ConstantBinding:
+    """The big constants one loaded module reads (``flowc_bind_constants``): the artifact's
+    blobs, mapped, and how many ``CModule``s use them. A shared object opened twice is one
+    library (``dlopen`` hands back the same handle, with the same table), so the binding is
+    kept per library and unbound (then unmapped) when its last ``CModule`` goes."""
+
+    def __init__(self, digests: tuple, mappings: list, views: list):
+        self.digests = digests
+        self.mappings = mappings
+        self.views = views
+        self.users = 0
+
+    def release(self) -> None:
+        for view in self.views:
+            ffi.release(view)
+        for mapped in self.mappings:
+            mapped.close()
+
+
+_bindings_lock = threading.Lock()
+_bindings: dict = {}       # a loaded library (the address of its flowc_entry) -> _ConstantBinding
+
+
+def _unbind_constants(key: int, lib) -> None:
+    with _bindings_lock:
+        binding = _bindings[key]
+        binding.users -= 1
+        if binding.users:
+            return
+        del _bindings[key]
+        lib.flowc_bind_constants(_NULL, _NULL, 0)       # the entry refuses to run from now on
+    binding.release()
+
+
 class CModule:
     """A shared object produced by the C code generator."""
 
@@ -169,6 +204,56 @@ class CModule:
         use_pool(PROCESS_POOL)
         if not _pool_libs:
             _pool_libs.append(self.lib)
+
+    def bind_constants(self, blobs: Sequence[tuple]) -> None:
+        """Point the module's big constants at ``blobs``: (file name, SHA-256, its bytes
+        mapped read-only) in the order of its table, already hash-checked
+        (``ArtifactFolder.constants``). The module keeps the mappings while it is loaded and
+        closes them after (those it does not need at once too)."""
+        if not blobs:
+            return
+        mappings = [m for _, _, m in blobs]
+        digests = tuple(d for _, d, _ in blobs)
+        key = int(ffi.cast("uintptr_t", self.lib.flowc_entry))
+        try:
+            with _bindings_lock:
+                binding = _bindings.get(key)
+                if binding is None:
+                    binding = self._bind(blobs, mappings, digests)
+                    mappings = []                # the binding holds them now
+                    _bindings[key] = binding
+                elif binding.digests != digests:
+                    raise ArtifactError(f"{self.path} is loaded already, bound to other "
+                                        "constants; one process cannot load it with these")
+                binding.users += 1
+        finally:
+            for mapped in mappings:
+                mapped.close()
+        # not at exit: a step still running on another thread would lose its constants
+        weakref.finalize(self, _unbind_constants, key, self.lib).atexit = False
+
+    def _bind(self, blobs: Sequence[tuple], mappings: list, digests: tuple) -> _ConstantBinding:
+        try:
+            bind = self.lib.flowc_bind_constants
+        except AttributeError:
+            raise ArtifactError(f"{self.path} does not read big constants from the artifact "
+                                "(it exports no flowc_bind_constants)") from None
+        views = [ffi.from_buffer(m) for m in mappings]
+        try:
+            rc = bind(ffi.new("const void *[]", views),
+                      ffi.new("uint64_t[]", [len(m) for m in mappings]), len(views))
+            if rc == -1:
+                raise ArtifactError(f"{self.path} reads a different number of big constants "
+                                    f"than the {len(views)} its manifest entry lists")
+            if rc != 0:
+                raise ArtifactError(f"{self.path} does not take constant {rc - 1} from "
+                                    f"{blobs[rc - 1][0]} ({len(mappings[rc - 1])} bytes): it "
+                                    "was generated for another size")
+        except BaseException:
+            for view in views:
+                ffi.release(view)
+            raise
+        return _ConstantBinding(digests, mappings, views)
 
 
 class _FetchReader:

@@ -39,10 +39,15 @@ from runtime.module import ABI_VERSION
 # superlinear in function size, so this keeps compile time linear in the graph.
 NODES_PER_PART = 128
 
-# Constants of at least this many bytes are raw files included with ``.incbin``: C text of
-# their numbers is slow to write and slower to parse (a MobileNetV2's mid-sized filters as C
-# initializers were half its glue's compile time).
+# Constants of at least this many bytes are raw files (``.bin`` blobs), not C text of their
+# numbers, which is slow to write and slower to parse (a MobileNetV2's mid-sized filters as C
+# initializers were half its glue's compile time). A module either assembles them into its
+# read-only data with ``.incbin`` (``EMBEDDED``: self-contained, as the C library needs) or
+# reads them through a table the runtime fills at load with the artifact's mapped, hashed
+# blobs (``LOADED``: each constant stored once in an artifact, not in both blob and module).
 BLOB_MIN_BYTES = 4 * 1024
+EMBEDDED = "embedded"
+LOADED = "loaded"
 
 # Without a memory plan, static buffers up to this size live in one per-step arena instead of
 # the allocator (each in its own slot).
@@ -67,13 +72,18 @@ class EmittedModule:
     queues: list = field(default_factory=list)        # (name, components, capacity), rt->queues
     instrumentation: dict = field(default_factory=dict)  # manifest record (codegen/instrument.py)
     memory: Optional[StepMemoryPlan] = None           # the arena plan (None: no plan)
-    # Big constants as raw files the source includes with ``.incbin`` (file name -> bytes):
-    # whoever compiles the source puts them beside it (and passes -Wa,-I<that folder>).
+    # Big constants as raw files (file name -> bytes): embedded, the source includes them with
+    # ``.incbin`` and whoever compiles it puts them beside it (and passes -Wa,-I<that folder>);
+    # loaded, the artifact stores them and the runtime binds them (``loaded_constants``).
     blobs: Dict[str, bytes] = field(default_factory=dict)
     # Which blob holds which Const's ``value`` (node name -> (file, the array)), so the
     # artifact's IR can name the file instead of printing the bytes again.
     blob_of: Dict[str, tuple] = field(default_factory=dict)
     blob_digests: Dict[str, str] = field(default_factory=dict)   # blob file -> its SHA-256
+    # With ``constants=LOADED``: the blobs the module reads through ``flowc_consts``, in table
+    # order, as (file, bytes); the runtime binds them (``flowc_bind_constants``) at load.
+    # Empty: the module holds its constants itself (``.incbin``) and binds nothing.
+    loaded_constants: List[Tuple[str, int]] = field(default_factory=list)
     # The module's pieces, to build it as several translation units in parallel (None: one).
     layout: Optional[ModuleLayout] = None
 
@@ -88,21 +98,29 @@ def _kernel_replaces_buffer(code: str, var: str) -> bool:
 
 def emit_c(graph: Graph, feeds: Sequence[Node], retvals: Sequence[Node],
            target: CTarget = C, instrumentation: Instrumentation = Instrumentation(),
-           origins: Origins = None, plan_memory: bool = True) -> EmittedModule:
+           origins: Origins = None, plan_memory: bool = True,
+           constants: str = EMBEDDED) -> EmittedModule:
     """``instrumentation``: timers and numerics checks to add (none by default); ``origins``
     names the nodes Fused kernels replaced, for the profile's kernel table. ``plan_memory``:
     place static buffers in a planned, pooled arena with reuse (modules with control flow keep
-    allocating at run time); off, every buffer gets its own memory."""
+    allocating at run time); off, every buffer gets its own memory. ``constants``: where the
+    big constants' bytes live, ``EMBEDDED`` in the module (``.incbin`` of their blobs) or
+    ``LOADED`` from the artifact's blobs, bound by the runtime before the first call (an
+    artifact then stores each once)."""
+    if constants not in (EMBEDDED, LOADED):
+        raise ValueError(f"constants must be {EMBEDDED!r} or {LOADED!r}, not {constants!r}")
     return _Emitter(graph, list(feeds), list(retvals), target, instrumentation, origins,
-                    plan_memory).emit()
+                    plan_memory, constants).emit()
 
 
 class _Emitter(EmitterBase):
     def __init__(self, graph: Graph, feeds: List[Node], retvals: List[Node], target: CTarget,
                  instrumentation: Instrumentation = Instrumentation(), origins: Origins = None,
-                 plan_memory: bool = True):
+                 plan_memory: bool = True, constants: str = EMBEDDED):
         super().__init__(graph, feeds, retvals, target)
         self.plan_memory = plan_memory
+        self.constants_mode = constants
+        self.loaded_constants: List[Tuple[str, int]] = []   # (blob file, bytes): flowc_consts
         self.memory: Optional[StepMemoryPlan] = None     # the arena plan, when there is one
         self.in_place: set = set()                        # nodes writing over a dying input
         # Nodes of ops that add into their input's buffer (``c_in_place``) whose input is not
@@ -200,7 +218,7 @@ class _Emitter(EmitterBase):
                              list(self.module.variables), list(self.module.streams),
                              list(self.module.queues), instrumented, self.memory,
                              dict(self.blobs), dict(self.blob_of), dict(self.blob_digests),
-                             layout)
+                             list(self.loaded_constants), layout)
 
     def _slotless_values(self, order: List[Node]) -> Dict[Output, int]:
         """Values written and read only by code emitted in place, at a planned arena offset,
@@ -510,9 +528,10 @@ class _Emitter(EmitterBase):
             self.body.append(f"{ref.var}.dims[{d}] = {dim};")
 
     def _emit_blob(self, n: Node, ref: TensorRef, name: str, value: np.ndarray) -> None:
-        """A big constant: its bytes go to ``<name>.bin``, assembled into the module's
-        read-only data with ``.incbin`` (a C initializer of a million numbers takes the
-        compiler minutes and gigabytes; a raw file takes the assembler nothing)."""
+        """A big constant: its bytes go to ``<name>.bin`` (a C initializer of a million numbers
+        takes the compiler minutes and gigabytes). Embedded, the assembler includes the file
+        in the module's read-only data (``.incbin``); loaded, the module reads it through
+        ``flowc_consts[k]``, which the runtime points at the artifact's mapped file."""
         dtype = n.output_types[0].dtype
         data = np.ascontiguousarray(value, dtype=dtype.np.newbyteorder("<")).tobytes()
         file = f"{name}.bin"
@@ -522,12 +541,20 @@ class _Emitter(EmitterBase):
             self.blob_digests[file] = self._const_digest(n)
         else:
             self.blob_digests[file] = hashlib.sha256(data).hexdigest()
-        self.constants.append((self._part(),
-            f"/* %{n.name} : {n.output_types[0]} ({len(data)} bytes, from {file}) */\n"
-            f"__asm__(\".section .rodata\\n.balign 64\\n{name}:\\n.incbin \\\"{file}\\\"\\n"
-            f".previous\");\n"
-            f"extern const {ref.ctype} {name}[] __attribute__((visibility(\"hidden\")));"))
-        self.body.append(f"{ref.var}.data = (void *){name}; {ref.var}.rank = {ref.rank}; "
+        note = f"/* %{n.name} : {n.output_types[0]} ({len(data)} bytes, from {file}"
+        if self.constants_mode == LOADED:
+            k = len(self.loaded_constants)
+            self.loaded_constants.append((file, len(data)))
+            self.constants.append((self._part(), f"{note}: flowc_consts[{k}]) */"))
+            pointer = f"(void *)flowc_consts[{k}]"
+        else:
+            self.constants.append((self._part(),
+                f"{note}) */\n"
+                f"__asm__(\".section .rodata\\n.balign 64\\n{name}:\\n.incbin \\\"{file}\\\"\\n"
+                f".previous\");\n"
+                f"extern const {ref.ctype} {name}[] __attribute__((visibility(\"hidden\")));"))
+            pointer = f"(void *){name}"
+        self.body.append(f"{ref.var}.data = {pointer}; {ref.var}.rank = {ref.rank}; "
                          f"{ref.var}.dtype = {dtype.code};")
         for d, dim in enumerate(value.shape):
             self.body.append(f"{ref.var}.dims[{d}] = {dim};")
@@ -552,7 +579,13 @@ class _Emitter(EmitterBase):
             parts[k].constants.append(text)
         for k, text in self.slot_tables:
             parts[k].slot_tables.append(text)
-        return ModuleLayout(self.graph.name, includes, [pool] + list(self.module.shared),
+        shared = [pool] + list(self.module.shared)
+        if self.loaded_constants:
+            shared.append(SharedVariable(
+                "const void *", f"flowc_consts[{len(self.loaded_constants)}]",
+                "The big constants' bytes: the artifact's .bin blobs, mapped and hashed by the "
+                "runtime and bound with flowc_bind_constants before the first call."))
+        return ModuleLayout(self.graph.name, includes, shared,
                             helpers, slot_macros, list(self.kernels), parts,
                             self._pool_globals(), self._entry(len(parts)))
 
@@ -584,6 +617,11 @@ class _Emitter(EmitterBase):
         out.append("    flowc_rt_call.timeout_ms = timeout_ms;")
         out.append("    const flowc_runtime *flowc_rt = &flowc_rt_call;")
         out.append("    st->code = 0;")
+        if self.loaded_constants:
+            out.append("    if (!flowc_consts[0])")
+            out.append("        return flowc_fail(st, FLOWC_FAILED_PRECONDITION, \"\", \"\", "
+                       "\"the module's big constants are not bound (flowc_bind_constants): "
+                       "load it as an artifact (runtime.load_artifact)\");")
         for k in self.copied_fetches:
             out.append(f"    fetches[{k}].data = NULL;   /* a copy, made in the tail */")
         out.extend("    " + line for line in self._step_memory())
@@ -610,7 +648,35 @@ class _Emitter(EmitterBase):
         out.append("    return st->code ? st->code : FLOWC_ERROR;")
         out.append("}")
         out.extend(self.module.exports)
+        out.extend(self._bind_constants())
         return out
+
+    def _bind_constants(self) -> List[str]:
+        """``flowc_bind_constants``, exported where the module reads its big constants from
+        the artifact's blobs: the runtime passes each blob's mapped bytes (64-byte aligned)
+        and size, checked against what the module was generated for; NULL unbinds."""
+        if not self.loaded_constants:
+            return []
+        sizes = ", ".join(str(nbytes) for _, nbytes in self.loaded_constants)
+        n = len(self.loaded_constants)
+        return ["",
+                f"static const uint64_t flowc_const_bytes[{n}] = {{{sizes}}};",
+                "/* 0: bound; -1: not this module's count of constants; k + 1: constant k is",
+                "   missing, of another size or not 64-byte aligned (nothing is bound). */",
+                "int flowc_bind_constants(const void *const *data, const uint64_t *nbytes, "
+                "int32_t n) {",
+                "    if (!data) {",
+                f"        for (int32_t k = 0; k < {n}; k++) flowc_consts[k] = NULL;",
+                "        return 0;",
+                "    }",
+                f"    if (n != {n}) return -1;",
+                f"    for (int32_t k = 0; k < {n}; k++)",
+                "        if (!data[k] || nbytes[k] != flowc_const_bytes[k] || "
+                "((uintptr_t)data[k] & 63)) return k + 1;",
+                f"    for (int32_t k = {n - 1}; k >= 0; k--) flowc_consts[k] = data[k];"
+                "   /* [0] last: it says bound */",
+                "    return 0;",
+                "}"]
 
     # --- the step's memory: tensor slots and arena ----------------------------------------------
     def _pool_globals(self) -> List[str]:

@@ -118,7 +118,7 @@ class EmitterBase:
 
     def _const_digest(self, n: Node) -> str:
         """SHA-256 (hex) of Const ``n``'s value as little-endian bytes, hashed once per module
-        (its comment names it, and its ``.incbin`` blob's manifest entry is it)."""
+        (its comment names it, and its ``.bin`` blob's manifest entry is it)."""
         digest = self._const_digests.get(n.name)
         if digest is None:
             value = n.attrs["value"]

@@ -56,7 +56,7 @@ def format_tensor(arr: np.ndarray) -> str:
 
 def format_file_tensor(arr: np.ndarray, file: str, sha256: str) -> str:
     """A big constant whose little-endian bytes are the file ``file`` beside the IR text (an
-    artifact's ``.incbin`` blob), named with their SHA-256: the text stays small, and parses
+    artifact's ``.bin`` blob), named with their SHA-256: the text stays small, and parses
     back (``parse_tensor``'s ``data``) where the file is."""
     dt = DType.from_numpy(arr.dtype)
     return f'tensor<{dt.ir_name}{shape_str(arr.shape)}>file"{file}" sha256"{sha256}"'

@@ -59,7 +59,7 @@ def print_graph(graph: Graph, elide_constants: bool = False,
     """The graph as IR text. With ``elide_constants`` large constants are summarized: easier
     to read, but the text no longer parses back. ``constant_files``: node name -> (file,
     SHA-256) of the file beside the text that holds the node's ``value`` (an artifact's
-    ``.incbin`` blobs): named, not printed, and read back from there by the parser."""
+    ``.bin`` blobs): named, not printed, and read back from there by the parser."""
     files = constant_files or {}
     lines = [node_text(n, elide_constants, value_file=files.get(n.name)) for n in graph]
     width = max((len(lhs) for lhs, _, _ in lines), default=0)

@@ -137,9 +137,9 @@ def test_run_checks_a_cpu_artifact_once_and_still_refuses_a_changed_file(work, a
     checked = []
     real = ArtifactFolder.verify_all
 
-    def counting(self):
+    def counting(self, *args, **kwargs):
         checked.append(self.path)
-        return real(self)
+        return real(self, *args, **kwargs)
 
     monkeypatch.setattr(ArtifactFolder, "verify_all", counting)
     rc, out, _ = run(capsys, work, art, "--verify-key", work / "key")

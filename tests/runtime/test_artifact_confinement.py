@@ -157,14 +157,14 @@ def test_module_swapped_after_verification_is_not_loaded(art, foreign, monkeypat
     hash check and the load is refused (the module is hashed through the descriptor that is
     then loaded)."""
     so, marker = foreign
-    real_verify = artifact_mod.verify_artifact
+    real_check = artifact_mod._checked_folder
 
     def verify_then_swap(path, *args, **kwargs):
-        manifest = real_verify(path, *args, **kwargs)
+        folder = real_check(path, *args, **kwargs)
         shutil.copyfile(so, os.path.join(path, "cpu_0.so.new"))
         os.replace(os.path.join(path, "cpu_0.so.new"), os.path.join(path, "cpu_0.so"))
-        return manifest
-    monkeypatch.setattr(artifact_mod, "verify_artifact", verify_then_swap)
+        return folder
+    monkeypatch.setattr(artifact_mod, "_checked_folder", verify_then_swap)
     refused_unloaded(art, marker, "cpu_0.so", "does not match")
 
 

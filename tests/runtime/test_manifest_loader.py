@@ -146,4 +146,4 @@ def test_manifests_that_are_not_objects_or_of_no_version_are_refused(art, text):
 def test_a_good_manifest_has_none_of_these_problems(built):
     load_artifact(built)
     with open(os.path.join(built, MANIFEST)) as f:
-        assert json.load(f)["format_version"] == 2
+        assert json.load(f)["format_version"] == 3

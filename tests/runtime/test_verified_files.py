@@ -20,7 +20,7 @@ from runtime.artifact import verify_artifact
 from runtime.artifact_files import ArtifactFolder
 from runtime.verified_files import VerificationRecord
 
-TABLE = np.arange(4096, dtype=np.float32).reshape(64, 64) / 7.0     # 16 KiB: an .incbin blob
+TABLE = np.arange(4096, dtype=np.float32).reshape(64, 64) / 7.0     # 16 KiB: a .bin blob
 
 
 def _step(optimized: bool = True):

@@ -1,4 +1,4 @@
-"""An artifact's ``graph.ir`` names the ``.incbin`` blob that holds each big constant
+"""An artifact's ``graph.ir`` names the ``.bin`` blob that holds each big constant
 (``tensor<f32[64,64]>file"c_....bin" sha256"..."``) instead of printing its bytes again: the IR
 stays small, and reads back exactly from the file beside it, which must be a regular file of
 the constant's size and SHA-256."""
