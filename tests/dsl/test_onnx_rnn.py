@@ -369,6 +369,17 @@ def test_lstms_blocklstm_computes_are_fused_into_it_and_the_rest_are_not(rng):
     for c in fused + [unknown] + kept:
         ops = {n.op for n in graph if n.name.startswith(c.name + "/")}
         assert ("BlockLSTMV2" in ops) == c.name.startswith("F_"), c.name
+    # the kernel stores only the outputs something reads: h and the cell state, not the gates
+    from compiler.codegen.emitter import emit_c
+    from compiler.step import make_step_graph, optimize
+    g = fl.Graph("fused_source")
+    imp = import_graph(fused[0].model, "F_forward.onnx", g)
+    step = make_step_graph(g, [t.output for t in imp.inputs.values()],
+                           [t.output for t in imp.outputs.values()], [])
+    optimize(step)
+    source = emit_c(step.graph, step.feeds, step.retvals).source
+    assert "y_h[k] = " in source and "y_cs[k] = " in source
+    assert "y_i[k] = " not in source and "y_ci[k] = " not in source
 
 
 @pytest.mark.parametrize("opset", [7, 22])

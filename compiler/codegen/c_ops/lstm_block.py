@@ -110,6 +110,9 @@ def _emit(kc: KernelContext, part: str) -> str:
         # product with h_prev (the dnnl wrapper checks each call's size at run time)
         args["gemm"] = blas_routines(kc, dtype, [batch, product(["4", cell]), cell])["gemm"]
     if part == "forward":
+        # the gate outputs nothing reads (inference: only h, and cs, which the steps read
+        # back) are not written: 5 of the 7 arrays a step would store
+        args["live"] = [k in (1, 6) or bool(kc.node.output_users(k)) for k in range(7)]
         clip = float(kc.attr("cell_clip"))
         args.update(forget_bias=repr(float(kc.attrs.get("forget_bias", 0.0))),
                     cell_clip=repr(clip) if clip > 0 else "")
