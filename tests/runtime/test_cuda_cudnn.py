@@ -1,7 +1,7 @@
 """GPU convolutions through cuDNN (compiler/codegen/cuda_ops/conv_cudnn.py) against the numpy
 interpreter: Conv2D (plain and fused with a bias and a ReLU), Conv2DBackpropInput and
 Conv2DBackpropFilter for several shapes (groups, strides, dilations, SAME and VALID, NCHW
-through the layout pass, float64), with cuDNN forced (FLOWC_CUDA_CONV=cudnn) and chosen per
+through the layout pass, float64, more padding after than before), with cuDNN forced (FLOWC_CUDA_CONV=cudnn) and chosen per
 shape by timing (auto), the choice of each shape read from FLOWC_CUDA_CONV_LOG's lines.
 
 These need pycuda, a GPU, nvcc and cuDNN (the toolkit's, FLOWC_CUDNN_HOME or the
@@ -39,10 +39,15 @@ CASES = {
                                             "data_format": "NCHW"}, np.float32),
     "float64": ((2, 7, 7, 3), (3, 3, 3, 5), {"strides": [1, 1, 1, 1], "padding": "VALID"},
                 np.float64),
-    # SAME with a stride of 2 over an even size pads more after than before: cuDNN's legacy
-    # API cannot express it, so the generated kernel runs (and says why)
+    # SAME with a stride of 2 over an even size pads more after than before: cuDNN's
+    # symmetric padding on x with a zero row and column added after it
     "asymmetric": ((2, 8, 8, 3), (3, 3, 3, 4), {"strides": [1, 2, 2, 1], "padding": "SAME"},
                    np.float32),
+    # more padding before than after: cuDNN cannot express it, the generated kernel runs (and
+    # the log says why)
+    "before": ((2, 7, 6, 3), (3, 2, 3, 4), {"strides": [1, 1, 1, 1], "padding": "EXPLICIT",
+                                            "explicit_paddings": [0, 0, 2, 0, 1, 0, 0, 0]},
+               np.float32),
 }
 _LOG = re.compile(r"^flowc: (\S+) \((Conv2D|Conv2DBackpropInput|Conv2DBackpropFilter)\) .*: "
                   r"(cudnn|generated) \(cuDNN algo (-?\d+): (-?[\d.]+) ms, generated: "
@@ -131,7 +136,8 @@ def _choices(text):
 
 def test_cudnn_convolutions_and_gradients_match_the_interpreter(cudnn_gpu, monkeypatch,
                                                                 tmp_path, rng, capfd):
-    """FLOWC_CUDA_CONV=cudnn: every shape cuDNN can take runs on it, and the log says so."""
+    """FLOWC_CUDA_CONV=cudnn: every shape cuDNN can take runs on it (asymmetric SAME padding
+    too), and the log says so; one it cannot take runs the generated kernel and says why."""
     monkeypatch.setenv("FLOWC_CUDA_CONV", "cudnn")
     _run(tmp_path / "art", rng)
     found = _choices(capfd.readouterr().err)
@@ -140,7 +146,7 @@ def test_cudnn_convolutions_and_gradients_match_the_interpreter(cudnn_gpu, monke
         assert {c[1] for c in choices} == {"Conv2D", "Conv2DBackpropInput",
                                            "Conv2DBackpropFilter"}, (case, choices)
         for node, kind, choice, algo, cudnn_ms, generated_ms, why in choices:
-            if case == "asymmetric":
+            if case == "before":
                 assert choice == "generated" and "padding" in (why or ""), (node, why)
             else:
                 assert choice == "cudnn" and int(algo) >= 0 and not why, (node, why)
@@ -160,7 +166,7 @@ def test_the_faster_of_cudnn_and_the_generated_kernel_runs_each_shape(cudnn_gpu,
         assert len({c[0] for c in choices}) == len(choices) == 4, (case, choices)
         for node, kind, choice, algo, cudnn_ms, generated_ms, why in choices:
             if why:
-                assert case == "asymmetric" and choice == "generated", (node, why)
+                assert case == "before" and choice == "generated", (node, why)
                 continue
             assert float(cudnn_ms) > 0 and float(generated_ms) > 0, node
             faster = "cudnn" if float(cudnn_ms) < float(generated_ms) else "generated"

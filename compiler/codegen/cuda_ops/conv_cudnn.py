@@ -15,9 +15,10 @@ descriptors are built, ``cudnnFind*AlgorithmEx`` picks cuDNN's fastest algorithm
 call's own data, then under ``auto`` cuDNN's time per call (filter layout changes included:
 flowc's filter is HWIO, cuDNN's NHWC filter OHWI) and the generated kernel's (CUDA events, a
 warm-up and 3 runs each) decide which runs that shape from then on; ``cudnn`` skips the
-timing. A shape cuDNN's legacy API cannot express (TensorFlow's SAME with more padding after
-than before where that changes the output size, as a stride of 2 over an even size does)
-runs the generated kernel. float32 runs without TF32 (``CUDNN_FMA_MATH``), as the generated
+timing. cuDNN's legacy API pads both sides alike: where TensorFlow pads more after than
+before (SAME with a stride of 2 over an even size) x gets the missing zero rows and columns
+in scratch memory first (dx is cropped from such a tensor), as TensorFlow does; more padding
+before than after (EXPLICIT) runs the generated kernel. float32 runs without TF32 (``CUDNN_FMA_MATH``), as the generated
 kernel computes. ``FLOWC_CUDA_CONV_LOG=1`` prints each choice; the module's
 ``flowc_cuda_conv_choices()`` returns them all as text.
 """
