@@ -449,7 +449,7 @@ def test_matrix_products_link_against_cublas_where_it_is_found(tmp_path, monkeyp
     built = build_cuda_module(module.source, "sm_90", name="cublas")
     needed = subprocess.run(["readelf", "-d", built.path], capture_output=True, text=True).stdout
     assert "libcublas.so" in needed
-    ctypes.CDLL(built.path, mode=ctypes.RTLD_GLOBAL | os.RTLD_NOW)
+    ctypes.CDLL(built.path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
 
 
 def _fake_cudnn(site_dir, cuda_major):
@@ -550,6 +550,6 @@ def test_convolutions_link_against_cudnn_where_it_is_found(tmp_path, monkeypatch
     built = build_cuda_module(module.source, "sm_90", name="cudnn")
     needed = subprocess.run(["readelf", "-d", built.path], capture_output=True, text=True).stdout
     assert "libcudnn.so" in needed
-    lib = ctypes.CDLL(built.path, mode=ctypes.RTLD_GLOBAL | os.RTLD_NOW)
+    lib = ctypes.CDLL(built.path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
     lib.flowc_cuda_conv_choices.restype = ctypes.c_char_p
     assert lib.flowc_cuda_conv_choices() == b""
