@@ -4,13 +4,16 @@ Conv2DBackpropFilter for several shapes (groups, strides, dilations, SAME and VA
 through the layout pass, float64, more padding after than before), with cuDNN forced (FLOWC_CUDA_CONV=cudnn) and chosen per
 shape by timing (auto), the choice of each shape read from FLOWC_CUDA_CONV_LOG's lines.
 
-These need pycuda, a GPU, nvcc and cuDNN (the toolkit's, FLOWC_CUDNN_HOME or the
-nvidia-cudnn-cu<major> wheel), and are skipped with the reason anywhere one is missing. The
-simulator has no cuDNN: its runs of the same convolutions are the generated kernels'
-(tests/compiler/codegen/test_cuda_simulator.py).
+The GPU tests (marked ``gpu``) need pycuda, a GPU, nvcc and cuDNN (the toolkit's,
+FLOWC_CUDNN_HOME or the nvidia-cudnn-cu<major> wheel), and are skipped with the reason
+anywhere one is missing. The same cases run on every machine on the CUDA simulator built with
+``cuda_sim_cudnn/cudnn.h``, a stand-in for cuDNN's calls (reference loops in cuDNN's
+layouts): that checks flowc's side of them (descriptors, the filter's layout kernels, the
+padding added after x, the timed choice, the epilogue after cuDNN), not cuDNN.
 """
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -23,7 +26,7 @@ from compiler.step import make_step_graph, optimize, write_artifact
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
-pytestmark = pytest.mark.gpu
+SIM_CUDNN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_sim_cudnn")
 
 # x shape (NHWC), filter shape (HWIO: in-channels C / groups), attrs, dtype
 CASES = {
@@ -71,6 +74,26 @@ def cudnn_gpu(monkeypatch, tmp_path):
         pytest.skip("no cuDNN for this nvcc (set FLOWC_CUDNN_HOME or install nvidia-cudnn-cu13)")
     monkeypatch.setenv("FLOWC_CUDA_CONV_LOG", "1")
     monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def cudnn_simulator(monkeypatch, tmp_path):
+    """The CUDA simulator, its modules built with the cuDNN stand-in (``always``: 1 as under
+    FLOWC_CUDA_CONV=cudnn, 0 as under auto); a write out of bounds fails the test."""
+    import compiler.codegen.cuda_build as cuda_build
+    base = cuda_build.simulator_flags
+    faults = tmp_path / "faults.txt"
+    monkeypatch.setenv("FLOWC_CUDA_SIMULATOR", "1")
+    monkeypatch.delenv("FLOWC_CUDA_ARCH", raising=False)
+    monkeypatch.setenv("FLOWC_CUDA_SIMULATOR_FAULTS", str(faults))
+    monkeypatch.setenv("FLOWC_CUDA_CONV_LOG", "1")
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path / "cache"))
+
+    def use(always: int):
+        monkeypatch.setattr(cuda_build, "simulator_flags", lambda: base() + [
+            "-DFLOWC_CUDNN", f"-DFLOWC_CUDNN_ALWAYS={always}", f"-I{SIM_CUDNN}"])
+    yield use
+    assert not faults.exists(), f"a kernel wrote out of bounds: {faults.read_text()}"
 
 
 def _training_convolutions(rng):
@@ -134,13 +157,8 @@ def _choices(text):
     return found
 
 
-def test_cudnn_convolutions_and_gradients_match_the_interpreter(cudnn_gpu, monkeypatch,
-                                                                tmp_path, rng, capfd):
-    """FLOWC_CUDA_CONV=cudnn: every shape cuDNN can take runs on it (asymmetric SAME padding
-    too), and the log says so; one it cannot take runs the generated kernel and says why."""
-    monkeypatch.setenv("FLOWC_CUDA_CONV", "cudnn")
-    _run(tmp_path / "art", rng)
-    found = _choices(capfd.readouterr().err)
+def _check_forced(found):
+    """Under cudnn: cuDNN ran every shape it takes; the one it cannot take says why."""
     assert set(found) == set(CASES), found
     for case, choices in found.items():
         assert {c[1] for c in choices} == {"Conv2D", "Conv2DBackpropInput",
@@ -153,16 +171,11 @@ def test_cudnn_convolutions_and_gradients_match_the_interpreter(cudnn_gpu, monke
                 assert float(generated_ms) < 0          # not timed under cudnn
 
 
-def test_the_faster_of_cudnn_and_the_generated_kernel_runs_each_shape(cudnn_gpu, monkeypatch,
-                                                                      tmp_path, rng, capfd):
-    """FLOWC_CUDA_CONV=auto (the default): each shape's first call times both; the log names
-    the node, the choice and both times, and the choice is the faster one."""
-    monkeypatch.delenv("FLOWC_CUDA_CONV", raising=False)
-    _run(tmp_path / "art", rng)
-    found = _choices(capfd.readouterr().err)
+def _check_timed(found):
+    """Under auto: one decision per node and shape, the faster of the two logged times."""
     assert set(found) == set(CASES), found
     for case, choices in found.items():
-        # one decision per node and shape: the second run decided nothing again
+        # the second run decided nothing again
         assert len({c[0] for c in choices}) == len(choices) == 4, (case, choices)
         for node, kind, choice, algo, cudnn_ms, generated_ms, why in choices:
             if why:
@@ -171,3 +184,35 @@ def test_the_faster_of_cudnn_and_the_generated_kernel_runs_each_shape(cudnn_gpu,
             assert float(cudnn_ms) > 0 and float(generated_ms) > 0, node
             faster = "cudnn" if float(cudnn_ms) < float(generated_ms) else "generated"
             assert choice == faster, (node, cudnn_ms, generated_ms)
+
+
+@pytest.mark.gpu
+def test_cudnn_convolutions_and_gradients_match_the_interpreter(cudnn_gpu, monkeypatch,
+                                                                tmp_path, rng, capfd):
+    """FLOWC_CUDA_CONV=cudnn: every shape cuDNN can take runs on it (asymmetric SAME padding
+    too), and the log says so; one it cannot take runs the generated kernel and says why."""
+    monkeypatch.setenv("FLOWC_CUDA_CONV", "cudnn")
+    _run(tmp_path / "art", rng)
+    _check_forced(_choices(capfd.readouterr().err))
+
+
+@pytest.mark.gpu
+def test_the_faster_of_cudnn_and_the_generated_kernel_runs_each_shape(cudnn_gpu, monkeypatch,
+                                                                      tmp_path, rng, capfd):
+    """FLOWC_CUDA_CONV=auto (the default): each shape's first call times both; the log names
+    the node, the choice and both times, and the choice is the faster one."""
+    monkeypatch.delenv("FLOWC_CUDA_CONV", raising=False)
+    _run(tmp_path / "art", rng)
+    _check_timed(_choices(capfd.readouterr().err))
+
+
+@pytest.mark.parametrize("always", [1, 0], ids=["cudnn", "auto"])
+def test_the_cudnn_path_on_the_simulator_with_a_stand_in_matches_the_interpreter(
+        always, cudnn_simulator, tmp_path, rng, capfd):
+    """The same cases through flowc's cuDNN path on the CUDA simulator, cuDNN's calls answered
+    by cuda_sim_cudnn/cudnn.h: forced, every shape it takes runs there; timed, each shape
+    keeps the faster (the simulator's times, so either), and both match the interpreter."""
+    cudnn_simulator(always)
+    _run(tmp_path / "art", rng)
+    found = _choices(capfd.readouterr().err)
+    (_check_forced if always else _check_timed)(found)
