@@ -309,6 +309,17 @@ ENVIRONMENT: Tuple[EnvVar, ...] = (
            "compiler/codegen/cuda_build.py", changes_code=True),
     EnvVar("FLOWC_CUBLAS_HOME", "a folder with cuBLAS's include/cublas_v2.h and its library",
            "compiler/codegen/cuda_build.py", changes_code=True),
+    EnvVar("FLOWC_CUDA_CUDNN", "0: GPU convolutions without cuDNN",
+           "compiler/codegen/cuda_build.py", changes_code=True),
+    EnvVar("FLOWC_CUDNN_HOME", "a folder with cuDNN's include/cudnn.h and its library",
+           "compiler/codegen/cuda_build.py", changes_code=True),
+    EnvVar("FLOWC_CUDA_CONV", "auto (default): each GPU convolution's shape runs on the faster "
+           "of cuDNN and the generated kernel, timed on its first call; cudnn: on cuDNN "
+           "wherever it takes the shape; generated: never on cuDNN",
+           "compiler/codegen/cuda_build.py", changes_code=True),
+    EnvVar("FLOWC_CUDA_CONV_LOG", "1: a GPU module prints each convolution shape's choice "
+           "(cuDNN or the generated kernel, with both times) to stderr, read at each run",
+           "codegen_templates/cuda/conv_cudnn.cu.j2 (the generated code)"),
     EnvVar("FLOWC_CUDA_SIMULATOR", "1: the CUDA simulator is this process's GPU (GPU code runs on "
            "the CPU)", "runtime/cuda_module.py", changes_code=True),
     EnvVar("FLOWC_NUM_THREADS", "threads of the generated code's parallel loops, gemms and "

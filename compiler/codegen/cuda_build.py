@@ -11,6 +11,10 @@ cuBLAS is used for matrix products where it is found (``FLOWC_CUDA_CUBLAS=0`` tu
 with the toolkit, under ``FLOWC_CUBLAS_HOME`` (a folder with ``include/cublas_v2.h`` and
 ``lib/libcublas.so*``), or as the ``nvidia-cublas`` wheel of nvcc's CUDA major version (what
 PyTorch installs); otherwise the generated tiled kernels run.
+cuDNN is found the same way (``FLOWC_CUDA_CUDNN=0`` turns it off): with the toolkit, under
+``FLOWC_CUDNN_HOME`` (``include/cudnn.h``, ``lib/libcudnn.so*``), or as the
+``nvidia-cudnn-cu<major>`` wheel (``nvidia/cudnn``); convolutions then call it where it beats
+the generated kernels (``FLOWC_CUDA_CONV``, ``cuda_ops/conv_cudnn.py``).
 
 The architecture ``sim`` builds for flowc's CUDA simulator instead (``runtime/csrc/cuda_sim``):
 the system C++ compiler builds the same source into a host object whose kernels run on the
@@ -127,6 +131,70 @@ def cublas_available(nvcc: str) -> bool:
     return cublas_home(nvcc) is not None
 
 
+@functools.lru_cache(maxsize=None)
+def cudnn_home(nvcc: str) -> Optional[str]:
+    """A folder with cuDNN's ``include/cudnn.h`` this nvcc builds against ('' for the
+    toolkit's own), or None (none found, or FLOWC_CUDA_CUDNN=0). Looked for as cuBLAS is: in
+    the toolkit, then FLOWC_CUDNN_HOME, then the ``nvidia-cudnn-cu<major>`` wheel
+    (``nvidia/cudnn``) of nvcc's major version; a folder known to be another CUDA major
+    version's (its wheel's name says so) is not taken."""
+    if setting("FLOWC_CUDA_CUDNN") == "0":
+        return None
+    root = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    patterns = [os.path.join(root, "include", "cudnn.h"),
+                os.path.join(root, "targets", "*", "include", "cudnn.h")]
+    if any(glob.glob(p) for p in patterns) and any(
+            glob.glob(os.path.join(root, sub, "libcudnn.so*"))
+            for sub in ("lib64", "lib", os.path.join("targets", "*", "lib"))):
+        return ""
+    candidates = []
+    explicit = setting("FLOWC_CUDNN_HOME")
+    if explicit:
+        candidates.append(explicit)
+    major = _cuda_major(nvcc)
+    if major:
+        import site
+        import sys
+        for base in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
+            candidates.append(os.path.join(base, "nvidia", "cudnn"))
+    for home in candidates:
+        if (os.path.isfile(os.path.join(home, "include", "cudnn.h"))
+                and _cudnn_cuda_major(home) in (None, major)
+                and glob.glob(os.path.join(home, "lib", "libcudnn.so*"))):
+            return os.path.realpath(home)
+    return None
+
+
+def _cudnn_cuda_major(home: str) -> Optional[str]:
+    """The CUDA major version a cuDNN folder is for, where its wheel says
+    (``nvidia_cudnn_cu<N>-*.dist-info`` beside ``nvidia/``); None where nothing says."""
+    site_dir = os.path.dirname(os.path.dirname(os.path.realpath(home)))
+    for info in glob.glob(os.path.join(site_dir, "nvidia_cudnn_cu*.dist-info")):
+        m = re.match(r"nvidia_cudnn_cu(\d+)-", os.path.basename(info))
+        if m:
+            return m.group(1)
+    return None
+
+
+CONV_MODES = ("auto", "cudnn", "generated")
+
+
+def conv_mode() -> str:
+    """``FLOWC_CUDA_CONV``: auto (default: per shape, the faster of cuDNN and the generated
+    kernel, timed on the first call), cudnn (cuDNN wherever it takes the shape) or generated
+    (never cuDNN)."""
+    text = setting("FLOWC_CUDA_CONV").strip().lower() or "auto"
+    if text not in CONV_MODES:
+        raise BuildError(f"FLOWC_CUDA_CONV must be one of {', '.join(CONV_MODES)}, not {text!r}")
+    return text
+
+
+def cudnn_available(nvcc: str) -> bool:
+    """Whether generated convolutions may call cuDNN (``cudnn_home``, and FLOWC_CUDA_CONV is
+    not ``generated``)."""
+    return conv_mode() != "generated" and cudnn_home(nvcc) is not None
+
+
 def _cuda_major(nvcc: str) -> Optional[str]:
     m = re.search(r"release (\d+)\.", nvcc_identity(nvcc))
     return m.group(1) if m else None
@@ -148,19 +216,29 @@ def _cublas_major(home: str) -> Optional[str]:
 def cublas_link_flags(nvcc: str) -> List[str]:
     """What building and linking against cuBLAS adds to nvcc's command ([] without it)."""
     home = cublas_home(nvcc)
-    if home is None:
+    return [] if home is None else _library_flags(home, "cublas")
+
+
+def cudnn_link_flags(nvcc: str) -> List[str]:
+    """What building and linking against cuDNN adds to nvcc's command ([] without it)."""
+    if not cudnn_available(nvcc):
         return []
+    return _library_flags(cudnn_home(nvcc), "cudnn")
+
+
+def _library_flags(home: str, name: str) -> List[str]:
+    """-I, -L, the run path and -l of library ``name`` in ``home`` ('' for the toolkit's)."""
     if not home:
-        return ["-lcublas"]
+        return [f"-l{name}"]
     lib = os.path.join(home, "lib")
-    names = sorted(glob.glob(os.path.join(lib, "libcublas.so*")))
-    # the wheel has libcublas.so.<major> only: the linker takes it by its file name
-    link = (["-lcublas"] if os.path.exists(os.path.join(lib, "libcublas.so"))
+    names = sorted(glob.glob(os.path.join(lib, f"lib{name}.so*")))
+    # a wheel has lib<name>.so.<major> only: the linker takes it by its file name
+    link = ([f"-l{name}"] if os.path.exists(os.path.join(lib, f"lib{name}.so"))
             else [f"-l:{os.path.basename(names[0])}"])
     return [f"-I{os.path.join(home, 'include')}", f"-L{lib}", "-Xlinker", f"-rpath={lib}"] + link
 
 
-def nvcc_flags(arch: str, cublas: bool) -> List[str]:
+def nvcc_flags(arch: str, cublas: bool, cudnn: bool = False) -> List[str]:
     cc = arch[3:]
     # Host code only sequences launches: -O1 for it (device code is optimized by ptxas at its
     # default -O3); kernels are compiled in parallel (--split-compile).
@@ -173,6 +251,9 @@ def nvcc_flags(arch: str, cublas: bool) -> List[str]:
              f"-I{RUNTIME_INCLUDE}"]
     if cublas:
         flags += ["-DFLOWC_CUBLAS"]
+    if cudnn:
+        # conv_cudnn.cu.j2: 1 under FLOWC_CUDA_CONV=cudnn, 0 (timed per shape) under auto
+        flags += ["-DFLOWC_CUDNN", f"-DFLOWC_CUDNN_ALWAYS={int(conv_mode() == 'cudnn')}"]
     return flags
 
 
@@ -194,8 +275,9 @@ def build_cuda_module(source: str, arch: Optional[str] = None, name: str = "modu
         return _build_simulated(source, name)
     nvcc = require_nvcc()
     cublas = cublas_available(nvcc)
-    flags = nvcc_flags(arch, cublas)
-    link = cublas_link_flags(nvcc)
+    cudnn = cudnn_available(nvcc)
+    flags = nvcc_flags(arch, cublas, cudnn)
+    link = cublas_link_flags(nvcc) + cudnn_link_flags(nvcc)
     key = _key(source, [os.path.join(RUNTIME_INCLUDE, "flowc_rt.h")], nvcc_identity(nvcc),
                flags + link)
     files = {kind: os.path.join(cache_root(), "cuda", key[:2], f"{key}.{kind}")

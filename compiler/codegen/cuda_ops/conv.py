@@ -5,9 +5,11 @@ passed) (NHWC).
 
 The geometry and the shape checks are the C target's (``compiler/codegen/c_ops/conv.py``): sizes,
 output sizes and padding are host expressions passed to the kernels. The kernels are direct
-loops, one thread per output element (no im2col, no cuDNN): honest and simple rather than
-fast. Shape-like inputs (``input_sizes``, ``filter_sizes``, ``orig_input_shape``) that are
-not constants are copied to the host before the launch; NCHW stays on the CPU.
+loops, one thread per output element (no im2col): honest and simple rather than fast; where
+the module is built with cuDNN, the convolutions and their gradients run on it instead for
+the shapes it is faster on (``conv_cudnn.py``). Shape-like inputs (``input_sizes``,
+``filter_sizes``, ``orig_input_shape``) that are not constants are copied to the host before
+the launch; NCHW stays on the CPU.
 
 The three convolutions take TensorFlow's groups (``_conv_geometry``: the C target's window
 arithmetic and checks, with its own check of the depths): an input depth C that is a multiple
@@ -26,6 +28,7 @@ from compiler.codegen.c_ops.conv import (CGeometry, _c_geometry, _helpers, _out_
 from compiler.codegen.c_ops.nn_grad import max_pool_grad_grad_dims, max_pool_grad_grad_geometry
 from compiler.codegen.cuda_kernels import register_cuda_kernel
 from compiler.codegen.cuda_launch import CudaLaunch
+from compiler.codegen.cuda_ops import conv_cudnn
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.graph import Node
 from compiler.ops.conv import _geometry as _window_attrs
@@ -135,28 +138,36 @@ def _conv(kc: KernelContext) -> str:
     scatter = part.endswith("pool_grad")
     # Pool grads: one thread per window of the incoming gradient, adding into a zeroed output.
     count = kc.inputs[inputs["dy"]].size if scatter else out.size
+    out_dims = [n_expr, oh, ow, geo.o]
     body = kc.render("conv.cu.j2", part=part, T=out.ctype, y=y, n=v(count),
                      x=names.get("x", ""), f=names.get("f", ""), dy=names.get("dy", ""),
                      relu=kc.node.op == "_MaxPoolReluGrad",
-                     **epilogue_vars(kc, launch, [n_expr, oh, ow, geo.o]), **sizes)
+                     **epilogue_vars(kc, launch, out_dims), **sizes)
     code = launch.launch(body, count)
     if scatter:
         code = (f"FLOWC_CUDA(cudaMemsetAsync({out.var}.data, 0, (size_t)({out.size}) * "
                 f"sizeof({out.ctype}), flowc_stream));\n" + code)
+    if conv_cudnn.takes(kc):
+        fused = kc.node.op.startswith("_Fused")
+        code = conv_cudnn.cudnn_or_generated(
+            kc, geo, cf, code,
+            (lambda la: epilogue_vars(kc, la, out_dims, check=False)) if fused else None)
     return code
 
 
-def epilogue_vars(kc: KernelContext, launch: CudaLaunch, out_dims) -> dict:
+def epilogue_vars(kc: KernelContext, launch: CudaLaunch, out_dims, check: bool = True) -> dict:
     """conv_epilogue.cu.j2's variables for this node (no epilogue unless a fused conv); the
-    residual's dims are checked against ``out_dims``."""
+    residual's dims are checked against ``out_dims`` (unless ``check`` is off: made once
+    already)."""
     if not kc.node.op.startswith("_Fused"):
         return dict(bias="", addend="", act=None, alpha="0", expm1="")
     add, act = epilogue(kc.attrs, kc.error)
-    kc.check_dims_equal(kc.inputs[2].dim(0), out_dims[3],
-                        "bias size differs from the output's channels")
-    for d in range(4 if add else 0):
-        kc.check_dims_equal(kc.inputs[3].dim(d), out_dims[d],
-                            f"the residual's dim {d} differs from the output's")
+    if check:
+        kc.check_dims_equal(kc.inputs[2].dim(0), out_dims[3],
+                            "bias size differs from the output's channels")
+        for d in range(4 if add else 0):
+            kc.check_dims_equal(kc.inputs[3].dim(d), out_dims[d],
+                                f"the residual's dim {d} differs from the output's")
     return dict(bias=launch.ptr(kc.inputs[2]), addend=launch.ptr(kc.inputs[3]) if add else "",
                 act=act, alpha=kc.literal(float(kc.attrs.get("leakyrelu_alpha", 0.2)),
                                           kc.out.dtype),

@@ -449,4 +449,107 @@ def test_matrix_products_link_against_cublas_where_it_is_found(tmp_path, monkeyp
     built = build_cuda_module(module.source, "sm_90", name="cublas")
     needed = subprocess.run(["readelf", "-d", built.path], capture_output=True, text=True).stdout
     assert "libcublas.so" in needed
-    ctypes.CDLL(built.path, mode=ctypes.RTLD_GLOBAL | os.RTLD_NOW)
+    ctypes.CDLL(built.path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+
+
+def _fake_cudnn(site_dir, cuda_major):
+    """A cuDNN wheel's layout: nvidia/cudnn/{include,lib} beside its dist-info, which names
+    the CUDA major version it is for."""
+    home = site_dir / "nvidia" / "cudnn"
+    (home / "include").mkdir(parents=True)
+    (home / "lib").mkdir()
+    (home / "include" / "cudnn.h").write_text("#define CUDNN_MAJOR 9\n")
+    (home / "lib" / "libcudnn.so.9").write_text("")
+    (site_dir / f"nvidia_cudnn_cu{cuda_major}-9.0.0.dist-info").mkdir()
+    return home
+
+
+@needs_nvcc
+def test_cudnn_is_found_in_its_home_or_wheel_of_the_toolkits_major_version_or_not_at_all(
+        tmp_path, monkeypatch):
+    """FLOWC_CUDNN_HOME or the nvidia-cudnn-cu<major> wheel on the path; a wheel of another
+    CUDA major version is not taken; FLOWC_CUDA_CUDNN=0 turns cuDNN off, and
+    FLOWC_CUDA_CONV=generated keeps it out of the build; a bad FLOWC_CUDA_CONV is an error."""
+    from compiler.codegen.cuda_build import (_cuda_major, cudnn_available, cudnn_home,
+                                             cudnn_link_flags, nvcc_flags, require_nvcc)
+    from compiler.errors import BuildError
+    nvcc = require_nvcc()
+    major = _cuda_major(nvcc)
+    if cudnn_home(nvcc) == "":
+        pytest.skip("this toolkit has cuDNN itself")
+    good = _fake_cudnn(tmp_path / "good", major)
+    other = _fake_cudnn(tmp_path / "other", int(major) + 1)
+    monkeypatch.setattr("site.getsitepackages", lambda: [])
+    monkeypatch.setattr("site.getusersitepackages", lambda: str(tmp_path / "none"))
+    monkeypatch.delenv("FLOWC_CUDA_CONV", raising=False)
+    try:
+        for home, path, env, want in ((good, [], {}, good), (other, [], {}, None),
+                                      (None, [str(tmp_path / "good")], {}, good),
+                                      (None, [str(tmp_path / "other")], {}, None),
+                                      (good, [], {"FLOWC_CUDA_CUDNN": "0"}, None)):
+            if home is None:
+                monkeypatch.delenv("FLOWC_CUDNN_HOME", raising=False)
+            else:
+                monkeypatch.setenv("FLOWC_CUDNN_HOME", str(home))
+            monkeypatch.setenv("FLOWC_CUDA_CUDNN", env.get("FLOWC_CUDA_CUDNN", "1"))
+            monkeypatch.setattr("sys.path", path)
+            cudnn_home.cache_clear()
+            assert cudnn_home(nvcc) == (os.path.realpath(want) if want else None), (home, path)
+        monkeypatch.setenv("FLOWC_CUDA_CUDNN", "1")
+        monkeypatch.setenv("FLOWC_CUDNN_HOME", str(good))
+        cudnn_home.cache_clear()
+        flags = cudnn_link_flags(nvcc)
+        assert f"-I{os.path.realpath(good)}/include" in flags
+        assert f"-Xlinker" in flags and "-l:libcudnn.so.9" in flags
+        assert "-DFLOWC_CUDNN_ALWAYS=0" in nvcc_flags("sm_90", False, cudnn=True)
+        monkeypatch.setenv("FLOWC_CUDA_CONV", "cudnn")
+        assert "-DFLOWC_CUDNN_ALWAYS=1" in nvcc_flags("sm_90", False, cudnn=True)
+        monkeypatch.setenv("FLOWC_CUDA_CONV", "generated")
+        assert not cudnn_available(nvcc) and cudnn_link_flags(nvcc) == []
+        monkeypatch.setenv("FLOWC_CUDA_CONV", "fastest")
+        with pytest.raises(BuildError, match="FLOWC_CUDA_CONV must be one of auto, cudnn, "
+                                             "generated, not 'fastest'"):
+            cudnn_available(nvcc)
+    finally:
+        cudnn_home.cache_clear()
+
+
+@needs_nvcc
+def test_convolutions_link_against_cudnn_where_it_is_found(tmp_path, monkeypatch):
+    """A CNN training step (Conv2D fused with its bias and ReLU, a grouped Conv2D with a
+    stride, both gradients of each) compiles for sm_90 against cuDNN's own header with its
+    calls in, links against libcudnn, and loads with every symbol resolved (no GPU needed);
+    no convolution has run, so it has no choices to report. Skipped where no cuDNN is found
+    (FLOWC_CUDNN_HOME names one, e.g. the nvidia-cudnn-cu13 wheel's nvidia/cudnn)."""
+    import ctypes
+    import subprocess
+    from compiler.codegen.cuda_build import cudnn_available, require_nvcc
+    monkeypatch.delenv("FLOWC_CUDA_CONV", raising=False)
+    if not cudnn_available(require_nvcc()):
+        pytest.skip("no cuDNN for this nvcc (set FLOWC_CUDNN_HOME to test the cuDNN path)")
+    monkeypatch.setenv("FLOWC_CACHE_DIR", str(tmp_path))
+    g = fl.Graph()
+    with g.as_default():
+        x = fl.placeholder(fl.float32, [None, 8, 8, 6], name="x")
+        f1 = fl.Variable(np.full((3, 3, 6, 8), 0.01, np.float32), name="f1")
+        b1 = fl.Variable(np.zeros(8, np.float32), name="b1")
+        f2 = fl.Variable(np.full((3, 3, 4, 8), 0.01, np.float32), name="f2")   # 2 groups
+        h = fl.nn.relu(fl.nn.bias_add(fl.nn.conv2d(x, f1, strides=[1, 1, 1, 1],
+                                                   padding="SAME"), b1))
+        h2 = fl.apply_op("Conv2D", [h, f2], {"strides": [1, 2, 2, 1], "padding": "VALID"})
+        loss = fl.reduce_mean(h2 * h2)
+        train = fl.train.GradientDescentOptimizer(0.1).minimize(loss)
+    step = make_step_graph(g, [x.output], [loss.output], [getattr(train, "node", train)])
+    optimize(step, PipelineOptions(devices=(CPU0, GPU0), default_device=GPU0))
+    assert {"_FusedConv2D", "Conv2D", "Conv2DBackpropInput",
+            "Conv2DBackpropFilter"} <= {n.op for n in step.graph}
+    module = emit_cuda(step.graph, step.feeds, step.retvals)
+    for call in ("cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                 "cudnnConvolutionBackwardFilter", "cudnnFindConvolutionForwardAlgorithmEx"):
+        assert call in module.source
+    built = build_cuda_module(module.source, "sm_90", name="cudnn")
+    needed = subprocess.run(["readelf", "-d", built.path], capture_output=True, text=True).stdout
+    assert "libcudnn.so" in needed
+    lib = ctypes.CDLL(built.path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+    lib.flowc_cuda_conv_choices.restype = ctypes.c_char_p
+    assert lib.flowc_cuda_conv_choices() == b""
