@@ -174,8 +174,8 @@ def test_gradients_of_both_losses_reach_the_logits(backend):
     g = fl.Graph()
     with g.as_default():
         lp = fl.placeholder(fl.f32, [None, STEPS, CLASSES])
-        loss = seq2seq.sequence_loss(lp, targets, weights)
-        legacy = legacy_seq2seq.sequence_loss(fl.unstack(lp, axis=1), _steps(targets),
+        loss = fl.contrib.seq2seq.sequence_loss(lp, targets, weights)
+        legacy = fl.contrib.legacy_seq2seq.sequence_loss(fl.unstack(lp, axis=1), _steps(targets),
                                               _steps(weights), average_across_timesteps=False)
         grads = fl.gradients([loss, legacy], [lp])[0]
         grad_each = [fl.gradients(loss, [lp])[0], fl.gradients(legacy, [lp])[0]]
