@@ -1,4 +1,5 @@
-"""TensorFlow-named reduction functions: ``reduce_sum`` ... ``reduce_any``, ``argmax``, ``argmin``."""
+"""TensorFlow-named reduction functions: ``reduce_sum`` ... ``reduce_any``,
+``reduce_logsumexp``, ``argmax``, ``argmin``."""
 from __future__ import annotations
 
 from typing import Optional
@@ -11,7 +12,7 @@ from dsl.tensor import Tensor, static_shape
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_all",
-           "reduce_any", "argmax", "argmin"]
+           "reduce_any", "reduce_logsumexp", "argmax", "argmin"]
 
 
 def _reduction_axes(x: Tensor, axis) -> Tensor:
@@ -98,6 +99,26 @@ def reduce_any(input_tensor, axis=None, keepdims=None, name: Optional[str] = Non
     """Logical or over ``axis`` of a bool tensor, as ``tf.reduce_any``."""
     return _reduce("Any", input_tensor, axis, keepdims, name, reduction_indices, keep_dims,
                    dtype=DType.bool)
+
+
+def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name: Optional[str] = None,
+                     reduction_indices=None, keep_dims=None) -> Tensor:
+    """``log(sum(exp(x)))`` over ``axis`` (all axes when None), as ``tf.reduce_logsumexp``:
+    shifted by the maximum (its gradient stopped, and 0 where it is not finite) so that it
+    neither overflows nor underflows."""
+    x = convert_to_tensor(input_tensor)
+    axes = _reduction_axes(x, _axis(axis, reduction_indices))
+    keep = _keep(keepdims, keep_dims)
+
+    def finite_peak(kept: bool) -> Tensor:
+        peak = apply_op("Max", [x, axes], {"keep_dims": kept})
+        finite = apply_op("IsFinite", [peak])
+        return apply_op("StopGradient", [apply_op("SelectV2", [
+            finite, peak, apply_op("ZerosLike", [peak])])])
+    shifted = apply_op("Exp", [apply_op("Sub", [x, finite_peak(True)])])
+    total = apply_op("Sum", [shifted, axes], {"keep_dims": keep})
+    return apply_op("AddV2", [apply_op("Log", [total]), finite_peak(keep)],
+                    name=name or "ReduceLogSumExp")
 
 
 def _arg(op: str, input, axis, name, dimension, output_type) -> Tensor:

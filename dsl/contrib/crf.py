@@ -20,12 +20,12 @@ from typing import List, Tuple
 import numpy as np
 
 from dsl.array_ops import (concat, expand_dims, gather, range as fl_range, reshape, shape,
-                           slice as fl_slice, squeeze, stack, stop_gradient, zeros_like)
+                           slice as fl_slice, squeeze, stack, zeros_like)
 from dsl.indexing_ops import gather_nd, reverse_sequence
 from dsl.masking_ops import sequence_mask
-from dsl.math_ops import (abs as fl_abs, cast, equal, exp, less_equal, log, maximum, where)
+from dsl.math_ops import cast, less_equal, maximum, where
 from dsl.ops import convert_to_tensor
-from dsl.reduction_ops import argmax, reduce_max, reduce_sum
+from dsl.reduction_ops import argmax, reduce_logsumexp, reduce_max, reduce_sum
 from dsl.rnn import dynamic_rnn
 from dsl.rnn_cell import RNNCell
 from dsl.tensor import Tensor, static_shape
@@ -89,15 +89,6 @@ def _lengths(sequence_lengths) -> Tensor:
 def _zero_where_empty(values: Tensor, sequence_lengths: Tensor) -> Tensor:
     """A sequence of length 0 (or less) scores 0."""
     return where(less_equal(sequence_lengths, 0), zeros_like(values), values)
-
-
-def _logsumexp(x: Tensor, axis: int) -> Tensor:
-    """``log(sum(exp(x), axis))``, shifted by the (finite) maximum so it neither overflows nor
-    underflows (TF1's ``reduce_logsumexp``)."""
-    peak = reduce_max(x, axis, keepdims=True)
-    peak = stop_gradient(where(equal(fl_abs(peak), np.inf), zeros_like(peak), peak))
-    total = reduce_sum(exp(x - peak), axis, keepdims=True)
-    return squeeze(log(total) + peak, [axis])
 
 
 def _minus_one(sequence_lengths: Tensor) -> Tensor:
@@ -174,7 +165,7 @@ class CrfForwardRnnCell(RNNCell):
 
     def call(self, inputs, state):
         scores = expand_dims(state, 2) + self._transition_params      # [B, from, to]
-        alphas = inputs + _logsumexp(scores, 1)
+        alphas = inputs + reduce_logsumexp(scores, 1)
         return alphas, alphas
 
 
@@ -184,12 +175,12 @@ def crf_log_norm(inputs, sequence_lengths, transition_params) -> Tensor:
     sequence_lengths = _lengths(sequence_lengths)
     first = squeeze(fl_slice(inputs, [0, 0, 0], [-1, 1, -1]), [1])
     if _one_step(inputs):
-        return _zero_where_empty(_logsumexp(first, 1), sequence_lengths)
+        return _zero_where_empty(reduce_logsumexp(first, 1), sequence_lengths)
     rest = _rest(inputs)
     cell = CrfForwardRnnCell(transition_params)
     _, alphas = dynamic_rnn(cell, rest, sequence_length=_minus_one(sequence_lengths),
                             initial_state=first, dtype=inputs.dtype)
-    return _zero_where_empty(_logsumexp(alphas, 1), sequence_lengths)
+    return _zero_where_empty(reduce_logsumexp(alphas, 1), sequence_lengths)
 
 
 def crf_log_likelihood(inputs, tag_indices, sequence_lengths, transition_params=None
