@@ -364,3 +364,28 @@ def test_batch_norm_refuses_what_it_does_not_support():
         layers.batch_norm(tf.placeholder(tf.float32, [None, None]))
     with pytest.raises(ValueError, match="undefined rank"):
         layers.batch_norm(tf.placeholder(tf.float32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_nchw_is_nhwc_transposed(backend):
+    nhwc = layers.batch_norm(IMAGES, scale=True, scope="nhwc")
+    nchw = layers.batch_norm(IMAGES.transpose(0, 3, 1, 2), scale=True, data_format="NCHW",
+                             scope="nchw")
+    unfused = layers.batch_norm(IMAGES.transpose(0, 3, 1, 2), data_format="NCHW", fused=False,
+                                scope="unfused")
+    a, b, c = _run([nhwc, nchw, unfused], backend)
+    np.testing.assert_allclose(b, a.transpose(0, 3, 1, 2), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c, a.transpose(0, 3, 1, 2), rtol=1e-4, atol=1e-4)
+    assert tf.global_variables()[-1].get_shape().as_list() == [3]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_softmax_and_unit_norm(backend):
+    x = RNG.randn(2, 3, 4).astype(np.float32)
+    sm, un = _run([layers.softmax(x), layers.unit_norm(x, 1)], backend)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(sm, e / e.sum(-1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(un, x / np.sqrt(1e-7 + (x ** 2).sum(1, keepdims=True)),
+                               rtol=1e-5)
+    with pytest.raises(ValueError, match="dim must be"):
+        layers.unit_norm(x, 3)

@@ -189,3 +189,25 @@ def test_slim_cnn_trains_and_gives_tensorflows_losses_variables_and_outputs():
             np.testing.assert_allclose(got[key], want[key], rtol=2e-4, atol=2e-5, err_msg=key)
     losses = got["train/losses"]
     assert losses[-1] < 0.3 * losses[0] and got["train/accuracy"] > 0.9   # it learns
+
+
+def test_arg_scope_reaches_batch_norm_used_as_a_normalizer():
+    is_training = tf.placeholder_with_default(True, [])
+    with slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm):
+        with slim.arg_scope([slim.batch_norm], is_training=is_training, scale=True,
+                            decay=0.5, updates_collections=None):
+            net = slim.conv2d(X, 2, 3, activation_fn=None,
+                              weights_initializer=tf.ones_initializer())
+    assert tf.get_collection(tf.GraphKeys.UPDATE_OPS) == []      # updated in place
+    assert [v.name for v in slim.get_model_variables()] == [
+        "Conv/weights:0", "Conv/BatchNorm/beta:0", "Conv/BatchNorm/gamma:0",
+        "Conv/BatchNorm/moving_mean:0", "Conv/BatchNorm/moving_variance:0"]
+    mean = slim.get_unique_variable("Conv/BatchNorm/moving_mean")
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        out = s.run(net)
+        moved = s.run(mean)
+        s.run(net, {is_training: False})
+        assert (s.run(mean) == moved).all()                 # inference leaves it
+    np.testing.assert_allclose(out.mean(axis=(0, 1, 2)), 0, atol=1e-5)
+    assert np.abs(moved).min() > 0.1                         # training moved it

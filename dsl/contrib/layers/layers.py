@@ -31,14 +31,15 @@ from dsl.layers.base import select_by_training, training_value
 from dsl.layers.conv_transpose import deconv_output_length
 from dsl.layers.convolutional import normalize_padding, normalize_tuple
 from dsl.linalg_ops import matmul
-from dsl.math_ops import cast, elu as _elu, relu as _relu, relu6 as _relu6
-from dsl.nn import bias_add as nn_bias_add
+from dsl.math_ops import cast, elu as _elu, relu as _relu, relu6 as _relu6, sqrt, square
+from dsl.nn import bias_add as nn_bias_add, softmax as nn_softmax
 from dsl.nn_conv import avg_pool, conv2d as nn_conv2d, conv2d_transpose as nn_conv2d_transpose
 from dsl.nn_conv import depthwise_conv2d, max_pool
 from dsl.nn_losses import dropout as nn_dropout
 from dsl.nn_norm import batch_normalization as nn_batch_normalization
 from dsl.nn_norm import fused_batch_norm, moments
 from dsl.ops import constant, convert_to_tensor
+from dsl.reduction_ops import reduce_sum
 from dsl.tensor import Tensor, static_shape
 from dsl.train.moving_averages import assign_moving_average
 from dsl.variable_scope import variable_scope
@@ -49,7 +50,7 @@ __all__ = ["avg_pool2d", "max_pool2d", "batch_norm", "bias_add", "convolution",
            "convolution1d", "convolution2d", "conv1d", "conv2d", "convolution2d_transpose",
            "conv2d_transpose", "separable_convolution2d", "separable_conv2d", "dropout",
            "flatten", "fully_connected", "layer_norm", "one_hot_encoding", "embed_sequence",
-           "repeat", "stack", "linear", "relu", "relu6", "elu"]
+           "repeat", "stack", "softmax", "unit_norm", "linear", "relu", "relu6", "elu"]
 
 NHWC, NCHW = "NHWC", "NCHW"
 
@@ -616,6 +617,29 @@ def layer_norm(inputs, center: bool = True, scale: bool = True, activation_fn=No
         if activation_fn is not None:
             outputs = activation_fn(outputs)
         return _collect(outputs_collections, outputs)
+
+
+@add_arg_scope
+def softmax(logits, scope=None) -> Tensor:
+    """The softmax over the last dim of ``logits`` (rank 2 or more)."""
+    with variable_scope(scope, "softmax"):
+        logits = convert_to_tensor(logits)
+        if _known_rank(logits, "softmax") < 2:
+            raise ValueError(f"softmax: logits {logits.name} need rank 2 or more, found shape "
+                             f"{static_shape(logits)}")
+        return nn_softmax(logits)
+
+
+@add_arg_scope
+def unit_norm(inputs, dim: int, epsilon: float = 1e-7, scope=None) -> Tensor:
+    """``inputs / sqrt(epsilon + sum(inputs^2 along dim))``."""
+    with variable_scope(scope, "UnitNorm"):
+        inputs = convert_to_tensor(inputs)
+        rank = _known_rank(inputs, "unit_norm")
+        if dim < 0 or dim >= rank:
+            raise ValueError("dim must be positive but smaller than the input rank.")
+        lengths = sqrt(epsilon + reduce_sum(square(inputs), dim, keepdims=True))
+        return inputs / lengths
 
 
 # --- encodings -------------------------------------------------------------------------------
