@@ -3,7 +3,7 @@ repeat, avg_pool2d, flatten, fully_connected and dropout under nested arg_scopes
 batch_norm as the normalizer_fn (its updates run through UPDATE_OPS), l2 weight
 regularizers, slim.losses' softmax_cross_entropy (logits first) and get_total_loss; then a
 zoo of the other slim layers (conv2d_transpose, separable_conv2d, layer_norm, stack,
-bias_add, one_hot_encoding, batch_norm unfused and with in-place updates).
+bias_add, one_hot_encoding, batch_norm unfused, with in-place updates and zero-debiased).
 
 Only its import lines are flowc's (record_slim_programs.py runs it under
 ``import tensorflow.compat.v1 as tf`` and ``import tf_slim as slim``). The weights are set
@@ -123,6 +123,10 @@ def zoo():
                                                 decay=0.5, scope="bn_inplace")
         fetches["bn_inference"] = slim.batch_norm(images, is_training=False,
                                                   scope="bn_inference")
+        fetches["bn_debiased"] = slim.batch_norm(images, zero_debias_moving_mean=True,
+                                                 scope="bn_debiased")
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            fetches["updated"] = tf.identity(fetches["bn_debiased"])
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
             set_weights(sess)
