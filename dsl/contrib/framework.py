@@ -236,12 +236,20 @@ def get_variable_full_name(var: Variable) -> str:
 def assign_from_checkpoint_fn(model_path: str, var_list, ignore_missing_vars: bool = False,
                               reshape_variables: bool = False) -> Callable:
     """A function of a session that restores ``var_list`` (a list, or a dict from checkpoint
-    names to variables) from the checkpoint ``model_path``."""
-    from dsl.saver import Saver
+    names to variables) from the checkpoint ``model_path`` (TensorFlow's or flowc's). With
+    ``ignore_missing_vars`` the variables the checkpoint lacks are left out (None when that
+    is all of them)."""
+    from dsl.saver import CheckpointReader, Saver
     if not var_list:
         raise ValueError("var_list cannot be empty")
+    if reshape_variables:
+        raise NotImplementedError("assign_from_checkpoint_fn(reshape_variables=True)")
     if ignore_missing_vars:
-        raise NotImplementedError("assign_from_checkpoint_fn(ignore_missing_vars=True)")
+        reader = CheckpointReader(model_path)
+        named = var_list if isinstance(var_list, dict) else {v.op.name: v for v in var_list}
+        var_list = {k: v for k, v in named.items() if reader.has_tensor(k)}
+        if not var_list:
+            return None
     saver = Saver(var_list)
 
     def callback(session) -> None:

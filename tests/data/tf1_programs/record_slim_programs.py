@@ -1,6 +1,7 @@
 """Run slim_cnn.py of this folder under TensorFlow (``tensorflow.compat.v1`` and tf_slim,
 its two import lines changed to them, nothing else) and record what it gives into
-``slim_programs.npz``, which tests/dsl/test_contrib_slim.py compares flowc with.
+``slim_programs.npz``, which tests/dsl/test_contrib_slim.py compares flowc with, and the
+trained CNN's TensorFlow checkpoint into ``slim_checkpoint/``.
 
 Needs TensorFlow, tf_keras and tf_slim (``pip install tensorflow tf-keras tf-slim``). Run from anywhere:
 ``python tests/data/tf1_programs/record_slim_programs.py``.
@@ -54,7 +55,14 @@ def main() -> None:
         control_flow_ops.cond = tf.cond
     tf.disable_v2_behavior()
     out = {"tensorflow_version": np.array(tf.__version__)}
-    out.update(load_under_tensorflow("slim_cnn").main())
+    program = load_under_tensorflow("slim_cnn")
+    out.update(program.main())
+    # a checkpoint TensorFlow writes of the trained CNN, and what restoring it gives there
+    folder = os.path.join(HERE, "slim_checkpoint")
+    os.makedirs(folder, exist_ok=True)
+    program.train(save_path=os.path.join(folder, "model.ckpt"))
+    out["restored/test_logits"] = program.restore_and_predict(
+        os.path.join(folder, "model.ckpt"))
     np.savez(os.path.join(HERE, "slim_programs.npz"), **out)
     print(len(out), "values recorded with TensorFlow", tf.__version__)
     print("losses", out["train/losses"][:3], "...", out["train/losses"][-3:])

@@ -51,7 +51,7 @@ def cnn(x, is_training, dropout_on):
     return slim.fully_connected(net, CLASSES, activation_fn=None, scope="logits")
 
 
-def train(steps=30, batch_size=32):
+def train(steps=30, batch_size=32, save_path=None):
     train_x, train_y = make_data(256, 1)
     test_x, test_y = make_data(64, 2)
     graph = tf.Graph()
@@ -82,6 +82,9 @@ def train(steps=30, batch_size=32):
                 losses.append(loss)
             test_logits, test_accuracy = sess.run([logits, accuracy],
                                                   {x: test_x, y: test_y})
+            if save_path:
+                tf.train.Saver().save(sess, save_path, write_meta_graph=False,
+                                      write_state=False)
             values = {v.name: sess.run(v) for v in tf.global_variables()}
     out = {"losses": np.array(losses, np.float32), "test_logits": test_logits,
            "accuracy": np.float32(test_accuracy), "variables": np.array(names),
@@ -92,6 +95,20 @@ def train(steps=30, batch_size=32):
     for name, value in values.items():
         out["value/" + name] = value
     return out
+
+
+def restore_and_predict(path, ignore_missing_vars=False):
+    """The CNN's logits on the test data, its variables restored by name from the checkpoint
+    ``path`` with slim.assign_from_checkpoint_fn (the dropout and batch norm off)."""
+    test_x, _ = make_data(64, 2)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 8, 8, 2], name="x")
+        logits = cnn(x, False, False)
+        restore = slim.assign_from_checkpoint_fn(path, slim.get_variables_to_restore(),
+                                                 ignore_missing_vars=ignore_missing_vars)
+        with tf.Session() as sess:
+            restore(sess)
+            return sess.run(logits, {x: test_x})
 
 
 def zoo():
