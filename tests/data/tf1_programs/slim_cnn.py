@@ -112,7 +112,8 @@ def restore_and_predict(path, ignore_missing_vars=False):
 
 
 def zoo():
-    """The other layers on fixed inputs: outputs, and the variables' names and shapes."""
+    """The other layers on fixed inputs: outputs, gradients, and the variables' names and
+    shapes."""
     rng = np.random.RandomState(3)
     images = rng.randn(2, 5, 5, 3).astype(np.float32)
     vectors = rng.randn(4, 6).astype(np.float32)
@@ -144,12 +145,19 @@ def zoo():
                                                  scope="bn_debiased")
         with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
             fetches["updated"] = tf.identity(fetches["bn_debiased"])
+        # the gradients of one scalar of every output with respect to every trainable weight
+        scalar = tf.add_n([tf.reduce_sum(tf.square(t)) for k, t in sorted(fetches.items())
+                           if k not in ("one_hot", "updated")])
+        trainable = tf.trainable_variables()
+        gradients = tf.gradients(scalar, trainable)
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
             set_weights(sess)
             keys = sorted(fetches)
             got = sess.run([fetches[k] for k in keys])
             out = dict(zip(keys, got))
+            for v, g in zip(trainable, sess.run(gradients)):
+                out["gradient/" + v.name] = g
             moving = [v for v in tf.global_variables() if "moving" in v.name]
             for v in moving:
                 out["after/" + v.name] = sess.run(v)
