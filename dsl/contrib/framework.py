@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional
 
 from dsl.context import device as _device
 from dsl.context import get_default_graph
-from dsl.train.global_step import (create_global_step, get_global_step,
+from dsl.train.global_step import (create_global_step, get_global_step,  # noqa: F401
                                    get_or_create_global_step)
 from dsl.variable_scope import VariableScope, get_variable
 from dsl.variables import GraphKeys, Variable

@@ -20,8 +20,8 @@ import math
 import numbers
 from typing import Optional
 
-from dsl.array_ops import (concat, expand_dims, identity, one_hot, reshape, shape as shape_of, squeeze,
-                           stack as stack_tensors, transpose)
+from dsl.array_ops import (concat, expand_dims, identity, one_hot, reshape,
+                           shape as shape_of, squeeze, stack as stack_tensors, transpose)
 from dsl.context import control_dependencies, name_scope
 from dsl.contrib.framework import add_arg_scope, model_variable
 from dsl.contrib.layers.regularizers import xavier_initializer
