@@ -40,7 +40,10 @@ def arg_scope_func_key(func) -> str:
     key = getattr(func, "_key_op", None)
     if key:
         return key
-    key = f"{func.__module__}.{func.__qualname__}"
+    qualname = getattr(func, "__qualname__", None)
+    if qualname is None:                      # a functools.partial, a callable object
+        return f"{type(func).__name__}@{id(func):x}"
+    key = f"{getattr(func, '__module__', '?')}.{qualname}"
     # a function made inside another may be made again under the same name: tell them apart
     return f"{key}@{id(func):x}" if "<locals>" in key else key
 

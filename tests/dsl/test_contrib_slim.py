@@ -57,6 +57,9 @@ def test_arg_scope_yields_a_scope_to_reuse_and_refuses_undecorated_functions():
     with pytest.raises(ValueError, match="not decorated with @add_arg_scope"):
         with slim.arg_scope([tf.nn.conv2d], padding="VALID"):
             pass
+    with pytest.raises(ValueError, match="not decorated with @add_arg_scope"):
+        with slim.arg_scope([slim.relu], padding="VALID"):    # a functools.partial
+            pass
     with pytest.raises(TypeError, match="list/tuple"):
         with slim.arg_scope(slim.conv2d, padding="VALID"):
             pass
