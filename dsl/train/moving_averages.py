@@ -19,6 +19,7 @@ from dsl.math_ops import cast, minimum, pow as pow_
 from dsl.ops import convert_to_tensor
 from dsl.tensor import Operation, Tensor, static_shape
 from dsl.train.optimizer import _colocated, _create_slot, _init_scope
+from dsl.variable_scope import get_variable_scope
 from dsl.variables import (GraphKeys, Variable, get_collection, global_variables,
                            trainable_variables)
 from runtime.dtypes import DType
@@ -34,8 +35,10 @@ def _op_name(value) -> str:
 
 def _zero_debias(average: Variable, value: Tensor, one_minus_decay: Tensor) -> Tensor:
     """``average = biased / (1 - decay ** local_step)`` after updating ``biased`` and
-    ``local_step`` (TF1's ``_zero_debias``)."""
-    base = _op_name(average)
+    ``local_step`` (TF1's ``_zero_debias``): named, as TensorFlow names them, in the current
+    variable scope (``BatchNorm/BatchNorm/moving_mean/biased`` under ``BatchNorm``)."""
+    outer = get_variable_scope().name
+    base = f"{outer}/{_op_name(average)}" if outer else _op_name(average)
     biased = _create_slot(average, zeros_initializer(), f"{base}/biased")
     with _init_scope(), _colocated(average, ignore_existing=True):
         local_step = Variable(convert_to_tensor(0.0, dtype=average.dtype), trainable=False,

@@ -1,4 +1,4 @@
-"""``fl.contrib.layers``: TensorFlow 1.x's ``tf.contrib.layers`` regularizers
+"""The regularizers of ``fl.contrib.layers`` (TensorFlow 1.x's ``tf.contrib.layers``)
 (``l2_regularizer(scale)(w) = scale * l2_loss(w) = scale * sum(w^2) / 2``, ``l1_regularizer``:
 ``scale * sum(|w|)``, their sum, ``sum_regularizer``, ``apply_regularization``) and the
 initializers TF1 programs take from there (``xavier_initializer`` is glorot's,
