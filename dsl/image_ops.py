@@ -34,7 +34,8 @@ __all__ = ["flip_left_right", "flip_up_down", "random_flip_left_right", "random_
            "random_contrast", "rgb_to_grayscale", "grayscale_to_rgb", "central_crop",
            "crop_to_bounding_box", "pad_to_bounding_box", "resize_image_with_crop_or_pad",
            "resize_with_crop_or_pad", "total_variation", "image_gradients", "sobel_edges",
-           "resize_images", "ResizeMethodV1"]
+           "resize_images", "ResizeMethodV1", "rgb_to_hsv", "hsv_to_rgb", "adjust_saturation",
+           "random_saturation", "adjust_hue", "random_hue"]
 
 Int = Union[int, Tensor]
 
@@ -359,6 +360,117 @@ def grayscale_to_rgb(images, name: Optional[str] = None) -> Tensor:
     if images.shape.as_list()[-1] not in (None, 1):
         raise ValueError("Last dimension of a grayscale image should be size 1.")
     return tile(images, [1] * (rank - 1) + [3], name=name or "grayscale_to_rgb")
+
+
+# --- colour spaces (TF's RGBToHSV, HSVToRGB, AdjustSaturation, AdjustHue, composed) ---------
+def _channels3(images, what: str) -> Tensor:
+    images = convert_to_tensor(images)
+    if _kind(images.dtype) != "f":
+        raise TypeError(f"{what}: images must be float16, bfloat16, float32 or float64, got "
+                        f"{images.dtype}")
+    if images.shape.ndims is None or images.shape.ndims < 1:
+        raise ValueError(f"{what}: input must be at least 1D")
+    if images.shape.as_list()[-1] not in (None, 3):
+        raise ValueError(f"{what}: input must have 3 channels but input only has "
+                         f"{images.shape.as_list()[-1]} channels.")
+    return images
+
+
+def _split3(images: Tensor):
+    return [images[..., i:i + 1] for i in range(3)]
+
+
+def _const(value: float, like: Tensor) -> Tensor:
+    return convert_to_tensor(np.asarray(value, like.dtype.np))
+
+
+def _hsv(images: Tensor):
+    """(h, s, v), each [..., 1], as TF's RGBToHSV kernel computes them."""
+    r, g, b = _split3(images)
+    zero = _const(0, images)
+    v = maximum(maximum(r, g), b)
+    rng = subtract(v, minimum(minimum(r, g), b))
+    sat = where_v2(greater(v, zero), divide(rng, where_v2(greater(v, zero), v, _const(1, v))),
+                   zero)
+    norm = divide(_const(1.0 / 6.0, v), where_v2(greater(rng, zero), rng, _const(1, v)))
+    hue = where_v2(equal(r, v), multiply(norm, subtract(g, b)),
+                   where_v2(equal(g, v), add(multiply(norm, subtract(b, r)), _const(2 / 6, v)),
+                            add(multiply(norm, subtract(r, g)), _const(4 / 6, v))))
+    hue = where_v2(greater(rng, zero), hue, zero)
+    hue = where_v2(less(hue, zero), add(hue, _const(1, v)), hue)
+    return hue, sat, v
+
+
+def _rgb(h: Tensor, s: Tensor, v: Tensor, name: str) -> Tensor:
+    """TF's HSVToRGB kernel on (h, s, v), each [..., 1]."""
+    one, two = _const(1, h), _const(2, h)
+    dh = multiply(h, _const(6, h))
+
+    def clip01(t):
+        return minimum(maximum(t, _const(0, h)), one)
+    dr = clip01(subtract(abs(subtract(dh, _const(3, h))), one))
+    dg = clip01(subtract(two, abs(subtract(dh, two))))
+    db = clip01(subtract(two, abs(subtract(dh, _const(4, h)))))
+    one_s = subtract(one, s)
+    return concat([multiply(add(one_s, multiply(s, d)), v) for d in (dr, dg, db)], -1,
+                  name=name)
+
+
+def rgb_to_hsv(images, name: Optional[str] = None) -> Tensor:
+    """``tf.image.rgb_to_hsv``: hue, saturation and value in [0, 1] for RGB floats in [0, 1]
+    (the last dim of 3); TF's RGBToHSV, composed here from elementwise ops."""
+    images = _channels3(images, "rgb_to_hsv")
+    return concat(list(_hsv(images)), -1, name=name or "rgb_to_hsv")
+
+
+def hsv_to_rgb(images, name: Optional[str] = None) -> Tensor:
+    """``tf.image.hsv_to_rgb``: the inverse of ``rgb_to_hsv`` (TF's HSVToRGB, composed)."""
+    images = _channels3(images, "hsv_to_rgb")
+    h, s, v = _split3(images)
+    return _rgb(h, s, v, name or "hsv_to_rgb")
+
+
+def adjust_saturation(image, saturation_factor, name: Optional[str] = None) -> Tensor:
+    """``tf.image.adjust_saturation``: the HSV saturation times ``saturation_factor``, clipped
+    to [0, 1] (TF's AdjustSaturation, composed over rgb_to_hsv / hsv_to_rgb)."""
+    image = convert_to_tensor(image)
+    flt = _channels3(_as_float(image), "adjust_saturation")
+    h, s, v = _hsv(flt)
+    factor = cast(convert_to_tensor(saturation_factor), flt.dtype)
+    s = minimum(maximum(multiply(s, factor), _const(0, s)), _const(1, s))
+    return convert_image_dtype(_rgb(h, s, v, "adjusted"), image.dtype,
+                               name=name or "adjust_saturation")
+
+
+def random_saturation(image, lower, upper, seed: Optional[int] = None) -> Tensor:
+    """``tf.image.random_saturation``: ``adjust_saturation`` by a factor drawn uniformly
+    from [lower, upper)."""
+    if upper <= lower:
+        raise ValueError("upper must be > lower.")
+    if lower < 0:
+        raise ValueError("lower must be non-negative.")
+    return adjust_saturation(image, random_uniform([], lower, upper, seed=seed))
+
+
+def adjust_hue(image, delta, name: Optional[str] = None) -> Tensor:
+    """``tf.image.adjust_hue``: the HSV hue turned by ``delta`` (in [-1, 1]), wrapping around
+    (TF's AdjustHue, composed over rgb_to_hsv / hsv_to_rgb)."""
+    image = convert_to_tensor(image)
+    flt = _channels3(_as_float(image), "adjust_hue")
+    h, s, v = _hsv(flt)
+    h = floormod(add(h, cast(convert_to_tensor(delta), flt.dtype)), _const(1, h))
+    return convert_image_dtype(_rgb(h, s, v, "adjusted"), image.dtype,
+                               name=name or "adjust_hue")
+
+
+def random_hue(image, max_delta, seed: Optional[int] = None) -> Tensor:
+    """``tf.image.random_hue``: ``adjust_hue`` by a delta drawn uniformly from
+    [-max_delta, max_delta) (max_delta in [0, 0.5])."""
+    if max_delta > 0.5:
+        raise ValueError("max_delta must be <= 0.5.")
+    if max_delta < 0:
+        raise ValueError("max_delta must be non-negative.")
+    return adjust_hue(image, random_uniform([], -max_delta, max_delta, seed=seed))
 
 
 # --- crops and pads ---------------------------------------------------------------------------

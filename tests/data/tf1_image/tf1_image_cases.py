@@ -5,6 +5,11 @@ same program with only the import changed."""
 import numpy as np
 
 
+# greys (no hue), black, pure and mixed colours, ties between channels
+EDGE_RGB = np.array([[[0, 0, 0], [0.5, 0.5, 0.5], [1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0],
+                      [0, 1, 1], [1, 0, 1], [0.2, 0.2, 0.7], [0.7, 0.2, 0.7]]], np.float32)
+
+
 def inputs():
     rng = np.random.default_rng(7)
     return {
@@ -81,6 +86,15 @@ def build(tf, values):
         "resize_aspect": im.resize_images(img4, [10, 20], preserve_aspect_ratio=True),
         "resize_aspect_nn": im.resize_images(u8, [4, 30], im.ResizeMethod.NEAREST_NEIGHBOR,
                                              preserve_aspect_ratio=True),
+        "to_hsv3": im.rgb_to_hsv(img3), "to_hsv4": im.rgb_to_hsv(img4),
+        "to_hsv_edges": im.rgb_to_hsv(tf.constant(EDGE_RGB)),
+        "hsv_round_trip": im.hsv_to_rgb(im.rgb_to_hsv(img4)),
+        "from_hsv": im.hsv_to_rgb(img3),
+        "saturation": im.adjust_saturation(img4, 0.4),
+        "saturation_up": im.adjust_saturation(img3, 3.0),
+        "saturation_u8": im.adjust_saturation(u8, 1.7),
+        "hue": im.adjust_hue(img4, 0.3), "hue_neg": im.adjust_hue(img3, -0.45),
+        "hue_u8": im.adjust_hue(u8b, 0.1),
     }
     tf.set_random_seed(5)
     f.update({
@@ -91,5 +105,7 @@ def build(tf, values):
         "random_contrast": im.random_contrast(u8, 0.3, 1.8, seed=5),
         "random_crop": tf.random_crop(ph["big"], [3, 2, 4, 5, 2], seed=6),
         "random_crop_img": tf.image.random_crop(img3, [2, 4, 3], seed=7),
+        "random_saturation": im.random_saturation(img3, 0.2, 2.0, seed=8),
+        "random_hue": im.random_hue(img4, 0.4, seed=9),
     })
     return ph, f
