@@ -650,6 +650,71 @@ def sobel_edges(image) -> Tensor:
 
 # --- resize ------------------------------------------------------------------------------------
 _V1_METHODS = {0: "bilinear", 1: "nearest", 2: "bicubic", 3: "area"}
+_CUBIC_TABLE = 1024          # TF's kCubicCoeffA table (A = -0.75, legacy resize_bicubic)
+
+
+def _resize_scale(n_in: int, n_out: int, align_corners: bool) -> np.float32:
+    if align_corners and n_out > 1:
+        return np.float32(n_in - 1) / np.float32(n_out - 1)
+    return np.float32(n_in) / np.float32(n_out)
+
+
+def _bicubic_weights(n_in: int, n_out: int, align_corners: bool) -> np.ndarray:
+    """[n_out, n_in]: ResizeBicubic's weights (its quantized coefficient table, the four
+    taps clamped to the image) along one dim."""
+    a = np.float32(-0.75)
+    x = np.arange(_CUBIC_TABLE + 1, dtype=np.float32) / np.float32(_CUBIC_TABLE)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    x1 = x + np.float32(1)
+    far = ((a * x1 - 5 * a) * x1 + 8 * a) * x1 - 4 * a
+    scale = _resize_scale(n_in, n_out, align_corners)
+    w = np.zeros((n_out, n_in), np.float64)
+    for o in range(n_out):
+        loc = np.float32(o) * scale
+        base = int(np.floor(loc))
+        off = int(np.rint(np.float32((loc - np.float32(base)) * np.float32(_CUBIC_TABLE))))
+        taps = (far[off], near[off], near[_CUBIC_TABLE - off], far[_CUBIC_TABLE - off])
+        for k, weight in enumerate(taps):
+            w[o, min(n_in - 1, max(0, base - 1 + k))] += weight
+    return w
+
+
+def _area_weights(n_in: int, n_out: int, align_corners: bool) -> np.ndarray:
+    """[n_out, n_in]: ResizeArea's weights along one dim (each output cell's overlap with the
+    input cells, over the cell's size)."""
+    scale = _resize_scale(n_in, n_out, align_corners)
+    w = np.zeros((n_out, n_in), np.float64)
+    for o in range(n_out):
+        lo, hi = np.float32(o) * scale, np.float32(o + 1) * scale
+        start, end = int(np.floor(lo)), int(np.ceil(hi))
+        for i in range(start, end):
+            if i < lo:
+                part = scale if i + 1 > hi else np.float32(i + 1) - lo
+            else:
+                part = hi - np.float32(i) if i + 1 > hi else 1.0
+            w[o, min(i, n_in - 1)] += float(part) / float(scale)
+    return w
+
+
+def _resize_separable(kind: str, images: Tensor, size, align_corners: bool,
+                      name: Optional[str]) -> Tensor:
+    """Bicubic or area resize of [batch, h, w, c] as Wh @ image @ Ww^T per channel."""
+    from dsl.linalg_ops import matmul
+    _, h, w, c = images.shape.as_list()
+    if h is None or w is None or size is None:
+        raise NotImplementedError(f"resize_images: method {kind!r} needs the image's height "
+                                  "and width and the new size known while building (flowc "
+                                  "has no ResizeBicubic / ResizeArea kernels)")
+    weights = _bicubic_weights if kind == "bicubic" else _area_weights
+    wh = convert_to_tensor(weights(h, size[0], align_corners).astype(np.float32))
+    ww = convert_to_tensor(weights(w, size[1], align_corners).astype(np.float32))
+    x = _transpose(cast(images, DType.f32), [0, 3, 1, 2])              # [b, c, h, w]
+    x = matmul(reshape(x, [-1, w]), ww, transpose_b=True)               # [b*c*h, new_w]
+    x = _transpose(reshape(x, [-1, h, size[1]]), [0, 2, 1])             # [b*c, new_w, h]
+    x = matmul(reshape(x, [-1, h]), wh, transpose_b=True)               # [b*c*new_w, new_h]
+    x = reshape(x, _as_index([shape(images)[0], c if c is not None else -1, size[1],
+                              size[0]], DType.i32))
+    return _transpose(x, [0, 3, 2, 1], name=name or f"resize_{kind}")
 
 
 def resize_images(images, size, method=ResizeMethodV1.BILINEAR, align_corners: bool = False,
@@ -657,8 +722,10 @@ def resize_images(images, size, method=ResizeMethodV1.BILINEAR, align_corners: b
     """``tf.compat.v1.image.resize_images``: ResizeBilinear (float32 result) or
     ResizeNearestNeighbor with TF1's legacy pixel rule (``align_corners`` as given); an image
     already of the size comes back as it is. ``preserve_aspect_ratio`` scales both sides by
-    the smaller of the two ratios so the image fits in ``size``. BICUBIC and AREA are refused:
-    flowc has no ResizeBicubic or ResizeArea."""
+    the smaller of the two ratios so the image fits in ``size``. BICUBIC and AREA (TF's
+    ResizeBicubic and ResizeArea, legacy pixel rule) are linear and separable: with the
+    image's height and width and ``size`` known while building, they are two matrix products
+    by weights computed here as TF's kernels compute them; otherwise they are refused."""
     from dsl.image import _resize
     images = convert_to_tensor(images)
     rank = _rank(images)
@@ -669,10 +736,6 @@ def resize_images(images, size, method=ResizeMethodV1.BILINEAR, align_corners: b
     kind = _V1_METHODS.get(method, method) if _is_int(method) else method
     if kind not in ("bilinear", "nearest", "bicubic", "area"):
         raise ValueError(f"Resize method is not implemented: {method}")
-    if kind in ("bicubic", "area"):
-        raise NotImplementedError(f"resize_images: method {kind!r} is not supported by flowc "
-                                  "(no ResizeBicubic / ResizeArea kernels); use BILINEAR or "
-                                  "NEAREST_NEIGHBOR")
     batched = images if rank == 4 else expand_dims(images, 0)
     _, height, width, _ = batched.shape.as_list()
     try:
@@ -697,8 +760,11 @@ def resize_images(images, size, method=ResizeMethodV1.BILINEAR, align_corners: b
                            int(np.round(np.float32(f) * np.float32(dims[2])))]
     if static_size is not None and static_size == [height, width]:
         return images
-    op = "ResizeBilinear" if kind == "bilinear" else "ResizeNearestNeighbor"
-    out = _resize(op, batched, size_t, align_corners, False, name)
+    if kind in ("bicubic", "area"):
+        out = _resize_separable(kind, batched, static_size, align_corners, name)
+    else:
+        op = "ResizeBilinear" if kind == "bilinear" else "ResizeNearestNeighbor"
+        out = _resize(op, batched, size_t, align_corners, False, name)
     if static_size is not None:
         out.set_shape([None] + static_size + [None])
     return out if rank == 4 else squeeze(out, [0])

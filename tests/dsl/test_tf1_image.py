@@ -49,6 +49,9 @@ def test_static_shapes_as_tf1_infers_them(graph):
     assert f["gray_u8"].dtype == fl.uint8 and f["gray_u8"].shape.as_list()[-1] == 1
     assert f["sobel"].shape.as_list() == [None, 5, 6, 3, 2]
     assert f["tv4"].shape.as_list() == [None] and f["tv3"].shape.as_list() == []
+    assert f["bicubic_up"].shape.as_list() == [None, 9, 13, 3]
+    assert f["area_corners"].shape.as_list() == [3, 4, 3]
+    assert f["area_corners"].dtype == fl.float32 and f["hue_u8"].dtype == fl.uint8
 
 
 def test_against_numpy(graph, rng):
@@ -159,10 +162,21 @@ def test_build_time_errors_as_tf1():
             im.image_gradients(img)
         with pytest.raises(ValueError, match="1-D Tensor of 2 elements"):
             im.resize_images(img, [3, 3, 3])
-        with pytest.raises(NotImplementedError, match="'bicubic' is not supported"):
-            im.resize_images(img, [3, 3], im.ResizeMethod.BICUBIC)
-        with pytest.raises(NotImplementedError, match="'area' is not supported"):
-            im.resize_images(img, [3, 3], method=3)
+        dyn = fl.placeholder(fl.float32, [None, None, 3])
+        with pytest.raises(NotImplementedError, match="'bicubic' needs the image's height"):
+            im.resize_images(dyn, [3, 3], im.ResizeMethod.BICUBIC)
+        with pytest.raises(NotImplementedError, match="'area' needs .* the new size known"):
+            im.resize_images(img, fl.placeholder(fl.int32, [2]), method=3)
+        with pytest.raises(ValueError, match="Resize method is not implemented: 7"):
+            im.resize_images(img, [3, 3], method=7)
+        with pytest.raises(ValueError, match="must have 3 channels"):
+            im.rgb_to_hsv(fl.placeholder(fl.float32, [2, 2, 4]))
+        with pytest.raises(TypeError, match="must be float16, bfloat16, float32 or float64"):
+            im.hsv_to_rgb(fl.placeholder(fl.int32, [2, 2, 3]))
+        with pytest.raises(ValueError, match="max_delta must be <= 0.5"):
+            im.random_hue(img, 0.6)
+        with pytest.raises(ValueError, match="upper must be > lower"):
+            im.random_saturation(img, 2.0, 1.0)
         with pytest.raises(AttributeError, match="dtype must be either floating point or integer"):
             im.convert_image_dtype(img, fl.bool)
 

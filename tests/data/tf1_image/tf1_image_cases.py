@@ -95,6 +95,13 @@ def build(tf, values):
         "saturation_u8": im.adjust_saturation(u8, 1.7),
         "hue": im.adjust_hue(img4, 0.3), "hue_neg": im.adjust_hue(img3, -0.45),
         "hue_u8": im.adjust_hue(u8b, 0.1),
+        "bicubic_up": im.resize_images(img4, [9, 13], im.ResizeMethod.BICUBIC),
+        "bicubic_down": im.resize_images(img3, [3, 4], 2),
+        "bicubic_corners": im.resize_images(u8, [8, 5], 2, align_corners=True),
+        "area_down": im.resize_images(img4, [2, 4], im.ResizeMethod.AREA),
+        "area_up": im.resize_images(img3, [7, 11], 3),
+        "area_corners": im.resize_images(u8, [3, 4], 3, align_corners=True),
+        "area_aspect": im.resize_images(img3, [20, 3], 3, preserve_aspect_ratio=True),
     }
     tf.set_random_seed(5)
     f.update({
