@@ -2,21 +2,25 @@
 ``non_max_suppression_with_scores`` and ``non_max_suppression_padded`` (all
 NonMaxSuppressionV5); ``resize`` (TF2's, bilinear and nearest: ResizeBilinear and
 ResizeNearestNeighbor with half-pixel centers), and TF1's ``resize_bilinear`` and
-``resize_nearest_neighbor`` (``align_corners``, ``half_pixel_centers``)."""
+``resize_nearest_neighbor`` (``align_corners``, ``half_pixel_centers``); TF1's flips, crops,
+dtype conversion, brightness and contrast from ``dsl/image_ops.py``; ``random_crop``."""
 from __future__ import annotations
 
 from typing import Optional, Tuple
 
 import numpy as np
 
+from dsl.image_ops import *  # noqa: F401,F403  (TF1's tf.image functions)
+from dsl.image_ops import __all__ as _image_ops_all
 from dsl.math_ops import cast
 from dsl.ops import apply_op, convert_to_tensor
+from dsl.random_ops import random_crop
 from dsl.tensor import Tensor
 from runtime.dtypes import DType
 
 __all__ = ["non_max_suppression", "non_max_suppression_with_scores",
            "non_max_suppression_padded", "resize", "resize_bilinear", "resize_nearest_neighbor",
-           "ResizeMethod"]
+           "ResizeMethod", "random_crop"] + list(_image_ops_all)
 
 
 class ResizeMethod:

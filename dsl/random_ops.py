@@ -19,7 +19,7 @@ from dsl.tensor import Tensor
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["random_uniform", "random_normal", "truncated_normal", "multinomial", "op_seeds",
-           "DEFAULT_GRAPH_SEED", "set_random_seed"]
+           "DEFAULT_GRAPH_SEED", "set_random_seed", "random_crop"]
 
 DEFAULT_GRAPH_SEED = 87654321
 
@@ -108,3 +108,28 @@ def categorical(logits, num_samples, dtype=None, seed: Optional[int] = None,
     """``tf.random.categorical``: ``multinomial`` with the output type named ``dtype``."""
     return multinomial(logits, num_samples, seed=seed, name=name or "categorical",
                        output_dtype=dtype)
+
+
+def random_crop(value, size, seed: Optional[int] = None, name: Optional[str] = None) -> Tensor:
+    """``tf.random_crop``: a slice of ``value`` of shape ``size`` (one entry per dim) at an
+    offset drawn uniformly among those that fit. A ``size`` larger than ``value`` is a
+    ValueError when both are known while building, else the Slice's error at run time."""
+    import numpy as np
+    from dsl.array_ops import shape as shape_of, slice as slice_
+    from dsl.math_ops import floormod, maximum
+    value = convert_to_tensor(value)
+    if not isinstance(size, Tensor) and value.shape.ndims is not None:
+        want = [int(v) for v in np.reshape(np.asarray(size), -1)]
+        have = value.shape.as_list()
+        if len(want) != len(have):
+            raise ValueError(f"random_crop: size {want} must have one entry per dim of the "
+                             f"value's shape {have}")
+        if any(h is not None and h < w for h, w in zip(have, want)):
+            raise ValueError(f"Need value.shape >= size, got {have} {want}")
+    size = _as_index(size, DType.i32)
+    shape = shape_of(value)
+    one = convert_to_tensor(np.int32(1))
+    limit = maximum(add(subtract(shape, size), one), one)
+    offset = floormod(random_uniform(shape_of(shape), dtype=DType.i32, maxval=2 ** 31 - 1,
+                                     seed=seed), limit)
+    return slice_(value, offset, size, name=name or "random_crop")
