@@ -90,8 +90,20 @@ def _written(tas: List[TensorArray], i, values: List, what: str) -> List[TensorA
     return out
 
 
-def _stacked(tas: List[TensorArray], n, n_static: Optional[int]) -> List[Tensor]:
+def _ranks(values: List) -> List[Optional[int]]:
+    shapes = [static_shape(v) if isinstance(v, Tensor) else None for v in values]
+    return [None if s is None else len(s) for s in shapes]
+
+
+def _stacked(tas: List[TensorArray], n, n_static: Optional[int],
+             ranks: List[Optional[int]]) -> List[Tensor]:
+    """The arrays stacked: ``[n] + element shape``. An array that infers no element shape
+    (``infer_shape=False``) still stacks to the rank ``fn``'s values have (any dims), which
+    the C backend needs to know."""
     from dsl.array_ops import range as fl_range
+    for ta, rank in zip(tas, ranks):
+        if ta.element_shape is None and rank is not None:
+            ta._element_shape = (None,) * rank
     with name_scope("TensorArrayStack"):
         every = fl_range(0, n)
         out = [ta.gather(every) for ta in tas]
@@ -181,6 +193,7 @@ def map_fn(fn: Callable, elems, dtype=None, parallel_iterations: Optional[int] =
         elems_tas = _unstacked(flat_elems, n)
         accs = [TensorArray(d, size=n, dynamic_size=False, infer_shape=infer_shape,
                             name="accs_ta") for d in out_dtypes]
+        ranks: List[Optional[int]] = []
 
         def body(i, *tas):
             value = _pack(in_structure, [ta.read(i) for ta in elems_tas])
@@ -189,11 +202,13 @@ def map_fn(fn: Callable, elems, dtype=None, parallel_iterations: Optional[int] =
             nest.assert_same_structure(dtype if dtype is not None else elems, result)
             hint = ("map_fn's fn returns dtypes other than elems'; give them as dtype="
                     if dtype is None else "fn returns other dtypes than map_fn's dtype=")
-            return [i + 1] + _written(list(tas), i, _flat(out_structure, result), hint)
+            values = _flat(out_structure, result)
+            ranks[:] = _ranks(values)
+            return [i + 1] + _written(list(tas), i, values, hint)
 
         final = _loop(lambda i, *_: i < n, body, [convert_to_tensor(0, dtype=DType.i32)] + accs,
                       parallel_iterations, swap_memory)
-        results = _maybe_stop(_stacked(final[1:], n, n_static), back_prop)
+        results = _maybe_stop(_stacked(final[1:], n, n_static, ranks), back_prop)
     return _pack(out_structure, results)
 
 
@@ -244,7 +259,7 @@ def scan(fn: Callable, elems, initializer=None, parallel_iterations: int = 10,
             i0, cond = start, (lambda i, *_: i < n)
         final = _loop(cond, body, [convert_to_tensor(i0, dtype=DType.i32)] + a_flat + accs,
                       parallel_iterations, swap_memory)
-        results = _maybe_stop(_stacked(final[1 + k:], n, n_static), back_prop)
+        results = _maybe_stop(_stacked(final[1 + k:], n, n_static, _ranks(a_flat)), back_prop)
     return _pack(out_structure, results)
 
 

@@ -356,3 +356,21 @@ def test_a_tf1_program_over_the_functional_ops_gives_what_tensorflow_gave():
                                        err_msg=f"{backend} after{k}")
         np.testing.assert_allclose(losses, want["losses"], rtol=1e-10, err_msg=backend)
         assert losses[-1] < losses[0]
+
+
+def test_map_fn_outputs_whose_shape_varies_by_element(graph):
+    """fn's output shape known only at run time: equal shapes stack (also with
+    infer_shape=False, whose result keeps fn's rank); unequal ones are TF1's errors."""
+    n = fl.placeholder(fl.i32, [None], name="n")
+    inferred = fl.map_fn(lambda k: fl.range(k), n)
+    free = fl.map_fn(lambda k: fl.range(k), n, infer_shape=False)
+    assert free.shape.as_list() == [None, None]
+    for backend in BACKENDS:
+        with fl.Session(graph=graph, backend=backend) as s:
+            for t in (inferred, free):
+                assert s.run(t, {n: [2, 2]}).tolist() == [[0, 1], [0, 1]], backend
+            with pytest.raises(fl.FlowcError, match="value shape is \\[2\\] which is "
+                                                    "incompatible with the TensorArray's inferred"):
+                s.run(inferred, {n: [1, 2]})
+            with pytest.raises(fl.FlowcError, match="TensorArray has inconsistent shapes"):
+                s.run(free, {n: [1, 2]})
