@@ -39,7 +39,7 @@ def _diag_part_grad(op: Operation, g: Tensor) -> Grads:
     zeros = apply_op("ZerosLike", [op.inputs[0]])
     if not v:
         return [apply_op("MatrixSetDiag", [zeros, g])]
-    return [apply_op("MatrixSetDiag" + v, [zeros, g, op.inputs[1]], _align(op)), None]
+    return [apply_op("MatrixSetDiag" + v, [zeros, g, op.inputs[1]], _align(op)), None, None]
 
 
 def _set_diag_grad(op: Operation, g: Tensor) -> Grads:
