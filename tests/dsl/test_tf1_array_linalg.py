@@ -31,7 +31,8 @@ def test_broadcast_to_and_linspace(graph, rng):
     x = fl.placeholder(fl.float32, [None, 1])
     v = rng.normal(size=(3, 1)).astype(np.float32)
     n = fl.placeholder(fl.int32, [])
-    fetches = {"b": fl.broadcast_to(x, [2, 3, 4]), "b_dyn": fl.broadcast_to(x, fl.shape(x) * [1, 4]),
+    fetches = {"b": fl.broadcast_to(x, [2, 3, 4]),
+               "b_dyn": fl.broadcast_to(x, fl.shape(x) * [1, 4]),
                "lin": fl.linspace(-1.0, 2.0, n), "lin1": fl.lin_space(3.0, 5.0, 1),
                "lin64": fl.linspace(fl.constant(0.0, fl.float64), 1.0, 5)}
     assert fetches["b"].shape.as_list() == [2, 3, 4]

@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.codegen.kernel_context import KernelContext, product
 from compiler.ir.op_registry import set_c_kernel
-from compiler.ops.matrix_diag import band_of, diag_matrix_size, op_align
+from compiler.ops.matrix_diag import band_of, diag_len, diag_matrix_size, op_align
 
 _HELPERS = """\
 static inline int64_t flowc_diag_len(int64_t d, int64_t rows, int64_t cols) {
@@ -111,8 +111,7 @@ def _part_out_dims(kc: KernelContext) -> List[List[str]]:
     max_len = f"flowc_diag_max_len({lo}, {hi}, {x.dim(-2)}, {x.dim(-1)})"
     if x.shape[-2] is not None and x.shape[-1] is not None:
         rows, cols = x.shape[-2], x.shape[-1]
-        max_len = str(max(0, *(min(rows + min(0, d), cols - max(0, d))
-                               for d in range(lo, hi + 1))))
+        max_len = str(max(diag_len(d, rows, cols) for d in range(lo, hi + 1)))
     return [x.dims[:-2] + band + [max_len]]
 
 
@@ -222,7 +221,8 @@ def _diag_c(kc: KernelContext) -> str:
                 const int64_t dg = c - r;
                 {T} v = pad;
                 if (dg >= {lo} && dg <= {hi}) {{
-                    const int64_t off = flowc_diag_offset(dg, rows, cols, max_len, {left_super}, {left_sub});
+                    const int64_t off = flowc_diag_offset(dg, rows, cols, max_len,
+                                                          {left_super}, {left_sub});
                     v = x[(b * {hi - lo + 1} + ({hi} - dg)) * max_len + (r < c ? r : c) + off];
                 }}
                 o[(b * rows + r) * cols + c] = v;
@@ -266,7 +266,8 @@ def _set_c(kc: KernelContext) -> str:
             for (int64_t c = 0; c < cols; c++) {{
                 const int64_t at = (b * rows + r) * cols + c, dg = c - r;
                 if (dg >= {lo} && dg <= {hi}) {{
-                    const int64_t off = flowc_diag_offset(dg, rows, cols, max_len, {left_super}, {left_sub});
+                    const int64_t off = flowc_diag_offset(dg, rows, cols, max_len,
+                                                          {left_super}, {left_sub});
                     o[at] = v[(b * {hi - lo + 1} + ({hi} - dg)) * max_len + (r < c ? r : c) + off];
                 }} else {{
                     o[at] = x[at];

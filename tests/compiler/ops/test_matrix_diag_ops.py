@@ -151,3 +151,19 @@ def test_bad_arguments_are_errors_naming_the_node():
                     sess.run(k, {x: np.zeros((2, 2), np.float32)})
                 with pytest.raises(FlowcError, match="diagonal"):
                     sess.run(s, {x: np.zeros((2, 3), np.float32), d: np.zeros(3, np.float32)})
+
+
+def test_empty_matrices():
+    g = fl.Graph()
+    with g.as_default():
+        feeds = {}
+        x = _feed(np.zeros((2, 0, 3)), False, feeds)
+        d = _feed(np.zeros((2, 0)), False, feeds)
+        e = _feed(np.zeros((0,)), False, feeds)
+        fetches = {"band": A("MatrixBandPart", [x, np.int64(0), np.int64(-1)]),
+                   "part": A("MatrixDiagPart", [x]), "set": A("MatrixSetDiag", [x, d]),
+                   "diag": A("MatrixDiag", [d]), "tdiag": A("Diag", [e])}
+        got = check_against_interpreter(g, fetches, feeds)
+    assert got["band"].shape == (2, 0, 3) and got["part"].shape == (2, 0)
+    assert got["set"].shape == (2, 0, 3) and got["diag"].shape == (2, 0, 0)
+    assert got["tdiag"].shape == (0, 0)
