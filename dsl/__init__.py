@@ -19,6 +19,10 @@ from dsl.math_special import *  # noqa: F401,F403
 from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
+from dsl.diag_ops import *  # noqa: F401,F403
+from dsl.grid_ops import *  # noqa: F401,F403
+from dsl.tensordot_norm import *  # noqa: F401,F403
+from dsl.to_dtype import *  # noqa: F401,F403
 from dsl.indexing_ops import *  # noqa: F401,F403
 from dsl.masking_ops import *  # noqa: F401,F403
 from dsl.random_ops import *  # noqa: F401,F403
@@ -59,6 +63,8 @@ from dsl.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
 from dsl.session import InteractiveSession, Session, get_default_session
 from dsl import compat
 from dsl import logging
+from dsl import linalg
+from dsl import math  # noqa: E402  (fl.math: after every name it aliases)
 from runtime.checkpoint import CheckpointError
 from dsl import errors
 from runtime.errors import (AbortedError, CancelledError, DeadlineExceededError,  # noqa: F401

@@ -61,6 +61,8 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "GatherV2": {"batch_dims": 0},
     "StridedSlice": {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
                      "shrink_axis_mask": 0},
+    "MatrixDiagV3": {"align": "RIGHT_LEFT"}, "MatrixDiagPartV3": {"align": "RIGHT_LEFT"},
+    "MatrixSetDiagV3": {"align": "RIGHT_LEFT"},
     # random_ops.cc, candidate_sampling_ops.cc
     "RandomStandardNormal": _SEEDS, "RandomUniform": _SEEDS, "RandomUniformInt": _SEEDS,
     "TruncatedNormal": _SEEDS, "UniformCandidateSampler": _SEEDS,
