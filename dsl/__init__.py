@@ -18,6 +18,7 @@ from dsl.math_ops import *  # noqa: F401,F403
 from dsl.math_special import *  # noqa: F401,F403
 from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
+from dsl.math_compositions import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
 from dsl.diag_ops import *  # noqa: F401,F403
 from dsl.grid_ops import *  # noqa: F401,F403

@@ -16,7 +16,9 @@ _FROM_TOP = (
     "mod", "multiply", "negative", "not_equal", "pow", "reciprocal", "reduce_all", "reduce_any",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "round", "rsqrt",
     "sigmoid", "sign", "sin", "sinh", "sqrt", "square", "squared_difference", "subtract", "tan",
-    "tanh", "top_k", "truediv", "unsorted_segment_sum",
+    "tanh", "top_k", "truediv", "unsorted_segment_sum", "reduce_logsumexp", "log_sigmoid",
+    "reduce_variance", "reduce_std", "reduce_euclidean_norm", "scalar_mul", "accumulate_n",
+    "xlogy", "xdivy", "confusion_matrix",
 )
 _FROM_NN = (
     "in_top_k", "l2_normalize", "log_softmax", "softmax", "softplus", "softsign",
