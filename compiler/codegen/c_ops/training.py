@@ -47,6 +47,7 @@ def _emit(kc: KernelContext) -> str:
     flags = {n: kc.attr(n) for n, _ in spec.flags}
     return kc.render("training.c.j2", op=spec.name, variables=variables, scalars=scalars,
                      grad=grad, sqrt=kc.math("sqrt", grad.dtype),
+                     pow=kc.math("pow", grad.dtype), fabs=kc.math("fabs", grad.dtype),
                      has_output=bool(kc.outputs), **flags)
 
 

@@ -1,5 +1,5 @@
 """TensorFlow's optimizer ops (ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad,
-ApplyRMSProp and their ResourceApply* forms): a few steps in compiled C and in the numpy
+ApplyRMSProp, ApplyAdadelta, ApplyFtrl, ApplyFtrlV2 and their ResourceApply* forms): a few steps in compiled C and in the numpy
 interpreter against TensorFlow's update formulas written out here in numpy, for f32 and f64,
 with use_nesterov / update_slots; their checks (uninitialized slot, gradient of another shape,
 a learning rate that is not a scalar) leave every variable unchanged."""
@@ -35,6 +35,25 @@ def _tf_update(op, var, slots, grad, h, attrs):
         ms = h["rho"] * slots["ms"] + (1 - h["rho"]) * grad ** 2
         mom = h["momentum"] * slots["mom"] + h["lr"] * grad / np.sqrt(ms + h["epsilon"])
         return var - mom, {"ms": ms, "mom": mom}
+    if op == "Adadelta":
+        accum = h["rho"] * slots["accum"] + (1 - h["rho"]) * grad ** 2
+        update = np.sqrt(slots["accum_update"] + h["epsilon"]) / np.sqrt(accum + h["epsilon"]) \
+            * grad
+        accum_update = h["rho"] * slots["accum_update"] + (1 - h["rho"]) * update ** 2
+        return var - h["lr"] * update, {"accum": accum, "accum_update": accum_update}
+    if op in ("Ftrl", "FtrlV2"):
+        p, lr = -h["lr_power"], h["lr"]
+        shrunk = grad + 2 * h.get("l2_shrinkage", 0.0) * var
+        new_accum = slots["accum"] + grad ** 2
+        sigma = new_accum ** p - slots["accum"] ** p
+        if attrs.get("multiply_linear_by_lr"):
+            linear = slots["linear"] + shrunk * lr - sigma * var
+            l1, y = h["l1"] * lr, new_accum ** p + 2 * h["l2"] * lr
+        else:
+            linear = slots["linear"] + shrunk - sigma / lr * var
+            l1, y = h["l1"], new_accum ** p / lr + 2 * h["l2"]
+        new_var = np.where(np.abs(linear) > l1, (np.sign(linear) * l1 - linear) / y, 0.0)
+        return new_var, {"accum": new_accum, "linear": linear}
     raise AssertionError(op)
 
 
@@ -49,6 +68,12 @@ CASES = [
     ("Adagrad", ("accum",), {"lr": 0.1}, {}),
     ("Adagrad", ("accum",), {"lr": 0.1}, {"update_slots": False}),
     ("RMSProp", ("ms", "mom"), {"lr": 0.01, "rho": 0.9, "momentum": 0.5, "epsilon": 1e-6}, {}),
+    ("Adadelta", ("accum", "accum_update"), {"lr": 0.5, "rho": 0.95, "epsilon": 1e-6}, {}),
+    ("Ftrl", ("accum", "linear"), {"lr": 0.1, "l1": 0.3, "l2": 0.2, "lr_power": -0.5}, {}),
+    ("Ftrl", ("accum", "linear"), {"lr": 0.1, "l1": 0.3, "l2": 0.2, "lr_power": -0.7},
+     {"multiply_linear_by_lr": True}),
+    ("FtrlV2", ("accum", "linear"), {"lr": 0.1, "l1": 0.3, "l2": 0.2, "l2_shrinkage": 0.1,
+                                     "lr_power": -0.6}, {}),
 ]
 GRAD_NAME = {"GradientDescent": "delta"}
 
@@ -56,7 +81,7 @@ GRAD_NAME = {"GradientDescent": "delta"}
 def _build(op, slot_names, hyper, attrs, dtype, resource, rng):
     init = {"var": rng.standard_normal(SHAPE)}
     for s in slot_names:                 # accumulators of squares start positive
-        init[s] = rng.uniform(0.1, 1.0, SHAPE) if s in ("v", "ms", "accum") else \
+        init[s] = rng.uniform(0.1, 1.0, SHAPE) if s in ("v", "ms", "accum", "accum_update") else \
             rng.standard_normal(SHAPE)
     variables = {k: fl.Variable(v.astype(dtype.np), name=k) for k, v in init.items()}
     grad = fl.placeholder(dtype, [None, 4], name="grad")
