@@ -1,5 +1,5 @@
 """The nn functions (lrn, conv1d, atrous_conv2d, separable_conv2d,
-weighted_cross_entropy_with_logits, zero_fraction), AdadeltaOptimizer and FtrlOptimizer
+weighted_cross_entropy_with_logits, zero_fraction), the conv1d layers, AdadeltaOptimizer and FtrlOptimizer
 (dense and sparse updates, TF1's slot names) and the metrics (true/false positives/negatives,
 precision, recall, auc in every curve and summation, mean_iou), each run as the TF1 program of
 tests/data/tf1_nn_extra/nn_extra_programs.py with ``import dsl as tf``, in compiled C and in
@@ -45,6 +45,36 @@ def test_nn_functions_match_tensorflow(backend):
         want = REF[f"nn/{k}"]
         assert np.asarray(v).shape == want.shape, k
         np.testing.assert_allclose(v, want, rtol=2e-5, atol=2e-6, err_msg=f"{backend} {k}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv1d_layers_match_tensorflow(backend):
+    fetches = programs.layers(tf, X)
+    assert sorted(v.op.name for v in tf.global_variables()) == list(REF["names/layers"])
+    with tf.Session(backend=backend) as s:
+        s.run(tf.global_variables_initializer())
+        got = s.run(fetches)
+    for k, v in got.items():
+        np.testing.assert_allclose(v, REF[f"layers/{k}"], rtol=2e-5, atol=2e-6,
+                                   err_msg=f"{backend} {k}")
+
+
+def test_conv1d_layer_channels_first_is_channels_last_transposed():
+    seq = tf.constant(X["seq"])
+    init = dict(kernel_initializer=tf.constant_initializer(X["layer_kernel"]),
+                bias_initializer=tf.constant_initializer(X["layer_bias"]))
+    last = tf.layers.Conv1D(4, 3, strides=2, padding="same", **init)
+    first = tf.layers.Conv1D(4, 3, strides=2, padding="same", data_format="channels_first",
+                             **init)
+    a, b = last(seq), first(tf.transpose(seq, [0, 2, 1]))
+    assert b.shape.as_list() == [2, 4, 5]
+    assert first.compute_output_shape([None, 3, 9]).as_list() == [None, 4, 5]
+    with pytest.raises(ValueError, match="expected ndim=3"):
+        tf.layers.conv1d(tf.zeros([2, 3, 4, 5]), 2, 3)
+    with tf.Session(backend="c") as s:
+        s.run(tf.global_variables_initializer())
+        va, vb = s.run([a, b])
+    np.testing.assert_allclose(vb, va.transpose(0, 2, 1), rtol=1e-5, atol=1e-6)
 
 
 def test_lrn_default_attrs_are_tensorflows():

@@ -32,6 +32,8 @@ def inputs() -> dict:
         "metric_weights": rng.uniform(0, 2, (2, 12)).astype(np.float32),
         "classes_true": rng.integers(0, 3, (2, 12)).astype(np.int32),
         "classes_pred": rng.integers(0, 3, (2, 12)).astype(np.int32),
+        "layer_kernel": rng.standard_normal((3, 3, 4)).astype(np.float32) * 0.5,
+        "layer_bias": rng.standard_normal(4).astype(np.float32),
     }
 
 
@@ -62,6 +64,20 @@ def nn_functions(tf, X) -> dict:
         targets=c["targets"], logits=c["logits"], pos_weight=0.4)
     out["zero_fraction"] = tf.nn.zero_fraction(c["sparse"])
     out["zero_fraction_int"] = tf.nn.zero_fraction(tf.cast(c["sparse"], tf.int32))
+    return out
+
+
+def layers(tf, X) -> dict:
+    """tf.layers.conv1d and tf.layers.Conv1D with fixed initial values."""
+    seq = tf.constant(X["seq"])
+    init = dict(kernel_initializer=tf.constant_initializer(X["layer_kernel"]),
+                bias_initializer=tf.constant_initializer(X["layer_bias"]))
+    out = {"conv1d_same": tf.layers.conv1d(seq, 4, 3, padding="same",
+                                           activation=tf.nn.relu, name="conv_a", **init)}
+    layer = tf.layers.Conv1D(4, 3, strides=2, name="conv_b", **init)
+    out["Conv1D_stride"] = layer(seq)
+    out["Conv1D_dilated"] = tf.layers.conv1d(seq, 4, 3, dilation_rate=2, use_bias=False,
+                                             kernel_initializer=init["kernel_initializer"])
     return out
 
 

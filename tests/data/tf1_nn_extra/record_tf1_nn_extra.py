@@ -1,13 +1,15 @@
 """Records what TensorFlow 1.x computes for the programs of nn_extra_programs.py into
-tf1_nn_extra.npz: the nn functions, STEPS steps of each optimizer (variables and slots), and
-each metric's value after each of two batches. Run with TensorFlow installed:
-``TF_ENABLE_ONEDNN_OPTS=0 python record_tf1_nn_extra.py``. The tests only read the .npz
-(tests/dsl/test_tf1_nn_extra.py)."""
+tf1_nn_extra.npz: the nn functions, the conv1d layers, STEPS steps of each optimizer
+(variables and slots), and each metric's value after each of two batches. Run with TensorFlow
+and tf_keras installed: ``TF_ENABLE_ONEDNN_OPTS=0 python record_tf1_nn_extra.py``. The tests
+only read the .npz (tests/dsl/test_tf1_nn_extra.py)."""
 import os
 import sys
 
-import numpy as np
-import tensorflow.compat.v1 as tf
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np  # noqa: E402
+import tensorflow.compat.v1 as tf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -22,6 +24,12 @@ def main() -> None:
     with tf.Graph().as_default(), tf.Session() as s:
         for k, v in s.run(programs.nn_functions(tf, X)).items():
             out[f"nn/{k}"] = v
+    with tf.Graph().as_default(), tf.Session() as s:
+        fetches = programs.layers(tf, X)
+        s.run(tf.global_variables_initializer())
+        for k, v in s.run(fetches).items():
+            out[f"layers/{k}"] = v
+        out["names/layers"] = np.array(sorted(v.op.name for v in tf.global_variables()))
     for name in programs.OPTIMIZERS:
         with tf.Graph().as_default(), tf.Session() as s:
             train, tracked = programs.optimizer_model(tf, X, name)
