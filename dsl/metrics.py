@@ -6,9 +6,10 @@ A metric keeps running sums in local variables (``GraphKeys.LOCAL_VARIABLES`` an
 batch so far, ``value`` reads it without changing anything. ``mean``: ``total / count``, both
 float32, with ``weights`` (broadcast to the values) weighting each value; 0 while the count is
 0. ``accuracy``: the mean of ``predictions == labels``. ``true_positives`` (and the other
-three counts), ``precision``, ``recall``, ``auc`` and ``mean_iou`` follow TensorFlow 1.x's
-formulas and variable names (``precision/true_positives/count``, ``auc/true_positives``,
-``mean_iou/total_confusion_matrix``).
+three counts), ``precision``, ``recall``, ``auc``, ``mean_iou``, ``precision_at_k`` and
+``recall_at_k`` (float64, as TensorFlow's) follow TensorFlow 1.x's formulas and variable names
+(``precision/true_positives/count``, ``auc/true_positives``,
+``mean_iou/total_confusion_matrix``, ``recall_at_2/true_positive_at_2``).
 """
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ from dsl.array_ops import (expand_dims, gather, identity, one_hot, ones_like, re
                            squeeze, zeros, zeros_like)
 from dsl.context import control_dependencies, get_default_graph
 from dsl.linalg_ops import matmul
-from dsl.math_ops import (abs as _abs, cast, div_no_nan, equal, greater, log, logical_and,
+from dsl.indexing_ops import top_k
+from dsl.math_ops import (abs as _abs, cast, div_no_nan, divide, equal, greater, log, logical_and,
                           logical_not, maximum, minimum, not_equal, sqrt, squared_difference,
                           where)
 from dsl.ops import constant, convert_to_tensor
-from dsl.reduction_ops import reduce_sum
+from dsl.reduction_ops import reduce_any, reduce_sum
 from dsl.tensor import Tensor, static_shape
 from dsl.variable_scope import variable_scope
 from dsl.variables import GraphKeys, Variable
@@ -32,7 +34,8 @@ from runtime.dtypes import DType
 
 __all__ = ["mean", "accuracy", "mean_absolute_error", "mean_squared_error",
            "root_mean_squared_error", "metric_variable", "true_positives", "false_positives",
-           "true_negatives", "false_negatives", "precision", "recall", "auc", "mean_iou"]
+           "true_negatives", "false_negatives", "precision", "recall", "auc", "mean_iou",
+           "precision_at_k", "recall_at_k"]
 
 
 def metric_variable(shape, dtype, validate_shape: bool = True,
@@ -387,3 +390,84 @@ def mean_iou(labels, predictions, num_classes: int, weights=None, metrics_collec
         update_op = total_cm.assign_add(current)
         _collect(updates_collections, update_op)
         return value, update_op
+
+
+# --- precision_at_k, recall_at_k ----------------------------------------------------------------
+def _at_k_name(name: str, k: int, class_id: Optional[int]) -> str:
+    name = f"{name}_at_{k}"
+    return name if class_id is None else f"{name}_class{class_id}"
+
+
+def _counts_at_k(labels: Tensor, top: Tensor, k: int, class_id: Optional[int]):
+    """Per row, as TensorFlow's set operations count them: (tp, fp, fn), float64 ``[batch]``.
+    ``labels`` ``[batch, num_labels]`` are sets (a repeated label counts once; a label outside
+    the classes is never predicted, so it counts as a false negative); ``top`` ``[batch, k]``.
+    With ``class_id``, only that class counts."""
+    if class_id is not None:
+        c = constant(np.int64(class_id))
+        in_labels = reduce_any(equal(labels, c), axis=-1)
+        in_top = reduce_any(equal(top, c), axis=-1)
+        counts = (logical_and(in_top, in_labels), logical_and(in_top, logical_not(in_labels)),
+                  logical_and(in_labels, logical_not(in_top)))
+        return tuple(cast(t, DType.f64) for t in counts)
+    n = static_shape(labels)[-1]
+    if n is None:
+        raise ValueError("precision_at_k and recall_at_k need the number of labels per row "
+                         f"(the last dim of labels, {static_shape(labels)}) known")
+    # a label's first occurrence in its row (earlier equal labels: strictly lower triangle)
+    same = equal(expand_dims(labels, -1), expand_dims(labels, -2))          # [b, n, n]
+    earlier = constant(np.tril(np.ones((n, n), bool), -1))
+    first = logical_not(reduce_any(logical_and(same, earlier), axis=-1))   # [b, n]
+    in_top = reduce_any(equal(expand_dims(labels, -1), expand_dims(top, -2)), axis=-1)
+    tp = reduce_sum(cast(logical_and(first, in_top), DType.f64), -1)
+    fn = reduce_sum(cast(logical_and(first, logical_not(in_top)), DType.f64), -1)
+    return tp, float(k) - tp, fn
+
+
+def _metric_at_k(kind: str, labels, predictions, k: int, class_id, weights,
+                 metrics_collections, updates_collections, name):
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    with variable_scope(name, _at_k_name(kind, k, class_id), (predictions, labels, weights)):
+        predictions = convert_to_tensor(predictions)
+        labels = cast(convert_to_tensor(labels), DType.i64)
+        rp, rl = _rank(predictions), _rank(labels)
+        if rp is not None and rl is not None and rl == rp - 1:
+            labels = expand_dims(labels, -1)
+        _, top = top_k(predictions, k)
+        tp, fp, fn = _counts_at_k(labels, cast(top, DType.i64), k, class_id)
+        second, second_name = (fp, "false_positive") if kind == "precision" else \
+            (fn, "false_negative")
+        totals = []
+        for counts, what in ((tp, "true_positive"), (second, second_name)):
+            if weights is not None:
+                counts = counts * cast(convert_to_tensor(weights), DType.f64)
+            var = metric_variable([], DType.f64, name=_at_k_name(what, k, class_id))
+            totals.append((var.value(), var.assign_add(reduce_sum(counts))))
+        (tp_v, tp_u), (other_v, other_u) = totals
+        value = divide(tp_v, tp_v + other_v, name="value")
+        _collect(metrics_collections, value)
+        update_op = divide(tp_u, tp_u + other_u, name="update")
+        _collect(updates_collections, update_op)
+        return value, update_op
+
+
+def precision_at_k(labels, predictions, k: int, class_id: Optional[int] = None, weights=None,
+                   metrics_collections=None, updates_collections=None,
+                   name: Optional[str] = None) -> Tuple[Tensor, Tensor]:
+    """How many of each row's top ``k`` predicted classes are among its ``labels``, over every
+    batch so far, a float64 (``tf.metrics.precision_at_k``); with ``class_id``, the precision
+    of predicting that class in the top ``k``. NaN while nothing counted."""
+    return _metric_at_k("precision", labels, predictions, k, class_id, weights,
+                        metrics_collections, updates_collections, name)
+
+
+def recall_at_k(labels, predictions, k: int, class_id: Optional[int] = None, weights=None,
+                metrics_collections=None, updates_collections=None,
+                name: Optional[str] = None) -> Tuple[Tensor, Tensor]:
+    """How many of each row's ``labels`` are among its top ``k`` predicted classes, over every
+    batch so far, a float64 (``tf.metrics.recall_at_k``); with ``class_id``, the recall of
+    that class. NaN while nothing counted."""
+    return _metric_at_k("recall", labels, predictions, k, class_id, weights,
+                        metrics_collections, updates_collections, name)

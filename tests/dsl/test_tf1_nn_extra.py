@@ -1,7 +1,8 @@
 """The nn functions (lrn, conv1d, atrous_conv2d, separable_conv2d,
 weighted_cross_entropy_with_logits, zero_fraction), the conv1d layers, AdadeltaOptimizer and FtrlOptimizer
 (dense and sparse updates, TF1's slot names) and the metrics (true/false positives/negatives,
-precision, recall, auc in every curve and summation, mean_iou), each run as the TF1 program of
+precision, recall, auc in every curve and summation, mean_iou, precision_at_k and recall_at_k
+with repeated and out-of-range labels and class_id), each run as the TF1 program of
 tests/data/tf1_nn_extra/nn_extra_programs.py with ``import dsl as tf``, in compiled C and in
 the interpreter, against what TensorFlow computed for it (tf1_nn_extra.npz); and their errors."""
 import os
@@ -157,14 +158,24 @@ def _metric_graph():
     ph = dict(labels=tf.placeholder(tf.int32, [None]), probs=tf.placeholder(tf.float32, [None]),
               weights=tf.placeholder(tf.float32, [None]),
               classes_true=tf.placeholder(tf.int32, [None]),
-              classes_pred=tf.placeholder(tf.int32, [None]))
-    return ph, programs.metrics(tf, **ph)
+              classes_pred=tf.placeholder(tf.int32, [None]),
+              scores=tf.placeholder(tf.float32, [None, 6]),
+              label_sets=tf.placeholder(tf.int64, [None, 3]),
+              single_labels=tf.placeholder(tf.int64, [None]),
+              row_weights=tf.placeholder(tf.float32, [None]))
+    pairs = programs.metrics(tf, **{k: ph[k] for k in ("labels", "probs", "weights",
+                                                       "classes_true", "classes_pred")})
+    pairs.update(programs.metrics_at_k(tf, **{k: ph[k] for k in (
+        "scores", "label_sets", "single_labels", "row_weights")}))
+    return ph, pairs
 
 
 def _feed(ph, batch, **override):
     values = dict(labels=X["labels"][batch], probs=X["probs"][batch],
                   weights=X["metric_weights"][batch], classes_true=X["classes_true"][batch],
                   classes_pred=X["classes_pred"][batch])
+    values.update({k: X[k][batch] for k in ("scores", "label_sets", "single_labels",
+                                            "row_weights")})
     values.update(override)
     return {ph[k]: v for k, v in values.items()}
 
@@ -183,6 +194,7 @@ def test_metrics_match_tensorflow_over_two_batches(backend):
                 for what, got in (("update", updates[k]), ("value", values[k])):
                     want = REF[f"metric/{k}/{what}{batch}"]
                     assert np.asarray(got).shape == want.shape, (k, what)
+                    assert np.asarray(got).dtype == want.dtype, (k, what)
                     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
                                                err_msg=f"{backend} {k} {what}{batch}")
 
@@ -208,3 +220,19 @@ def test_metric_argument_errors():
         tf.metrics.auc(labels, probs, summation_method="simpson")
     with pytest.raises(ValueError, match="num_thresholds"):
         tf.metrics.auc(labels, probs, num_thresholds=1)
+    with pytest.raises(ValueError, match="k must be"):
+        tf.metrics.recall_at_k(tf.constant([[1]], tf.int64), tf.zeros([1, 4]), 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_precision_at_k_is_nan_until_something_counts(backend):
+    scores = tf.placeholder(tf.float32, [None, 4])
+    labels = tf.placeholder(tf.int64, [None, 2])
+    value, update = tf.metrics.precision_at_k(labels, scores, 2, class_id=3)
+    with tf.Session(backend=backend) as s:
+        s.run(tf.local_variables_initializer())
+        assert np.isnan(s.run(value))
+        got = s.run(update, {scores: np.array([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]],
+                                              np.float32),
+                             labels: np.array([[3, 3], [0, 1]], np.int64)})
+        assert got == 1.0 and got.dtype == np.float64

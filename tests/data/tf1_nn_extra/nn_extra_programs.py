@@ -34,6 +34,13 @@ def inputs() -> dict:
         "classes_pred": rng.integers(0, 3, (2, 12)).astype(np.int32),
         "layer_kernel": rng.standard_normal((3, 3, 4)).astype(np.float32) * 0.5,
         "layer_bias": rng.standard_normal(4).astype(np.float32),
+        "scores": rng.standard_normal((2, 5, 6)).astype(np.float32),
+        # label sets with a repeated label and one outside the 6 classes
+        "label_sets": np.array([[[0, 3, 3], [1, 2, 5], [4, 6, 0], [2, 2, 2], [5, 1, 0]],
+                                [[3, 4, 1], [0, 0, 5], [6, 6, 2], [1, 4, 3], [2, 5, 0]]],
+                               np.int64),
+        "single_labels": rng.integers(0, 6, (2, 5)).astype(np.int64),
+        "row_weights": rng.uniform(0, 2, (2, 5)).astype(np.float32),
     }
 
 
@@ -136,3 +143,17 @@ def metrics(tf, labels, probs, weights, classes_true, classes_pred) -> dict:
         "mean_iou_w": m.mean_iou(classes_true, classes_pred, 3, weights=weights),
     }
     return out
+
+
+def metrics_at_k(tf, scores, label_sets, single_labels, row_weights) -> dict:
+    """(value, update_op) pairs of precision_at_k and recall_at_k for one batch."""
+    m = tf.metrics
+    return {
+        "precision_at_2": m.precision_at_k(label_sets, scores, 2),
+        "recall_at_2": m.recall_at_k(label_sets, scores, 2),
+        "recall_at_3_single": m.recall_at_k(single_labels, scores, 3),
+        "precision_at_1_w": m.precision_at_k(label_sets, scores, 1, weights=row_weights),
+        "recall_at_2_class1": m.recall_at_k(label_sets, scores, 2, class_id=1),
+        "precision_at_3_class4_w": m.precision_at_k(label_sets, scores, 3, class_id=4,
+                                                    weights=row_weights),
+    }

@@ -44,13 +44,19 @@ def main() -> None:
                   weights=tf.placeholder(tf.float32, [None]),
                   classes_true=tf.placeholder(tf.int32, [None]),
                   classes_pred=tf.placeholder(tf.int32, [None]))
+        at_k = dict(scores=tf.placeholder(tf.float32, [None, 6]),
+                    label_sets=tf.placeholder(tf.int64, [None, 3]),
+                    single_labels=tf.placeholder(tf.int64, [None]),
+                    row_weights=tf.placeholder(tf.float32, [None]))
         pairs = programs.metrics(tf, **ph)
+        pairs.update(programs.metrics_at_k(tf, **at_k))
         s.run(tf.local_variables_initializer())
         for batch in range(2):
             feed = {ph["labels"]: X["labels"][batch], ph["probs"]: X["probs"][batch],
                     ph["weights"]: X["metric_weights"][batch],
                     ph["classes_true"]: X["classes_true"][batch],
                     ph["classes_pred"]: X["classes_pred"][batch]}
+            feed.update({at_k[k]: X[k][batch] for k in at_k})
             updates = s.run({k: u for k, (_, u) in pairs.items()}, feed)
             values = s.run({k: v for k, (v, _) in pairs.items()})
             for k in pairs:
