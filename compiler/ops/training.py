@@ -11,7 +11,8 @@ take reference tensors (``var: Ref(T)``), flowc's take the variables' handles, a
 (what TensorFlow's ``out`` reference reads). The ``ResourceApply*`` forms have no output.
 
 Every variable the op updates (``var`` and its slots) must be initialized and have the
-gradient's shape; the learning rate and the other hyper-parameters are scalars. A failed check
+gradient's shape; the learning rate and the other hyper-parameters are scalars (and Ftrl's in
+TensorFlow's ranges: lr > 0, l1, l2, l2_shrinkage >= 0, lr_power <= 0). A failed check
 leaves every variable unchanged. The update holds the variables' locks (``use_locking`` is
 accepted and always honoured): concurrent steps' updates never interleave.
 """
@@ -41,6 +42,7 @@ class TrainingOp:
     flags: Tuple[Tuple[str, bool], ...]
     update: Callable                            # (values, scalars, grad, attrs) -> new values
     doc: str
+    bounds: Callable = lambda attrs: ()         # attrs -> ((scalar, ">"|">="|"<=", message),)
 
     @property
     def variables(self) -> List[str]:
@@ -136,6 +138,21 @@ _FTRL_DOC = ("new_accum = accum + grad^2; linear += grad - (new_accum^-lr_power 
              "(multiply_linear_by_lr: linear and l1 scaled by lr, y = new_accum^-lr_power + "
              "2 * l2 * lr).")
 
+def _ftrl_bounds(attrs) -> tuple:
+    """TensorFlow's CPU kernel's checks on the hyper-parameters (each compared with 0)."""
+    lr = ((">=", "lr is not a positive scalar (or zero if multiply_linear_by_lr is set)")
+          if attrs["multiply_linear_by_lr"] else
+          (">", "lr is not a positive scalar (or zero if multiply_linear_by_lr is set)"))
+    return (("lr",) + lr,
+            ("l1", ">=", "l1 regularization strength is not a non-negative scalar"),
+            ("l2", ">=", "l2 regularization strength is not a non-negative scalar"),
+            ("l2_shrinkage", ">=",
+             "l2 shrinkage regularization strength is not a non-negative scalar"),
+            ("lr_power", "<=", "lr_power is not a non-positive scalar"))
+
+
+COMPARE = {">": lambda a: a > 0, ">=": lambda a: a >= 0, "<=": lambda a: a <= 0}
+
 TRAINING_OPS: Dict[str, TrainingOp] = {t.name: t for t in (
     TrainingOp("GradientDescent", (("var", "var"), ("alpha", "scalar"), ("delta", "grad")),
                (), _gradient_descent, "var -= alpha * delta."),
@@ -170,13 +187,13 @@ TRAINING_OPS: Dict[str, TrainingOp] = {t.name: t for t in (
     TrainingOp("Ftrl", (("var", "var"), ("accum", "var"), ("linear", "var"), ("grad", "grad"),
                         ("lr", "scalar"), ("l1", "scalar"), ("l2", "scalar"),
                         ("lr_power", "scalar")),
-               (("multiply_linear_by_lr", False),), _ftrl, _FTRL_DOC),
+               (("multiply_linear_by_lr", False),), _ftrl, _FTRL_DOC, _ftrl_bounds),
     TrainingOp("FtrlV2", (("var", "var"), ("accum", "var"), ("linear", "var"), ("grad", "grad"),
                           ("lr", "scalar"), ("l1", "scalar"), ("l2", "scalar"),
                           ("l2_shrinkage", "scalar"), ("lr_power", "scalar")),
                (("multiply_linear_by_lr", False),), _ftrl,
                _FTRL_DOC + " The linear term takes grad + 2 * l2_shrinkage * var in place of "
-               "grad."),
+               "grad.", _ftrl_bounds),
 )}
 
 
@@ -222,6 +239,9 @@ def _kernel(spec: TrainingOp, has_output: bool):
             if a.ndim != 0:
                 raise ExecutionError(f"{name} is not a scalar: {list(a.shape)}", ctx.node)
             scalars[name] = a
+        for name, relation, message in spec.bounds(ctx.attrs):
+            if name in scalars and not COMPARE[relation](scalars[name]):
+                raise ExecutionError(f"{message}: {scalars[name]}", ctx.node)
         grad = np.asarray(inputs[spec.grad])
         variables = {name: _variable(ctx, inputs[name]) for name in spec.variables}
         unique = sorted({id(v): v for v in variables.values()}.values(), key=id)

@@ -161,6 +161,37 @@ def test_checks_leave_every_variable_unchanged(graph):
             assert np.all(s.run(var) < 1) and np.all(s.run(m) > 0)
 
 
+@pytest.mark.parametrize("backend", ["interpreter", "c"])
+def test_ftrl_hyper_parameters_out_of_range_change_nothing(graph, backend):
+    var = fl.Variable(np.ones(SHAPE, np.float32), name="var")
+    accum = fl.Variable(np.full(SHAPE, 0.1, np.float32), name="accum")
+    linear = fl.Variable(np.zeros(SHAPE, np.float32), name="linear")
+    h = {k: fl.placeholder(fl.float32, [], name=k)
+         for k in ("lr", "l1", "l2", "l2_shrinkage", "lr_power")}
+    grad = np.ones(SHAPE, np.float32)
+    ftrl = fl.raw_ops.ResourceApplyFtrlV2(var=var, accum=accum, linear=linear, grad=grad,
+                                          name="ftrl", **h)
+    by_lr = fl.raw_ops.ResourceApplyFtrl(var=var, accum=accum, linear=linear, grad=grad,
+                                         lr=h["lr"], l1=h["l1"], l2=h["l2"],
+                                         lr_power=h["lr_power"], multiply_linear_by_lr=True)
+    good = dict(lr=0.1, l1=0.0, l2=0.0, l2_shrinkage=0.0, lr_power=-0.5)
+    with fl.Session(graph=graph, backend=backend) as s:
+        s.run(fl.global_variables_initializer())
+        for key, bad, message in (("lr", 0.0, "lr is not a positive scalar"),
+                                  ("l1", -0.1, "l1 regularization strength is not a non-neg"),
+                                  ("l2", -1.0, "l2 regularization strength is not a non-neg"),
+                                  ("l2_shrinkage", float("nan"), "l2 shrinkage regularization"),
+                                  ("lr_power", 0.5, "lr_power is not a non-positive scalar")):
+            feed = {h[k]: np.float32(bad if k == key else v) for k, v in good.items()}
+            with pytest.raises(FlowcError, match=f"'ftrl'.*{message}"):
+                s.run(ftrl, feed)
+        for v, want in ((var, 1.0), (accum, 0.1), (linear, 0.0)):
+            np.testing.assert_array_equal(s.run(v), np.full(SHAPE, want, np.float32))
+        # with multiply_linear_by_lr, a learning rate of 0 is allowed
+        s.run(by_lr, {h[k]: np.float32(0.0 if k == "lr" else v) for k, v in good.items()})
+        np.testing.assert_allclose(s.run(accum), np.full(SHAPE, 1.1, np.float32))
+
+
 def test_shapes_are_checked_when_the_op_is_built(graph):
     var = fl.Variable(np.ones(SHAPE, np.float32), name="var")
     accum = fl.Variable(np.ones((4, 3), np.float32), name="accum")
