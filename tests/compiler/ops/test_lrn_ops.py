@@ -99,3 +99,13 @@ def test_an_lrn_graphdef_imports_and_matches_the_builder(rng):
         y = fl.nn.lrn(t, 1, 2.0, 0.25, 0.75)
     with fl.Session(graph=twin, backend="c") as s:
         np.testing.assert_allclose(got, s.run(y, {t: xv}), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [fl.float16, fl.bfloat16])
+def test_half_lrn_computes_in_f32(graph, rng, dtype):
+    x = fl.placeholder(dtype, [2, 2, 2, 5], name="x")
+    y = A("LRN", [x], dict(depth_radius=1, bias=1.0, alpha=0.5, beta=0.75))
+    dx = fl.gradients(fl.reduce_sum(y), x)[0]
+    xv = rng.standard_normal((2, 2, 2, 5)).astype(np.float32)
+    got = check_against_interpreter(graph, {"y": y, "dx": dx}, {x: xv.astype(dtype.np)})
+    assert got["y"].dtype == dtype.np and got["dx"].dtype == dtype.np
