@@ -89,6 +89,10 @@ def atrous_conv2d(value, filters, rate: int, padding: str, name: Optional[str] =
                   name=name or "atrous_conv2d")
 
 
+def _ints(value) -> list:
+    return [int(value)] if isinstance(value, (int, np.integer)) else [int(v) for v in value]
+
+
 def separable_conv2d(input, depthwise_filter, pointwise_filter, strides, padding,  # noqa: A002
                      rate=None, name: Optional[str] = None, data_format: Optional[str] = None,
                      dilations=None) -> Tensor:
@@ -112,6 +116,11 @@ def separable_conv2d(input, depthwise_filter, pointwise_filter, strides, padding
             raise ValueError(f"pointwise_filter has {ps[2]} input channels, the depthwise "
                              f"convolution gives {ds[2] * ds[3]}")
     fmt = data_format or "NHWC"
+    dilation = rate if rate is not None else dilations
+    if dilation is not None and max(_ints(dilation)) > 1 and max(_ints(strides)) > 1:
+        raise ValueError("separable_conv2d: if any value of rate is greater than 1, then all "
+                         f"values of strides must be 1 (rate {dilation!r}, strides "
+                         f"{strides!r})")
     with name_scope(name or "separable_conv2d"):
         depthwise = depthwise_conv2d(x, dw, strides, padding, rate=rate, data_format=fmt,
                                      dilations=dilations, name="depthwise")

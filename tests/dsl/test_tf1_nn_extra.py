@@ -107,6 +107,9 @@ def test_nn_function_argument_errors():
     with pytest.raises(ValueError, match="input channels"):
         tf.nn.separable_conv2d(pic, tf.constant(X["depthwise"]),
                                tf.zeros([1, 1, 5, 2]), [1, 1, 1, 1], "SAME")
+    with pytest.raises(ValueError, match="strides must be 1"):
+        tf.nn.separable_conv2d(pic, tf.constant(X["depthwise"]), tf.constant(X["pointwise"]),
+                               [1, 2, 2, 1], "SAME", rate=2)
     with pytest.raises(ValueError, match="labels or targets"):
         tf.nn.weighted_cross_entropy_with_logits(labels=1.0, targets=1.0, logits=1.0,
                                                  pos_weight=1.0)
