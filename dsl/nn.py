@@ -80,6 +80,8 @@ from dsl.nn_norm import (batch_normalization, fused_batch_norm, l2_normalize,  #
                          moments)
 from dsl import nn_activations as _nn_activations  # noqa: E402
 from dsl.nn_activations import gelu, leaky_relu, selu, softsign  # noqa: E402,F401
+from dsl import nn_tf1_extra as _nn_tf1_extra  # noqa: E402
+from dsl.nn_tf1_extra import *  # noqa: E402,F401,F403  (lrn, conv1d, separable_conv2d, ...)
 
 from dsl import rnn_cell  # noqa: E402,F401  (fl.nn.rnn_cell.BasicLSTMCell, ...)
 from dsl import rnn as _rnn  # noqa: E402
@@ -89,5 +91,6 @@ __all__ += _rnn.__all__ + ["rnn_cell"]
 __all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
 __all__ += _nn_activations.__all__
 __all__ += _nn_norm.__all__
+__all__ += _nn_tf1_extra.__all__
 __all__ += ["uniform_candidate_sampler", "log_uniform_candidate_sampler", "sampled_softmax_loss",
             "compute_sampled_logits", "nce_loss", "in_top_k"]

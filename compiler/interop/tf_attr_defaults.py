@@ -30,6 +30,8 @@ _SEEDS = {"seed": 0, "seed2": 0}
 _REDUCE = {"keep_dims": False}
 _SEND_RECV = {"client_terminated": False}
 _LSTM_BLOCK = {"forget_bias": 1.0, "cell_clip": 3.0, "use_peephole": False}
+_LRN = {"depth_radius": 5, "bias": 1.0, "alpha": 1.0, "beta": 0.5}
+_FTRL = {"use_locking": False, "multiply_linear_by_lr": False}
 
 TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     # math_ops.cc
@@ -53,6 +55,7 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "BiasAdd": {"data_format": "NHWC"}, "BiasAddGrad": {"data_format": "NHWC"},
     "FusedBatchNorm": _BATCH_NORM, "FusedBatchNormV2": _BATCH_NORM,
     "FusedBatchNormV3": _BATCH_NORM,
+    "LRN": _LRN, "LRNGrad": _LRN,
     # array_ops.cc
     "Placeholder": {"shape": None},
     "Squeeze": {"squeeze_dims": []},
@@ -87,6 +90,10 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "StackV2": {"stack_name": ""}, "StackPushV2": {"swap_memory": False},
     # rnn_ops.cc: the fused GRU cell has no attr but its type T
     "GRUBlockCell": {}, "GRUBlockCellGrad": {},
+    # training_ops.cc
+    "ApplyAdadelta": {"use_locking": False}, "ResourceApplyAdadelta": {"use_locking": False},
+    "ApplyFtrl": _FTRL, "ResourceApplyFtrl": _FTRL, "ApplyFtrlV2": _FTRL,
+    "ResourceApplyFtrlV2": _FTRL,
     # control_flow_ops.cc, sendrecv_ops.cc
     "Enter": {"is_constant": False, "parallel_iterations": 10},
     "_Send": _SEND_RECV, "_Recv": _SEND_RECV,

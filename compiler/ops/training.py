@@ -1,5 +1,6 @@
 """TensorFlow's optimizer ops (``training_ops``): ``ApplyGradientDescent``, ``ApplyMomentum``,
-``ApplyAdam``, ``ApplyAdagrad``, ``ApplyRMSProp`` and their ``ResourceApply*`` forms, with
+``ApplyAdam``, ``ApplyAdagrad``, ``ApplyRMSProp``, ``ApplyAdadelta``, ``ApplyFtrl``,
+``ApplyFtrlV2`` and their ``ResourceApply*`` forms, with
 TensorFlow's inputs, attrs and update formulas.
 
 flowc's own optimizers (``dsl/train/``) are compositions of reads and assignments, as the paper
@@ -10,7 +11,8 @@ take reference tensors (``var: Ref(T)``), flowc's take the variables' handles, a
 (what TensorFlow's ``out`` reference reads). The ``ResourceApply*`` forms have no output.
 
 Every variable the op updates (``var`` and its slots) must be initialized and have the
-gradient's shape; the learning rate and the other hyper-parameters are scalars. A failed check
+gradient's shape; the learning rate and the other hyper-parameters are scalars (and Ftrl's in
+TensorFlow's ranges: lr > 0, l1, l2, l2_shrinkage >= 0, lr_power <= 0). A failed check
 leaves every variable unchanged. The update holds the variables' locks (``use_locking`` is
 accepted and always honoured): concurrent steps' updates never interleave.
 """
@@ -40,6 +42,7 @@ class TrainingOp:
     flags: Tuple[Tuple[str, bool], ...]
     update: Callable                            # (values, scalars, grad, attrs) -> new values
     doc: str
+    bounds: Callable = lambda attrs: ()         # attrs -> ((scalar, ">"|">="|"<=", message),)
 
     @property
     def variables(self) -> List[str]:
@@ -94,6 +97,62 @@ def _rms_prop(v, s, g, attrs):
     return {"var": v["var"] - mom, "ms": ms, "mom": mom}
 
 
+def _adadelta(v, s, g, attrs):
+    one = np.ones((), g.dtype)
+    accum = v["accum"] * s["rho"] + g * g * (one - s["rho"])
+    update = np.sqrt(v["accum_update"] + s["epsilon"]) / np.sqrt(accum + s["epsilon"]) * g
+    accum_update = v["accum_update"] * s["rho"] + update * update * (one - s["rho"])
+    return {"var": v["var"] - update * s["lr"], "accum": accum, "accum_update": accum_update}
+
+
+def _ftrl_power(x, lr_power):
+    """``x ** -lr_power``; TensorFlow's kernels take the square root when lr_power is -0.5."""
+    return np.sqrt(x) if lr_power == -0.5 else np.power(x, -lr_power)
+
+
+def _ftrl(v, s, g, attrs):
+    two = np.asarray(2, g.dtype)
+    var, accum, lr, l1, l2 = v["var"], v["accum"], s["lr"], s["l1"], s["l2"]
+    lr_power = s["lr_power"]
+    g_shrunk = g + two * s["l2_shrinkage"] * var if "l2_shrinkage" in s else g
+    new_accum = accum + g * g
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sigma = _ftrl_power(new_accum, lr_power) - _ftrl_power(accum, lr_power)
+        if attrs["multiply_linear_by_lr"]:
+            linear = v["linear"] + g_shrunk * lr - sigma * var
+            x = np.clip(linear, -l1 * lr, l1 * lr) - linear
+            y = _ftrl_power(new_accum, lr_power) + two * l2 * lr
+            keep = np.abs(linear) > l1 * lr
+        else:
+            linear = v["linear"] + g_shrunk - sigma / lr * var
+            x = np.clip(linear, -l1, l1) - linear
+            y = _ftrl_power(new_accum, lr_power) / lr + two * l2
+            keep = np.abs(linear) > l1
+        new_var = np.where(keep, x / y, np.zeros((), g.dtype))
+    return {"var": new_var, "accum": new_accum, "linear": linear}
+
+
+_FTRL_DOC = ("new_accum = accum + grad^2; linear += grad - (new_accum^-lr_power - "
+             "accum^-lr_power) / lr * var; var = (|linear| > l1) ? (clip(linear, -l1, l1) - "
+             "linear) / (new_accum^-lr_power / lr + 2 * l2) : 0; accum = new_accum "
+             "(multiply_linear_by_lr: linear and l1 scaled by lr, y = new_accum^-lr_power + "
+             "2 * l2 * lr).")
+
+def _ftrl_bounds(attrs) -> tuple:
+    """TensorFlow's CPU kernel's checks on the hyper-parameters (each compared with 0)."""
+    lr = ((">=", "lr is not a positive scalar (or zero if multiply_linear_by_lr is set)")
+          if attrs["multiply_linear_by_lr"] else
+          (">", "lr is not a positive scalar (or zero if multiply_linear_by_lr is set)"))
+    return (("lr",) + lr,
+            ("l1", ">=", "l1 regularization strength is not a non-negative scalar"),
+            ("l2", ">=", "l2 regularization strength is not a non-negative scalar"),
+            ("l2_shrinkage", ">=",
+             "l2 shrinkage regularization strength is not a non-negative scalar"),
+            ("lr_power", "<=", "lr_power is not a non-positive scalar"))
+
+
+COMPARE = {">": lambda a: a > 0, ">=": lambda a: a >= 0, "<=": lambda a: a <= 0}
+
 TRAINING_OPS: Dict[str, TrainingOp] = {t.name: t for t in (
     TrainingOp("GradientDescent", (("var", "var"), ("alpha", "scalar"), ("delta", "grad")),
                (), _gradient_descent, "var -= alpha * delta."),
@@ -118,6 +177,23 @@ TRAINING_OPS: Dict[str, TrainingOp] = {t.name: t for t in (
                (), _rms_prop,
                "ms += (grad^2 - ms) * (1 - rho); mom = mom * momentum + lr * grad / "
                "sqrt(ms + epsilon); var -= mom."),
+    TrainingOp("Adadelta", (("var", "var"), ("accum", "var"), ("accum_update", "var"),
+                            ("lr", "scalar"), ("rho", "scalar"), ("epsilon", "scalar"),
+                            ("grad", "grad")),
+               (), _adadelta,
+               "accum = rho * accum + (1 - rho) * grad^2; update = sqrt(accum_update + "
+               "epsilon) / sqrt(accum + epsilon) * grad; accum_update = rho * accum_update + "
+               "(1 - rho) * update^2; var -= lr * update."),
+    TrainingOp("Ftrl", (("var", "var"), ("accum", "var"), ("linear", "var"), ("grad", "grad"),
+                        ("lr", "scalar"), ("l1", "scalar"), ("l2", "scalar"),
+                        ("lr_power", "scalar")),
+               (("multiply_linear_by_lr", False),), _ftrl, _FTRL_DOC, _ftrl_bounds),
+    TrainingOp("FtrlV2", (("var", "var"), ("accum", "var"), ("linear", "var"), ("grad", "grad"),
+                          ("lr", "scalar"), ("l1", "scalar"), ("l2", "scalar"),
+                          ("l2_shrinkage", "scalar"), ("lr_power", "scalar")),
+               (("multiply_linear_by_lr", False),), _ftrl,
+               _FTRL_DOC + " The linear term takes grad + 2 * l2_shrinkage * var in place of "
+               "grad.", _ftrl_bounds),
 )}
 
 
@@ -163,6 +239,9 @@ def _kernel(spec: TrainingOp, has_output: bool):
             if a.ndim != 0:
                 raise ExecutionError(f"{name} is not a scalar: {list(a.shape)}", ctx.node)
             scalars[name] = a
+        for name, relation, message in spec.bounds(ctx.attrs):
+            if name in scalars and not COMPARE[relation](scalars[name]):
+                raise ExecutionError(f"{message}: {scalars[name]}", ctx.node)
         grad = np.asarray(inputs[spec.grad])
         variables = {name: _variable(ctx, inputs[name]) for name in spec.variables}
         unique = sorted({id(v): v for v in variables.values()}.values(), key=id)

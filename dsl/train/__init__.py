@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, Type
 
+from dsl.train.adadelta import AdadeltaOptimizer
 from dsl.train.adagrad import AdagradOptimizer
 from dsl.train.adam import AdamOptimizer
 from dsl.train.global_step import (assert_global_step, create_global_step, get_global_step,
@@ -18,6 +19,7 @@ from dsl.train.learning_rate_decay import (cosine_decay, exponential_decay,
                                            piecewise_constant, polynomial_decay)
 from dsl.train.input import (QUEUE_RUNNERS, add_queue_runner, batch, shuffle_batch,
                              start_queue_runners)
+from dsl.train.ftrl import FtrlOptimizer
 from dsl.train.momentum import MomentumOptimizer
 from dsl.train.moving_averages import ExponentialMovingAverage, assign_moving_average
 from dsl.train.optimizer import Optimizer
@@ -55,7 +57,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "piecewise_constant", "polynomial_decay", "natural_exp_decay", "inverse_time_decay",
            "cosine_decay", "ExponentialMovingAverage", "assign_moving_average", "batch", "shuffle_batch", "add_queue_runner",
            "start_queue_runners", "QUEUE_RUNNERS", "export_meta_graph", "import_meta_graph",
-           "summary_iterator"]
+           "summary_iterator", "AdadeltaOptimizer", "FtrlOptimizer"]
 
 OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "sgd": GradientDescentOptimizer,
@@ -64,13 +66,15 @@ OPTIMIZERS: Dict[str, Type[Optimizer]] = {
     "adagrad": AdagradOptimizer,
     "rmsprop": RMSPropOptimizer,
     "adam": AdamOptimizer,
+    "adadelta": AdadeltaOptimizer,
+    "ftrl": FtrlOptimizer,
 }
 
 
 def optimizer_by_name(name: str, **kwargs) -> Optimizer:
     """An optimizer from a short name (``"sgd"``/``"gradient_descent"``, ``"momentum"``,
-    ``"adagrad"``, ``"rmsprop"``, ``"adam"``; case and ``-`` are ignored, and the class names
-    work too), constructed with ``kwargs``."""
+    ``"adagrad"``, ``"rmsprop"``, ``"adam"``, ``"adadelta"``, ``"ftrl"``; case and ``-`` are
+    ignored, and the class names work too), constructed with ``kwargs``."""
     if not isinstance(name, str):
         raise TypeError(f"optimizer_by_name takes a string, got {type(name).__name__}")
     key = name.strip().lower().replace("-", "_")

@@ -257,8 +257,8 @@ def test_export_after_partition_keeps_devices_and_send_recv(tmp_path, capsys):
 
 def test_unknown_ops_and_attrs_are_listed_at_once_with_counts(tmp_path):
     g = frozen_mlp()
-    g.node("lrn1", "LRN", ["dense1/Relu"])
-    g.node("lrn2", "LRN", ["dense1/Relu"])
+    g.node("trees1", "BoostedTreesPredict", ["dense1/Relu"])
+    g.node("trees2", "BoostedTreesPredict", ["dense1/Relu"])
     g.node("q", "QuantizeV2", ["x"])
     g.node("odd", "Relu", ["x"], T=F32, bogus=attr(i=3))
     g.node("late", "MatMul", ["x", "x"], T=F32, grad_a=attr(b=True))
@@ -268,7 +268,8 @@ def test_unknown_ops_and_attrs_are_listed_at_once_with_counts(tmp_path):
     with pytest.raises(GraphDefImportError) as e:
         load_graphdef_model(path)
     text = str(e.value)
-    assert "2 op(s) flowc does not implement (3 node(s)): LRN x2, QuantizeV2 x1" in text
+    assert ("2 op(s) flowc does not implement (3 node(s)): BoostedTreesPredict x2, "
+            "QuantizeV2 x1") in text
     assert "MatMul.grad_a=true (default false) x1" in text and "Relu.bogus=3 x1" in text
 
 

@@ -159,6 +159,7 @@ CASES: Dict[str, Builder] = {
     "BiasAdd": lambda p: [fl.nn.bias_add(p.n(2, 3, 4), p.n(4)),
                           fl.nn.bias_add(p.n(2, 3, 2), p.n(3), data_format="NCHW")],
     "Softmax": lambda p: fl.nn.softmax(p.n(2, 4)),
+    "LRN": lambda p: fl.nn.lrn(p.n(2, 2, 1, 6), depth_radius=2, bias=1.5, alpha=0.3, beta=0.75),
     "LogSoftmax": lambda p: fl.nn.log_softmax(p.n(2, 4)),
     "Reshape": lambda p: fl.reshape(p.n(2, 3), [3, 2]),
     "ExpandDims": lambda p: fl.expand_dims(p.n(2, 3), 1),

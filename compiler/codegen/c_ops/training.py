@@ -44,9 +44,14 @@ def _emit(kc: KernelContext) -> str:
         i = names.index(name)
         kc.check_scalar(i, name)
         scalars.append((name, kc.inputs[i]))
+    for name, relation, message in spec.bounds(kc.attrs):
+        if name in names:
+            ref = kc.inputs[names.index(name)]
+            kc.check(f"{ref.data}[0] {relation} 0", f"{message}: %g", f"(double){ref.data}[0]")
     flags = {n: kc.attr(n) for n, _ in spec.flags}
     return kc.render("training.c.j2", op=spec.name, variables=variables, scalars=scalars,
                      grad=grad, sqrt=kc.math("sqrt", grad.dtype),
+                     pow=kc.math("pow", grad.dtype), fabs=kc.math("fabs", grad.dtype),
                      has_output=bool(kc.outputs), **flags)
 
 

@@ -1,5 +1,5 @@
 """TensorFlow's optimizer ops (ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad,
-ApplyRMSProp and their ResourceApply* forms): a few steps in compiled C and in the numpy
+ApplyRMSProp, ApplyAdadelta, ApplyFtrl, ApplyFtrlV2 and their ResourceApply* forms): a few steps in compiled C and in the numpy
 interpreter against TensorFlow's update formulas written out here in numpy, for f32 and f64,
 with use_nesterov / update_slots; their checks (uninitialized slot, gradient of another shape,
 a learning rate that is not a scalar) leave every variable unchanged."""
@@ -35,6 +35,25 @@ def _tf_update(op, var, slots, grad, h, attrs):
         ms = h["rho"] * slots["ms"] + (1 - h["rho"]) * grad ** 2
         mom = h["momentum"] * slots["mom"] + h["lr"] * grad / np.sqrt(ms + h["epsilon"])
         return var - mom, {"ms": ms, "mom": mom}
+    if op == "Adadelta":
+        accum = h["rho"] * slots["accum"] + (1 - h["rho"]) * grad ** 2
+        update = np.sqrt(slots["accum_update"] + h["epsilon"]) / np.sqrt(accum + h["epsilon"]) \
+            * grad
+        accum_update = h["rho"] * slots["accum_update"] + (1 - h["rho"]) * update ** 2
+        return var - h["lr"] * update, {"accum": accum, "accum_update": accum_update}
+    if op in ("Ftrl", "FtrlV2"):
+        p, lr = -h["lr_power"], h["lr"]
+        shrunk = grad + 2 * h.get("l2_shrinkage", 0.0) * var
+        new_accum = slots["accum"] + grad ** 2
+        sigma = new_accum ** p - slots["accum"] ** p
+        if attrs.get("multiply_linear_by_lr"):
+            linear = slots["linear"] + shrunk * lr - sigma * var
+            l1, y = h["l1"] * lr, new_accum ** p + 2 * h["l2"] * lr
+        else:
+            linear = slots["linear"] + shrunk - sigma / lr * var
+            l1, y = h["l1"], new_accum ** p / lr + 2 * h["l2"]
+        new_var = np.where(np.abs(linear) > l1, (np.sign(linear) * l1 - linear) / y, 0.0)
+        return new_var, {"accum": new_accum, "linear": linear}
     raise AssertionError(op)
 
 
@@ -49,6 +68,12 @@ CASES = [
     ("Adagrad", ("accum",), {"lr": 0.1}, {}),
     ("Adagrad", ("accum",), {"lr": 0.1}, {"update_slots": False}),
     ("RMSProp", ("ms", "mom"), {"lr": 0.01, "rho": 0.9, "momentum": 0.5, "epsilon": 1e-6}, {}),
+    ("Adadelta", ("accum", "accum_update"), {"lr": 0.5, "rho": 0.95, "epsilon": 1e-6}, {}),
+    ("Ftrl", ("accum", "linear"), {"lr": 0.1, "l1": 0.3, "l2": 0.2, "lr_power": -0.5}, {}),
+    ("Ftrl", ("accum", "linear"), {"lr": 0.1, "l1": 0.3, "l2": 0.2, "lr_power": -0.7},
+     {"multiply_linear_by_lr": True}),
+    ("FtrlV2", ("accum", "linear"), {"lr": 0.1, "l1": 0.3, "l2": 0.2, "l2_shrinkage": 0.1,
+                                     "lr_power": -0.6}, {}),
 ]
 GRAD_NAME = {"GradientDescent": "delta"}
 
@@ -56,7 +81,7 @@ GRAD_NAME = {"GradientDescent": "delta"}
 def _build(op, slot_names, hyper, attrs, dtype, resource, rng):
     init = {"var": rng.standard_normal(SHAPE)}
     for s in slot_names:                 # accumulators of squares start positive
-        init[s] = rng.uniform(0.1, 1.0, SHAPE) if s in ("v", "ms", "accum") else \
+        init[s] = rng.uniform(0.1, 1.0, SHAPE) if s in ("v", "ms", "accum", "accum_update") else \
             rng.standard_normal(SHAPE)
     variables = {k: fl.Variable(v.astype(dtype.np), name=k) for k, v in init.items()}
     grad = fl.placeholder(dtype, [None, 4], name="grad")
@@ -134,6 +159,37 @@ def test_checks_leave_every_variable_unchanged(graph):
             np.testing.assert_array_equal(s.run(m), np.zeros(SHAPE, np.float32), backend)
             s.run(adam, {grad: np.ones(SHAPE, np.float32)})
             assert np.all(s.run(var) < 1) and np.all(s.run(m) > 0)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "c"])
+def test_ftrl_hyper_parameters_out_of_range_change_nothing(graph, backend):
+    var = fl.Variable(np.ones(SHAPE, np.float32), name="var")
+    accum = fl.Variable(np.full(SHAPE, 0.1, np.float32), name="accum")
+    linear = fl.Variable(np.zeros(SHAPE, np.float32), name="linear")
+    h = {k: fl.placeholder(fl.float32, [], name=k)
+         for k in ("lr", "l1", "l2", "l2_shrinkage", "lr_power")}
+    grad = np.ones(SHAPE, np.float32)
+    ftrl = fl.raw_ops.ResourceApplyFtrlV2(var=var, accum=accum, linear=linear, grad=grad,
+                                          name="ftrl", **h)
+    by_lr = fl.raw_ops.ResourceApplyFtrl(var=var, accum=accum, linear=linear, grad=grad,
+                                         lr=h["lr"], l1=h["l1"], l2=h["l2"],
+                                         lr_power=h["lr_power"], multiply_linear_by_lr=True)
+    good = dict(lr=0.1, l1=0.0, l2=0.0, l2_shrinkage=0.0, lr_power=-0.5)
+    with fl.Session(graph=graph, backend=backend) as s:
+        s.run(fl.global_variables_initializer())
+        for key, bad, message in (("lr", 0.0, "lr is not a positive scalar"),
+                                  ("l1", -0.1, "l1 regularization strength is not a non-neg"),
+                                  ("l2", -1.0, "l2 regularization strength is not a non-neg"),
+                                  ("l2_shrinkage", float("nan"), "l2 shrinkage regularization"),
+                                  ("lr_power", 0.5, "lr_power is not a non-positive scalar")):
+            feed = {h[k]: np.float32(bad if k == key else v) for k, v in good.items()}
+            with pytest.raises(FlowcError, match=f"'ftrl'.*{message}"):
+                s.run(ftrl, feed)
+        for v, want in ((var, 1.0), (accum, 0.1), (linear, 0.0)):
+            np.testing.assert_array_equal(s.run(v), np.full(SHAPE, want, np.float32))
+        # with multiply_linear_by_lr, a learning rate of 0 is allowed
+        s.run(by_lr, {h[k]: np.float32(0.0 if k == "lr" else v) for k, v in good.items()})
+        np.testing.assert_allclose(s.run(accum), np.full(SHAPE, 1.1, np.float32))
 
 
 def test_shapes_are_checked_when_the_op_is_built(graph):
