@@ -29,6 +29,7 @@ _ACCUMULATOR = {"container": "", "shared_name": "", "reduction_type": "MEAN"}
 _SEEDS = {"seed": 0, "seed2": 0}
 _REDUCE = {"keep_dims": False}
 _SEND_RECV = {"client_terminated": False}
+_SPARSE_SEGMENT = {"sparse_gradient": False}
 
 TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     # math_ops.cc
@@ -39,6 +40,10 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "NotEqual": {"incompatible_shape_error": True},
     "Sum": _REDUCE, "Mean": _REDUCE, "Max": _REDUCE, "Min": _REDUCE, "Prod": _REDUCE,
     "All": _REDUCE, "Any": _REDUCE,
+    "SparseSegmentSum": _SPARSE_SEGMENT, "SparseSegmentMean": _SPARSE_SEGMENT,
+    "SparseSegmentSqrtN": _SPARSE_SEGMENT, "SparseSegmentSumWithNumSegments": _SPARSE_SEGMENT,
+    "SparseSegmentMeanWithNumSegments": _SPARSE_SEGMENT,
+    "SparseSegmentSqrtNWithNumSegments": _SPARSE_SEGMENT,
     # nn_ops.cc
     "Conv2D": _CONV, "Conv2DBackpropInput": _CONV, "Conv2DBackpropFilter": _CONV,
     "_FusedConv2D": {**_CONV, "fused_ops": [], "epsilon": 0.0001, "leakyrelu_alpha": 0.2,
