@@ -19,7 +19,7 @@ from dsl.tensor import Tensor
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["random_uniform", "random_normal", "truncated_normal", "multinomial", "op_seeds",
-           "DEFAULT_GRAPH_SEED", "set_random_seed"]
+           "DEFAULT_GRAPH_SEED", "set_random_seed", "random_shuffle"]
 
 DEFAULT_GRAPH_SEED = 87654321
 
@@ -108,3 +108,10 @@ def categorical(logits, num_samples, dtype=None, seed: Optional[int] = None,
     """``tf.random.categorical``: ``multinomial`` with the output type named ``dtype``."""
     return multinomial(logits, num_samples, seed=seed, name=name or "categorical",
                        output_dtype=dtype)
+
+
+def random_shuffle(value, seed: Optional[int] = None, name: Optional[str] = None) -> Tensor:
+    """The rows of ``value`` (dim 0) in a random order, new each run (tf.random_shuffle)."""
+    s, s2 = op_seeds(seed)
+    return apply_op("RandomShuffle", [value], {"seed": s, "seed2": s2},
+                    name=name or "RandomShuffle")

@@ -68,7 +68,7 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     # random_ops.cc, candidate_sampling_ops.cc
     "RandomStandardNormal": _SEEDS, "RandomUniform": _SEEDS, "RandomUniformInt": _SEEDS,
     "TruncatedNormal": _SEEDS, "UniformCandidateSampler": _SEEDS,
-    "LogUniformCandidateSampler": _SEEDS,
+    "LogUniformCandidateSampler": _SEEDS, "RandomShuffle": _SEEDS,
     # resource_variable_ops.cc
     "VarHandleOp": {"container": "", "shared_name": "", "debug_name": "", "allowed_devices": []},
     "AssignVariableOp": {"validate_shape": False},
