@@ -44,6 +44,7 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "SparseSegmentSqrtN": _SPARSE_SEGMENT, "SparseSegmentSumWithNumSegments": _SPARSE_SEGMENT,
     "SparseSegmentMeanWithNumSegments": _SPARSE_SEGMENT,
     "SparseSegmentSqrtNWithNumSegments": _SPARSE_SEGMENT,
+    "DenseBincount": {"binary_output": False},
     # nn_ops.cc
     "Conv2D": _CONV, "Conv2DBackpropInput": _CONV, "Conv2DBackpropFilter": _CONV,
     "_FusedConv2D": {**_CONV, "fused_ops": [], "epsilon": 0.0001, "leakyrelu_alpha": 0.2,

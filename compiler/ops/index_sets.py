@@ -1,5 +1,5 @@
-"""Ops over vectors of indices and values: InvertPermutation, ListDiff (``tf.setdiff1d``) and
-Bincount. Their C lowering is ``compiler/codegen/c_ops/index_sets.py``.
+"""Ops over vectors of indices and values: InvertPermutation, ListDiff (``tf.setdiff1d``),
+Bincount and DenseBincount. Their C lowering is ``compiler/codegen/c_ops/index_sets.py``.
 
 Semantics follow TensorFlow's CPU kernels:
 - InvertPermutation: ``y[x[i]] = i`` for a 1-D permutation ``x`` of ``0..n-1``; a value outside
@@ -7,7 +7,9 @@ Semantics follow TensorFlow's CPU kernels:
   error.
 - ListDiff: the elements of ``x`` that are not in ``y``, in ``x``'s order, and their positions
   in ``x``; both 1-D. Values compare with ``==`` (so -0.0 is 0.0 and a NaN equals nothing).
-- Bincount: ``bins[v] = sum of weights[i] where arr[i] == v`` (or the count of ``v`` when
+- Bincount (and DenseBincount, the op TF 2's ``tf.compat.v1.bincount`` emits; it counts each
+  row of a 2-D input apart, and with ``binary_output`` gives 1 for each value present):
+  ``bins[v] = sum of weights[i] where arr[i] == v`` (or the count of ``v`` when
   weights is empty) for ``v`` in ``[0, size)``; values ``>= size`` are ignored, a negative value
   is an error ("Input arr must be non-negative!"), as is a negative size or weights of another
   shape than arr. f32 weights sum in double, rounded once.
@@ -101,7 +103,10 @@ def _bincount_shape(ctx) -> list:
     return [(None if v is None else int(v),)]
 
 
-def _bincount_ref(ctx, arr: np.ndarray, size, weights: np.ndarray) -> np.ndarray:
+def bincount_values(ctx, arr: np.ndarray, size, weights: np.ndarray, by_row: bool = False,
+                    binary: bool = False) -> np.ndarray:
+    """Bincount's bins of all of arr, or (``by_row``, DenseBincount) one row of ``size`` bins
+    per row of a 2-D arr."""
     n = int(size)
     if np.ndim(size) != 0:
         raise ExecutionError(f"size must be a scalar, got shape {list(np.shape(size))}", ctx.node)
@@ -110,19 +115,52 @@ def _bincount_ref(ctx, arr: np.ndarray, size, weights: np.ndarray) -> np.ndarray
     if weights.size and weights.shape != arr.shape:
         raise ExecutionError(f"weights {list(weights.shape)} should be empty or have the shape "
                              f"of arr {list(arr.shape)}", ctx.node)
-    flat = arr.reshape(-1)
-    if flat.size and flat.min() < 0:
+    if arr.size and arr.min() < 0:
         raise ExecutionError("Input arr must be non-negative!", ctx.node)
-    keep = flat < n
     dtype = weights.dtype
     acc = np.float64 if np.issubdtype(dtype, np.floating) else dtype
-    out = np.zeros(n, acc)
-    w = weights.reshape(-1)[keep].astype(acc) if weights.size else np.ones(int(keep.sum()), acc)
-    np.add.at(out, flat[keep], w)
-    return out.astype(dtype)
+    by_row = by_row and arr.ndim == 2
+    rows = arr.reshape(arr.shape[0] if by_row else 1, -1).astype(np.int64)
+    w = weights.reshape(rows.shape) if weights.size else None
+    out = np.zeros((rows.shape[0], n), acc)
+    for r in range(rows.shape[0]):
+        keep = rows[r] < n
+        if binary:
+            out[r, rows[r][keep]] = 1
+        else:
+            np.add.at(out[r], rows[r][keep],
+                      w[r][keep].astype(acc) if w is not None else np.ones(1, acc))
+    out = out.astype(dtype)
+    return out if by_row else out.reshape(n)
+
+
+def _bincount_ref(ctx, arr: np.ndarray, size, weights: np.ndarray) -> np.ndarray:
+    return bincount_values(ctx, arr, size, weights)
+
+
+def _dense_bincount_shape(ctx) -> list:
+    arr = ctx.input_shape(0)
+    if arr is not None and len(arr) not in (1, 2):
+        raise ctx.error(f"input must be a 1-D or 2-D tensor, got shape {shape_str(arr)}")
+    (bins,) = _bincount_shape(ctx)
+    return [bins if arr is None or len(arr) == 1 else (arr[0],) + bins]
+
+
+def _dense_bincount_ref(ctx, arr: np.ndarray, size, weights: np.ndarray) -> np.ndarray:
+    if arr.ndim not in (1, 2):
+        raise ExecutionError(f"input must be a 1-D or 2-D tensor, got shape {list(arr.shape)}",
+                             ctx.node)
+    return bincount_values(ctx, arr, size, weights, True, ctx.attrs["binary_output"])
 
 
 register_op("Bincount", inputs=["arr: i32", "size: i32", "weights: T"], outputs=["bins: T"],
             attrs=["T: {i32, i64, f32, f64}"],
             shape=_bincount_shape, kernel=_bincount_ref, group="other",
             doc="Counts (or summed weights) of each value of arr in [0, size).")
+
+register_op("DenseBincount", inputs=["input: Tidx", "size: Tidx", "weights: T"],
+            outputs=["output: T"],
+            attrs=["Tidx: {i32, i64}", "T: {i32, i64, f32, f64}", "binary_output: bool = false"],
+            shape=_dense_bincount_shape, kernel=_dense_bincount_ref, group="other",
+            doc="Bincount of a 1-D input, or of each row of a 2-D one; binary_output gives 1 "
+                "for each value present.")

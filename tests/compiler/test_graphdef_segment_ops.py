@@ -1,4 +1,4 @@
-"""A TF1 GraphDef of the segment reductions, InvertPermutation, ListDiff, Bincount and
+"""A TF1 GraphDef of the segment reductions, InvertPermutation, ListDiff, (Dense)Bincount and
 RandomShuffle (tests/data/tf_graphs/make_segment_graph.py) imports op by op and gives
 TensorFlow's results in both backends, RandomShuffle's order run after run included."""
 import os

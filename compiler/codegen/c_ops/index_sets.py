@@ -1,4 +1,4 @@
-"""The C lowering of InvertPermutation, ListDiff and Bincount (``compiler/ops/index_sets.py``).
+"""The C lowering of InvertPermutation, ListDiff, Bincount and DenseBincount (``compiler/ops/index_sets.py``).
 Every value used as an index is checked against its bound before it is used, and a failure
 names the node."""
 from __future__ import annotations
@@ -62,37 +62,49 @@ def _bincount_dims(kc: KernelContext) -> List[List[str]]:
 def _bincount_c(kc: KernelContext) -> str:
     arr, w = kc.inputs[0], kc.inputs[2]
     n = _bincount_size(kc)
+    rows = arr.dim(0) if arr.rank == 2 and kc.node.op == "DenseBincount" else "1"
     if not n.isdigit():
         kc.check(f"{n} >= 0", "size (%lld) must be non-negative", f"(long long){n}")
-        _check_alloc(kc, [n], w.dtype.itemsize)
+        _check_alloc(kc, [rows, n] if arr.rank == 2 else [n], w.dtype.itemsize)
     afmt, aargs = shape_printf(arr)
     wfmt, wargs = shape_printf(w)
     same = " && ".join(f"{arr.dim(k)} == {w.dim(k)}" for k in range(arr.rank)) \
         if arr.rank == w.rank else "0"
     kc.check(f"{w.size} == 0 || ({same or '1'})",
              f"weights {wfmt} should be empty or have the shape of arr {afmt}", *wargs, *aargs)
-    kc.checks.append("{ " + f"const int32_t *a = {arr.data}; "
+    kc.checks.append("{ " + f"const {arr.ctype} *a = {arr.data}; "
                      f"for (int64_t i = 0; i < {arr.size}; i++) if (a[i] < 0) "
                      + kc.fail("Input arr must be non-negative!") + " }")
     floating = w.dtype.is_floating
     acc = "double" if floating else ("uint64_t" if w.dtype.itemsize == 8 else "uint32_t")
     T = w.ctype
-    add = "b[v] += (double)wt[i];" if floating else f"b[v] = ({acc})b[v] + ({acc})wt[i];"
-    one = "b[v] += 1.0;" if floating else f"b[v] = ({acc})b[v] + 1u;"
+    if kc.attrs.get("binary_output", False):
+        add = one = "b[v] = 1;"
+    else:
+        add = "b[v] += (double)wt[i];" if floating else f"b[v] = ({acc})b[v] + ({acc})wt[i];"
+        one = "b[v] += 1.0;" if floating else f"b[v] = ({acc})b[v] + 1u;"
     return "\n".join([
-        f"const int32_t *a = {arr.data};",
+        f"const {arr.ctype} *a = {arr.data};",
         f"const {T} *wt = {w.data};",
         f"{T} *o = {kc.out.data};",
-        f"const int64_t n = {n}, len = {arr.size}, weighted = {w.size} > 0;",
-        f"{acc} *b = ({acc} *)calloc((size_t)n + 1, sizeof({acc}));",
+        f"const int64_t n = {n}, rows = {rows}, len = {arr.size}, weighted = {w.size} > 0;",
+        "const int64_t per_row = rows > 0 ? len / rows : 0;",
+        f"{acc} *b = ({acc} *)calloc((size_t)(rows * n) + 1, sizeof({acc}));",
         "if (!b) " + kc.fail("out of memory in Bincount", code="FLOWC_RESOURCE_EXHAUSTED"),
         "for (int64_t i = 0; i < len; i++) {",
-        "    const int64_t v = a[i];",
-        "    if (v >= n) continue;",
+        "    const int64_t v0 = (int64_t)a[i];",
+        "    if (v0 >= n) continue;",
+        "    const int64_t v = (i / (per_row > 0 ? per_row : 1)) * n + v0;",
         f"    if (weighted) {{ {add} }} else {{ {one} }}",
         "}",
-        f"for (int64_t v = 0; v < n; v++) o[v] = ({T})b[v];",
+        f"for (int64_t v = 0; v < rows * n; v++) o[v] = ({T})b[v];",
         "free(b);"])
 
 
+def _dense_bincount_dims(kc: KernelContext) -> List[List[str]]:
+    arr = kc.inputs[0]
+    return [([arr.dim(0)] if arr.rank == 2 else []) + [_bincount_size(kc)]]
+
+
 set_c_kernel("Bincount", _bincount_c, _bincount_dims)
+set_c_kernel("DenseBincount", _bincount_c, _dense_bincount_dims)

@@ -71,3 +71,27 @@ def test_random_shuffle_matches_the_interpreter_run_after_run(graph, rng):
         for k, w, g in zip(names, w_run, g_run):
             np.testing.assert_array_equal(g, w, err_msg=k)
     assert sorted(got[0][1].tolist()) == list(range(40)) and got[0][1].tolist() != got[1][1].tolist()
+
+
+def test_dense_bincount_counts_each_row_and_binary_output_marks_presence(graph, rng):
+    m = fl.placeholder(fl.int64, [None, 5], name="m")
+    v = fl.placeholder(fl.int32, [None], name="v")
+    w = fl.placeholder(fl.float32, [None, 5], name="w")
+    fetches = {
+        "rows": fl.raw_ops.DenseBincount(input=m, size=fl.constant(6, fl.int64), weights=w),
+        "rows_counts": fl.raw_ops.DenseBincount(input=m, size=fl.constant(4, fl.int64),
+                                                weights=fl.constant([], fl.int64)),
+        "binary": fl.raw_ops.DenseBincount(input=v, size=5, weights=fl.constant([], fl.float64),
+                                           binary_output=True),
+        "flat_2d": fl.raw_ops.Bincount(arr=fl.cast(m, fl.int32), size=6,
+                                       weights=fl.constant([], fl.int32)),
+    }
+    mv = rng.integers(0, 8, (3, 5)).astype(np.int64)
+    feed = {m: mv, v: np.array([1, 1, 4, 0, 9], np.int32),
+            w: rng.standard_normal((3, 5)).astype(np.float32)}
+    got = check_against_interpreter(graph, fetches, feed)
+    for r in range(3):      # TF: each row of a 2-D input counted apart
+        np.testing.assert_array_equal(got["rows_counts"][r], np.bincount(mv[r][mv[r] < 4],
+                                                                         minlength=4))
+    np.testing.assert_array_equal(got["binary"], [1, 1, 0, 0, 1])
+    np.testing.assert_array_equal(got["flat_2d"], np.bincount(mv[mv < 6], minlength=6))

@@ -1,5 +1,5 @@
 """Writes segment_ops.pb, a TF1 GraphDef (tf.compat.v1) of the segment reductions,
-InvertPermutation, ListDiff, Bincount and RandomShuffle, and segment_ops.npz with its feeds
+InvertPermutation, ListDiff, Bincount, DenseBincount and RandomShuffle, and segment_ops.npz with its feeds
 (``in:<placeholder>``) and TensorFlow's results (``out:<tensor>``; RandomShuffle's for two runs
 of one session as ``out:r:0`` and ``out2:r:0``). Run with TensorFlow installed; the test
 (tests/compiler/test_graphdef_segment_ops.py) does not need it:
@@ -40,6 +40,7 @@ def main():
             "setdiff": tf.setdiff1d(perm, tf.constant([1, 3], tf.int64))[0],
             "setdiff_idx": tf.setdiff1d(perm, tf.constant([1, 3], tf.int64))[1],
             "bins": tf.raw_ops.Bincount(arr=ids, size=7, weights=d[:, 0]),
+            "bincount_v1": tf.bincount(ids, minlength=7),      # DenseBincount in TF 2
         }
         outs = {k: tf.identity(v, name=k) for k, v in outs.items()}
         shuffle = tf.identity(tf.random_shuffle(d, seed=11), name="r")

@@ -1,4 +1,0 @@
-"""RandomShuffle has no gradient, as in TensorFlow (``NotDifferentiable``)."""
-from dsl.gradients import NotDifferentiable
-
-NotDifferentiable("RandomShuffle")
