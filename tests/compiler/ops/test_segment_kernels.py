@@ -135,3 +135,30 @@ def test_shape_errors_name_the_node(graph):
         fl.unsorted_segment_max(fl.zeros([2, 3]), fl.zeros([3], fl.int32), 2)
     with pytest.raises(ShapeError, match="one length"):
         fl.sparse_segment_sum(fl.zeros([2, 3]), [0, 1], [0, 0, 1])
+
+
+FED_SHAPES = [
+    ("sorted_ids_longer_than_data", lambda d, i, n: fl.segment_mean(d, i, name="bad"),
+     (3, 2), [0, 0, 1, 1], 2, "segment_ids"),
+    ("unsorted_ids_longer_than_data", lambda d, i, n: fl.unsorted_segment_max(d, i, n, name="bad"),
+     (2, 2), [0, 1, 1], 2, "segment_ids"),
+    ("negative_num_segments", lambda d, i, n: fl.unsorted_segment_min(d, i, n, name="bad"),
+     (3, 2), [0, 1, 1], -1, "num_segments must be >= 0"),
+    ("sparse_lengths_differ", lambda d, i, n: fl.sparse_segment_sum(
+        d, fl.constant([0, 1]), i, name="bad"), (3, 2), [0, 0, 1], 2, "one length"),
+]
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "c"])
+@pytest.mark.parametrize("case", FED_SHAPES, ids=[c[0] for c in FED_SHAPES])
+def test_fed_shapes_that_do_not_fit_are_errors_naming_the_node(graph, backend, case):
+    _, build, data_shape, ids_value, n_value, message = case
+    data = fl.placeholder(fl.float32, [None, 2], name="data")
+    ids = fl.placeholder(fl.int32, [None], name="ids")
+    n = fl.placeholder(fl.int32, [], name="n")
+    out = build(data, ids, n)
+    with fl.Session(graph=graph, backend=backend) as s:
+        with pytest.raises(InvalidArgumentError, match=message) as e:
+            s.run(out, {data: np.ones(data_shape, np.float32),
+                        ids: np.array(ids_value, np.int32), n: np.int32(n_value)})
+        assert e.value.node == "bad"
