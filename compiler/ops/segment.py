@@ -247,3 +247,69 @@ for _name, (_reduction, _layout) in SEGMENT_OPS.items():
     register_op(_name, inputs=_inputs, outputs=["output: T"], attrs=_attrs,
                 shape=_segment_shape, kernel=_segment_ref, group="other",
                 doc=f"Segment {_DOCS[_reduction]} of data's rows ({_layout} segment ids).")
+
+
+# --- SparseSegment{Sum,Mean,SqrtN}Grad: the gradient ops TF's graphs hold -----------------
+SPARSE_GRAD_OPS = {"SparseSegmentSumGrad": "sum", "SparseSegmentMeanGrad": "mean",
+                   "SparseSegmentSqrtNGrad": "sqrtn"}
+
+
+def _sparse_grad_shape(ctx) -> list:
+    grad = ctx.input_shape(0)
+    idx = _vector(ctx, 1, "indices")
+    ids = _vector(ctx, 2, "segment_ids")
+    if idx is not None and ids is not None:
+        try:
+            merge_shapes(tuple(idx), tuple(ids))
+        except ValueError:
+            raise ctx.error(f"segment_ids {shape_str(ids)} and indices {shape_str(idx)} must "
+                            "have one length") from None
+    s = ctx.input_shape(3)
+    if s is not None and len(s) != 0:
+        raise ctx.error(f"output_dim0 must be a scalar, got shape {shape_str(s)}")
+    if grad is not None and len(grad) == 0:
+        raise ctx.error("grad must have at least one dimension, got a scalar")
+    v = ctx.input_value(3)
+    n = None if v is None else int(v)
+    if n is not None and n < 0:
+        raise ctx.error(f"output_dim0 must be >= 0, got {n}")
+    return [None] if grad is None else [(n,) + tuple(grad[1:])]
+
+
+def _sparse_grad_ref(ctx, grad: np.ndarray, idx: np.ndarray, ids: np.ndarray, dim0) -> np.ndarray:
+    """``out[indices[i]] += grad[segment_ids[i]] * scale``: scale 1, 1/count or 1/sqrt(count)
+    of entry i's segment."""
+    n = int(dim0)
+    if n < 0:
+        raise ExecutionError(f"output_dim0 must be >= 0, got {n}", ctx.node)
+    idx, ids = idx.astype(np.int64), ids.astype(np.int64)
+    if idx.shape != ids.shape:
+        raise ExecutionError(f"segment_ids {list(ids.shape)} and indices {list(idx.shape)} "
+                             "must have one length", ctx.node)
+    bad = (ids < 0) | (ids >= grad.shape[0])
+    if np.any(bad):
+        k = int(np.argmax(bad))
+        raise ExecutionError(f"segment_ids[{k}] = {ids[k]} is out of range [0, {grad.shape[0]})",
+                             ctx.node)
+    bad = (idx < 0) | (idx >= n)
+    if np.any(bad):
+        k = int(np.argmax(bad))
+        raise ExecutionError(f"indices[{k}] = {idx[k]} is out of range [0, {n})", ctx.node)
+    kind = SPARSE_GRAD_OPS[ctx.node.op]
+    count = np.bincount(ids, minlength=grad.shape[0]).astype(np.float64)
+    scale = {"sum": np.ones_like(count), "mean": 1.0 / np.maximum(count, 1),
+             "sqrtn": 1.0 / np.sqrt(np.maximum(count, 1))}[kind]
+    rows = grad[ids].astype(np.float64) * scale[ids].reshape((-1,) + (1,) * (grad.ndim - 1))
+    out = np.zeros((n,) + grad.shape[1:], np.float64)
+    np.add.at(out, idx, rows)
+    return out.astype(grad.dtype)
+
+
+for _name in SPARSE_GRAD_OPS:
+    register_op(_name, inputs=["grad: T", "indices: Tidx", "segment_ids: Tsegmentids",
+                               "output_dim0: i32"],
+                outputs=["output: T"],
+                attrs=["T: {float}", "Tidx: {i32, i64} = i32", "Tsegmentids: {i32, i64} = i32"],
+                shape=_sparse_grad_shape, kernel=_sparse_grad_ref, group="other",
+                doc=f"The gradient of {_name[:-4]} with respect to data: each entry's segment "
+                    "gradient (scaled) added into row indices[i] of an output_dim0-row tensor.")

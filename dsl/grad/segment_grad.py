@@ -13,6 +13,7 @@ from dsl.grad._util import need_rank, shape_of
 from dsl.gradients import RegisterGradient
 from dsl.ops import apply_op
 from dsl.tensor import Operation, Tensor
+from runtime.dtypes import DType
 
 Grads = List[Optional[Tensor]]
 
@@ -110,23 +111,15 @@ for _name in ("SegmentProd", "UnsortedSegmentProd"):
 
 # --- sparse -------------------------------------------------------------------------------
 def _sparse_grad(op: Operation, g: Tensor) -> Grads:
-    """Entry i's gradient (its segment's, scaled for Mean/SqrtN) added into row indices[i]."""
+    """Entry i's segment gradient (scaled for Mean/SqrtN) added into row indices[i]: TF's
+    SparseSegment{Sum,Mean,SqrtN}Grad op."""
     data, indices, ids = op.inputs[0], op.inputs[1], op.inputs[2]
-    rank = need_rank(op, data)
-    rows = _op("GatherV2", g, ids, 0)
-    if "Mean" in op.type or "SqrtN" in op.type:
-        ones = _op("Fill", shape_of(ids), np.array(1, g.dtype.np))
-        n = _op("Shape", g, out_type=ids.dtype)
-        n = _op("Reshape", _op("Slice", n, np.array([0], np.int32), np.array([1], np.int32)),
-                np.array([], np.int32))
-        counts = _op("GatherV2", _op("UnsortedSegmentSum", ones, ids, n), ids, 0)
-        if "SqrtN" in op.type:
-            counts = _op("Sqrt", counts)
-        rows = _op("RealDiv", rows, _rows_shaped(op, counts, ids, rank))
-    dim0 = _op("Reshape", _op("Slice", _op("Shape", data, out_type=indices.dtype),
+    kind = next(k for k in ("Sum", "Mean", "SqrtN") if op.type.startswith("SparseSegment" + k))
+    dim0 = _op("Reshape", _op("Slice", _op("Shape", data, out_type=DType.i32),
                               np.array([0], np.int32), np.array([1], np.int32)),
                np.array([], np.int32))
-    return [_op("UnsortedSegmentSum", rows, indices, dim0)] + [None] * (len(op.inputs) - 1)
+    return [_op(f"SparseSegment{kind}Grad", g, indices, ids, dim0)] + \
+        [None] * (len(op.inputs) - 1)
 
 
 for _name in ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN",

@@ -14,7 +14,7 @@ from compiler.codegen.c_ops.array.common import _check_alloc
 from compiler.codegen.c_ops.math import unsigned_ctype
 from compiler.codegen.kernel_context import KernelContext
 from compiler.ir.op_registry import set_c_kernel
-from compiler.ops.segment import SEGMENT_OPS, empty_value
+from compiler.ops.segment import SEGMENT_OPS, SPARSE_GRAD_OPS, empty_value
 
 def _layout(kc: KernelContext):
     return SEGMENT_OPS[kc.node.op]
@@ -127,3 +127,69 @@ def _segment_c(kc: KernelContext) -> str:
 
 for _name in SEGMENT_OPS:
     set_c_kernel(_name, _segment_c, _segment_dims)
+
+
+# --- SparseSegment{Sum,Mean,SqrtN}Grad ----------------------------------------------------
+def _sparse_grad_dim0(kc: KernelContext) -> str:
+    v = kc.input_value(3)
+    if v is not None:
+        return str(int(v))
+    kc.check_scalar(3, "output_dim0")
+    return f"((int64_t){kc.inputs[3].data}[0])"
+
+
+def _sparse_grad_c(kc: KernelContext) -> str:
+    grad, idx, ids = kc.inputs[0], kc.inputs[1], kc.inputs[2]
+    kc.check_dims_equal(idx.dim(0), ids.dim(0), "segment_ids and indices must have one length")
+    n = _sparse_grad_dim0(kc)
+    if not n.isdigit():
+        kc.check(f"{n} >= 0", "output_dim0 must be >= 0, got %lld", f"(long long){n}")
+        _check_alloc(kc, [n] + [int(d) if d.isdigit() else d for d in grad.dims[1:]],
+                     grad.dtype.itemsize)
+    check = "\n".join([
+        "{",
+        f"    const {ids.ctype} *ids = {ids.data};",
+        f"    const {idx.ctype} *idx = {idx.data};",
+        f"    const int64_t nrows = {ids.size}, nseg = {grad.dim(0)}, n = {n};",
+        "    for (int64_t r = 0; r < nrows; r++) {",
+        "        if ((int64_t)ids[r] < 0 || (int64_t)ids[r] >= nseg) " + kc.fail(
+            "segment_ids[%lld] = %lld is out of range [0, %lld)", "(long long)r",
+            "(long long)ids[r]", "(long long)nseg"),
+        "        if ((int64_t)idx[r] < 0 || (int64_t)idx[r] >= n) " + kc.fail(
+            "indices[%lld] = %lld is out of range [0, %lld)", "(long long)r",
+            "(long long)idx[r]", "(long long)n"),
+        "    }",
+        "}"])
+    if check not in kc.checks:
+        kc.checks.append(check)
+    kind = SPARSE_GRAD_OPS[kc.node.op]
+    scale = {"sum": "1.0", "mean": "1.0 / (double)cnt[s]",
+             "sqrtn": "1.0 / sqrt((double)cnt[s])"}[kind]
+    T = grad.ctype
+    return "\n".join([
+        f"const {T} *g = {grad.data};",
+        f"const {ids.ctype} *ids = {ids.data};",
+        f"const {idx.ctype} *idx = {idx.data};",
+        f"{T} *o = {kc.out.data};",
+        f"const int64_t nrows = {ids.size}, nseg = {grad.dim(0)}, n = {n}, "
+        f"inner = {grad.dim_product(1)};",
+        "double *acc = (double *)calloc((size_t)(n * inner) + 1, sizeof(double));",
+        "int64_t *cnt = (int64_t *)calloc((size_t)nseg + 1, sizeof(int64_t));",
+        "if (!acc || !cnt) " + kc.fail("out of memory", code="FLOWC_RESOURCE_EXHAUSTED",
+                                       cleanup="free(acc); free(cnt);"),
+        "for (int64_t r = 0; r < nrows; r++) cnt[ids[r]]++;",
+        "for (int64_t r = 0; r < nrows; r++) {",
+        "    const int64_t s = (int64_t)ids[r];",
+        f"    const double scale = {scale};",
+        "    double *a = acc + (int64_t)idx[r] * inner;",
+        "    const " + T + " *gs = g + s * inner;",
+        "    for (int64_t k = 0; k < inner; k++) a[k] += (double)gs[k] * scale;",
+        "}",
+        f"for (int64_t i = 0; i < n * inner; i++) o[i] = ({T})acc[i];",
+        "free(acc);",
+        "free(cnt);"])
+
+
+for _name in SPARSE_GRAD_OPS:
+    set_c_kernel(_name, _sparse_grad_c,
+                 lambda kc: [[_sparse_grad_dim0(kc)] + kc.inputs[0].dims[1:]])

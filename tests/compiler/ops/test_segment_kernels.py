@@ -162,3 +162,40 @@ def test_fed_shapes_that_do_not_fit_are_errors_naming_the_node(graph, backend, c
             s.run(out, {data: np.ones(data_shape, np.float32),
                         ids: np.array(ids_value, np.int32), n: np.int32(n_value)})
         assert e.value.node == "bad"
+
+
+def test_sparse_segment_gradient_ops_match_the_interpreter(graph, rng):
+    g = fl.placeholder(fl.float32, [None, 3], name="g")
+    g64 = fl.placeholder(fl.float64, [4, 2, 2], name="g64")
+    idx = fl.placeholder(fl.int64, [None], name="idx")
+    ids = fl.placeholder(fl.int32, [None], name="ids")
+    n = fl.placeholder(fl.int32, [], name="n")
+    fetches = {}
+    for kind in ("Sum", "Mean", "SqrtN"):
+        op = getattr(fl.raw_ops, f"SparseSegment{kind}Grad")
+        fetches[kind] = op(grad=g, indices=idx, segment_ids=ids, output_dim0=n)
+        fetches[kind + "_f64"] = op(grad=g64, indices=fl.constant([0, 5, 5]),
+                                    segment_ids=fl.constant([3, 3, 1]), output_dim0=6)
+    feed = {g: rng.standard_normal((4, 3)).astype(np.float32),
+            g64: rng.standard_normal((4, 2, 2)), idx: np.array([2, 0, 2, 6, 1], np.int64),
+            ids: np.array([0, 0, 1, 3, 3], np.int32), n: np.int32(7)}
+    got = check_against_interpreter(graph, fetches, feed)
+    gv = feed[g]
+    np.testing.assert_allclose(got["Mean"][2], gv[0] / 2 + gv[1], rtol=1e-6)
+    assert got["SqrtN"].shape == (7, 3) and not got["Sum"][[3, 4, 5]].any()
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "c"])
+def test_sparse_segment_gradient_ops_check_ids_and_indices(graph, backend):
+    g = fl.placeholder(fl.float32, [2, 3], name="g")
+    idx = fl.placeholder(fl.int32, [3], name="idx")
+    ids = fl.placeholder(fl.int32, [3], name="ids")
+    out = fl.raw_ops.SparseSegmentMeanGrad(grad=g, indices=idx, segment_ids=ids, output_dim0=4,
+                                           name="bad")
+    with fl.Session(graph=graph, backend=backend) as s:
+        for i, sid, message in (([0, 4, 1], [0, 0, 1], r"indices\[1\] = 4 is out of range"),
+                                ([0, 1, 1], [0, 2, 1], r"segment_ids\[1\] = 2 is out of range")):
+            with pytest.raises(InvalidArgumentError, match=message) as e:
+                s.run(out, {g: np.ones((2, 3), np.float32), idx: np.array(i, np.int32),
+                            ids: np.array(sid, np.int32)})
+            assert e.value.node == "bad"
