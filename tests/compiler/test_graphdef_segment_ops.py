@@ -1,6 +1,8 @@
 """A TF1 GraphDef of the segment reductions, InvertPermutation, ListDiff, (Dense)Bincount and
-RandomShuffle (tests/data/tf_graphs/make_segment_graph.py) imports op by op and gives
-TensorFlow's results in both backends, RandomShuffle's order run after run included."""
+RandomShuffle, with TensorFlow's own gradients of four of them (SparseSegmentMeanGrad,
+SparseSegmentSqrtNGrad, the Max and Prod gradients' ops), recorded by
+tests/data/tf_graphs/make_segment_graph.py, imports op by op and gives TensorFlow's results in
+both backends, RandomShuffle's order run after run included."""
 import os
 
 import numpy as np

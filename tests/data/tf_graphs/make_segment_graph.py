@@ -1,7 +1,8 @@
 """Writes segment_ops.pb, a TF1 GraphDef (tf.compat.v1) of the segment reductions,
-InvertPermutation, ListDiff, Bincount, DenseBincount and RandomShuffle, and segment_ops.npz with its feeds
-(``in:<placeholder>``) and TensorFlow's results (``out:<tensor>``; RandomShuffle's for two runs
-of one session as ``out:r:0`` and ``out2:r:0``). Run with TensorFlow installed; the test
+InvertPermutation, ListDiff, Bincount, DenseBincount and RandomShuffle, plus TF's gradients of
+four of them, and segment_ops.npz with its feeds (``in:<placeholder>``) and TensorFlow's
+results (``out:<tensor>``; RandomShuffle's for two runs of one session as ``out:r:0`` and
+``out2:r:0``). Run with TensorFlow installed; the test
 (tests/compiler/test_graphdef_segment_ops.py) does not need it:
 
     python3 tests/data/tf_graphs/make_segment_graph.py
@@ -42,9 +43,16 @@ def main():
             "bins": tf.raw_ops.Bincount(arr=ids, size=7, weights=d[:, 0]),
             "bincount_v1": tf.bincount(ids, minlength=7),      # DenseBincount in TF 2
         }
+        # TF's own gradients of some of them (SparseSegmentMeanGrad, Gather/Equal of Max,
+        # the zero-aware Prod): the graph of a training step
+        for k in ("sparse_mean", "segment_max", "unsorted_prod", "sparse_sqrt_n"):
+            loss = tf.reduce_sum(tf.square(outs[k]))   # no broadcasting: static reductions
+            outs["grad_" + k] = tf.gradients(loss, d)[0]
         outs = {k: tf.identity(v, name=k) for k, v in outs.items()}
         shuffle = tf.identity(tf.random_shuffle(d, seed=11), name="r")
-    feeds = {"d": np.random.default_rng(3).standard_normal((5, 3)).astype(np.float32),
+    data = np.random.default_rng(3).standard_normal((5, 3)).astype(np.float32)
+    data[1, 2] = data[3, 2] = 0.0           # zeros in the products
+    feeds = {"d": data,
              "ids": np.array([0, 0, 1, 3, 3], np.int32),
              "perm": np.array([2, 0, 3, 1], np.int64)}
     arrays = {f"in:{k}": v for k, v in feeds.items()}
