@@ -55,6 +55,11 @@ def _segment_mean_grad(op: Operation, g: Tensor) -> Grads:
     return [_op("GatherV2", _op("RealDiv", g, counts), ids, 0), None]
 
 
+def _share(g: Tensor, count: Tensor) -> Tensor:
+    """Each segment's gradient divided among its ``count`` selected rows."""
+    return _op("RealDiv", g, _op("Maximum", count, np.array(1, g.dtype.np)))
+
+
 def _min_or_max_grad(op: Operation, g: Tensor) -> Grads:
     """The gradient goes to the rows equal to their segment's result, shared equally."""
     data, ids = op.inputs[0], op.inputs[1]
@@ -64,11 +69,11 @@ def _min_or_max_grad(op: Operation, g: Tensor) -> Grads:
         out_rows, positive, clipped = _gather_drop_negatives(op, op.outputs[0], ids, rank)
         selected = _op("LogicalAnd", _op("Equal", data, out_rows), positive)
         count = _op("UnsortedSegmentSum", _op("Cast", selected, DstT=g.dtype), ids, op.inputs[2])
-        shared = _op("GatherV2", _op("RealDiv", g, _op("Maximum", count, np.array(1, g.dtype.np))), clipped, 0)
+        shared = _op("GatherV2", _share(g, count), clipped, 0)
     else:
         selected = _op("Equal", data, _op("GatherV2", op.outputs[0], ids, 0))
         count = _op("SegmentSum", _op("Cast", selected, DstT=g.dtype), ids)
-        shared = _op("GatherV2", _op("RealDiv", g, _op("Maximum", count, np.array(1, g.dtype.np))), ids, 0)
+        shared = _op("GatherV2", _share(g, count), ids, 0)
     return [_op("SelectV2", selected, shared, _op("ZerosLike", shared))] + \
         [None] * (len(op.inputs) - 1)
 

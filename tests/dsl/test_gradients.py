@@ -227,7 +227,8 @@ CASES: Dict[str, Builder] = {
                                              fl.constant([0, 0, 0, 1])),
     "UnsortedSegmentMax": lambda p: fl.unsorted_segment_max(
         p([[1.0, 0.5], [0.3, 0.5], [0.7, -0.2], [0.4, 0.6]]), fl.constant([1, 1, 0, -1]), 2),
-    "UnsortedSegmentMin": lambda p: fl.unsorted_segment_min(p.n(4, 2), fl.constant([1, 0, -1, 1]), 2),
+    "UnsortedSegmentMin": lambda p: fl.unsorted_segment_min(p.n(4, 2), fl.constant([1, 0, -1, 1]),
+                                                            2),
     "UnsortedSegmentProd": lambda p: fl.unsorted_segment_prod(
         p([[0.5, 0.0], [2.0, 0.0], [0.0, 1.5], [-0.7, 0.9]]), fl.constant([1, -1, 1, 1]), 2),
     "SparseSegmentSum": lambda p: fl.sparse_segment_sum(p.n(4, 2), fl.constant([3, 0, 3]),

@@ -1,4 +1,5 @@
-"""The C lowering of InvertPermutation, ListDiff, Bincount and DenseBincount (``compiler/ops/index_sets.py``).
+"""The C lowering of InvertPermutation, ListDiff, Bincount and DenseBincount
+(``compiler/ops/index_sets.py``).
 Every value used as an index is checked against its bound before it is used, and a failure
 names the node."""
 from __future__ import annotations

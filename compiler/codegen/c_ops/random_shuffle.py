@@ -32,7 +32,7 @@ def _shuffle_c(kc: KernelContext) -> str:
         f"    const uint64_t seed = {_u64(kc.attr('seed'))}, seed2 = {_u64(kc.attr('seed2'))};",
         "    /* this run's words: (rows - 1 + 3) / 4 blocks of the node's stream */",
         f"    uint64_t index = __atomic_fetch_add(flowc_rt->streams[{stream}],",
-        "                                        (uint64_t)((rows - 1 + 3) / 4), __ATOMIC_RELAXED);",
+        "        (uint64_t)((rows - 1 + 3) / 4), __ATOMIC_RELAXED);",
         "    uint32_t w[4];",
         "    int used = 4;",
         "    for (int64_t i = 0; i + 1 < rows; i++) {",

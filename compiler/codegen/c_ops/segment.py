@@ -84,7 +84,8 @@ def _validation(kc: KernelContext, n: str) -> str:
             body.append("if ((int64_t)idx[r] < 0 || (int64_t)idx[r] >= nsrc) " + kc.fail(
                 "indices[%lld] = %lld is out of range [0, %lld)", "(long long)r",
                 "(long long)idx[r]", "(long long)nsrc"))
-    return "\n".join(["{", *("    " + l for l in lines), "    for (int64_t r = 0; r < nrows; r++) {",
+    return "\n".join(["{", *("    " + l for l in lines),
+                      "    for (int64_t r = 0; r < nrows; r++) {",
                       *("        " + l for l in body), "    }", "}"])
 
 

@@ -70,7 +70,8 @@ def test_random_shuffle_matches_the_interpreter_run_after_run(graph, rng):
     for w_run, g_run in zip(want, got):
         for k, w, g in zip(names, w_run, g_run):
             np.testing.assert_array_equal(g, w, err_msg=k)
-    assert sorted(got[0][1].tolist()) == list(range(40)) and got[0][1].tolist() != got[1][1].tolist()
+    assert sorted(got[0][1].tolist()) == list(range(40))
+    assert got[0][1].tolist() != got[1][1].tolist()
 
 
 def test_dense_bincount_counts_each_row_and_binary_output_marks_presence(graph, rng):
