@@ -2,7 +2,8 @@
 InvertPermutation, ListDiff and Bincount (``compiler/ops/index_sets.py``)."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from collections import namedtuple
+from typing import Optional
 
 from dsl.array_ops import size
 from dsl.math_ops import cast, greater, maximum, minimum, multiply
@@ -13,20 +14,23 @@ from runtime.dtypes import DType, as_dtype
 
 __all__ = ["invert_permutation", "setdiff1d", "bincount"]
 
+# what setdiff1d returns, as TF's generated op wrapper names it
+ListDiff = namedtuple("ListDiff", ["out", "idx"])
+
 
 def invert_permutation(x, name: Optional[str] = None) -> Tensor:
     """The inverse of the permutation ``x``: ``y[x[i]] = i`` (tf.invert_permutation)."""
     return apply_op("InvertPermutation", [x], name=name or "InvertPermutation")
 
 
-def setdiff1d(x, y, index_dtype=DType.i32, name: Optional[str] = None) -> Tuple[Tensor, Tensor]:
-    """``(out, idx)``: the values of ``x`` not in ``y``, in order, and their positions in ``x``
+def setdiff1d(x, y, index_dtype=DType.i32, name: Optional[str] = None) -> ListDiff:
+    """``(out, idx)`` (also ``.out``, ``.idx``): the values of ``x`` not in ``y``, in order, and their positions in ``x``
     (tf.setdiff1d)."""
     x = convert_to_tensor(x)
     y = convert_to_tensor(y, dtype=x.dtype)
     out, idx = apply_op("ListDiff", [x, y], {"out_idx": as_dtype(index_dtype)},
                         name=name or "ListDiff")
-    return out, idx
+    return ListDiff(out, idx)
 
 
 def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=DType.i32,
