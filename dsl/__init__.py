@@ -15,6 +15,8 @@ from dsl.tensor_shape import (Dimension, TensorShape, dimension_at_index, dimens
 from dsl.ops import (apply_op, constant, convert_to_tensor, placeholder, placeholder_with_default,
                      raw_ops)
 from dsl.math_ops import *  # noqa: F401,F403
+from dsl.segment_ops import *  # noqa: F401,F403
+from dsl.index_set_ops import *  # noqa: F401,F403
 from dsl.math_special import *  # noqa: F401,F403
 from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403

@@ -18,7 +18,10 @@ _FROM_TOP = (
     "sigmoid", "sign", "sin", "sinh", "sqrt", "square", "squared_difference", "subtract", "tan",
     "tanh", "top_k", "truediv", "unsorted_segment_sum", "reduce_logsumexp", "log_sigmoid",
     "reduce_variance", "reduce_std", "reduce_euclidean_norm", "scalar_mul", "accumulate_n",
-    "xlogy", "xdivy", "confusion_matrix",
+    "xlogy", "xdivy", "confusion_matrix", "segment_sum", "segment_mean", "segment_max",
+    "segment_min", "segment_prod", "unsorted_segment_max", "unsorted_segment_min",
+    "unsorted_segment_prod", "unsorted_segment_mean", "unsorted_segment_sqrt_n", "bincount",
+    "invert_permutation",
 )
 _FROM_NN = (
     "in_top_k", "l2_normalize", "log_softmax", "softmax", "softplus", "softsign",

@@ -19,7 +19,8 @@ from dsl.tensor import Tensor
 from runtime.dtypes import DType, as_dtype
 
 __all__ = ["random_uniform", "random_normal", "truncated_normal", "multinomial", "op_seeds",
-           "DEFAULT_GRAPH_SEED", "set_random_seed", "random_crop"]
+           "DEFAULT_GRAPH_SEED", "set_random_seed", "random_crop",
+           "random_shuffle"]
 
 DEFAULT_GRAPH_SEED = 87654321
 
@@ -133,3 +134,10 @@ def random_crop(value, size, seed: Optional[int] = None, name: Optional[str] = N
     offset = floormod(random_uniform(shape_of(shape), dtype=DType.i32, maxval=2 ** 31 - 1,
                                      seed=seed), limit)
     return slice_(value, offset, size, name=name or "random_crop")
+
+
+def random_shuffle(value, seed: Optional[int] = None, name: Optional[str] = None) -> Tensor:
+    """The rows of ``value`` (dim 0) in a random order, new each run (tf.random_shuffle)."""
+    s, s2 = op_seeds(seed)
+    return apply_op("RandomShuffle", [value], {"seed": s, "seed2": s2},
+                    name=name or "RandomShuffle")

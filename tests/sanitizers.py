@@ -33,7 +33,8 @@ from runtime import sanitize  # noqa: E402
 
 # The tests the sanitizer job runs: the hostile inputs of every kernel that indexes with data
 # (tests/compiler/codegen/test_kernel_bounds.py) and the tests of those kernels against the
-# interpreter: row gathers and scatters, segment sums, candidate samplers, GatherV2, OneHot,
+# interpreter: row gathers and scatters, segment reductions, permutations, set differences,
+# bincounts and shuffles, candidate samplers, GatherV2, OneHot,
 # Range, Fill and Slice, sparse cross entropy, partition and stitch (embedding lookups),
 # TensorArrays.
 # Chosen to stay within a few minutes of sanitized compiles on two cores. The GPU kernels'
@@ -43,6 +44,8 @@ SUITE = (
     "tests/compiler/codegen/test_kernel_bounds.py",
     "tests/compiler/codegen/test_sparse_rows.py",
     "tests/compiler/ops/test_segment_sum_kernel.py",
+    "tests/compiler/ops/test_segment_kernels.py",
+    "tests/compiler/ops/test_index_sets_kernels.py",
     "tests/compiler/ops/test_candidate_samplers.py",
     "tests/compiler/ops/test_array_ops.py::test_gather",
     "tests/compiler/ops/test_array_ops.py::test_one_hot",

@@ -32,6 +32,7 @@ _SEND_RECV = {"client_terminated": False}
 _LSTM_BLOCK = {"forget_bias": 1.0, "cell_clip": 3.0, "use_peephole": False}
 _LRN = {"depth_radius": 5, "bias": 1.0, "alpha": 1.0, "beta": 0.5}
 _FTRL = {"use_locking": False, "multiply_linear_by_lr": False}
+_SPARSE_SEGMENT = {"sparse_gradient": False}
 
 TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     # math_ops.cc
@@ -42,6 +43,11 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "NotEqual": {"incompatible_shape_error": True},
     "Sum": _REDUCE, "Mean": _REDUCE, "Max": _REDUCE, "Min": _REDUCE, "Prod": _REDUCE,
     "All": _REDUCE, "Any": _REDUCE,
+    "SparseSegmentSum": _SPARSE_SEGMENT, "SparseSegmentMean": _SPARSE_SEGMENT,
+    "SparseSegmentSqrtN": _SPARSE_SEGMENT, "SparseSegmentSumWithNumSegments": _SPARSE_SEGMENT,
+    "SparseSegmentMeanWithNumSegments": _SPARSE_SEGMENT,
+    "SparseSegmentSqrtNWithNumSegments": _SPARSE_SEGMENT,
+    "DenseBincount": {"binary_output": False},
     # nn_ops.cc
     "Conv2D": _CONV, "Conv2DBackpropInput": _CONV, "Conv2DBackpropFilter": _CONV,
     "_FusedConv2D": {**_CONV, "fused_ops": [], "epsilon": 0.0001, "leakyrelu_alpha": 0.2,
@@ -69,7 +75,7 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     # random_ops.cc, candidate_sampling_ops.cc
     "RandomStandardNormal": _SEEDS, "RandomUniform": _SEEDS, "RandomUniformInt": _SEEDS,
     "TruncatedNormal": _SEEDS, "UniformCandidateSampler": _SEEDS,
-    "LogUniformCandidateSampler": _SEEDS,
+    "LogUniformCandidateSampler": _SEEDS, "RandomShuffle": _SEEDS,
     # rnn_ops.cc (the gradient ops' use_peephole has no default)
     "LSTMBlockCell": _LSTM_BLOCK, "BlockLSTM": _LSTM_BLOCK,
     "BlockLSTMV2": {"cell_clip": 0.0, "use_peephole": False},

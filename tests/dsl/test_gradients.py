@@ -219,6 +219,31 @@ CASES: Dict[str, Builder] = {
     "Fill": lambda p: fl.fill([2, 3], p.n()),
     "UnsortedSegmentSum": lambda p: fl.raw_ops.UnsortedSegmentSum(
         data=p.n(4, 2), segment_ids=fl.constant([2, 0, -1, 2]), num_segments=3),
+    "SegmentSum": lambda p: fl.segment_sum(p.n(4, 2), fl.constant([0, 0, 2, 2])),
+    "SegmentMean": lambda p: fl.segment_mean(p.n(4, 2), fl.constant([0, 0, 0, 2])),
+    "SegmentMax": lambda p: fl.segment_max(p([[1.0, 0.5], [0.3, 0.5], [0.7, -0.2]]),
+                                           fl.constant([0, 0, 1])),
+    "SegmentMin": lambda p: fl.segment_min(p.n(4, 2), fl.constant([0, 1, 1, 3])),
+    "SegmentProd": lambda p: fl.segment_prod(p([[0.5, 0.0], [2.0, 0.0], [0.0, 1.5], [-0.7, 0.9]]),
+                                             fl.constant([0, 0, 0, 1])),
+    "UnsortedSegmentMax": lambda p: fl.unsorted_segment_max(
+        p([[1.0, 0.5], [0.3, 0.5], [0.7, -0.2], [0.4, 0.6]]), fl.constant([1, 1, 0, -1]), 2),
+    "UnsortedSegmentMin": lambda p: fl.unsorted_segment_min(p.n(4, 2), fl.constant([1, 0, -1, 1]),
+                                                            2),
+    "UnsortedSegmentProd": lambda p: fl.unsorted_segment_prod(
+        p([[0.5, 0.0], [2.0, 0.0], [0.0, 1.5], [-0.7, 0.9]]), fl.constant([1, -1, 1, 1]), 2),
+    "SparseSegmentSum": lambda p: fl.sparse_segment_sum(p.n(4, 2), fl.constant([3, 0, 3]),
+                                                        fl.constant([0, 0, 2])),
+    "SparseSegmentMean": lambda p: fl.sparse_segment_mean(p.n(4, 2), fl.constant([3, 0, 3]),
+                                                          fl.constant([0, 0, 2])),
+    "SparseSegmentSqrtN": lambda p: fl.sparse_segment_sqrt_n(p.n(4, 2), fl.constant([3, 0, 1]),
+                                                             fl.constant([0, 0, 1])),
+    "SparseSegmentSumWithNumSegments": lambda p: fl.sparse_segment_sum(
+        p.n(4, 2), fl.constant([1, 2]), fl.constant([0, 2]), num_segments=4),
+    "SparseSegmentMeanWithNumSegments": lambda p: fl.sparse_segment_mean(
+        p.n(4, 2), fl.constant([1, 2, 1]), fl.constant([1, 1, 2]), num_segments=3),
+    "SparseSegmentSqrtNWithNumSegments": lambda p: fl.sparse_segment_sqrt_n(
+        p.n(3, 2), fl.constant([0, 2, 2]), fl.constant([0, 0, 0]), num_segments=2),
     "L2Loss": lambda p: fl.nn.l2_loss(p.n(2, 3)),
     "SoftmaxCrossEntropyWithLogits": lambda p: fl.raw_ops.SoftmaxCrossEntropyWithLogits(
         features=p.n(2, 3), labels=p([[0.2, 0.3, 0.5], [1.0, 0.0, 0.0]])),
