@@ -223,6 +223,9 @@ class Server:
             if is_loopback_host(host) else "0.0.0.0"
         self._task = TaskServer(tasks, sd.job_name, sd.task_index, build=build_partition,
                                 host=bind, token=setting("FLOWC_TOKEN") or None)
+        # on every interface, this process reaches it as localhost (TensorFlow's target)
+        self._target = f"grpc://localhost:{self._task.port}" if bind == "0.0.0.0" \
+            else f"grpc://{self._task.address}"
         self._started = False
         self._lock = threading.Lock()
         if start:
@@ -235,8 +238,9 @@ class Server:
     @property
     def target(self) -> str:
         """``grpc://`` and this task's address (with the port it got where it was listed at
-        port 0): what ``fl.Session`` and ``MonitoredTrainingSession(master=...)`` take."""
-        return f"grpc://{self._task.address}"
+        port 0; ``localhost`` where it listens on every interface): what ``fl.Session`` and
+        ``MonitoredTrainingSession(master=...)`` take."""
+        return self._target
 
     @property
     def cluster_spec(self) -> ClusterSpec:

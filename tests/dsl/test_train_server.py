@@ -18,7 +18,7 @@ import dsl as fl
 from cluster_fixture import free_port
 from repo_paths import ROOT
 from runtime.errors import InternalError, NotFoundError
-from runtime.transport import InsecureBindError
+from runtime.transport import InsecureBindError, TaskClient, UnauthenticatedError
 
 PROGRAM = os.path.join(ROOT, "tests", "data", "tf1_programs", "between_graph_server.py")
 
@@ -103,6 +103,40 @@ def test_server_beyond_loopback_needs_a_token(monkeypatch):
     with pytest.raises(InsecureBindError, match="refusing to serve /job:worker/task:0 on "
                                                 "0.0.0.0 without a token"):
         fl.train.Server({"worker": ["192.0.2.1:0"]}, start=False)
+
+
+def test_server_beyond_loopback_serves_on_every_interface_with_the_token(monkeypatch):
+    monkeypatch.setenv("FLOWC_TOKEN", "s3cret")
+    server = fl.train.Server({"worker": ["192.0.2.1:0"]})
+    try:
+        port = int(server.target.rsplit(":", 1)[1])
+        assert server.target == f"grpc://localhost:{port}"
+        assert server.cluster_spec.as_dict() == {"worker": [f"192.0.2.1:{port}"]}
+        for token, ok in (("s3cret", True), ("wrong", False)):
+            client = TaskClient(f"localhost:{port}", "/job:worker/task:0", token)
+            try:
+                if ok:
+                    assert client.call("Status", {}, timeout=10)[0]["job"] == "worker"
+                else:
+                    with pytest.raises(UnauthenticatedError, match="wrong token"):
+                        client.call("Status", {}, timeout=10)
+            finally:
+                client.close()
+    finally:
+        server.stop(0)
+
+
+def test_a_server_def_gives_the_cluster_and_the_task():
+    cluster = fl.train.ClusterSpec({"ps": ["localhost:0"], "worker": ["localhost:0"]})
+    sd = fl.train.ServerDef(cluster=cluster.as_cluster_def(), job_name="ps", task_index=0)
+    server = fl.train.Server(sd, job_name="worker", start=False)
+    try:
+        assert (server.server_def.job_name, server.server_def.protocol) == ("worker", "grpc")
+        assert fl.train.ClusterSpec(server.server_def.cluster) == cluster
+        assert server.cluster_spec.task_address("ps", 0) == "localhost:0"
+        assert server.cluster_spec.task_address("worker", 0) != "localhost:0"
+    finally:
+        server.stop(0)
 
 
 def test_local_server_runs_sessions_and_keeps_variables(graph):
