@@ -183,6 +183,11 @@ def _start(tmp_path, cluster, job, task, steps):
     return proc
 
 
+def test_the_program_says_flowc_only_in_its_import_line():
+    with open(PROGRAM) as f:
+        assert [ln for ln in f if "dsl" in ln] == ["import dsl as tf\n"]
+
+
 def test_tf1_between_graph_program_one_ps_two_workers(tmp_path):
     steps = 25
     cluster = {"ps": [f"localhost:{free_port()}"],
