@@ -66,6 +66,14 @@ class ClusterSpec:
             raise ClusterSpecError(f"job '{job}' has {len(addrs)} task(s); there is no task {task}")
         return addrs[task]
 
+    def with_address(self, job: str, task: int, address: str) -> "ClusterSpec":
+        """This spec with task ``task`` of ``job`` at ``address`` (a task listed at port 0
+        names the port it was given once it listens)."""
+        self.address(job, task)
+        addrs = list(self.jobs[job])
+        addrs[task] = address
+        return ClusterSpec({**self.jobs, job: tuple(addrs)})
+
     def tasks(self) -> List[Tuple[str, int, str]]:
         """Every (job, task, address), jobs in spec order."""
         return [(job, k, a) for job, addrs in self.jobs.items() for k, a in enumerate(addrs)]

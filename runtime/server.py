@@ -116,7 +116,8 @@ class TaskServer:
     ``workers`` threads serve calls; streams may hold at most ``max_streams`` of them (at least
     ``CONTROL_THREADS`` stay for other calls), at most ``max_streams_per_peer`` from one host,
     and a stream silent for ``stream_idle_timeout_s`` ends. Listening beyond loopback needs a
-    ``token`` or ``insecure=True``."""
+    ``token`` or ``insecure=True``. A task listed at port 0 listens on a port the system picks,
+    and from then on its ``address`` and ``cluster`` name that port."""
 
     def __init__(self, cluster: ClusterSpec, job: str, task: int, build: Optional[BuildFn] = None,
                  host: str = "127.0.0.1", port: Optional[int] = None, token: Optional[str] = None,
@@ -179,6 +180,10 @@ class TaskServer:
             raise TransportError(f"{self.name} cannot listen on {host}:{bind_port} (is the "
                                  "port in use?)")
         self.bound = f"{host}:{self.port}"
+        listed_host, listed_port = split_address(self.address)
+        if listed_port == 0:           # listed at port 0: the cluster it reports names the port
+            self.address = f"{listed_host}:{self.port}"
+            self.cluster = cluster.with_address(job, task, self.address)
 
     # --- life ---------------------------------------------------------------------------
     def start(self) -> "TaskServer":

@@ -28,6 +28,7 @@ from dsl.train.sync_replicas import SyncReplicasOptimizer
 from dsl.queues import Coordinator, QueueRunner
 from dsl.train.device_setter import (GreedyLoadBalancingStrategy, RoundRobinStrategy,
                                      byte_size_load_fn, replica_device_setter)
+from dsl.train.server_lib import ClusterDef, ClusterSpec, JobDef, Server, ServerDef
 from dsl.train.hooks import (CheckpointSaverHook, LoggingTensorHook, NanLossDuringTrainingError,
                              NanTensorHook, SecondOrStepTimer, SessionRunArgs, SessionRunContext,
                              SessionRunHook, SessionRunValues, StepCounterHook, StopAtStepHook,
@@ -49,6 +50,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Adagra
            "load_checkpoint", "NewCheckpointReader", "CheckpointReader",
            "load_variable", "Coordinator", "QueueRunner", "replica_device_setter",
            "RoundRobinStrategy", "GreedyLoadBalancingStrategy", "byte_size_load_fn",
+           "ClusterSpec", "ClusterDef", "JobDef", "Server", "ServerDef",
            "MonitoredTrainingSession", "MonitoredSession", "Scaffold", "ChiefSessionCreator",
            "WorkerSessionCreator", "SessionNotReadyError", "SessionRunHook", "SessionRunArgs",
            "SessionRunContext", "SessionRunValues", "SecondOrStepTimer", "StopAtStepHook",

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable, List, Optional
 
-from compiler.devices import merge_device_specs
+from compiler.devices import merge_device_specs, parse_device_spec
+from dsl.train.server_lib import ClusterSpec
 
 __all__ = ["replica_device_setter", "RoundRobinStrategy", "GreedyLoadBalancingStrategy",
            "byte_size_load_fn"]
@@ -68,11 +69,13 @@ def replica_device_setter(ps_tasks: int = 0, ps_device: str = "/job:ps",
                           cluster=None, ps_ops: Optional[Iterable[str]] = None,
                           ps_strategy: Optional[Callable] = None):
     """A device function for ``fl.device(...)``: ps ops on ``ps_device/task:k``, the rest on
-    ``worker_device``. ``cluster`` (a dict like ``{"ps": [...], "worker": [...]}``) gives the
-    number of ps tasks when ``ps_tasks`` is 0. With no ps tasks, returns None (no placement)."""
-    if cluster is not None and not ps_tasks:
-        jobs = cluster if isinstance(cluster, dict) else getattr(cluster, "jobs", {})
-        ps_tasks = len(jobs.get("ps", []))
+    ``worker_device``. ``cluster`` (a ``fl.train.ClusterSpec`` or a dict like ``{"ps": [...],
+    "worker": [...]}``) gives the number of ps tasks: those of ``ps_device``'s job, as in
+    TensorFlow. With no ps tasks, returns None (no placement)."""
+    if cluster is not None:
+        spec = ClusterSpec(cluster)
+        ps_job = parse_device_spec(ps_device).get("job")
+        ps_tasks = spec.num_tasks(ps_job) if ps_job in spec.jobs else 0
     if not ps_tasks:
         return None
     ps_ops = tuple(ps_ops) if ps_ops is not None else STANDARD_PS_OPS
