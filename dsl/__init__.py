@@ -16,6 +16,7 @@ from dsl.ops import (apply_op, constant, convert_to_tensor, placeholder, placeho
                      raw_ops)
 from dsl.math_ops import *  # noqa: F401,F403
 from dsl.math_special import *  # noqa: F401,F403
+from dsl.math_special_functions import *  # noqa: F401,F403
 from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.linalg_ops import *  # noqa: F401,F403
