@@ -9,7 +9,8 @@ Semantics are TensorFlow's (Cephes'), and every result is defined: outside a fun
 the result is NaN, at its poles +inf (Lgamma at 0, -1, ..; Zeta(1, q)), NaN propagates.
 - Digamma is NaN at 0 and the negative integers; Polygamma(n, x) needs a whole n >= 0.
 - Zeta(x, q) is the Hurwitz zeta: NaN for x < 1, +inf for x == 1; for q <= 0 it is NaN unless
-  x is whole, then +inf where q is whole too.
+  x is whole, then +inf where q is whole too (far below 0 it is summed in closed form, so no
+  input makes a loop of -q terms).
 - Igamma/Igammac(a, x) are the regularized lower/upper incomplete gamma: NaN for a <= 0 or
   x < 0; Igamma(a, 0) = 0, Igamma(a, inf) = 1.
 - Betainc(a, b, x) is the regularized incomplete beta: NaN for a <= 0, b <= 0 or x outside
@@ -94,6 +95,12 @@ def zeta(x: float, q: float) -> float:
             return INF
     if q == INF:
         return 0.0
+    if q < -64.0:
+        # x whole, q not: the terms of negative base, |q + k| = 1 - r, 2 - r, .., -q with
+        # r = q - floor(q), summed as a difference of two zetas (no loop of -q terms)
+        r = q - math.floor(q)
+        sign = 1.0 if math.fmod(x, 2.0) == 0.0 else -1.0
+        return sign * (zeta(x, 1.0 - r) - zeta(x, 1.0 - q)) + zeta(x, r)
     s = math.pow(q, -x)
     a = q
     b = 0.0

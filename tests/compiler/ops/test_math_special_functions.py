@@ -161,3 +161,22 @@ def test_binary_ops_take_float32_and_float64_only():
     with g.as_default():
         with pytest.raises(OpError, match="T=f16 is not allowed for Igamma"):
             fl.igamma(fl.constant(np.ones(2, np.float16)), fl.constant(np.ones(2, np.float16)))
+
+
+def test_zeta_far_below_zero_is_the_sum_of_its_terms_without_a_long_loop(graph):
+    x = fl.placeholder(fl.float64, [None])
+    q = fl.placeholder(fl.float64, [None])
+    fetches = {"zeta": fl.zeta(x, q), "polygamma": fl.polygamma(x - 1.0, q)}
+    xv = np.array([2.0, 3.0, 4.0, 2.0, 6.0])
+    qv = np.array([-100.5, -100.25, -70.75, -1e15 + 0.5, -2.0 ** 52 + 0.5])
+    got = check_against_interpreter(graph, fetches, {x: xv, q: qv})
+    for i in range(3):       # the terms (q + k)^-x of negative base, then the zeta beyond
+        n = int(-np.floor(qv[i]))
+        head = sum((qv[i] + k) ** -xv[i] for k in range(n))
+        with fl.Graph().as_default():
+            with fl.Session(backend="interpreter") as s:
+                tail = s.run(fl.zeta(fl.constant(xv[i]), fl.constant(qv[i] + n)))
+        assert got["zeta"][i] == pytest.approx(head + tail, rel=1e-13)
+    assert np.isfinite(got["zeta"]).all() and np.isfinite(got["polygamma"]).all()
+    # q = 1/2 - 10^15: the bases +-1/2, +-3/2, ... to about 10^15: 2 zeta(2, 1/2) = pi^2
+    assert got["zeta"][3] == pytest.approx(math.pi ** 2, rel=1e-13)
