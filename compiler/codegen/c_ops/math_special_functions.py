@@ -13,8 +13,10 @@ from compiler.codegen.kernel_context import KernelContext
 def _call(fn: str, arity: int):
     """``(T)flowc_sf_<fn>((double)a0, ...)``, defining the helpers in the module first."""
     def expr(kc: KernelContext) -> str:
-        qual = "static __device__" if kc.target.name == "cuda" else "static"
-        kc.module.add_global(templates.render("c", "special_functions.c.j2", qual=qual))
+        cuda = kc.target.name == "cuda"
+        qual = "static __device__" if cuda else "static"
+        kc.module.add_global(templates.render("c", "special_functions.c.j2", qual=qual,
+                                              cuda=cuda))
         args = ", ".join(f"(double)a{i}" for i in range(arity))
         return f"({kc.out.ctype})flowc_sf_{fn}({args})"
     return expr
