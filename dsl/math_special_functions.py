@@ -1,17 +1,20 @@
 """TensorFlow 1.x's special functions (``tf.lgamma``, ``tf.digamma``, ``tf.polygamma``,
 ``tf.zeta``, ``tf.igamma``, ``tf.igammac``, ``tf.betainc``, ``tf.math.erfinv``,
 ``tf.math.ndtri``, ``tf.math.bessel_i0e``, ``tf.math.bessel_i1e``), each one raw op of
-``compiler/ops/math_special_functions.py``."""
+``compiler/ops/math_special_functions.py``, and those TensorFlow builds over them
+(``tf.lbeta``, ``tf.math.bessel_i0``, ``tf.math.bessel_i1``)."""
 from __future__ import annotations
 
 from typing import Optional
 
+from dsl.context import name_scope
 from dsl.math_ops import _binary, _unary
 from dsl.ops import apply_op, convert_to_tensor
+from dsl.reduction_ops import reduce_sum
 from dsl.tensor import Tensor
 
 __all__ = ["lgamma", "digamma", "polygamma", "zeta", "igamma", "igammac", "betainc",
-           "erfinv", "ndtri", "bessel_i0e", "bessel_i1e"]
+           "erfinv", "ndtri", "bessel_i0e", "bessel_i1e", "bessel_i0", "bessel_i1", "lbeta"]
 
 
 def lgamma(x, name: Optional[str] = None) -> Tensor:
@@ -75,3 +78,28 @@ def betainc(a, b, x, name: Optional[str] = None) -> Tensor:
         dtype = a.dtype
         b, x = convert_to_tensor(b, dtype=dtype), convert_to_tensor(x, dtype=dtype)
     return apply_op("Betainc", [a, b, x], name=name)
+
+
+def bessel_i0(x, name: Optional[str] = None) -> Tensor:
+    """I0(x), the modified Bessel function of order 0: exp(|x|) * bessel_i0e(x), as TF
+    builds it (overflows to inf for |x| above ~713)."""
+    with name_scope(name or "bessel_i0"):
+        x = convert_to_tensor(x)
+        return _unary("Exp", _unary("Abs", x, None), None) * bessel_i0e(x)
+
+
+def bessel_i1(x, name: Optional[str] = None) -> Tensor:
+    """I1(x), the modified Bessel function of order 1: exp(|x|) * bessel_i1e(x), as TF."""
+    with name_scope(name or "bessel_i1"):
+        x = convert_to_tensor(x)
+        return _unary("Exp", _unary("Abs", x, None), None) * bessel_i1e(x)
+
+
+def lbeta(x, name: Optional[str] = None) -> Tensor:
+    """log|B(x)| over the last dimension: sum(lgamma(x), -1) - lgamma(sum(x, -1)), as
+    ``tf.lbeta`` (an empty last dimension gives -inf, as there)."""
+    with name_scope(name or "lbeta"):
+        x = convert_to_tensor(x)
+        log_prod_gamma_x = reduce_sum(lgamma(x), axis=[-1])
+        log_gamma_sum_x = lgamma(reduce_sum(x, axis=[-1]))
+        return log_prod_gamma_x - log_gamma_sum_x

@@ -63,3 +63,24 @@ def test_distribution_functions(backend):
     # Beta(2, 3): I_p = 12 integral(0, p, t (1 - t)^2 dt) = 12 p^2 (1/2 - 2p/3 + p^2/4)
     np.testing.assert_allclose(bc, 12 * p64 ** 2 * (0.5 - 2 * p64 / 3 + p64 ** 2 / 4), rtol=2e-6)
     assert lb == pytest.approx(math.log(1 / 12), rel=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["c", "interpreter"])
+def test_lbeta_and_unscaled_bessel_functions(backend):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float64, [None, 3], name="x")
+        lb = tf.lbeta(x)
+        i0, i1 = tf.bessel_i0(x), tf.bessel_i1(x)
+        empty = tf.lbeta(tf.zeros([2, 0], tf.float64))
+    xv = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 4.0]])
+    with tf.Session(graph=g, backend=backend) as sess:
+        got_lb, got_i0, got_i1, got_empty = sess.run([lb, i0, i1, empty], {x: xv})
+    want = [sum(math.lgamma(v) for v in row) - math.lgamma(sum(row)) for row in xv]
+    np.testing.assert_allclose(got_lb, want, rtol=1e-14)
+    np.testing.assert_allclose(got_i0, np.i0(xv), rtol=1e-14)
+    # I1(x) = x/2 sum_k (x^2/4)^k / (k! (k+1)!)
+    i1_series = [[v / 2 * sum((v * v / 4) ** k / (math.factorial(k) * math.factorial(k + 1))
+                              for k in range(40)) for v in row] for row in xv]
+    np.testing.assert_allclose(got_i1, i1_series, rtol=1e-14)
+    assert got_lb.shape == (2,) and (got_empty == -np.inf).all()
