@@ -180,3 +180,11 @@ def test_zeta_far_below_zero_is_the_sum_of_its_terms_without_a_long_loop(graph):
     assert np.isfinite(got["zeta"]).all() and np.isfinite(got["polygamma"]).all()
     # q = 1/2 - 10^15: the bases +-1/2, +-3/2, ... to about 10^15: 2 zeta(2, 1/2) = pi^2
     assert got["zeta"][3] == pytest.approx(math.pi ** 2, rel=1e-13)
+
+
+def test_empty_inputs_give_empty_results(graph):
+    x = fl.placeholder(fl.float32, [None, 2])
+    fetches = {name: fn(*[x] * (3 if name == "Betainc" else 2 if name in (
+        "Igamma", "Igammac", "Zeta", "Polygamma") else 1)) for name, fn in FNS.items()}
+    got = check_against_interpreter(graph, fetches, {x: np.zeros((0, 2), np.float32)})
+    assert all(v.shape == (0, 2) and v.dtype == np.float32 for v in got.values())
