@@ -18,6 +18,7 @@ from dsl.math_ops import *  # noqa: F401,F403
 from dsl.segment_ops import *  # noqa: F401,F403
 from dsl.index_set_ops import *  # noqa: F401,F403
 from dsl.math_special import *  # noqa: F401,F403
+from dsl.math_special_functions import *  # noqa: F401,F403
 from dsl.array_ops import *  # noqa: F401,F403
 from dsl.reduction_ops import *  # noqa: F401,F403
 from dsl.math_compositions import *  # noqa: F401,F403
