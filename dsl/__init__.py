@@ -28,6 +28,8 @@ from dsl.control_ops import *  # noqa: F401,F403
 from dsl.control_flow_ops import *  # noqa: F401,F403
 from dsl.tensor_array_ops import TensorArray
 from dsl.indexed_slices import IndexedSlices
+from dsl.sparse_ops import *  # noqa: F401,F403
+from dsl import sparse
 from dsl.variables import *  # noqa: F401,F403
 from dsl.variable_scope import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403

@@ -60,6 +60,10 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "GatherV2": {"batch_dims": 0},
     "StridedSlice": {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
                      "shrink_axis_mask": 0},
+    # sparse_ops.cc
+    "SparseToDense": {"validate_indices": True},
+    "SparseTensorDenseMatMul": {"adjoint_a": False, "adjoint_b": False},
+    "SparseReduceSum": _REDUCE,
     # random_ops.cc, candidate_sampling_ops.cc
     "RandomStandardNormal": _SEEDS, "RandomUniform": _SEEDS, "RandomUniformInt": _SEEDS,
     "TruncatedNormal": _SEEDS, "UniformCandidateSampler": _SEEDS,

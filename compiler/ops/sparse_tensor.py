@@ -1,0 +1,319 @@
+"""The ops over a sparse tensor held as three dense tensors (indices ``[N, R]``, values ``[N]``,
+dense shape ``[R]``), as TensorFlow defines them: SparseToDense, SparseTensorDenseMatMul,
+SparseReduceSum, SparseReorder and SparseTensorDenseAdd.
+
+- Every index is checked against the dense shape; one outside it is an error naming the
+  entry, found before anything is written (the C kernels check first too:
+  ``compiler/codegen/c_ops/sparse_tensor.py``).
+- SparseToDense with ``validate_indices`` (its default) also refuses indices that are not in
+  row-major order or that repeat, as TensorFlow does; without it a repeated index keeps the
+  last value.
+- SparseTensorDenseAdd and SparseReduceSum sum repeated indices; SparseReorder sorts the
+  entries into row-major order, keeping the order of equal indices.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from compiler.errors import ExecutionError
+from compiler.ir.op_registry import register_op
+
+
+def _entries(node, indices: np.ndarray, shape: Sequence[int], what: str = "indices") -> np.ndarray:
+    """``indices`` as int64 rows ``[N, R]``; raises naming the first row outside ``shape``."""
+    rows = np.asarray(indices, np.int64).reshape(len(indices), -1)
+    bounds = np.asarray(shape, np.int64)
+    if rows.shape[1] != len(bounds):
+        raise ExecutionError(f"{what} has {rows.shape[1]} columns but the dense shape "
+                             f"{list(bounds)} has rank {len(bounds)}", node)
+    bad = np.nonzero(((rows < 0) | (rows >= bounds)).any(axis=1))[0]
+    if bad.size:
+        k = int(bad[0])
+        raise ExecutionError(f"{what}[{k}] = [{', '.join(str(int(v)) for v in rows[k])}] is out "
+                             f"of bounds of the dense shape {[int(b) for b in bounds]}", node)
+    return rows
+
+
+def _dense_shape(node, shape: np.ndarray, what: str = "dense_shape") -> List[int]:
+    dims = [int(d) for d in np.reshape(shape, -1)]
+    if any(d < 0 for d in dims):
+        raise ExecutionError(f"{what} must be non-negative, got {dims}", node)
+    return dims
+
+
+def _known_len(ctx, i: int) -> Optional[int]:
+    """The length of vector input ``i`` (a dense shape): its value's or its static dim."""
+    v = ctx.input_value(i)
+    if v is not None:
+        return int(np.size(v))
+    s = ctx.input_shape(i)
+    return s[0] if s is not None and len(s) == 1 else None
+
+
+def _shape_from_value(ctx, i: int) -> Optional[tuple]:
+    v = ctx.input_value(i)
+    if v is not None:
+        dims = tuple(int(d) for d in np.reshape(v, -1))
+        if any(d < 0 for d in dims):
+            raise ctx.error(f"dense shape must be non-negative, got {list(dims)}")
+        return dims
+    n = _known_len(ctx, i)
+    return None if n is None else (None,) * n
+
+
+def _check_sparse_args(ctx, indices: int, values: int, shape: int) -> None:
+    """indices [N, R], values [N], shape [R] where the dims are known."""
+    ind, val, shp = ctx.input_shape(indices), ctx.input_shape(values), ctx.input_shape(shape)
+    if ind is not None and len(ind) != 2:
+        raise ctx.error(f"indices must be a matrix [N, rank], got rank {len(ind)}")
+    if val is not None and len(val) != 1:
+        raise ctx.error(f"values must be a vector [N], got rank {len(val)}")
+    if shp is not None and len(shp) != 1:
+        raise ctx.error(f"dense shape must be a vector [rank], got rank {len(shp)}")
+    if ind is not None and val is not None and None not in (ind[0], val[0]) and ind[0] != val[0]:
+        raise ctx.error(f"indices has {ind[0]} rows but values has {val[0]} entries")
+    if ind is not None and shp is not None and None not in (ind[1], shp[0]) and ind[1] != shp[0]:
+        raise ctx.error(f"indices has {ind[1]} columns but the dense shape has {shp[0]} dims")
+
+
+def _check_values(node, indices: np.ndarray, values: np.ndarray) -> None:
+    if indices.ndim != 2:
+        raise ExecutionError(f"indices must be a matrix [N, rank], got shape "
+                             f"{list(indices.shape)}", node)
+    if values.ndim != 1 or len(values) != len(indices):
+        raise ExecutionError(f"values must be a vector of {len(indices)} entries (one per index), "
+                             f"got shape {list(values.shape)}", node)
+
+
+# --- SparseToDense -----------------------------------------------------------------------------
+def _sparse_to_dense_shape(ctx) -> list:
+    ind, val, dflt = ctx.input_shape(0), ctx.input_shape(2), ctx.input_shape(3)
+    if ind is not None and len(ind) > 2:
+        raise ctx.error(f"sparse_indices must be a scalar, vector or matrix, got rank {len(ind)}")
+    if val is not None and len(val) > 1:
+        raise ctx.error(f"sparse_values must be a scalar or vector, got rank {len(val)}")
+    if dflt is not None and len(dflt) != 0:
+        raise ctx.error(f"default_value must be a scalar, got rank {len(dflt)}")
+    return [_shape_from_value(ctx, 1)]
+
+
+def sparse_to_dense_rows(node, indices: np.ndarray, rank: int) -> np.ndarray:
+    """SparseToDense's ``sparse_indices`` (scalar, vector [N] for rank 1, or [N, rank]) as
+    int64 rows ``[N, rank]``."""
+    ind = np.asarray(indices, np.int64)
+    if ind.ndim == 0:
+        return ind.reshape(1, 1)
+    if ind.ndim == 1:
+        return ind.reshape(-1, 1) if rank == 1 else ind.reshape(1, -1)
+    return ind
+
+
+def _sparse_to_dense_ref(ctx, indices, output_shape, values, default):
+    node = ctx.node
+    dims = _dense_shape(node, output_shape, "output_shape")
+    rows = _entries(node, sparse_to_dense_rows(node, indices, len(dims)), dims, "sparse_indices")
+    n = len(rows)
+    if values.ndim == 1 and len(values) != n:
+        raise ExecutionError(f"sparse_values has {len(values)} entries but sparse_indices has "
+                             f"{n} rows", node)
+    if np.ndim(default) != 0:
+        raise ExecutionError("default_value must be a scalar", node)
+    if ctx.attrs["validate_indices"] and n > 1:
+        flat = np.ravel_multi_index(tuple(rows.T), dims) if dims else np.zeros(n, np.int64)
+        step = np.diff(flat)
+        bad = np.nonzero(step <= 0)[0]
+        if bad.size:
+            k = int(bad[0]) + 1
+            word = ("repeated" if step[k - 1] == 0 else
+                    f"out of order (after [{', '.join(str(int(v)) for v in rows[k - 1])}])")
+            raise ExecutionError(f"sparse_indices[{k}] = [{', '.join(str(int(v)) for v in rows[k])}]"
+                                 f" is {word}", node)
+    out = np.full(dims, default, dtype=values.dtype)
+    vals = np.broadcast_to(values, (n,))
+    for row, v in zip(rows, vals):
+        out[tuple(row)] = v
+    return out
+
+
+register_op("SparseToDense",
+            inputs=["sparse_indices: Tindices", "output_shape: Tindices", "sparse_values: T",
+                    "default_value: T"],
+            outputs=["dense: T"],
+            attrs=["validate_indices: bool = true", "T: {all}", "Tindices: {i32, i64}"],
+            shape=_sparse_to_dense_shape, kernel=_sparse_to_dense_ref, group="movement",
+            doc="A dense tensor of output_shape: default_value, with sparse_values at "
+                "sparse_indices.")
+
+
+# --- SparseTensorDenseMatMul -------------------------------------------------------------------
+def _sparse_matmul_shape(ctx) -> list:
+    ind, val, b = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(3)
+    if ind is not None and (len(ind) != 2 or ind[1] not in (None, 2)):
+        raise ctx.error(f"a_indices must be a matrix [N, 2], got {list(ind)}")
+    if val is not None and len(val) != 1:
+        raise ctx.error(f"a_values must be a vector, got rank {len(val)}")
+    if b is not None and len(b) != 2:
+        raise ctx.error(f"b must be a matrix, got rank {len(b)}")
+    a = _shape_from_value(ctx, 2)
+    if a is not None and len(a) != 2:
+        raise ctx.error(f"a_shape must have 2 elements (a matrix), got {len(a)}")
+    adj_a, adj_b = ctx.attr("adjoint_a"), ctx.attr("adjoint_b")
+    rows = None if a is None else a[1 if adj_a else 0]
+    inner_a = None if a is None else a[0 if adj_a else 1]
+    cols = None if b is None else b[0 if adj_b else 1]
+    inner_b = None if b is None else b[1 if adj_b else 0]
+    if None not in (inner_a, inner_b) and inner_a != inner_b:
+        raise ctx.error(f"cannot multiply A and B because inner dimension does not match: "
+                        f"{inner_a} vs. {inner_b}")
+    return [(rows, cols)]
+
+
+def _sparse_matmul_ref(ctx, indices, values, a_shape, b):
+    node = ctx.node
+    adj_a, adj_b = ctx.attrs["adjoint_a"], ctx.attrs["adjoint_b"]
+    dims = _dense_shape(node, a_shape, "a_shape")
+    if len(dims) != 2:
+        raise ExecutionError(f"a_shape must be a matrix shape, got {dims}", node)
+    _check_values(node, np.asarray(indices), values)
+    rows = _entries(node, indices, dims, "a_indices")
+    bm = b.T if adj_b else b
+    m, k = (dims[1], dims[0]) if adj_a else (dims[0], dims[1])
+    if bm.shape[0] != k:
+        raise ExecutionError(f"cannot multiply A and B because inner dimension does not match: "
+                             f"{k} vs. {bm.shape[0]}", node)
+    acc = np.float64 if values.dtype.kind == "f" else values.dtype
+    out = np.zeros((m, bm.shape[1]), acc)
+    r, c = (rows[:, 1], rows[:, 0]) if adj_a else (rows[:, 0], rows[:, 1])
+    np.add.at(out, r, values.astype(acc)[:, None] * bm[c].astype(acc))
+    return out.astype(values.dtype)
+
+
+register_op("SparseTensorDenseMatMul",
+            inputs=["a_indices: Tindices", "a_values: T", "a_shape: i64", "b: T"],
+            outputs=["product: T"],
+            attrs=["T: {f32, f64, i32, i64}", "Tindices: {i32, i64} = i64",
+                   "adjoint_a: bool = false", "adjoint_b: bool = false"],
+            shape=_sparse_matmul_shape, kernel=_sparse_matmul_ref, group="other",
+            doc="The sparse matrix A (indices, values, shape) times the dense matrix B.")
+
+
+# --- SparseReduceSum ---------------------------------------------------------------------------
+def reduced_axes(node, axes, rank: int, error) -> List[int]:
+    """Reduction axes in [-rank, rank) as sorted non-negative axes (all when empty)."""
+    out = set()
+    for a in np.reshape(np.asarray(axes), -1):
+        a = int(a)
+        if not -rank <= a < rank:
+            raise error(f"invalid reduction axis {a} for a rank-{rank} sparse tensor")
+        out.add(a % rank if rank else 0)
+    return sorted(out)
+
+
+def _sparse_reduce_shape(ctx) -> list:
+    _check_sparse_args(ctx, 0, 1, 2)
+    dense = _shape_from_value(ctx, 2)
+    axes = ctx.input_value(3)
+    if dense is None or axes is None:
+        return [None]
+    keep = reduced_axes(ctx.node, axes, len(dense), ctx.error)
+    if ctx.attr("keep_dims"):
+        return [tuple(1 if k in keep else d for k, d in enumerate(dense))]
+    return [tuple(d for k, d in enumerate(dense) if k not in keep)]
+
+
+def _sparse_reduce_ref(ctx, indices, values, shape, axes):
+    node = ctx.node
+    dims = _dense_shape(node, shape, "input_shape")
+    _check_values(node, indices, values)
+    rows = _entries(node, indices, dims, "input_indices")
+
+    def error(msg):
+        return ExecutionError(msg, node)
+    red = reduced_axes(node, axes, len(dims), error)
+    kept = [1 if k in red else d for k, d in enumerate(dims)]
+    acc = np.float64 if values.dtype.kind == "f" else values.dtype
+    out = np.zeros(kept, acc)
+    at = rows.copy()
+    at[:, red] = 0
+    with np.errstate(over="ignore"):
+        np.add.at(out, tuple(at.T), values.astype(acc))
+    out = out.astype(values.dtype)
+    if not ctx.attrs["keep_dims"]:
+        out = out.reshape([d for k, d in enumerate(dims) if k not in red])
+    return out
+
+
+register_op("SparseReduceSum",
+            inputs=["input_indices: i64", "input_values: T", "input_shape: i64",
+                    "reduction_axes: i32"],
+            outputs=["output: T"],
+            attrs=["keep_dims: bool = false", "T: {numeric}"],
+            shape=_sparse_reduce_shape, kernel=_sparse_reduce_ref, group="other",
+            doc="The sum of a sparse tensor's entries over reduction_axes, as a dense tensor.")
+
+
+# --- SparseReorder -----------------------------------------------------------------------------
+def _sparse_reorder_shape(ctx) -> list:
+    _check_sparse_args(ctx, 0, 1, 2)
+    return [ctx.input_shape(0), ctx.input_shape(1)]
+
+
+def reorder_permutation(rows: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """The stable permutation that puts index rows in row-major order."""
+    if rows.shape[1] == 0:
+        return np.arange(len(rows))
+    return np.lexsort(tuple(rows[:, k] for k in range(rows.shape[1] - 1, -1, -1)))
+
+
+def _sparse_reorder_ref(ctx, indices, values, shape):
+    node = ctx.node
+    dims = _dense_shape(node, shape, "input_shape")
+    _check_values(node, indices, values)
+    rows = _entries(node, indices, dims, "input_indices")
+    perm = reorder_permutation(rows, dims)
+    return rows[perm], values[perm]
+
+
+register_op("SparseReorder", inputs=["input_indices: i64", "input_values: T", "input_shape: i64"],
+            outputs=["output_indices: i64", "output_values: T"], attrs=["T: {all}"],
+            shape=_sparse_reorder_shape, kernel=_sparse_reorder_ref, group="other",
+            doc="The sparse tensor's entries sorted into row-major (canonical) order.")
+
+
+# --- SparseTensorDenseAdd ----------------------------------------------------------------------
+def _sparse_dense_add_shape(ctx) -> list:
+    _check_sparse_args(ctx, 0, 1, 2)
+    b = ctx.input_shape(3)
+    a = _shape_from_value(ctx, 2)
+    if a is not None and b is not None:
+        if len(a) != len(b):
+            raise ctx.error(f"a_shape has {len(a)} dims but b has rank {len(b)}")
+        for k, (x, y) in enumerate(zip(a, b)):
+            if None not in (x, y) and x != y:
+                raise ctx.error(f"a_shape dim {k} ({x}) does not equal b dim {k} ({y})")
+    return [b]
+
+
+def _sparse_dense_add_ref(ctx, indices, values, shape, b):
+    node = ctx.node
+    dims = _dense_shape(node, shape, "a_shape")
+    if list(b.shape) != dims:
+        raise ExecutionError(f"a_shape {dims} does not equal b's shape {list(b.shape)}", node)
+    _check_values(node, indices, values)
+    rows = _entries(node, indices, dims, "a_indices")
+    out = np.array(b, copy=True)
+    with np.errstate(over="ignore"):
+        np.add.at(out, tuple(rows.T), values)
+    return out
+
+
+register_op("SparseTensorDenseAdd",
+            inputs=["a_indices: Tindices", "a_values: T", "a_shape: Tindices", "b: T"],
+            outputs=["output: T"], attrs=["T: {numeric}", "Tindices: {i32, i64}"],
+            shape=_sparse_dense_add_shape, kernel=_sparse_dense_add_ref, group="other",
+            doc="The dense b plus the sparse A (repeated indices summed).")
+
+
+__all__: List[str] = ["sparse_to_dense_rows", "reduced_axes", "reorder_permutation"]
