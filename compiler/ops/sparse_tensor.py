@@ -23,7 +23,10 @@ from compiler.ir.op_registry import register_op
 
 def _entries(node, indices: np.ndarray, shape: Sequence[int], what: str = "indices") -> np.ndarray:
     """``indices`` as int64 rows ``[N, R]``; raises naming the first row outside ``shape``."""
-    rows = np.asarray(indices, np.int64).reshape(len(indices), -1)
+    rows = np.asarray(indices, np.int64)
+    if rows.ndim != 2:
+        raise ExecutionError(f"{what} must be a matrix [N, rank], got shape {list(rows.shape)}",
+                             node)
     bounds = np.asarray(shape, np.int64)
     if rows.shape[1] != len(bounds):
         raise ExecutionError(f"{what} has {rows.shape[1]} columns but the dense shape "

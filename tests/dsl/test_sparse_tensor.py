@@ -268,3 +268,21 @@ def test_a_tensorflow_graphdef_with_sparse_ops_imports_and_matches(tmp_path):
         for n, v in zip(names, got):
             np.testing.assert_allclose(v, data["want/" + n], rtol=1e-5, atol=1e-6,
                                        err_msg=f"{n} ({backend})")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_sparse_tensors(graph, backend):
+    sp = fl.sparse_placeholder(fl.float32, shape=[3, 4], name="sp")
+    fetches = [fl.sparse.to_dense(sp, default_value=1.0),
+               fl.sparse_tensor_dense_matmul(sp, fl.ones([4, 2])),
+               fl.sparse.reduce_sum(sp, axis=1), fl.sparse.reorder(sp).values,
+               fl.sparse.add(sp, fl.zeros([3, 4]))]
+    empty = fl.SparseTensorValue(np.zeros((0, 2), np.int64), np.zeros(0, np.float32),
+                                 np.array([3, 4]))
+    with fl.Session(backend=backend) as s:
+        dense, product, total, values, added = s.run(fetches, {sp: empty})
+    np.testing.assert_array_equal(dense, np.ones((3, 4)))
+    np.testing.assert_array_equal(product, np.zeros((3, 2)))
+    np.testing.assert_array_equal(total, np.zeros(3))
+    assert values.shape == (0,)
+    np.testing.assert_array_equal(added, np.zeros((3, 4)))
