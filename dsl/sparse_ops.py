@@ -22,7 +22,7 @@ from runtime.dtypes import DType, as_dtype
 
 __all__ = ["SparseTensor", "SparseTensorValue", "sparse_placeholder", "sparse_tensor_to_dense",
            "sparse_to_dense", "sparse_reduce_sum", "sparse_tensor_dense_matmul",
-           "sparse_reorder", "sparse_add", "sparse_retain"]
+           "sparse_reorder", "sparse_add", "sparse_retain", "sparse_reshape"]
 
 
 class SparseTensorValue(NamedTuple):
@@ -238,6 +238,16 @@ def sparse_retain(sp_input, to_retain) -> SparseTensor:
     indices = apply_op("GatherV2", [sp.indices, where, np.int32(0)])
     values = apply_op("GatherV2", [sp.values, where, np.int32(0)])
     return SparseTensor(indices, values, apply_op("Identity", [sp.dense_shape]))
+
+
+def sparse_reshape(sp_input, shape, name: Optional[str] = None) -> SparseTensor:
+    """``sp_input`` reshaped to ``shape`` (one dim may be -1), its values in the same order
+    (``tf.sparse.reshape``)."""
+    sp = _sparse(sp_input)
+    new_shape = convert_to_tensor(shape, dtype=DType.i64)
+    indices, dense_shape = apply_op("SparseReshape", [sp.indices, sp.dense_shape, new_shape],
+                                    name=name or "SparseReshape")
+    return SparseTensor(indices, sp.values, dense_shape)
 
 
 def expand_sparse_feeds(feed_dict: dict) -> dict:

@@ -1,6 +1,6 @@
 """The ops over a sparse tensor held as three dense tensors (indices ``[N, R]``, values ``[N]``,
 dense shape ``[R]``), as TensorFlow defines them: SparseToDense, SparseTensorDenseMatMul,
-SparseReduceSum, SparseReorder and SparseTensorDenseAdd.
+SparseReduceSum, SparseReorder, SparseTensorDenseAdd and SparseReshape.
 
 - Every index is checked against the dense shape; one outside it is an error naming the
   entry, found before anything is written (the C kernels check first too:
@@ -319,4 +319,61 @@ register_op("SparseTensorDenseAdd",
             doc="The dense b plus the sparse A (repeated indices summed).")
 
 
-__all__: List[str] = ["sparse_to_dense_rows", "reduced_axes", "reorder_permutation"]
+# --- SparseReshape -----------------------------------------------------------------------------
+def _sparse_reshape_shape(ctx) -> list:
+    ind, new = ctx.input_shape(0), ctx.input_shape(2)
+    if ind is not None and len(ind) != 2:
+        raise ctx.error(f"input_indices must be a matrix [N, rank], got rank {len(ind)}")
+    if new is not None and len(new) != 1:
+        raise ctx.error(f"new_shape must be a vector, got rank {len(new)}")
+    rank = _known_len(ctx, 2)
+    return [(None if ind is None else ind[0], rank), (rank,)]
+
+
+def reshaped_dims(node, dims: Sequence[int], new_shape: Sequence[int]) -> List[int]:
+    """``new_shape`` with its -1 (at most one) inferred so it holds as many elements as
+    ``dims``; raises naming ``node`` when it cannot."""
+    dense = int(np.prod(dims, dtype=np.int64))
+    out, unknown, known = [], None, 1
+    for j, d in enumerate(int(v) for v in new_shape):
+        if d == -1:
+            if unknown is not None:
+                raise ExecutionError(f"only one output dimension may be -1, not both {unknown} "
+                                     f"and {j}", node)
+            unknown = j
+        elif d < 0:
+            raise ExecutionError(f"size {j} must be non-negative, not {d}", node)
+        else:
+            known *= d
+        out.append(d)
+    if unknown is not None:
+        if known == 0 or dense % known:
+            raise ExecutionError(f"input to reshape is a SparseTensor with {dense} dense values, "
+                                 f"but the requested shape {out} cannot hold them", node)
+        out[unknown] = dense // known
+    elif known != dense:
+        raise ExecutionError(f"input to reshape is a SparseTensor with {dense} dense values, but "
+                             f"the requested shape has {known}", node)
+    return out
+
+
+def _sparse_reshape_ref(ctx, indices, shape, new_shape):
+    node = ctx.node
+    dims = _dense_shape(node, shape, "input_shape")
+    rows = _entries(node, indices, dims, "input_indices")
+    out = reshaped_dims(node, dims, np.reshape(new_shape, -1))
+    if len(rows) == 0:
+        return np.zeros((0, len(out)), np.int64), np.asarray(out, np.int64)
+    flat = np.ravel_multi_index(tuple(rows.T), dims) if dims else np.zeros(len(rows), np.int64)
+    moved = np.stack(np.unravel_index(flat, out), axis=1) if out else np.zeros((len(rows), 0))
+    return moved.astype(np.int64), np.asarray(out, np.int64)
+
+
+register_op("SparseReshape", inputs=["input_indices: i64", "input_shape: i64", "new_shape: i64"],
+            outputs=["output_indices: i64", "output_shape: i64"],
+            shape=_sparse_reshape_shape, kernel=_sparse_reshape_ref, group="other",
+            doc="The indices of a sparse tensor reshaped to new_shape (one dim may be -1).")
+
+
+__all__: List[str] = ["sparse_to_dense_rows", "reduced_axes", "reorder_permutation",
+                       "reshaped_dims"]

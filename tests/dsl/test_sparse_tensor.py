@@ -286,3 +286,30 @@ def test_empty_sparse_tensors(graph, backend):
     np.testing.assert_array_equal(total, np.zeros(3))
     assert values.shape == (0,)
     np.testing.assert_array_equal(added, np.zeros((3, 4)))
+
+
+def test_sparse_reshape_matches_numpy(graph):
+    rng = np.random.default_rng(5)
+    value = _random_sparse(rng, [4, 6], 7)
+    sp = fl.sparse_placeholder(fl.float32, shape=[4, 6], name="sp")
+    flat = fl.sparse.reshape(sp, [-1])
+    cube = fl.sparse.reshape(sp, [2, -1, 3])
+    fetches = {"flat_i": flat.indices, "flat_s": flat.dense_shape,
+               "cube_i": cube.indices, "cube_s": cube.dense_shape,
+               "cube": fl.sparse.to_dense(cube)}
+    got = check_against_interpreter(graph, fetches, {sp: value})
+    np.testing.assert_array_equal(got["flat_s"], [24])
+    np.testing.assert_array_equal(got["flat_i"][:, 0], value.indices[:, 0] * 6 + value.indices[:, 1])
+    np.testing.assert_array_equal(got["cube_s"], [2, 4, 3])
+    np.testing.assert_array_equal(got["cube"], _summed(value).reshape(2, 4, 3))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sparse_reshape_errors(graph, backend):
+    sp = fl.sparse_placeholder(fl.float32, shape=[4, 6], name="sp")
+    value = fl.SparseTensorValue(np.array([[1, 2]]), np.ones(1, np.float32), np.array([4, 6]))
+    with fl.Session(backend=backend) as s:
+        with pytest.raises(fl.errors.InvalidArgumentError, match="'bad'.*24 dense values"):
+            s.run(fl.sparse.reshape(sp, [5, -1], name="bad").indices, {sp: value})
+        with pytest.raises(fl.errors.InvalidArgumentError, match="'two'.*only one output dim"):
+            s.run(fl.sparse.reshape(sp, [-1, -1], name="two").indices, {sp: value})

@@ -1,5 +1,5 @@
 """The C lowering of the sparse tensor ops (``compiler/ops/sparse_tensor.py``): SparseToDense,
-SparseTensorDenseMatMul, SparseReduceSum, SparseReorder and SparseTensorDenseAdd.
+SparseTensorDenseMatMul, SparseReduceSum, SparseReorder, SparseTensorDenseAdd and SparseReshape.
 
 Every index row is checked against the dense shape before any output is allocated, so a bad
 one fails the step with an error naming it and nothing is written. The rank of the sparse
@@ -332,3 +332,66 @@ def _dense_add_c(kc: KernelContext) -> str:
 
 
 set_c_kernel("SparseTensorDenseAdd", _dense_add_c, lambda kc: [kc.inputs[3].dims])
+
+
+# --- SparseReshape -----------------------------------------------------------------------------
+def _reshape_rank(kc: KernelContext) -> int:
+    new = kc.inputs[2]
+    if new.rank != 1 or new.shape[0] is None:
+        raise kc.static_error("the C backend needs the length of new_shape known at compile time")
+    return new.shape[0]
+
+
+def _reshape_c(kc: KernelContext) -> str:
+    indices, _, new = kc.inputs
+    out_ix, out_shape = kc.outputs
+    rank = _rank(kc, indices)
+    rank_out = _reshape_rank(kc)
+    dims = _dims(kc, 1, rank)
+    ix = f"((const {indices.ctype} *){indices.data})"
+    _check_rows(kc, ix, indices.dim(0), rank, dims, "input_indices")
+    fail = kc.fail
+    kc.checks.append("\n".join([
+        "{",
+        f"    const int64_t *ns = (const int64_t *){new.data};",
+        "    int64_t dense = 1, known = 1;",
+        "    int unknown = -1;",
+        *[f"    dense *= {d};" for d in dims],
+        f"    for (int j = 0; j < {rank_out}; j++) {{",
+        "        if (ns[j] == -1) {",
+        "            if (unknown >= 0) " + fail("only one output dimension may be -1, not both %d "
+                                                "and %d", "unknown", "j"),
+        "            unknown = j;",
+        "        } else if (ns[j] < 0) " + fail("size %d must be non-negative, not %lld", "j",
+                                                 "(long long)ns[j]"),
+        "        else known *= ns[j];",
+        "    }",
+        "    if (unknown >= 0 ? (known == 0 || dense % known != 0) : known != dense) "
+        + fail("input to reshape is a SparseTensor with %lld dense values, but the requested "
+               "shape cannot hold them", "(long long)dense"),
+        "}"]))
+    return "\n".join([
+        f"const int64_t *ns = (const int64_t *){new.data};",
+        f"int64_t shape[{rank_out} + 1];",
+        "int64_t dense = 1, known = 1;",
+        "int unknown = -1;",
+        *[f"dense *= {d};" for d in dims],
+        f"for (int j = 0; j < {rank_out}; j++) {{",
+        "    shape[j] = ns[j];",
+        "    if (ns[j] == -1) unknown = j; else known *= ns[j];",
+        "}",
+        "if (unknown >= 0) shape[unknown] = dense / known;",
+        f"int64_t *oi = (int64_t *){out_ix.data}, *os = (int64_t *){out_shape.data};",
+        f"for (int j = 0; j < {rank_out}; j++) os[j] = shape[j];",
+        f"for (int64_t r = 0; r < {indices.dim(0)}; r++) {{",
+        f"    int64_t flat = {_offset(ix, rank, dims, list(range(rank)))};",
+        f"    for (int j = {rank_out} - 1; j >= 0; j--) {{",
+        f"        oi[r * {rank_out} + j] = shape[j] > 0 ? flat % shape[j] : 0;",
+        "        flat = shape[j] > 0 ? flat / shape[j] : 0;",
+        "    }",
+        "}",
+        "(void)oi; (void)os;"])
+
+
+set_c_kernel("SparseReshape", _reshape_c,
+             lambda kc: [[kc.inputs[0].dim(0), str(_reshape_rank(kc))], [str(_reshape_rank(kc))]])
