@@ -10,7 +10,7 @@ tuple) and fetches one as a ``SparseTensorValue``.
 """
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -190,7 +190,8 @@ def sparse_reduce_sum(sp_input, axis=None, keepdims=None, reduction_axes=None, k
 
 def sparse_tensor_dense_matmul(sp_a, b, adjoint_a: bool = False, adjoint_b: bool = False,
                                name: Optional[str] = None) -> Tensor:
-    """The sparse matrix ``sp_a`` times the dense matrix ``b`` (``tf.sparse.sparse_dense_matmul``)."""
+    """The sparse matrix ``sp_a`` times the dense matrix ``b``
+    (``tf.sparse.sparse_dense_matmul``)."""
     sp = _sparse(sp_a, "sp_a")
     b = convert_to_tensor(b, dtype=sp.dtype)
     return apply_op("SparseTensorDenseMatMul", [sp.indices, sp.values, sp.dense_shape, b],

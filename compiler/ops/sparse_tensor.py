@@ -131,8 +131,8 @@ def _sparse_to_dense_ref(ctx, indices, output_shape, values, default):
             k = int(bad[0]) + 1
             word = ("repeated" if step[k - 1] == 0 else
                     f"out of order (after [{', '.join(str(int(v)) for v in rows[k - 1])}])")
-            raise ExecutionError(f"sparse_indices[{k}] = [{', '.join(str(int(v)) for v in rows[k])}]"
-                                 f" is {word}", node)
+            at = ", ".join(str(int(v)) for v in rows[k])
+            raise ExecutionError(f"sparse_indices[{k}] = [{at}] is {word}", node)
     out = np.full(dims, default, dtype=values.dtype)
     vals = np.broadcast_to(values, (n,))
     for row, v in zip(rows, vals):

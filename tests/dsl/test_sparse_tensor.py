@@ -299,7 +299,8 @@ def test_sparse_reshape_matches_numpy(graph):
                "cube": fl.sparse.to_dense(cube)}
     got = check_against_interpreter(graph, fetches, {sp: value})
     np.testing.assert_array_equal(got["flat_s"], [24])
-    np.testing.assert_array_equal(got["flat_i"][:, 0], value.indices[:, 0] * 6 + value.indices[:, 1])
+    np.testing.assert_array_equal(got["flat_i"][:, 0],
+                                  value.indices[:, 0] * 6 + value.indices[:, 1])
     np.testing.assert_array_equal(got["cube_s"], [2, 4, 3])
     np.testing.assert_array_equal(got["cube"], _summed(value).reshape(2, 4, 3))
 

@@ -167,7 +167,8 @@ set_c_kernel("SparseToDense", _to_dense_c, _to_dense_dims)
 def _matmul_dims(kc: KernelContext) -> List[List[str]]:
     b = kc.inputs[3]
     a = _dims(kc, 2, 2)
-    return [[a[1] if kc.attr("adjoint_a") else a[0], b.dim(0) if kc.attr("adjoint_b") else b.dim(1)]]
+    rows = a[1] if kc.attr("adjoint_a") else a[0]
+    return [[rows, b.dim(0) if kc.attr("adjoint_b") else b.dim(1)]]
 
 
 def _matmul_c(kc: KernelContext) -> str:
