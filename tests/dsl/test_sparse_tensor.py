@@ -314,3 +314,27 @@ def test_sparse_reshape_errors(graph, backend):
             s.run(fl.sparse.reshape(sp, [5, -1], name="bad").indices, {sp: value})
         with pytest.raises(fl.errors.InvalidArgumentError, match="'two'.*only one output dim"):
             s.run(fl.sparse.reshape(sp, [-1, -1], name="two").indices, {sp: value})
+
+
+def test_gradients_of_the_sparse_ops_compiled_match_the_interpreter(graph):
+    rng = np.random.default_rng(6)
+    value = _random_sparse(rng, [4, 5], 8, np.float64, ordered=False)
+    indices = fl.constant(value.indices)
+    vals = fl.placeholder(fl.float64, [8], name="vals")
+    b = fl.placeholder(fl.float64, [5, 3], name="b")
+    d = fl.placeholder(fl.float64, [4, 5], name="d")
+    sp = fl.sparse.reorder(fl.SparseTensor(indices, vals, [4, 5]))
+    loss = (fl.reduce_sum(fl.sparse_tensor_dense_matmul(sp, b) ** 2)
+            + fl.reduce_sum(fl.sparse.reduce_sum(sp, axis=0) ** 2)
+            + fl.reduce_sum(fl.sparse.add(sp, d) ** 2)
+            + fl.reduce_sum(fl.sparse.to_dense(sp, default_value=0.5) ** 3))
+    grads = fl.gradients(loss, [vals, b, d])
+    feeds = {vals: value.values, b: rng.standard_normal((5, 3)), d: rng.standard_normal((4, 5))}
+    got = check_against_interpreter(graph, grads, feeds, rtol=1e-10, atol=1e-12)
+    a, bv, dv = _summed(value), feeds[b], feeds[d]
+    dense = np.full(a.shape, 0.5)
+    dense[tuple(value.indices.T)] = value.values
+    d_a = 2 * (a @ bv) @ bv.T + 2 * a.sum(0, keepdims=True) + 2 * (a + dv) + 3 * dense ** 2
+    np.testing.assert_allclose(got["0"], d_a[tuple(value.indices.T)], rtol=1e-10)
+    np.testing.assert_allclose(got["1"], 2 * a.T @ (a @ bv), rtol=1e-10)
+    np.testing.assert_allclose(got["2"], 2 * (a + dv), rtol=1e-10)
