@@ -1,7 +1,7 @@
 """``fl.SparseTensor`` and the TF1 functions over it (``tf.sparse_placeholder``,
 ``tf.sparse_tensor_to_dense``, ``tf.sparse_to_dense``, ``tf.sparse_reduce_sum``,
-``tf.sparse_tensor_dense_matmul``, ``tf.sparse_reorder``, ``tf.sparse_add`` with one dense
-operand, ``tf.sparse_retain``, ``tf.nn.embedding_lookup_sparse``).
+``tf.sparse_tensor_dense_matmul``, ``tf.sparse_reorder``, ``tf.sparse_add``, ``tf.sparse_retain``,
+``tf.sparse.reshape``, ``tf.nn.embedding_lookup_sparse``).
 
 A sparse tensor is a tuple of three dense tensors, as the paper prescribes: ``indices`` (int64
 ``[N, rank]``), ``values`` (``[N]``) and ``dense_shape`` (int64 ``[rank]``). ``Session.run``
@@ -207,15 +207,25 @@ def sparse_reorder(sp_input, name: Optional[str] = None) -> SparseTensor:
     return SparseTensor(indices, values, sp.dense_shape)
 
 
-def sparse_add(a, b, threshold=0, thresh=None) -> Tensor:
-    """A SparseTensor plus a dense tensor, as a dense tensor (``tf.sparse_add`` with one dense
-    operand; two sparse operands are not supported yet)."""
-    del threshold, thresh           # only used by TensorFlow when both operands are sparse
+def sparse_add(a, b, threshold=0, thresh=None):
+    """``a + b`` (``tf.sparse_add``): two SparseTensors (both in row-major order) give a
+    SparseTensor, where sums at a shared index smaller than ``threshold`` in magnitude are
+    dropped; a SparseTensor and a dense tensor give a dense tensor."""
+    if thresh is not None:
+        threshold = thresh
     a_sparse, b_sparse = (isinstance(x, (SparseTensor, SparseTensorValue)) for x in (a, b))
     if not a_sparse and not b_sparse:
         raise TypeError("at least one input should be a SparseTensor")
     if a_sparse and b_sparse:
-        raise NotImplementedError("sparse_add of two SparseTensors (SparseAdd) is not supported")
+        a, b = _sparse(a, "a"), _sparse(b, "b")
+        real = {DType.f16: DType.f16, DType.bf16: DType.bf16, DType.f64: DType.f64}.get(
+            a.dtype, a.dtype if a.dtype.is_integer else DType.f32)
+        ind, val, shape = apply_op("SparseAdd", [a.indices, a.values, a.dense_shape, b.indices,
+                                                 convert_to_tensor(b.values, dtype=a.dtype),
+                                                 b.dense_shape,
+                                                 convert_to_tensor(threshold, dtype=real)],
+                                   name="SparseAdd")
+        return SparseTensor(ind, val, shape)
     if b_sparse:
         a, b = b, a
     sp = _sparse(a, "a")

@@ -1,6 +1,7 @@
 """The ops over a sparse tensor held as three dense tensors (indices ``[N, R]``, values ``[N]``,
 dense shape ``[R]``), as TensorFlow defines them: SparseToDense, SparseTensorDenseMatMul,
-SparseReduceSum, SparseReorder, SparseTensorDenseAdd and SparseReshape.
+SparseReduceSum, SparseReorder, SparseTensorDenseAdd, SparseReshape, SparseAdd and
+SparseAddGrad.
 
 - Every index is checked against the dense shape; one outside it is an error naming the
   entry, found before anything is written (the C kernels check first too:
@@ -375,5 +376,115 @@ register_op("SparseReshape", inputs=["input_indices: i64", "input_shape: i64", "
             doc="The indices of a sparse tensor reshaped to new_shape (one dim may be -1).")
 
 
+# --- SparseAdd, SparseAddGrad --------------------------------------------------------------------
+def _row_cmp(x: np.ndarray, i: int, y: np.ndarray, j: int) -> int:
+    for u, v in zip(x[i], y[j]):
+        if u != v:
+            return -1 if u < v else 1
+    return 0
+
+
+def sparse_add_merge(a_rows: np.ndarray, b_rows: np.ndarray):
+    """TensorFlow's SparseAdd merge of two row-major-ordered index lists: yields
+    (from_a, i, from_b, j) per output entry (i or j is None when only one side has it)."""
+    i = j = 0
+    while i < len(a_rows) and j < len(b_rows):
+        c = _row_cmp(a_rows, i, b_rows, j)
+        if c < 0:
+            yield i, None
+            i += 1
+        elif c > 0:
+            yield None, j
+            j += 1
+        else:
+            yield i, j
+            i += 1
+            j += 1
+    for k in range(i, len(a_rows)):
+        yield k, None
+    for k in range(j, len(b_rows)):
+        yield None, k
+
+
+def _sparse_add_shape(ctx) -> list:
+    _check_sparse_args(ctx, 0, 1, 2)
+    _check_sparse_args(ctx, 3, 4, 5)
+    if ctx.input_shape(6) is not None and len(ctx.input_shape(6)) != 0:
+        raise ctx.error("thresh must be a scalar")
+    a, b = ctx.input_shape(2), ctx.input_shape(5)
+    rank = _known_len(ctx, 2) or _known_len(ctx, 5)
+    if None not in (a, b) and None not in (a[0], b[0]) and a[0] != b[0]:
+        raise ctx.error(f"operands do not have the same ranks: {a[0]} and {b[0]}")
+    return [(None, rank), (None,), (rank,)]
+
+
+def _sparse_add_ref(ctx, a_ind, a_val, a_shape, b_ind, b_val, b_shape, thresh):
+    node = ctx.node
+    dims = _dense_shape(node, a_shape, "a_shape")
+    if _dense_shape(node, b_shape, "b_shape") != dims:
+        raise ExecutionError(f"operands' shapes do not match: {dims} and "
+                             f"{[int(d) for d in np.reshape(b_shape, -1)]}", node)
+    _check_values(node, a_ind, a_val)
+    _check_values(node, b_ind, b_val)
+    a_rows = _entries(node, a_ind, dims, "a_indices")
+    b_rows = _entries(node, b_ind, dims, "b_indices")
+    if np.ndim(thresh) != 0:
+        raise ExecutionError("thresh must be a scalar", node)
+    rows, values = [], []
+    with np.errstate(over="ignore"):
+        for i, j in sparse_add_merge(a_rows, b_rows):
+            if j is None:
+                rows.append(a_rows[i]), values.append(a_val[i])
+            elif i is None:
+                rows.append(b_rows[j]), values.append(b_val[j])
+            else:
+                total = a_val[i] + b_val[j]
+                if np.abs(total) >= thresh:
+                    rows.append(a_rows[i]), values.append(total)
+    out_rows = np.asarray(rows, np.int64).reshape(len(rows), len(dims))
+    return out_rows, np.asarray(values, a_val.dtype).reshape(len(rows)), np.asarray(dims, np.int64)
+
+
+register_op("SparseAdd",
+            inputs=["a_indices: i64", "a_values: T", "a_shape: i64", "b_indices: i64",
+                    "b_values: T", "b_shape: i64", "thresh: Treal"],
+            outputs=["sum_indices: i64", "sum_values: T", "sum_shape: i64"],
+            attrs=["T: {numeric}", "Treal: {realnumber}"],
+            shape=_sparse_add_shape, kernel=_sparse_add_ref, group="other",
+            doc="The sum of two sparse tensors in row-major order; sums of entries at the same "
+                "index below thresh in magnitude are dropped.")
+
+
+def _sparse_add_grad_shape(ctx) -> list:
+    a, b = ctx.input_shape(1), ctx.input_shape(2)
+    return [(None if a is None else a[0],), (None if b is None else b[0],)]
+
+
+def _sparse_add_grad_ref(ctx, grad, a_ind, b_ind, sum_ind):
+    a_rows, b_rows = np.asarray(a_ind, np.int64), np.asarray(b_ind, np.int64)
+    sum_rows = np.asarray(sum_ind, np.int64)
+    a_grad, b_grad = np.zeros(len(a_rows), grad.dtype), np.zeros(len(b_rows), grad.dtype)
+    k = 0
+    for i, j in sparse_add_merge(a_rows, b_rows):
+        if k >= len(sum_rows):
+            break
+        side, at = (a_rows, i) if i is not None else (b_rows, j)
+        if _row_cmp(side, at, sum_rows, k) == 0:
+            if i is not None:
+                a_grad[i] = grad[k]
+            if j is not None:
+                b_grad[j] = grad[k]
+            k += 1
+    return a_grad, b_grad
+
+
+register_op("SparseAddGrad",
+            inputs=["backprop_val_grad: T", "a_indices: i64", "b_indices: i64",
+                    "sum_indices: i64"],
+            outputs=["a_val_grad: T", "b_val_grad: T"], attrs=["T: {numeric}"],
+            shape=_sparse_add_grad_shape, kernel=_sparse_add_grad_ref, group="other",
+            doc="SparseAdd's gradient: the sum's value gradients routed back to a and b.")
+
+
 __all__: List[str] = ["sparse_to_dense_rows", "reduced_axes", "reorder_permutation",
-                       "reshaped_dims"]
+                       "reshaped_dims", "sparse_add_merge"]

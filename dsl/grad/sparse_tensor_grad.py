@@ -94,6 +94,13 @@ def _sparse_reorder_grad(op: Operation, unused_indices_grad: Tensor, g: Tensor) 
     return [None, _op("UnsortedSegmentSum", g, perm, n), None]
 
 
+@RegisterGradient("SparseAdd")
+def _sparse_add_grad(op: Operation, *grads: Tensor) -> Grads:
+    a_indices, b_indices, sum_indices = op.inputs[0], op.inputs[3], op.outputs[0]
+    a_grad, b_grad = apply_op("SparseAddGrad", [grads[1], a_indices, b_indices, sum_indices])
+    return [None, a_grad, None, None, b_grad, None, None]
+
+
 @RegisterGradient("SparseTensorDenseAdd")
 def _sparse_dense_add_grad(op: Operation, g: Tensor) -> Grads:
     return [None, _op("GatherNd", g, op.inputs[0]), None, g]

@@ -259,6 +259,9 @@ CASES: Dict[str, Builder] = {
         fl.sparse.reduce_sum(_sp(p, [[0, 1], [1, 0]], [2, 3]), axis=-1, keepdims=True)],
     "SparseReorder": lambda p: fl.sparse.reorder(
         _sp(p, [[1, 0], [0, 2], [0, 1]], [2, 3])).values * fl.constant([1.0, 2.0, 3.0], f64),
+    "SparseAdd": lambda p: fl.reshape(fl.sparse.add(
+        _sp(p, [[0, 1], [1, 0], [1, 2]], [2, 3]), _sp(p, [[0, 0], [1, 0], [1, 1]], [2, 3])).values,
+        [5]),
     "SparseTensorDenseAdd": lambda p: fl.sparse.add(
         _sp(p, [[0, 1], [1, 0], [0, 1]], [2, 3]), p.n(2, 3)),
     "TensorScatterUpdate": lambda p: fl.tensor_scatter_nd_update(p.n(4, 2), [[1], [3]], p.n(2, 2)),

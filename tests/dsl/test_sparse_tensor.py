@@ -1,5 +1,6 @@
 """fl.SparseTensor, fl.sparse_placeholder and the sparse ops (SparseToDense,
-SparseTensorDenseMatMul, SparseReduceSum, SparseReorder, SparseTensorDenseAdd): compiled C
+SparseTensorDenseMatMul, SparseReduceSum, SparseReorder, SparseTensorDenseAdd, SparseReshape,
+SparseAdd): compiled C
 against the interpreter and numpy, feeding and fetching sparse values, errors on bad indices in
 both backends, embedding_lookup_sparse training a wide model, and a TensorFlow GraphDef."""
 from __future__ import annotations
@@ -338,3 +339,37 @@ def test_gradients_of_the_sparse_ops_compiled_match_the_interpreter(graph):
     np.testing.assert_allclose(got["0"], d_a[tuple(value.indices.T)], rtol=1e-10)
     np.testing.assert_allclose(got["1"], 2 * a.T @ (a @ bv), rtol=1e-10)
     np.testing.assert_allclose(got["2"], 2 * (a + dv), rtol=1e-10)
+
+
+def test_sparse_add_of_two_sparse_tensors(graph):
+    a = fl.sparse_placeholder(fl.float32, shape=[3, 4], name="a")
+    b = fl.sparse_placeholder(fl.float32, shape=[3, 4], name="b")
+    total = fl.sparse.add(a, b, threshold=0.5)
+    weights = fl.range(0.0, fl.cast(fl.shape(total.values)[0], fl.float32)) + 1.0
+    grads = fl.gradients(fl.reduce_sum(total.values * weights), [a.values, b.values])
+    av = fl.SparseTensorValue(np.array([[0, 1], [1, 0], [2, 3]]),
+                              np.array([1, 2, 3], np.float32), np.array([3, 4]))
+    bv = fl.SparseTensorValue(np.array([[0, 0], [1, 0], [2, 3]]),
+                              np.array([5, 6, -2.75], np.float32), np.array([3, 4]))
+    got = check_against_interpreter(
+        graph, {"indices": total.indices, "values": total.values, "shape": total.dense_shape,
+                "a_grad": grads[0], "b_grad": grads[1]}, {a: av, b: bv})
+    # [2, 3] sums to 0.25, under the threshold: dropped
+    np.testing.assert_array_equal(got["indices"], [[0, 0], [0, 1], [1, 0]])
+    np.testing.assert_array_equal(got["values"], [5, 1, 8])
+    np.testing.assert_array_equal(got["shape"], [3, 4])
+    np.testing.assert_array_equal(got["a_grad"], [2, 3, 0])
+    np.testing.assert_array_equal(got["b_grad"], [1, 3, 0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sparse_add_refuses_mismatched_shapes_and_bad_indices(graph, backend):
+    a = fl.sparse_placeholder(fl.float32, shape=[3, 4], name="a")
+    b = fl.sparse_placeholder(fl.float32, name="b")
+    total = fl.sparse.add(a, b).values
+    av = fl.SparseTensorValue(np.array([[0, 1]]), np.ones(1, np.float32), np.array([3, 4]))
+    with fl.Session(backend=backend) as s:
+        with pytest.raises(fl.errors.InvalidArgumentError, match="'SparseAdd'.*shapes do not"):
+            s.run(total, {a: av, b: av._replace(dense_shape=np.array([3, 5]))})
+        with pytest.raises(fl.errors.InvalidArgumentError, match=r"b_indices\[0\] = \[3, 0\]"):
+            s.run(total, {a: av, b: av._replace(indices=np.array([[3, 0]]))})

@@ -396,3 +396,123 @@ def _reshape_c(kc: KernelContext) -> str:
 
 set_c_kernel("SparseReshape", _reshape_c,
              lambda kc: [[kc.inputs[0].dim(0), str(_reshape_rank(kc))], [str(_reshape_rank(kc))]])
+
+
+# --- SparseAdd, SparseAddGrad --------------------------------------------------------------------
+_CMP = "\n".join([
+    "static int flowc_sparse_cmp(const int64_t *x, int64_t i, const int64_t *y, int64_t j, "
+    "int rank) {",
+    "    for (int d = 0; d < rank; d++) {",
+    "        if (x[i * rank + d] != y[j * rank + d]) return x[i * rank + d] < y[j * rank + d] "
+    "? -1 : 1;",
+    "    }",
+    "    return 0;",
+    "}"])
+
+
+def _owned(kc: KernelContext, ref: TensorRef, dims: List[str], count: str) -> List[str]:
+    """C: allocate output ``ref`` (the kernel owns its outputs) with ``dims`` and ``count``
+    elements."""
+    return [f"memset(&{ref.var}, 0, sizeof {ref.var});",
+            f"{ref.var}.rank = {len(dims)}; {ref.var}.dtype = {ref.dtype.code};",
+            *[f"{ref.var}.dims[{k}] = {d};" for k, d in enumerate(dims)],
+            f"{ref.var}.data = flowc_alloc((size_t)({count}) * sizeof({ref.ctype}) + 1);",
+            f"if (!{ref.var}.data) " + kc.fail("out of memory", code="FLOWC_RESOURCE_EXHAUSTED")]
+
+
+def _sparse_add_c(kc: KernelContext) -> str:
+    a_ind, a_val, _, b_ind, b_val, _, thresh = kc.inputs
+    out_ind, out_val, out_shape = kc.outputs
+    rank = _rank(kc, a_ind)
+    if _rank(kc, b_ind) != rank:
+        raise kc.error(f"operands do not have the same ranks: {rank} and {b_ind.shape[1]}")
+    a_dims, b_dims = _dims(kc, 2, rank), _dims(kc, 5, rank)
+    for k in range(rank):
+        kc.check_dims_equal(a_dims[k], b_dims[k], f"operands' shapes do not match at dim {k}")
+    _check_values(kc, a_ind, a_val, "a_values")
+    _check_values(kc, b_ind, b_val, "b_values")
+    kc.check_scalar(6, "thresh")
+    _check_rows(kc, f"((const int64_t *){a_ind.data})", a_ind.dim(0), rank, a_dims, "a_indices")
+    _check_rows(kc, f"((const int64_t *){b_ind.data})", b_ind.dim(0), rank, b_dims, "b_indices")
+    kc.module.add_global(_CMP)
+    t, ct = out_val.dtype, out_val.ctype
+    take = [f"    for (int d = 0; d < {rank}; d++) "
+            f"oi[n * {rank} + d] = {{src}}[{{at}} * {rank} + d];",
+            "    ov[n++] = {value};"]
+
+    def copy(src: str, at: str, value: str) -> List[str]:
+        return [line.format(src=src, at=at, value=value) for line in take]
+    total = _add(t, ct, "av[i]", "bv[j]")
+    return "\n".join([
+        f"const int64_t *ai = (const int64_t *){a_ind.data}, *bi = (const int64_t *){b_ind.data};",
+        f"const {ct} *av = {a_val.data}, *bv = {b_val.data};",
+        f"const int64_t na = {a_ind.dim(0)}, nb = {b_ind.dim(0)};",
+        f"const double thresh = (double){thresh.data}[0];",
+        *_owned(kc, out_ind, ["na + nb", str(rank)], f"(na + nb) * {rank}"),
+        *_owned(kc, out_val, ["na + nb"], "na + nb"),
+        *_owned(kc, out_shape, [str(rank)], str(rank)),
+        f"int64_t *oi = (int64_t *){out_ind.var}.data, *os = (int64_t *){out_shape.var}.data;",
+        f"{ct} *ov = ({ct} *){out_val.var}.data;",
+        *[f"os[{k}] = {d};" for k, d in enumerate(a_dims)],
+        "int64_t i = 0, j = 0, n = 0;",
+        "while (i < na && j < nb) {",
+        f"    const int c = flowc_sparse_cmp(ai, i, bi, j, {rank});",
+        "    if (c < 0) {",
+        *copy("ai", "i", "av[i]"),
+        "        i++;",
+        "    } else if (c > 0) {",
+        *copy("bi", "j", "bv[j]"),
+        "        j++;",
+        "    } else {",
+        f"        const {ct} s = {total};",
+        "        if ((double)(s < 0 ? -s : s) >= thresh) {",
+        *copy("ai", "i", "s"),
+        "        }",
+        "        i++; j++;",
+        "    }",
+        "}",
+        "for (; i < na; i++) {", *copy("ai", "i", "av[i]"), "}",
+        "for (; j < nb; j++) {", *copy("bi", "j", "bv[j]"), "}",
+        f"{out_ind.var}.dims[0] = n; {out_val.var}.dims[0] = n;",
+        "(void)os;"])
+
+
+set_c_kernel("SparseAdd", _sparse_add_c, c_owns_outputs=True)
+
+
+def _sparse_add_grad_c(kc: KernelContext) -> str:
+    grad, a_ind, b_ind, sum_ind = kc.inputs
+    a_grad, b_grad = kc.outputs
+    rank = _rank(kc, a_ind)
+    for ref in (b_ind, sum_ind):
+        if _rank(kc, ref) != rank:
+            raise kc.error("a_indices, b_indices and sum_indices must have the same rank")
+    kc.check_dims_equal(grad.dim(0), sum_ind.dim(0),
+                        "backprop_val_grad must have one entry per sum index")
+    kc.module.add_global(_CMP)
+    ct = grad.ctype
+    return "\n".join([
+        f"const int64_t *ai = (const int64_t *){a_ind.data}, *bi = (const int64_t *){b_ind.data};",
+        f"const int64_t *si = (const int64_t *){sum_ind.data};",
+        f"const {ct} *g = {grad.data};",
+        f"{ct} *ag = {a_grad.data}, *bg = {b_grad.data};",
+        f"const int64_t na = {a_ind.dim(0)}, nb = {b_ind.dim(0)}, ns = {sum_ind.dim(0)};",
+        "for (int64_t e = 0; e < na; e++) ag[e] = 0;",
+        "for (int64_t e = 0; e < nb; e++) bg[e] = 0;",
+        "int64_t i = 0, j = 0, k = 0;",
+        "while ((i < na || j < nb) && k < ns) {",
+        f"    const int c = i >= na ? 1 : (j >= nb ? -1 : flowc_sparse_cmp(ai, i, bi, j, {rank}));",
+        f"    const int hit = c <= 0 ? flowc_sparse_cmp(ai, i, si, k, {rank}) == 0"
+        f" : flowc_sparse_cmp(bi, j, si, k, {rank}) == 0;",
+        "    if (hit) {",
+        "        if (c <= 0) ag[i] = g[k];",
+        "        if (c >= 0) bg[j] = g[k];",
+        "        k++;",
+        "    }",
+        "    if (c <= 0) i++;",
+        "    if (c >= 0) j++;",
+        "}"])
+
+
+set_c_kernel("SparseAddGrad", _sparse_add_grad_c,
+             lambda kc: [[kc.inputs[1].dim(0)], [kc.inputs[2].dim(0)]])
