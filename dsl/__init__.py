@@ -38,6 +38,8 @@ from dsl.tensor_array_ops import TensorArray
 from dsl.functional_ops import foldl, foldr, map_fn, scan
 from dsl import nest
 from dsl.indexed_slices import IndexedSlices
+from dsl.sparse_ops import *  # noqa: F401,F403
+from dsl import sparse
 from dsl.variables import *  # noqa: F401,F403
 from dsl.variable_scope import *  # noqa: F401,F403
 from dsl.init_ops import *  # noqa: F401,F403

@@ -21,7 +21,8 @@ _FROM_TOP = (
     "xlogy", "xdivy", "confusion_matrix", "segment_sum", "segment_mean", "segment_max",
     "segment_min", "segment_prod", "unsorted_segment_max", "unsorted_segment_min",
     "unsorted_segment_prod", "unsorted_segment_mean", "unsorted_segment_sqrt_n", "bincount",
-    "invert_permutation",
+    "invert_permutation", "lgamma", "digamma", "polygamma", "zeta", "igamma", "igammac",
+    "betainc", "erfinv", "ndtri", "bessel_i0e", "bessel_i1e", "bessel_i0", "bessel_i1", "lbeta",
 )
 _FROM_NN = (
     "in_top_k", "l2_normalize", "log_softmax", "softmax", "softplus", "softsign",

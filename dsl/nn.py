@@ -69,6 +69,7 @@ def xw_plus_b(x, weights, biases, name: Optional[str] = None) -> Tensor:
 
 from dsl import nn_conv as _nn_conv, nn_losses as _nn_losses  # noqa: E402
 from dsl.embedding_ops import embedding_lookup  # noqa: E402,F401
+from dsl.sparse_ops import embedding_lookup_sparse  # noqa: E402,F401
 from dsl.nn_conv import *  # noqa: E402,F401,F403  (conv2d, max_pool, ...)
 from dsl.nn_losses import *  # noqa: E402,F401,F403  (softmax_cross_entropy_with_logits, ...)
 from dsl.candidate_sampling import (log_uniform_candidate_sampler,  # noqa: E402,F401
@@ -88,7 +89,7 @@ from dsl import rnn as _rnn  # noqa: E402
 from dsl.rnn import *  # noqa: E402,F401,F403  (dynamic_rnn, static_rnn, ...)
 
 __all__ += _rnn.__all__ + ["rnn_cell"]
-__all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup"]
+__all__ += _nn_conv.__all__ + _nn_losses.__all__ + ["embedding_lookup", "embedding_lookup_sparse"]
 __all__ += _nn_activations.__all__
 __all__ += _nn_norm.__all__
 __all__ += _nn_tf1_extra.__all__

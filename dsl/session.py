@@ -27,6 +27,7 @@ from compiler.master import compile_step
 from compiler.step import StepRequest
 from dsl.context import Graph, get_default_graph
 from dsl.indexed_slices import IndexedSlices
+from dsl.sparse_ops import SparseTensor, expand_sparse_feeds
 from dsl.py_func_steps import split_step
 from dsl.rank_specialized import RankSpecializedStep, ShapeSpecializedStep, has_unknown_rank
 from dsl.session_devices import (has_gpu_module, placement_options, session_gpus,
@@ -334,6 +335,8 @@ class Session:
                     return got
             if self._closed:
                 raise RuntimeError("this Session is closed")
+            if feed_dict and any(type(k) is SparseTensor for k in feed_dict):
+                feed_dict = expand_sparse_feeds(feed_dict)      # its three tensors' feeds
             t = type(fetches)
             plan = self._plans.get((self.graph.version, id(fetches))) \
                 if t is Tensor or t is Operation else None          # _plan's common case, inline

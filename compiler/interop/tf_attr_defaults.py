@@ -72,6 +72,10 @@ TF_ATTR_DEFAULTS: Dict[str, Dict[str, Any]] = {
                      "shrink_axis_mask": 0},
     "MatrixDiagV3": {"align": "RIGHT_LEFT"}, "MatrixDiagPartV3": {"align": "RIGHT_LEFT"},
     "MatrixSetDiagV3": {"align": "RIGHT_LEFT"},
+    # sparse_ops.cc
+    "SparseToDense": {"validate_indices": True},
+    "SparseTensorDenseMatMul": {"adjoint_a": False, "adjoint_b": False},
+    "SparseReduceSum": _REDUCE,
     # random_ops.cc, candidate_sampling_ops.cc
     "RandomStandardNormal": _SEEDS, "RandomUniform": _SEEDS, "RandomUniformInt": _SEEDS,
     "TruncatedNormal": _SEEDS, "UniformCandidateSampler": _SEEDS,

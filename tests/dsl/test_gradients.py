@@ -78,6 +78,11 @@ def _batch_norm(p: "Inputs", op: str) -> list:
     return [train, infer]
 
 
+def _sp(p: "Inputs", indices, dense_shape) -> fl.SparseTensor:
+    """A SparseTensor with fed float64 values, one per index row."""
+    return fl.SparseTensor(indices, p.n(len(indices)), dense_shape)
+
+
 # One entry per op with a gradient function: builds a graph using that op from placeholders.
 CASES: Dict[str, Builder] = {
     "Neg": lambda p: fl.negative(p.n(2, 3)),
@@ -282,6 +287,23 @@ CASES: Dict[str, Builder] = {
     "AvgPool": lambda p: fl.nn.avg_pool(p.n(1, 5, 4, 2), ksize=3, strides=2, padding="SAME"),
     "GatherNd": lambda p: fl.gather_nd(p.n(3, 2, 4), [[[0, 1], [2, 0]], [[0, 1], [1, 1]]]),
     "ScatterNd": lambda p: fl.scatter_nd([[1], [3], [1]], p.n(3, 2), [4, 2]),
+    "SparseToDense": lambda p: [
+        fl.sparse_to_dense([[0, 1], [1, 0], [2, 2]], [3, 3], p.n(3), p.n()),
+        fl.sparse_to_dense([1, 3], [5], p.n(), p.n())],
+    "SparseTensorDenseMatMul": lambda p: [
+        fl.sparse_tensor_dense_matmul(_sp(p, [[0, 1], [2, 0], [0, 1]], [3, 2]), p.n(2, 4)),
+        fl.sparse_tensor_dense_matmul(_sp(p, [[1, 0], [0, 2]], [2, 3]), p.n(2, 2),
+                                      adjoint_a=True, adjoint_b=True)],
+    "SparseReduceSum": lambda p: [
+        fl.sparse.reduce_sum(_sp(p, [[0, 1, 0], [1, 0, 1], [1, 2, 1]], [2, 3, 2]), axis=[0, 2]),
+        fl.sparse.reduce_sum(_sp(p, [[0, 1], [1, 0]], [2, 3]), axis=-1, keepdims=True)],
+    "SparseReorder": lambda p: fl.sparse.reorder(
+        _sp(p, [[1, 0], [0, 2], [0, 1]], [2, 3])).values * fl.constant([1.0, 2.0, 3.0], f64),
+    "SparseAdd": lambda p: fl.reshape(fl.sparse.add(
+        _sp(p, [[0, 1], [1, 0], [1, 2]], [2, 3]), _sp(p, [[0, 0], [1, 0], [1, 1]], [2, 3])).values,
+        [5]),
+    "SparseTensorDenseAdd": lambda p: fl.sparse.add(
+        _sp(p, [[0, 1], [1, 0], [0, 1]], [2, 3]), p.n(2, 3)),
     "TensorScatterUpdate": lambda p: fl.tensor_scatter_nd_update(p.n(4, 2), [[1], [3]], p.n(2, 2)),
     "TensorScatterAdd": lambda p: fl.tensor_scatter_nd_add(p.n(4, 2), [[1, 0], [1, 0]], p.n(2)),
     "TensorScatterSub": lambda p: fl.tensor_scatter_nd_sub(p.n(4, 2), [[2], [0]], p.n(2, 2)),
