@@ -364,15 +364,17 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
                     time.sleep(0.2)
         targets = ", ".join(f"grpc://{a}" for a in cluster.jobs.get("worker", ())) or \
             ", ".join(f"grpc://{a}" for addrs in cluster.jobs.values() for a in addrs)
+        if not token:
+            # the warning comes before the line that says the cluster is up, so whoever waits
+            # for that line has the warning too (a signal right after it cannot lose it)
+            print("flowc: no token (--insecure): any local user can run steps on these tasks",
+                  file=sys.stderr, flush=True)
         print(f"flowc: cluster up: {len(procs)} tasks; targets: {targets}", flush=True)
         if token and args.token_file:
             print(f"flowc: clients need the token: FLOWC_TOKEN=$(cat {args.token_file})",
                   flush=True)
         elif made:
             print(f"flowc: clients need the token: export FLOWC_TOKEN={token}", flush=True)
-        elif not token:
-            print("flowc: no token (--insecure): any local user can run steps on these tasks",
-                  file=sys.stderr, flush=True)
         while all(proc.poll() is None for proc in procs.values()):
             time.sleep(0.5)
         dead = [f"/job:{j}/task:{t}" for (j, t), proc in procs.items() if proc.poll() is not None]

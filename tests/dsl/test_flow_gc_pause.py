@@ -50,10 +50,11 @@ def test_objects_someone_else_froze_stay_frozen():
     theirs = [object()]
     gc.freeze()
     try:
-        frozen = gc.get_freeze_count()
         with gc_paused():
             [[i] for i in range(10)]
-        assert gc.get_freeze_count() == frozen
+        # not unfrozen (that would empty the permanent generation); the count itself may
+        # drop while other threads of the suite free objects that were frozen
+        assert gc.get_freeze_count() > 0
         assert _generation_of(theirs) == -1  # still in the permanent generation
     finally:
         gc.unfreeze()
