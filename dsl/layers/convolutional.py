@@ -54,7 +54,10 @@ def conv_output_length(length, filter_size: int, padding: str, stride: int,
 
 
 class Conv2D(Layer):
-    """2-D convolution layer (``tf.layers.Conv2D``)."""
+    """2-D convolution layer (``tf.layers.Conv2D``). ``_RANK``: the spatial dims (a subclass
+    with another rank, ``Conv1D``, shares the arguments, checks and variables)."""
+
+    _RANK = 2
 
     def __init__(self, filters: int, kernel_size, strides=(1, 1), padding: str = "valid",
                  data_format: str = "channels_last", dilation_rate=(1, 1), activation=None,
@@ -68,11 +71,11 @@ class Conv2D(Layer):
         if self.filters <= 0:
             raise ValueError(f"Invalid value for argument `filters`. Expected a strictly "
                              f"positive value. Received filters={filters}.")
-        self.kernel_size = normalize_tuple(kernel_size, 2, "kernel_size")
-        self.strides = normalize_tuple(strides, 2, "strides")
+        self.kernel_size = normalize_tuple(kernel_size, self._RANK, "kernel_size")
+        self.strides = normalize_tuple(strides, self._RANK, "strides")
         self.padding = normalize_padding(padding)
         self.data_format = _data_format(data_format)
-        self.dilation_rate = normalize_tuple(dilation_rate, 2, "dilation_rate")
+        self.dilation_rate = normalize_tuple(dilation_rate, self._RANK, "dilation_rate")
         if max(self.strides) > 1 and max(self.dilation_rate) > 1:
             raise ValueError("`strides > 1` not supported in conjunction with "
                              f"`dilation_rate > 1`. Received: strides={self.strides} and "
@@ -86,7 +89,7 @@ class Conv2D(Layer):
         self.bias_regularizer = bias_regularizer
         self.kernel_constraint = kernel_constraint
         self.bias_constraint = bias_constraint
-        self.input_spec = InputSpec(ndim=4)
+        self.input_spec = InputSpec(ndim=self._RANK + 2)
 
     @property
     def _channel_axis(self) -> int:
@@ -94,16 +97,16 @@ class Conv2D(Layer):
 
     def build(self, input_shape) -> None:
         input_shape = static_shape(input_shape)
-        if input_shape is None or len(input_shape) != 4:
+        if input_shape is None or len(input_shape) != self._RANK + 2:
             raise ValueError(f"Input 0 of layer {self.name} is incompatible with the layer: "
-                             f"expected ndim=4, found shape {input_shape}")
+                             f"expected ndim={self._RANK + 2}, found shape {input_shape}")
         channels = input_shape[self._channel_axis]
         if channels is None:
             raise ValueError("The channel dimension of the inputs should be defined. The "
                              f"input_shape received is {input_shape}, where axis "
                              f"{self._channel_axis} (0-based) is the channel dimension, which "
                              "found to be `None`.")
-        self.input_spec = InputSpec(ndim=4, axes={self._channel_axis: channels})
+        self.input_spec = InputSpec(ndim=self._RANK + 2, axes={self._channel_axis: channels})
         add_kernel_and_bias(self, list(self.kernel_size) + [channels, self.filters], self.filters)
 
     def call(self, inputs: Tensor) -> Tensor:
