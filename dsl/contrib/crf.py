@@ -145,9 +145,9 @@ def crf_sequence_score(inputs, tag_indices, sequence_lengths, transition_params)
             + crf_binary_score(tag_indices, sequence_lengths, transition_params))
 
 
-class CrfForwardRnnCell(RNNCell):
-    """One step of the forward algorithm: ``alpha_t[j] = inputs[j] + logsumexp_i(alpha_{t-1}[i]
-    + transitions[i, j])``; its output and state are both the new alphas."""
+class _TransitionCell(RNNCell):
+    """A cell over the tags with ``transition_params`` [num_tags, num_tags]: state and output
+    are num_tags wide."""
 
     def __init__(self, transition_params):
         super().__init__()
@@ -162,6 +162,11 @@ class CrfForwardRnnCell(RNNCell):
     @property
     def output_size(self):
         return self._num_tags
+
+
+class CrfForwardRnnCell(_TransitionCell):
+    """One step of the forward algorithm: ``alpha_t[j] = inputs[j] + logsumexp_i(alpha_{t-1}[i]
+    + transitions[i, j])``; its output and state are both the new alphas."""
 
     def call(self, inputs, state):
         scores = expand_dims(state, 2) + self._transition_params      # [B, from, to]
@@ -221,23 +226,9 @@ def viterbi_decode(score, transition_params) -> Tuple[List[int], float]:
     return best, np.max(trellis[-1])
 
 
-class CrfDecodeForwardRnnCell(RNNCell):
+class CrfDecodeForwardRnnCell(_TransitionCell):
     """One forward step of Viterbi: the state is the best score ending in each tag; the
     output (int32) the best previous tag for each tag (the backpointers)."""
-
-    def __init__(self, transition_params):
-        super().__init__()
-        transition_params = convert_to_tensor(transition_params)
-        self._transition_params = expand_dims(transition_params, 0)
-        self._num_tags = _transition_tags(transition_params)
-
-    @property
-    def state_size(self):
-        return self._num_tags
-
-    @property
-    def output_size(self):
-        return self._num_tags
 
     def call(self, inputs, state):
         scores = expand_dims(state, 2) + self._transition_params      # [B, from, to]
