@@ -107,21 +107,30 @@ def cublas_home(nvcc: str) -> Optional[str]:
                 os.path.join(root, "targets", "*", "include", "cublas_v2.h")]
     if any(glob.glob(p) for p in patterns):
         return ""
+    major = _cuda_major(nvcc)
+    return _library_home("FLOWC_CUBLAS_HOME", [f"cu{major}", "cublas"], major, "cublas_v2.h",
+                         "libcublas.so*", _cublas_major)
+
+
+def _library_home(explicit_setting: str, wheel_folders: List[str], major: Optional[str],
+                  header: str, library: str, major_of) -> Optional[str]:
+    """The first folder with ``include/<header>`` and ``lib/<library>`` whose CUDA major
+    version (``major_of(folder)``, None where unknown) is nvcc's: the one the setting names,
+    then ``nvidia/<wheel folder>`` in each site-packages folder (wheels only where nvcc's
+    major version is known)."""
     candidates = []
-    explicit = setting("FLOWC_CUBLAS_HOME")
+    explicit = setting(explicit_setting)
     if explicit:
         candidates.append(explicit)
-    major = _cuda_major(nvcc)
     if major:
         import site
         import sys
         for base in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
-            candidates += [os.path.join(base, "nvidia", f"cu{major}"),
-                           os.path.join(base, "nvidia", "cublas")]
+            candidates += [os.path.join(base, "nvidia", folder) for folder in wheel_folders]
     for home in candidates:
-        if (os.path.isfile(os.path.join(home, "include", "cublas_v2.h"))
-                and _cublas_major(home) in (None, major)
-                and glob.glob(os.path.join(home, "lib", "libcublas.so*"))):
+        if (os.path.isfile(os.path.join(home, "include", header))
+                and major_of(home) in (None, major)
+                and glob.glob(os.path.join(home, "lib", library))):
             return os.path.realpath(home)
     return None
 
@@ -147,22 +156,8 @@ def cudnn_home(nvcc: str) -> Optional[str]:
             glob.glob(os.path.join(root, sub, "libcudnn.so*"))
             for sub in ("lib64", "lib", os.path.join("targets", "*", "lib"))):
         return ""
-    candidates = []
-    explicit = setting("FLOWC_CUDNN_HOME")
-    if explicit:
-        candidates.append(explicit)
-    major = _cuda_major(nvcc)
-    if major:
-        import site
-        import sys
-        for base in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
-            candidates.append(os.path.join(base, "nvidia", "cudnn"))
-    for home in candidates:
-        if (os.path.isfile(os.path.join(home, "include", "cudnn.h"))
-                and _cudnn_cuda_major(home) in (None, major)
-                and glob.glob(os.path.join(home, "lib", "libcudnn.so*"))):
-            return os.path.realpath(home)
-    return None
+    return _library_home("FLOWC_CUDNN_HOME", ["cudnn"], _cuda_major(nvcc), "cudnn.h",
+                         "libcudnn.so*", _cudnn_cuda_major)
 
 
 def _cudnn_cuda_major(home: str) -> Optional[str]:
