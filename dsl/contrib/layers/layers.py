@@ -99,6 +99,18 @@ def _finish(outputs: Tensor, normalizer_fn, normalizer_params, activation_fn,
     return _collect(outputs_collections, outputs)
 
 
+def _finish_nhwc(outputs: Tensor, biases, first: bool, normalizer_fn, normalizer_params,
+                 activation_fn, outputs_collections) -> Tensor:
+    """An NHWC result: its biases added, back to NCHW where the input was (``first``), then
+    ``_finish``."""
+    if biases is not None:
+        outputs = nn_bias_add(outputs, biases)
+    if first:
+        outputs = transpose(outputs, [0, 3, 1, 2])
+    return _finish(outputs, normalizer_fn, normalizer_params, activation_fn,
+                   outputs_collections)
+
+
 def _weights_and_biases(weights_shape, bias_size: int, dtype, use_bias: bool,
                         weights_initializer, weights_regularizer, biases_initializer,
                         biases_regularizer, variables_collections, trainable,
@@ -287,12 +299,8 @@ def convolution2d_transpose(inputs, num_outputs: int, kernel_size, stride=1,
                                       name="conv2d_transpose")
         outputs.set_shape([dims[0]] + [s if isinstance(s, int) else None for s in sizes] +
                           [int(num_outputs)])
-        if biases is not None:
-            outputs = nn_bias_add(outputs, biases)
-        if first:
-            outputs = transpose(outputs, [0, 3, 1, 2])
-        return _finish(outputs, normalizer_fn, normalizer_params, activation_fn,
-                       outputs_collections)
+        return _finish_nhwc(outputs, biases, first, normalizer_fn, normalizer_params,
+                            activation_fn, outputs_collections)
 
 
 conv2d_transpose = convolution2d_transpose
@@ -350,12 +358,8 @@ def separable_convolution2d(inputs, num_outputs, kernel_size, depth_multiplier: 
                                    rate=list(rates))
         if pointwise is not None:
             outputs = nn_conv2d(outputs, pointwise, strides=[1, 1, 1, 1], padding="VALID")
-        if biases is not None:
-            outputs = nn_bias_add(outputs, biases)
-        if first:
-            outputs = transpose(outputs, [0, 3, 1, 2])
-        return _finish(outputs, normalizer_fn, normalizer_params, activation_fn,
-                       outputs_collections)
+        return _finish_nhwc(outputs, biases, first, normalizer_fn, normalizer_params,
+                            activation_fn, outputs_collections)
 
 
 separable_conv2d = separable_convolution2d
