@@ -101,6 +101,19 @@ def _prefix(ctx, a, b, what_a: str, what_b: str) -> None:
                         f"{shape_str(b)}")
 
 
+def _indices_and_ids(ctx) -> None:
+    """A sparse segment op's indices (input 1) and segment_ids (input 2): vectors of one
+    length."""
+    idx = _vector(ctx, 1, "indices")
+    ids = _vector(ctx, 2, "segment_ids")
+    if idx is not None and ids is not None:
+        try:
+            merge_shapes(tuple(idx), tuple(ids))
+        except ValueError:
+            raise ctx.error(f"segment_ids {shape_str(ids)} and indices {shape_str(idx)} must "
+                            "have one length") from None
+
+
 def _segment_shape(ctx) -> list:
     reduction, layout = SEGMENT_OPS[ctx.node.op]
     data = ctx.input_shape(0)
@@ -116,14 +129,7 @@ def _segment_shape(ctx) -> list:
         if data is None or ids is None:
             return [None]
         return [(n,) + tuple(data[len(ids):])]
-    idx = _vector(ctx, 1, "indices")
-    ids = _vector(ctx, 2, "segment_ids")
-    if idx is not None and ids is not None:
-        try:
-            merge_shapes(tuple(idx), tuple(ids))
-        except ValueError:
-            raise ctx.error(f"segment_ids {shape_str(ids)} and indices {shape_str(idx)} must "
-                            "have one length") from None
+    _indices_and_ids(ctx)
     if data is not None and len(data) == 0:
         raise ctx.error("data must have at least one dimension, got a scalar")
     n = _num_segments(ctx, 3) if layout == "sparse_n" else _sorted_count(ctx, 2)
@@ -256,14 +262,7 @@ SPARSE_GRAD_OPS = {"SparseSegmentSumGrad": "sum", "SparseSegmentMeanGrad": "mean
 
 def _sparse_grad_shape(ctx) -> list:
     grad = ctx.input_shape(0)
-    idx = _vector(ctx, 1, "indices")
-    ids = _vector(ctx, 2, "segment_ids")
-    if idx is not None and ids is not None:
-        try:
-            merge_shapes(tuple(idx), tuple(ids))
-        except ValueError:
-            raise ctx.error(f"segment_ids {shape_str(ids)} and indices {shape_str(idx)} must "
-                            "have one length") from None
+    _indices_and_ids(ctx)
     s = ctx.input_shape(3)
     if s is not None and len(s) != 0:
         raise ctx.error(f"output_dim0 must be a scalar, got shape {shape_str(s)}")
